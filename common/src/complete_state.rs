@@ -1,0 +1,89 @@
+//! The complete state: desired state (apiVersion, workloads, configs), the
+//! reported workload states and the connected agents, in the shape `ank get
+//! state` prints and field masks address.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::execution_state::ExecutionState;
+use crate::names::WorkloadName;
+use crate::workload::{Workload, WorkloadState};
+
+/// A config item: a string, a list or a map of further items.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ConfigItem {
+    String(String),
+    Array(Vec<ConfigItem>),
+    Object(BTreeMap<String, ConfigItem>),
+}
+
+/// The desired state (also the shape of a manifest).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct State {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub workloads: BTreeMap<WorkloadName, Workload>,
+    #[serde(default)]
+    pub configs: BTreeMap<String, ConfigItem>,
+}
+
+/// agent -> workload name -> instance id -> state.
+pub type WorkloadStatesMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, ExecutionState>>>;
+
+/// Resource figures an agent reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    #[serde(default)]
+    pub cpu_usage: u32,
+    #[serde(default)]
+    pub free_memory: u64,
+}
+
+/// A connected agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentAttributes {
+    #[serde(default)]
+    pub status: AgentStatus,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Desired state, workload states and agents.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompleteState {
+    #[serde(default)]
+    pub desired_state: State,
+    #[serde(default)]
+    pub workload_states: WorkloadStatesMap,
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentAttributes>,
+}
+
+impl CompleteState {
+    /// Flattened list of all reported workload states.
+    pub fn workload_state_list(&self) -> Vec<WorkloadState> {
+        let mut out = Vec::new();
+        for (agent, by_name) in &self.workload_states {
+            for (name, by_id) in by_name {
+                for (id, state) in by_id {
+                    out.push(WorkloadState::new(
+                        crate::WorkloadInstanceName {
+                            workload_name: name.clone(),
+                            agent_name: agent.clone(),
+                            id: id.clone(),
+                        },
+                        state.clone(),
+                    ));
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,265 @@
+//! Wire <-> domain for the gRPC envelopes `ToServer` / `FromServer` and the
+//! requests and responses they carry.
+
+use std::collections::BTreeMap;
+
+use ank_proto::ank_base as pb;
+use ank_proto::grpc_api as g;
+
+use super::ConvertError;
+use super::partial::{PartialWorkload, complete_state_from_json, complete_state_to_json, workload_from_pb, workload_to_pb};
+use super::state::{instance_name_from_proto, instance_name_to_proto, workload_state_from_proto, workload_state_to_proto};
+use crate::complete_state::AgentStatus;
+use crate::messages::{
+    DeleteCondition, DeletedWorkload, FromServer, Request, RequestContent, Response, ResponseContent, ToServer,
+};
+use crate::workload::{Workload, WorkloadSpec};
+
+fn added_to_pb(s: &WorkloadSpec) -> g::AddedWorkload {
+    let partial: PartialWorkload = serde_json::to_value(&s.workload)
+        .and_then(serde_json::from_value)
+        .unwrap_or_default();
+    g::AddedWorkload {
+        instance_name: Some(instance_name_to_proto(&s.instance_name)),
+        workload: Some(workload_to_pb(partial)),
+    }
+}
+
+fn added_from_pb(a: g::AddedWorkload) -> Result<WorkloadSpec, ConvertError> {
+    let instance_name = instance_name_from_proto(a.instance_name)?;
+    let partial = workload_from_pb(a.workload.ok_or_else(|| ConvertError::missing("workload"))?)?;
+    let value = serde_json::to_value(partial).map_err(|e| ConvertError(e.to_string()))?;
+    let workload: Workload = serde_json::from_value(value)
+        .map_err(|e| ConvertError(format!("workload '{}': {e}", instance_name.workload_name)))?;
+    Ok(WorkloadSpec { instance_name, workload })
+}
+
+fn deleted_to_pb(d: &DeletedWorkload) -> g::DeletedWorkload {
+    g::DeletedWorkload {
+        instance_name: Some(instance_name_to_proto(&d.instance_name)),
+        dependencies: d
+            .dependencies
+            .iter()
+            .map(|(k, c)| {
+                let v = match c {
+                    DeleteCondition::Running => g::DeleteCondition::DelCondRunning,
+                    DeleteCondition::NotPendingNorRunning => g::DeleteCondition::DelCondNotPendingNorRunning,
+                };
+                (k.clone(), v as i32)
+            })
+            .collect(),
+    }
+}
+
+fn deleted_from_pb(d: g::DeletedWorkload) -> Result<DeletedWorkload, ConvertError> {
+    let mut dependencies = BTreeMap::new();
+    for (k, v) in d.dependencies {
+        let c = match g::DeleteCondition::try_from(v) {
+            Ok(g::DeleteCondition::DelCondRunning) => DeleteCondition::Running,
+            Ok(g::DeleteCondition::DelCondNotPendingNorRunning) => DeleteCondition::NotPendingNorRunning,
+            Err(_) => return Err(ConvertError(format!("unknown delete condition {v} for '{k}'"))),
+        };
+        dependencies.insert(k, c);
+    }
+    Ok(DeletedWorkload { instance_name: instance_name_from_proto(d.instance_name)?, dependencies })
+}
+
+/// Domain -> wire for messages from the server.
+pub fn from_server_to_proto(m: &FromServer) -> g::FromServer {
+    use g::from_server::FromServerEnum as F;
+    let e = match m {
+        FromServer::ServerHello(added) => {
+            F::ServerHello(g::ServerHello { added_workloads: added.iter().map(added_to_pb).collect() })
+        }
+        FromServer::UpdateWorkload { added, deleted } => F::UpdateWorkload(g::UpdateWorkload {
+            added_workloads: added.iter().map(added_to_pb).collect(),
+            deleted_workloads: deleted.iter().map(deleted_to_pb).collect(),
+        }),
+        FromServer::UpdateWorkloadState(states) => F::UpdateWorkloadState(g::UpdateWorkloadState {
+            workload_states: states.iter().map(workload_state_to_proto).collect(),
+        }),
+        FromServer::Response(r) => F::Response(response_to_pb(r)),
+    };
+    g::FromServer { from_server_enum: Some(e) }
+}
+
+/// Wire -> domain for messages from the server; `Ok(None)` for message kinds
+/// this version ignores.
+pub fn from_server_from_proto(m: g::FromServer) -> Result<Option<FromServer>, ConvertError> {
+    use g::from_server::FromServerEnum as F;
+    Ok(Some(match m.from_server_enum.ok_or_else(|| ConvertError::missing("FromServer"))? {
+        F::ServerHello(h) => {
+            FromServer::ServerHello(h.added_workloads.into_iter().map(added_from_pb).collect::<Result<_, _>>()?)
+        }
+        F::UpdateWorkload(u) => FromServer::UpdateWorkload {
+            added: u.added_workloads.into_iter().map(added_from_pb).collect::<Result<_, _>>()?,
+            deleted: u.deleted_workloads.into_iter().map(deleted_from_pb).collect::<Result<_, _>>()?,
+        },
+        F::UpdateWorkloadState(s) => FromServer::UpdateWorkloadState(
+            s.workload_states.into_iter().map(workload_state_from_proto).collect::<Result<_, _>>()?,
+        ),
+        F::Response(r) => FromServer::Response(response_from_pb(r)?),
+        F::LogsRequest(_) | F::LogsCancelRequest(_) => return Ok(None),
+    }))
+}
+
+/// Domain -> wire for messages to the server.
+pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
+    use g::to_server::ToServerEnum as T;
+    let e = match m {
+        ToServer::AgentHello { agent_name, protocol_version, tags } => T::AgentHello(g::AgentHello {
+            agent_name: agent_name.clone(),
+            protocol_version: protocol_version.clone(),
+            tags: Some(pb::Tags { tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }),
+        }),
+        ToServer::CommanderHello { protocol_version } => {
+            T::CommanderHello(g::CommanderHello { protocol_version: protocol_version.clone() })
+        }
+        ToServer::UpdateWorkloadState(states) => T::UpdateWorkloadState(g::UpdateWorkloadState {
+            workload_states: states.iter().map(workload_state_to_proto).collect(),
+        }),
+        ToServer::AgentLoadStatus { agent_name, status } => T::AgentLoadStatus(g::AgentLoadStatus {
+            agent_name: agent_name.clone(),
+            cpu_usage: Some(pb::CpuUsage { cpu_usage: status.cpu_usage }),
+            free_memory: Some(pb::FreeMemory { free_memory: status.free_memory }),
+        }),
+        ToServer::Request(r) => T::Request(request_to_pb(r)),
+        ToServer::Goodbye => T::Goodbye(g::Goodbye {}),
+    };
+    g::ToServer { to_server_enum: Some(e) }
+}
+
+/// Wire -> domain for messages to the server; `Ok(None)` for message kinds
+/// this version ignores.
+pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertError> {
+    use g::to_server::ToServerEnum as T;
+    Ok(Some(match m.to_server_enum.ok_or_else(|| ConvertError::missing("ToServer"))? {
+        T::AgentHello(h) => ToServer::AgentHello {
+            agent_name: h.agent_name,
+            protocol_version: h.protocol_version,
+            tags: h.tags.map(|t| t.tags.into_iter().collect()).unwrap_or_default(),
+        },
+        T::CommanderHello(h) => ToServer::CommanderHello { protocol_version: h.protocol_version },
+        T::UpdateWorkloadState(s) => ToServer::UpdateWorkloadState(
+            s.workload_states.into_iter().map(workload_state_from_proto).collect::<Result<_, _>>()?,
+        ),
+        T::AgentLoadStatus(s) => ToServer::AgentLoadStatus {
+            agent_name: s.agent_name,
+            status: AgentStatus {
+                cpu_usage: s.cpu_usage.map_or(0, |c| c.cpu_usage),
+                free_memory: s.free_memory.map_or(0, |m| m.free_memory),
+            },
+        },
+        T::Request(r) => ToServer::Request(request_from_pb(r)?),
+        T::Goodbye(_) => ToServer::Goodbye,
+        T::LogEntriesResponse(_) | T::LogsStopResponse(_) => return Ok(None),
+    }))
+}
+
+/// Domain -> wire request.
+pub fn request_to_pb(r: &Request) -> pb::Request {
+    use pb::request::RequestContent as C;
+    let content = match &r.content {
+        RequestContent::CompleteState { field_mask, subscribe_for_events } => {
+            Some(C::CompleteStateRequest(pb::CompleteStateRequest {
+                field_mask: field_mask.clone(),
+                subscribe_for_events: *subscribe_for_events,
+            }))
+        }
+        RequestContent::UpdateState { new_state, update_mask } => Some(C::UpdateStateRequest(pb::UpdateStateRequest {
+            new_state: complete_state_from_json(new_state).ok(),
+            update_mask: update_mask.clone(),
+        })),
+        RequestContent::NotSupported(_) => None,
+    };
+    pb::Request { request_id: r.request_id.clone(), request_content: content }
+}
+
+/// Wire -> domain request.
+pub fn request_from_pb(r: pb::Request) -> Result<Request, ConvertError> {
+    use pb::request::RequestContent as C;
+    let content = match r.request_content.ok_or_else(|| ConvertError::missing("requestContent"))? {
+        C::CompleteStateRequest(c) => {
+            RequestContent::CompleteState { field_mask: c.field_mask, subscribe_for_events: c.subscribe_for_events }
+        }
+        C::UpdateStateRequest(u) => RequestContent::UpdateState {
+            new_state: Box::new(complete_state_to_json(u.new_state.unwrap_or_default())?),
+            update_mask: u.update_mask,
+        },
+        C::LogsRequest(_) => RequestContent::NotSupported("LogsRequest"),
+        C::LogsCancelRequest(_) => RequestContent::NotSupported("LogsCancelRequest"),
+        C::EventsCancelRequest(_) => RequestContent::NotSupported("EventsCancelRequest"),
+    };
+    Ok(Request { request_id: r.request_id, content })
+}
+
+/// Domain -> wire response.
+pub fn response_to_pb(r: &Response) -> pb::Response {
+    use pb::response::ResponseContent as C;
+    let content = match &r.content {
+        ResponseContent::Error(message) => C::Error(pb::Error { message: message.clone() }),
+        ResponseContent::CompleteState(v) => match complete_state_from_json(v) {
+            Ok(cs) => C::CompleteStateResponse(pb::CompleteStateResponse { complete_state: Some(cs), altered_fields: None }),
+            Err(e) => C::Error(pb::Error { message: e.to_string() }),
+        },
+        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads } => {
+            C::UpdateStateSuccess(pb::UpdateStateSuccess {
+                added_workloads: added_workloads.clone(),
+                deleted_workloads: deleted_workloads.clone(),
+            })
+        }
+    };
+    pb::Response { request_id: r.request_id.clone(), response_content: Some(content) }
+}
+
+/// Wire -> domain response.
+pub fn response_from_pb(r: pb::Response) -> Result<Response, ConvertError> {
+    use pb::response::ResponseContent as C;
+    let content = match r.response_content.ok_or_else(|| ConvertError::missing("responseContent"))? {
+        C::Error(e) => ResponseContent::Error(e.message),
+        C::CompleteStateResponse(c) => {
+            ResponseContent::CompleteState(Box::new(complete_state_to_json(c.complete_state.unwrap_or_default())?))
+        }
+        C::UpdateStateSuccess(s) => ResponseContent::UpdateStateSuccess {
+            added_workloads: s.added_workloads,
+            deleted_workloads: s.deleted_workloads,
+        },
+        other => ResponseContent::Error(format!("unexpected response kind: {other:?}")),
+    };
+    Ok(Response { request_id: r.request_id, content })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::{AgentName, WorkloadName};
+
+    #[test]
+    fn server_hello_round_trips_through_the_wire() {
+        let wl = Workload {
+            agent: "agent_A".into(),
+            runtime: "podman".into(),
+            runtime_config: "image: busybox\n".into(),
+            ..Default::default()
+        };
+        let spec = WorkloadSpec::new(&WorkloadName::new("w").unwrap(), &AgentName::new("agent_A").unwrap(), wl);
+        let m = FromServer::ServerHello(vec![spec]);
+        assert_eq!(from_server_from_proto(from_server_to_proto(&m)).unwrap(), Some(m));
+    }
+
+    #[test]
+    fn added_workload_with_bad_dependency_name_is_rejected() {
+        let mut w = pb::Workload { runtime: Some("podman".into()), runtime_config: Some("x".into()), ..Default::default() };
+        w.dependencies = Some(pb::Dependencies { dependencies: [("a.b".to_owned(), 0)].into_iter().collect() });
+        let a = g::AddedWorkload {
+            instance_name: Some(pb::WorkloadInstanceName {
+                workload_name: "w".into(),
+                agent_name: "a".into(),
+                id: "1".into(),
+            }),
+            workload: Some(w),
+        };
+        let e = added_from_pb(a).unwrap_err().to_string();
+        assert!(e.contains("a.b"), "{e}");
+    }
+}

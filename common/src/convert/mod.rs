@@ -1,0 +1,25 @@
+//! Conversions between the protobuf wire types and the domain model. Input
+//! from the wire is validated here: a bad name or a missing field becomes a
+//! [`ConvertError`] naming the field, never a panic.
+
+mod messages;
+mod partial;
+mod state;
+
+pub use messages::{from_server_from_proto, from_server_to_proto, to_server_from_proto, to_server_to_proto};
+pub use partial::{complete_state_from_json, complete_state_to_json};
+pub use state::{
+    execution_state_from_proto, execution_state_to_proto, instance_name_from_proto, instance_name_to_proto,
+    workload_state_from_proto, workload_state_to_proto,
+};
+
+/// A wire message that cannot be turned into the domain model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid message: {0}")]
+pub struct ConvertError(pub String);
+
+impl ConvertError {
+    pub(crate) fn missing(field: &str) -> Self {
+        ConvertError(format!("field '{field}' is missing"))
+    }
+}

@@ -1,0 +1,354 @@
+//! Wire <-> JSON tree for (possibly partial) complete states. Field masks
+//! select parts of a state, so every field may be absent; the JSON tree has
+//! the camelCase shape of `ank get state` and is what the server filters,
+//! merges and finally deserializes into the domain [`CompleteState`].
+//!
+//! [`CompleteState`]: crate::CompleteState
+
+use std::collections::BTreeMap;
+
+use ank_proto::ank_base as pb;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ConvertError;
+use super::state::{execution_state_from_proto, execution_state_to_proto};
+use crate::complete_state::{AgentStatus, ConfigItem};
+use crate::execution_state::ExecutionState;
+use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
+
+#[derive(Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PartialCompleteState {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    desired_state: Option<PartialState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workload_states: Option<BTreeMap<String, BTreeMap<String, BTreeMap<String, ExecutionState>>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agents: Option<BTreeMap<String, PartialAgent>>,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PartialState {
+    #[serde(default)]
+    api_version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workloads: Option<BTreeMap<String, PartialWorkload>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    configs: Option<BTreeMap<String, ConfigItem>>,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PartialAgent {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<AgentStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tags: Option<BTreeMap<String, String>>,
+}
+
+/// A workload of which any field may be absent.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PartialWorkload {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<RestartPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<BTreeMap<String, AddCondition>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_config: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_interface_access: Option<ControlInterfaceAccess>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configs: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<File>>,
+}
+
+/// The JSON tree of a wire complete state (absent parts stay absent).
+pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertError> {
+    let p = PartialCompleteState {
+        desired_state: cs.desired_state.map(state_from_pb).transpose()?,
+        workload_states: cs.workload_states.map(states_from_pb).transpose()?,
+        agents: cs.agents.map(|a| {
+            a.agents
+                .into_iter()
+                .map(|(name, attr)| {
+                    let status = attr.status.map(|s| AgentStatus {
+                        cpu_usage: s.cpu_usage.map_or(0, |c| c.cpu_usage),
+                        free_memory: s.free_memory.map_or(0, |m| m.free_memory),
+                    });
+                    (name, PartialAgent { status, tags: attr.tags.map(|t| t.tags.into_iter().collect()) })
+                })
+                .collect()
+        }),
+    };
+    serde_json::to_value(p).map_err(|e| ConvertError(e.to_string()))
+}
+
+/// The wire complete state of a JSON tree produced by the server.
+pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertError> {
+    let p: PartialCompleteState =
+        serde_json::from_value(v.clone()).map_err(|e| ConvertError(format!("complete state: {e}")))?;
+    Ok(pb::CompleteState {
+        desired_state: p.desired_state.map(state_to_pb),
+        workload_states: p.workload_states.map(|m| pb::WorkloadStatesMap {
+            agent_state_map: m
+                .into_iter()
+                .map(|(agent, wls)| {
+                    let wl_name_state_map = wls
+                        .into_iter()
+                        .map(|(wl, ids)| {
+                            let id_state_map =
+                                ids.into_iter().map(|(id, s)| (id, execution_state_to_proto(&s))).collect();
+                            (wl, pb::ExecutionsStatesForId { id_state_map })
+                        })
+                        .collect();
+                    (agent, pb::ExecutionsStatesOfWorkload { wl_name_state_map })
+                })
+                .collect(),
+        }),
+        agents: p.agents.map(|m| pb::AgentMap {
+            agents: m
+                .into_iter()
+                .map(|(name, a)| {
+                    let status = a.status.map(|s| pb::AgentStatus {
+                        cpu_usage: Some(pb::CpuUsage { cpu_usage: s.cpu_usage }),
+                        free_memory: Some(pb::FreeMemory { free_memory: s.free_memory }),
+                    });
+                    (name, pb::AgentAttributes { status, tags: a.tags.map(tags_to_pb) })
+                })
+                .collect(),
+        }),
+        effective_state: None,
+    })
+}
+
+fn tags_to_pb(t: BTreeMap<String, String>) -> pb::Tags {
+    pb::Tags { tags: t.into_iter().collect() }
+}
+
+fn states_from_pb(
+    m: pb::WorkloadStatesMap,
+) -> Result<BTreeMap<String, BTreeMap<String, BTreeMap<String, ExecutionState>>>, ConvertError> {
+    let mut out = BTreeMap::new();
+    for (agent, wls) in m.agent_state_map {
+        let mut by_name = BTreeMap::new();
+        for (wl, ids) in wls.wl_name_state_map {
+            let mut by_id = BTreeMap::new();
+            for (id, s) in ids.id_state_map {
+                by_id.insert(id, execution_state_from_proto(Some(s))?);
+            }
+            by_name.insert(wl, by_id);
+        }
+        out.insert(agent, by_name);
+    }
+    Ok(out)
+}
+
+fn state_from_pb(s: pb::State) -> Result<PartialState, ConvertError> {
+    Ok(PartialState {
+        api_version: s.api_version,
+        workloads: s
+            .workloads
+            .map(|w| w.workloads.into_iter().map(|(k, v)| Ok((k, workload_from_pb(v)?))).collect())
+            .transpose()?,
+        configs: s.configs.map(|c| c.configs.into_iter().map(|(k, v)| Ok((k, config_from_pb(v)?))).collect()).transpose()?,
+    })
+}
+
+fn state_to_pb(s: PartialState) -> pb::State {
+    pb::State {
+        api_version: s.api_version,
+        workloads: s
+            .workloads
+            .map(|w| pb::WorkloadMap { workloads: w.into_iter().map(|(k, v)| (k, workload_to_pb(v))).collect() }),
+        configs: s.configs.map(|c| pb::ConfigMap { configs: c.into_iter().map(|(k, v)| (k, config_to_pb(v))).collect() }),
+    }
+}
+
+fn config_from_pb(c: pb::ConfigItem) -> Result<ConfigItem, ConvertError> {
+    use pb::config_item::ConfigItemEnum as C;
+    match c.config_item_enum.ok_or_else(|| ConvertError::missing("configItem"))? {
+        C::String(s) => Ok(ConfigItem::String(s)),
+        C::Array(a) => Ok(ConfigItem::Array(a.values.into_iter().map(config_from_pb).collect::<Result<_, _>>()?)),
+        C::Object(o) => Ok(ConfigItem::Object(
+            o.fields.into_iter().map(|(k, v)| Ok((k, config_from_pb(v)?))).collect::<Result<_, ConvertError>>()?,
+        )),
+    }
+}
+
+fn config_to_pb(c: ConfigItem) -> pb::ConfigItem {
+    use pb::config_item::ConfigItemEnum as C;
+    let e = match c {
+        ConfigItem::String(s) => C::String(s),
+        ConfigItem::Array(a) => C::Array(pb::ConfigArray { values: a.into_iter().map(config_to_pb).collect() }),
+        ConfigItem::Object(o) => {
+            C::Object(pb::ConfigObject { fields: o.into_iter().map(|(k, v)| (k, config_to_pb(v))).collect() })
+        }
+    };
+    pb::ConfigItem { config_item_enum: Some(e) }
+}
+
+pub(crate) fn workload_from_pb(w: pb::Workload) -> Result<PartialWorkload, ConvertError> {
+    let restart_policy = w
+        .restart_policy
+        .map(|r| match pb::RestartPolicy::try_from(r) {
+            Ok(pb::RestartPolicy::Never) => Ok(RestartPolicy::Never),
+            Ok(pb::RestartPolicy::OnFailure) => Ok(RestartPolicy::OnFailure),
+            Ok(pb::RestartPolicy::Always) => Ok(RestartPolicy::Always),
+            Err(_) => Err(ConvertError(format!("unknown restartPolicy {r}"))),
+        })
+        .transpose()?;
+    let dependencies = w
+        .dependencies
+        .map(|d| {
+            d.dependencies
+                .into_iter()
+                .map(|(k, v)| {
+                    let c = match pb::AddCondition::try_from(v) {
+                        Ok(pb::AddCondition::AddCondRunning) => AddCondition::Running,
+                        Ok(pb::AddCondition::AddCondSucceeded) => AddCondition::Succeeded,
+                        Ok(pb::AddCondition::AddCondFailed) => AddCondition::Failed,
+                        Err(_) => return Err(ConvertError(format!("unknown add condition {v} for '{k}'"))),
+                    };
+                    Ok((k, c))
+                })
+                .collect::<Result<_, _>>()
+        })
+        .transpose()?;
+    Ok(PartialWorkload {
+        agent: w.agent,
+        restart_policy,
+        dependencies,
+        tags: w.tags.map(|t| t.tags.into_iter().collect()),
+        runtime: w.runtime,
+        runtime_config: w.runtime_config,
+        control_interface_access: w.control_interface_access.map(access_from_pb).transpose()?,
+        configs: w.configs.map(|c| c.configs.into_iter().collect()),
+        files: w.files.map(|f| f.files.into_iter().map(file_from_pb).collect::<Result<_, _>>()).transpose()?,
+    })
+}
+
+pub(crate) fn workload_to_pb(w: PartialWorkload) -> pb::Workload {
+    pb::Workload {
+        agent: w.agent,
+        restart_policy: w.restart_policy.map(|r| match r {
+            RestartPolicy::Never => pb::RestartPolicy::Never as i32,
+            RestartPolicy::OnFailure => pb::RestartPolicy::OnFailure as i32,
+            RestartPolicy::Always => pb::RestartPolicy::Always as i32,
+        }),
+        dependencies: w.dependencies.map(|d| pb::Dependencies {
+            dependencies: d
+                .into_iter()
+                .map(|(k, c)| {
+                    let v = match c {
+                        AddCondition::Running => pb::AddCondition::AddCondRunning,
+                        AddCondition::Succeeded => pb::AddCondition::AddCondSucceeded,
+                        AddCondition::Failed => pb::AddCondition::AddCondFailed,
+                    };
+                    (k, v as i32)
+                })
+                .collect(),
+        }),
+        tags: w.tags.map(tags_to_pb),
+        runtime: w.runtime,
+        runtime_config: w.runtime_config,
+        control_interface_access: w.control_interface_access.map(access_to_pb),
+        configs: w.configs.map(|c| pb::ConfigMappings { configs: c.into_iter().collect() }),
+        files: w.files.map(|f| pb::Files { files: f.into_iter().map(file_to_pb).collect() }),
+    }
+}
+
+fn file_from_pb(f: pb::File) -> Result<File, ConvertError> {
+    use pb::file::FileContent as F;
+    let content = match f.file_content.ok_or_else(|| ConvertError::missing("files[].data"))? {
+        F::Data(d) => FileContent::Data(d),
+        F::BinaryData(d) => FileContent::BinaryData(d),
+    };
+    Ok(File { mount_point: f.mount_point, content })
+}
+
+fn file_to_pb(f: File) -> pb::File {
+    use pb::file::FileContent as F;
+    let content = match f.content {
+        FileContent::Data(d) => F::Data(d),
+        FileContent::BinaryData(d) => F::BinaryData(d),
+    };
+    pb::File { mount_point: f.mount_point, file_content: Some(content) }
+}
+
+fn access_from_pb(a: pb::ControlInterfaceAccess) -> Result<ControlInterfaceAccess, ConvertError> {
+    let rules = |v: Vec<pb::AccessRightsRule>| v.into_iter().map(rule_from_pb).collect::<Result<Vec<_>, _>>();
+    Ok(ControlInterfaceAccess { allow_rules: rules(a.allow_rules)?, deny_rules: rules(a.deny_rules)? })
+}
+
+fn access_to_pb(a: ControlInterfaceAccess) -> pb::ControlInterfaceAccess {
+    pb::ControlInterfaceAccess {
+        allow_rules: a.allow_rules.into_iter().map(rule_to_pb).collect(),
+        deny_rules: a.deny_rules.into_iter().map(rule_to_pb).collect(),
+    }
+}
+
+fn rule_from_pb(r: pb::AccessRightsRule) -> Result<AccessRule, ConvertError> {
+    use pb::access_rights_rule::AccessRightsRuleEnum as R;
+    match r.access_rights_rule_enum.ok_or_else(|| ConvertError::missing("accessRightsRule"))? {
+        R::StateRule(s) => {
+            let operation = match pb::ReadWriteEnum::try_from(s.operation) {
+                Ok(pb::ReadWriteEnum::RwNothing) => ReadWrite::Nothing,
+                Ok(pb::ReadWriteEnum::RwRead) => ReadWrite::Read,
+                Ok(pb::ReadWriteEnum::RwWrite) => ReadWrite::Write,
+                Ok(pb::ReadWriteEnum::RwReadWrite) => ReadWrite::ReadWrite,
+                Err(_) => return Err(ConvertError(format!("unknown state rule operation {}", s.operation))),
+            };
+            Ok(AccessRule::StateRule { operation, filter_masks: s.filter_masks })
+        }
+        R::LogRule(l) => Ok(AccessRule::LogRule { workload_names: l.workload_names }),
+    }
+}
+
+fn rule_to_pb(r: AccessRule) -> pb::AccessRightsRule {
+    use pb::access_rights_rule::AccessRightsRuleEnum as R;
+    let e = match r {
+        AccessRule::StateRule { operation, filter_masks } => {
+            let op = match operation {
+                ReadWrite::Nothing => pb::ReadWriteEnum::RwNothing,
+                ReadWrite::Read => pb::ReadWriteEnum::RwRead,
+                ReadWrite::Write => pb::ReadWriteEnum::RwWrite,
+                ReadWrite::ReadWrite => pb::ReadWriteEnum::RwReadWrite,
+            };
+            R::StateRule(pb::StateRule { operation: op as i32, filter_masks })
+        }
+        AccessRule::LogRule { workload_names } => R::LogRule(pb::LogRule { workload_names }),
+    };
+    pb::AccessRightsRule { access_rights_rule_enum: Some(e) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_state_keeps_absent_fields_absent() {
+        let mut wls = std::collections::HashMap::new();
+        wls.insert("w".to_owned(), pb::Workload { agent: Some("a".into()), ..Default::default() });
+        let cs = pb::CompleteState {
+            desired_state: Some(pb::State {
+                api_version: "v1".into(),
+                workloads: Some(pb::WorkloadMap { workloads: wls }),
+                configs: None,
+            }),
+            ..Default::default()
+        };
+        let v = complete_state_to_json(cs.clone()).unwrap();
+        assert_eq!(v, serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"w": {"agent": "a"}}}}));
+        assert_eq!(complete_state_from_json(&v).unwrap(), cs);
+    }
+}

@@ -1,0 +1,141 @@
+//! Wire <-> domain for instance names, execution states and workload states.
+
+use ank_proto::ank_base as pb;
+use pb::execution_state::ExecutionStateEnum as E;
+
+use super::ConvertError;
+use crate::execution_state::{ExecutionState, Failed, Pending, StateKind, Stopping};
+use crate::instance_name::WorkloadInstanceName;
+use crate::names::{AgentName, WorkloadName};
+use crate::workload::WorkloadState;
+
+pub fn instance_name_to_proto(n: &WorkloadInstanceName) -> pb::WorkloadInstanceName {
+    pb::WorkloadInstanceName {
+        workload_name: n.workload_name.clone(),
+        agent_name: n.agent_name.clone(),
+        id: n.id.clone(),
+    }
+}
+
+pub fn instance_name_from_proto(n: Option<pb::WorkloadInstanceName>) -> Result<WorkloadInstanceName, ConvertError> {
+    let n = n.ok_or_else(|| ConvertError::missing("instanceName"))?;
+    WorkloadName::new(n.workload_name.as_str()).map_err(|e| ConvertError(e.to_string()))?;
+    AgentName::new(n.agent_name.as_str()).map_err(|e| ConvertError(e.to_string()))?;
+    Ok(WorkloadInstanceName { workload_name: n.workload_name, agent_name: n.agent_name, id: n.id })
+}
+
+pub fn execution_state_to_proto(s: &ExecutionState) -> pb::ExecutionState {
+    let e = match s.kind {
+        StateKind::AgentDisconnected => E::AgentDisconnected(pb::AgentDisconnected::AgentDisconnected as i32),
+        StateKind::Pending(p) => E::Pending(
+            match p {
+                Pending::Initial => pb::Pending::Initial,
+                Pending::WaitingToStart => pb::Pending::WaitingToStart,
+                Pending::Starting => pb::Pending::Starting,
+                Pending::StartingFailed => pb::Pending::StartingFailed,
+            } as i32,
+        ),
+        StateKind::Running => E::Running(pb::Running::Ok as i32),
+        StateKind::Stopping(st) => E::Stopping(
+            match st {
+                Stopping::Stopping => pb::Stopping::Stopping,
+                Stopping::WaitingToStop => pb::Stopping::WaitingToStop,
+                Stopping::RequestedAtRuntime => pb::Stopping::RequestedAtRuntime,
+                Stopping::DeleteFailed => pb::Stopping::DeleteFailed,
+            } as i32,
+        ),
+        StateKind::Succeeded => E::Succeeded(pb::Succeeded::Ok as i32),
+        StateKind::Failed(f) => E::Failed(
+            match f {
+                Failed::ExecFailed => pb::Failed::ExecFailed,
+                Failed::Unknown => pb::Failed::Unknown,
+                Failed::Lost => pb::Failed::Lost,
+            } as i32,
+        ),
+        StateKind::NotScheduled => E::NotScheduled(pb::NotScheduled::NotScheduled as i32),
+        StateKind::Removed => E::Removed(pb::Removed::Removed as i32),
+    };
+    pb::ExecutionState {
+        additional_info: Some(s.additional_info.clone()),
+        execution_state_enum: Some(e),
+    }
+}
+
+fn sub<T: TryFrom<i32>>(v: i32, what: &str) -> Result<T, ConvertError> {
+    T::try_from(v).map_err(|_| ConvertError(format!("unknown {what} sub-state {v}")))
+}
+
+pub fn execution_state_from_proto(s: Option<pb::ExecutionState>) -> Result<ExecutionState, ConvertError> {
+    let s = s.ok_or_else(|| ConvertError::missing("executionState"))?;
+    let e = s.execution_state_enum.ok_or_else(|| ConvertError::missing("executionState.state"))?;
+    let kind = match e {
+        E::AgentDisconnected(_) => StateKind::AgentDisconnected,
+        E::Pending(v) => StateKind::Pending(match sub::<pb::Pending>(v, "Pending")? {
+            pb::Pending::Initial => Pending::Initial,
+            pb::Pending::WaitingToStart => Pending::WaitingToStart,
+            pb::Pending::Starting => Pending::Starting,
+            pb::Pending::StartingFailed => Pending::StartingFailed,
+        }),
+        E::Running(_) => StateKind::Running,
+        E::Stopping(v) => StateKind::Stopping(match sub::<pb::Stopping>(v, "Stopping")? {
+            pb::Stopping::Stopping => Stopping::Stopping,
+            pb::Stopping::WaitingToStop => Stopping::WaitingToStop,
+            pb::Stopping::RequestedAtRuntime => Stopping::RequestedAtRuntime,
+            pb::Stopping::DeleteFailed => Stopping::DeleteFailed,
+        }),
+        E::Succeeded(_) => StateKind::Succeeded,
+        E::Failed(v) => StateKind::Failed(match sub::<pb::Failed>(v, "Failed")? {
+            pb::Failed::ExecFailed => Failed::ExecFailed,
+            pb::Failed::Unknown => Failed::Unknown,
+            pb::Failed::Lost => Failed::Lost,
+        }),
+        E::NotScheduled(_) => StateKind::NotScheduled,
+        E::Removed(_) => StateKind::Removed,
+    };
+    Ok(ExecutionState { kind, additional_info: s.additional_info.unwrap_or_default() })
+}
+
+pub fn workload_state_to_proto(s: &WorkloadState) -> pb::WorkloadState {
+    pb::WorkloadState {
+        instance_name: Some(instance_name_to_proto(&s.instance_name)),
+        execution_state: Some(execution_state_to_proto(&s.execution_state)),
+    }
+}
+
+pub fn workload_state_from_proto(s: pb::WorkloadState) -> Result<WorkloadState, ConvertError> {
+    Ok(WorkloadState {
+        instance_name: instance_name_from_proto(s.instance_name)?,
+        execution_state: execution_state_from_proto(s.execution_state)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_mapping_round_trips_every_state() {
+        for kind in [
+            StateKind::AgentDisconnected,
+            StateKind::Pending(Pending::StartingFailed),
+            StateKind::Running,
+            StateKind::Stopping(Stopping::RequestedAtRuntime),
+            StateKind::Succeeded,
+            StateKind::Failed(Failed::Lost),
+            StateKind::NotScheduled,
+            StateKind::Removed,
+        ] {
+            let s = ExecutionState::with_info(kind, "i");
+            assert_eq!(execution_state_from_proto(Some(execution_state_to_proto(&s))).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn state_mapping_uses_wire_enum_numbers() {
+        let p = execution_state_to_proto(&ExecutionState::new(StateKind::Pending(Pending::StartingFailed)));
+        assert_eq!(p.execution_state_enum, Some(E::Pending(8)));
+        let bad = pb::ExecutionState { additional_info: None, execution_state_enum: Some(E::Failed(77)) };
+        assert!(execution_state_from_proto(Some(bad)).is_err());
+        assert!(execution_state_from_proto(None).is_err());
+    }
+}

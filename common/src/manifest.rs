@@ -1,0 +1,144 @@
+//! Manifest parsing: YAML text (apiVersion `v1`) into a validated desired
+//! [`State`]. Errors name the source, the line and column and the field, so
+//! `ank apply` and `ank-server -m` can say exactly what is wrong.
+
+use serde::Deserialize;
+
+use crate::API_VERSION;
+use crate::complete_state::State;
+
+/// Why a manifest was rejected.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct ManifestError {
+    /// File name or `<stdin>`.
+    pub source_name: String,
+    /// Human-readable description with line/column and field.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+struct VersionProbe {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+}
+
+/// Parses and validates a manifest. `source_name` is used in errors.
+pub fn parse_manifest(source_name: &str, text: &str) -> Result<State, ManifestError> {
+    let err = |message: String| ManifestError { source_name: source_name.to_owned(), message };
+    // Checked first so a wrong version is reported as such, not as the
+    // unknown fields an older schema may carry.
+    let probe: VersionProbe = serde_saphyr::from_str(text).map_err(|e| err(describe(&e)))?;
+    match probe.api_version.as_deref() {
+        Some(API_VERSION) => {}
+        Some(other) => {
+            let line = line_of(text, "apiVersion:");
+            return Err(err(format!(
+                "line {line}: field 'apiVersion': unsupported value '{other}', expected '{API_VERSION}'"
+            )));
+        }
+        None => return Err(err("field 'apiVersion' is missing; expected 'apiVersion: v1'".to_owned())),
+    }
+    let state: State = serde_saphyr::from_str(text).map_err(|e| err(describe(&e)))?;
+    validate_state(&state).map_err(err)?;
+    Ok(state)
+}
+
+/// Checks what the types alone do not: required non-empty fields.
+pub fn validate_state(state: &State) -> Result<(), String> {
+    if state.api_version != API_VERSION {
+        return Err(format!(
+            "field 'apiVersion': unsupported value '{}', expected '{API_VERSION}'",
+            state.api_version
+        ));
+    }
+    for (name, wl) in &state.workloads {
+        if wl.runtime.is_empty() {
+            return Err(format!("workload '{name}': field 'runtime' must not be empty"));
+        }
+        if !wl.agent.contains("{{") {
+            crate::names::AgentName::new(wl.agent.as_str())
+                .map_err(|e| format!("workload '{name}': field 'agent': {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines().position(|l| l.trim_start().starts_with(needle)).map_or(1, |i| i + 1)
+}
+
+/// One-line description of a YAML/serde error with its position.
+fn describe(e: &serde_saphyr::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid YAML").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    match e.location() {
+        Some(loc) if !first.contains("line") => {
+            format!("line {}, column {}: {first}", loc.line(), loc.column())
+        }
+        _ => first.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "apiVersion: v1\nworkloads:\n  nginx:\n    runtime: podman\n    agent: agent_A\n    restartPolicy: ALWAYS\n    tags:\n      owner: me\n    dependencies:\n      db: ADD_COND_RUNNING\n    runtimeConfig: |\n      image: busybox\n";
+
+    #[test]
+    fn manifest_parses_valid_v1() {
+        let s = parse_manifest("m.yaml", GOOD).unwrap();
+        let wl = &s.workloads["nginx"];
+        assert_eq!(wl.agent, "agent_A");
+        assert_eq!(wl.runtime_config, "image: busybox\n");
+        assert_eq!(wl.restart_policy, crate::RestartPolicy::Always);
+        assert_eq!(wl.tags["owner"], "me");
+    }
+
+    #[test]
+    fn manifest_error_wrong_api_version_names_line_and_field() {
+        let e = parse_manifest("m.yaml", "\napiVersion: v7\nworkloads: {}\n").unwrap_err();
+        assert_eq!(e.to_string(), "m.yaml: line 2: field 'apiVersion': unsupported value 'v7', expected 'v1'");
+    }
+
+    #[test]
+    fn manifest_error_unknown_field_names_line_and_field() {
+        let text = GOOD.replace("    tags:", "    colour: red\n    tags:");
+        let e = parse_manifest("m.yaml", &text).unwrap_err().to_string();
+        assert!(e.starts_with("m.yaml: line 7 column 5: unknown field `colour`"), "{e}");
+        assert!(e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn manifest_error_invalid_workload_name_names_line() {
+        let text = GOOD.replace("  nginx:", "  ngi.nx:");
+        let e = parse_manifest("m.yaml", &text).unwrap_err().to_string();
+        assert!(e.contains("line 3"), "{e}");
+        assert!(e.contains("'ngi.nx'"), "{e}");
+    }
+
+    #[test]
+    fn manifest_error_duplicate_workload_names_line() {
+        let text = format!("{GOOD}  nginx:\n    runtime: podman\n    runtimeConfig: x\n");
+        let e = parse_manifest("m.yaml", &text).unwrap_err().to_string();
+        assert!(e.contains("line 13"), "{e}");
+        assert!(e.to_lowercase().contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn manifest_error_broken_yaml_names_line() {
+        let e = parse_manifest("m.yaml", "apiVersion: v1\nworkloads:\n  a: [\n").unwrap_err().to_string();
+        assert!(e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn manifest_error_invalid_agent_and_missing_version() {
+        let text = GOOD.replace("agent: agent_A", "agent: \"a b\"");
+        let e = parse_manifest("m.yaml", &text).unwrap_err().to_string();
+        assert!(e.contains("line 5") && e.contains("agent name 'a b'"), "{e}");
+        let e = parse_manifest("m.yaml", "workloads: {}\n").unwrap_err().to_string();
+        assert!(e.contains("'apiVersion' is missing"), "{e}");
+    }
+}

@@ -1,0 +1,82 @@
+//! The message vocabulary between components, independent of gRPC: what the
+//! server sends an agent or commander ([`FromServer`]), what they send the
+//! server ([`ToServer`]), and requests/responses. The gRPC layers translate
+//! these to and from the wire types in `convert`.
+
+use std::collections::BTreeMap;
+
+use crate::complete_state::AgentStatus;
+use crate::instance_name::WorkloadInstanceName;
+use crate::workload::{WorkloadSpec, WorkloadState};
+
+/// Condition a dependent workload must meet before a deletion proceeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteCondition {
+    Running,
+    NotPendingNorRunning,
+}
+
+/// An instance the agent shall remove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedWorkload {
+    pub instance_name: WorkloadInstanceName,
+    pub dependencies: BTreeMap<String, DeleteCondition>,
+}
+
+/// Messages from the server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FromServer {
+    /// All workloads of an agent, sent once after its hello.
+    ServerHello(Vec<WorkloadSpec>),
+    /// Workloads added and deleted since; deletes are processed first.
+    UpdateWorkload { added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload> },
+    /// States of workloads (typically of other agents).
+    UpdateWorkloadState(Vec<WorkloadState>),
+    /// Answer to a request.
+    Response(Response),
+}
+
+/// Messages to the server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToServer {
+    AgentHello { agent_name: String, protocol_version: String, tags: BTreeMap<String, String> },
+    CommanderHello { protocol_version: String },
+    UpdateWorkloadState(Vec<WorkloadState>),
+    AgentLoadStatus { agent_name: String, status: AgentStatus },
+    Request(Request),
+    Goodbye,
+}
+
+/// A request with its id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub request_id: String,
+    pub content: RequestContent,
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RequestContent {
+    CompleteState { field_mask: Vec<String>, subscribe_for_events: bool },
+    /// `new_state` is the JSON tree of the (possibly partial) new complete state.
+    UpdateState { new_state: Box<serde_json::Value>, update_mask: Vec<String> },
+    /// A request kind this version does not serve yet; answered with an error
+    /// naming it.
+    NotSupported(&'static str),
+}
+
+/// A response with the id of its request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    pub request_id: String,
+    pub content: ResponseContent,
+}
+
+/// What a response carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseContent {
+    Error(String),
+    /// The (filtered) complete state as a JSON tree in the camelCase shape.
+    CompleteState(Box<serde_json::Value>),
+    UpdateStateSuccess { added_workloads: Vec<String>, deleted_workloads: Vec<String> },
+}

@@ -1,0 +1,149 @@
+//! The desired-state description of one workload as manifests, `ank get
+//! state` and the server hold it (camelCase YAML/JSON), plus the value types
+//! it is made of and the reported [`WorkloadState`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::execution_state::ExecutionState;
+use crate::instance_name::WorkloadInstanceName;
+use crate::names::{AgentName, WorkloadName};
+
+/// When the agent restarts a workload that ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RestartPolicy {
+    #[default]
+    Never,
+    OnFailure,
+    Always,
+}
+
+/// State a dependency must reach before its dependent is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AddCondition {
+    #[serde(rename = "ADD_COND_RUNNING")]
+    Running,
+    #[serde(rename = "ADD_COND_SUCCEEDED")]
+    Succeeded,
+    #[serde(rename = "ADD_COND_FAILED")]
+    Failed,
+}
+
+/// A file mounted read-only into the workload.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct File {
+    pub mount_point: String,
+    #[serde(flatten)]
+    pub content: FileContent,
+}
+
+/// Text or base64 content of a [`File`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FileContent {
+    Data(String),
+    BinaryData(String),
+}
+
+/// Operation a state rule grants or denies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReadWrite {
+    Nothing,
+    Read,
+    Write,
+    ReadWrite,
+}
+
+/// One allow or deny rule of the control interface.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum AccessRule {
+    #[serde(rename_all = "camelCase")]
+    StateRule {
+        operation: ReadWrite,
+        #[serde(alias = "filterMask")]
+        filter_masks: Vec<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    LogRule { workload_names: Vec<String> },
+}
+
+/// Which parts of the control interface a workload may use.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlInterfaceAccess {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_rules: Vec<AccessRule>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_rules: Vec<AccessRule>,
+}
+
+/// One workload of the desired state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Workload {
+    /// Target agent; empty means not scheduled. May hold a template.
+    #[serde(default, deserialize_with = "agent_field")]
+    pub agent: String,
+    #[serde(default)]
+    pub restart_policy: RestartPolicy,
+    #[serde(default)]
+    pub dependencies: BTreeMap<WorkloadName, AddCondition>,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    pub runtime: String,
+    pub runtime_config: String,
+    #[serde(default)]
+    pub control_interface_access: ControlInterfaceAccess,
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<File>,
+}
+
+/// Validates a literal agent name right where it is read (so YAML errors
+/// carry its position); templated values are validated after rendering.
+fn agent_field<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if !s.contains("{{") {
+        AgentName::new(s.as_str()).map_err(serde::de::Error::custom)?;
+    }
+    Ok(s)
+}
+
+/// A workload as handed to one agent: its rendered spec and instance name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadSpec {
+    pub instance_name: WorkloadInstanceName,
+    pub workload: Workload,
+}
+
+impl WorkloadSpec {
+    /// Builds the spec of `name` with its instance name from the rendered
+    /// runtime config.
+    pub fn new(name: &WorkloadName, agent: &AgentName, workload: Workload) -> Self {
+        let instance_name = WorkloadInstanceName::new(name, agent, &workload.runtime_config);
+        Self { instance_name, workload }
+    }
+
+    /// The workload's name.
+    pub fn name(&self) -> &str {
+        &self.instance_name.workload_name
+    }
+}
+
+/// The reported execution state of one workload instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadState {
+    pub instance_name: WorkloadInstanceName,
+    pub execution_state: ExecutionState,
+}
+
+impl WorkloadState {
+    pub fn new(instance_name: WorkloadInstanceName, execution_state: ExecutionState) -> Self {
+        Self { instance_name, execution_state }
+    }
+}

@@ -1,0 +1,24 @@
+//! The Ankaios v1 wire protocol, generated from the `.proto` files in
+//! `proto/`: `ank_base` (state and requests), `control_api` (workload FIFOs)
+//! and `grpc_api` (server <-> agent/CLI streams). Nothing but generated code
+//! and the protocol version lives here.
+
+#![allow(clippy::all, clippy::pedantic, missing_docs)]
+
+/// Base messages shared by every interface.
+pub mod ank_base {
+    tonic::include_proto!("ank_base");
+}
+
+/// Messages of the control interface between a workload and its agent.
+pub mod control_api {
+    tonic::include_proto!("control_api");
+}
+
+/// Messages and services of the server's gRPC interface.
+pub mod grpc_api {
+    tonic::include_proto!("grpc_api");
+}
+
+/// Protocol version sent in hellos; peers must share the major number.
+pub const PROTOCOL_VERSION: &str = "1.0.0";
