@@ -103,6 +103,11 @@ validated_name!(
 );
 
 impl AgentName {
+    /// The empty name of a workload that is not scheduled on any agent.
+    pub fn unscheduled() -> Self {
+        Self(String::new())
+    }
+
     /// Whether this is the empty name of an unscheduled workload.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

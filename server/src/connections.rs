@@ -1,0 +1,107 @@
+//! The registry of open gRPC streams (agents and commanders) with their
+//! outbound queues, and which stream currently speaks for which agent. A
+//! stream whose queue is full is dropped rather than blocking the server.
+
+use std::collections::{BTreeMap, HashMap};
+
+use ank_common::AgentAttributes;
+use ank_common::messages::FromServer;
+use tokio::sync::mpsc;
+
+/// Identifies one gRPC stream.
+pub type ConnId = u64;
+
+/// Which service a stream came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnKind {
+    Agent,
+    Commander,
+}
+
+struct Connection {
+    kind: ConnKind,
+    tx: mpsc::Sender<FromServer>,
+}
+
+/// Open streams and connected agents.
+#[derive(Default)]
+pub struct Connections {
+    conns: HashMap<ConnId, Connection>,
+    agents: BTreeMap<String, (ConnId, AgentAttributes)>,
+}
+
+impl Connections {
+    pub fn open(&mut self, id: ConnId, kind: ConnKind, tx: mpsc::Sender<FromServer>) {
+        self.conns.insert(id, Connection { kind, tx });
+    }
+
+    pub fn kind(&self, id: ConnId) -> Option<ConnKind> {
+        self.conns.get(&id).map(|c| c.kind)
+    }
+
+    /// Forgets a stream; returns the agent it spoke for, if it still did.
+    pub fn close(&mut self, id: ConnId) -> Option<String> {
+        self.conns.remove(&id);
+        let agent = self.agent_of(id)?;
+        self.agents.remove(&agent);
+        Some(agent)
+    }
+
+    /// Registers `id` as the stream of `agent`; an older stream of the same
+    /// agent is dropped (its client sees the stream end).
+    pub fn register_agent(&mut self, id: ConnId, agent: &str, attributes: AgentAttributes) {
+        if let Some((old, _)) = self.agents.insert(agent.to_owned(), (id, attributes)) {
+            if old != id {
+                tracing::info!("agent '{agent}' connected again; dropping its previous connection");
+                self.conns.remove(&old);
+            }
+        }
+    }
+
+    pub fn agent_of(&self, id: ConnId) -> Option<String> {
+        self.agents.iter().find(|(_, (c, _))| *c == id).map(|(name, _)| name.clone())
+    }
+
+    pub fn is_connected(&self, agent: &str) -> bool {
+        self.agents.contains_key(agent)
+    }
+
+    pub fn agent_attributes_mut(&mut self, agent: &str) -> Option<&mut AgentAttributes> {
+        self.agents.get_mut(agent).map(|(_, a)| a)
+    }
+
+    pub fn agents(&self) -> BTreeMap<String, AgentAttributes> {
+        self.agents.iter().map(|(n, (_, a))| (n.clone(), a.clone())).collect()
+    }
+
+    /// Queues `msg` for stream `id`; a full or closed queue drops the stream.
+    pub fn send(&mut self, id: ConnId, msg: FromServer) {
+        let Some(c) = self.conns.get(&id) else { return };
+        if let Err(e) = c.tx.try_send(msg) {
+            tracing::warn!("dropping connection {id}: cannot queue message ({e})");
+            self.conns.remove(&id);
+        }
+    }
+
+    /// Queues `msg` for the stream of `agent`, if connected.
+    pub fn send_to_agent(&mut self, agent: &str, msg: FromServer) {
+        if let Some((id, _)) = self.agents.get(agent) {
+            let id = *id;
+            self.send(id, msg);
+        }
+    }
+
+    /// Queues `msg` for every commander and every agent except `except`.
+    pub fn broadcast(&mut self, except_agent: Option<&str>, msg: &FromServer) {
+        let except = except_agent.and_then(|a| self.agents.get(a)).map(|(id, _)| *id);
+        let targets: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(id, c)| Some(**id) != except && (c.kind == ConnKind::Commander || self.agent_of(**id).is_some()))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in targets {
+            self.send(id, msg.clone());
+        }
+    }
+}

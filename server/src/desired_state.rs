@@ -1,0 +1,154 @@
+//! The desired state the server holds: validation of a new state, applying
+//! an UpdateStateRequest (empty mask = replace, masks = per path) and the
+//! diff between two states as per-agent added and deleted workloads.
+
+use std::collections::BTreeMap;
+
+use ank_common::field_mask;
+use ank_common::messages::DeletedWorkload;
+use ank_common::workload::WorkloadSpec;
+use ank_common::{API_VERSION, AgentName, State, Workload, WorkloadName};
+use serde_json::{Value, json};
+
+/// Checks a complete new desired state; the error names the problem.
+pub fn validate(state: &State) -> Result<(), String> {
+    ank_common::manifest::validate_state(state)
+}
+
+/// The spec an agent gets for a workload, or `None` if it is not scheduled.
+pub fn spec_of(name: &WorkloadName, wl: &Workload) -> Option<WorkloadSpec> {
+    if wl.agent.is_empty() {
+        return None;
+    }
+    let agent = AgentName::new(wl.agent.as_str()).ok()?;
+    Some(WorkloadSpec::new(name, &agent, wl.clone()))
+}
+
+/// Applies an update request to `current`, returning the validated result.
+pub fn apply_update(current: &State, new_state: &Value, update_mask: &[String]) -> Result<State, String> {
+    let new_desired = new_state.get("desiredState");
+    let new_version = new_desired.and_then(|d| d.get("apiVersion")).and_then(Value::as_str).unwrap_or("");
+    if !new_version.is_empty() && new_version != API_VERSION {
+        return Err(format!("unsupported apiVersion '{new_version}', expected '{API_VERSION}'"));
+    }
+    let next = if update_mask.is_empty() {
+        let desired = new_desired.cloned().unwrap_or_else(|| json!({}));
+        serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))?
+    } else {
+        let mut tree = json!({ "desiredState": serde_json::to_value(current).map_err(|e| e.to_string())? });
+        let masks: Vec<String> = update_mask.iter().filter(|m| m.starts_with("desiredState")).cloned().collect();
+        field_mask::apply_update(&mut tree, new_state, &masks);
+        if let Some(d) = tree.get_mut("desiredState") {
+            d["apiVersion"] = json!(API_VERSION);
+        }
+        let desired = tree.get("desiredState").cloned().unwrap_or_else(|| json!({}));
+        serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))?
+    };
+    validate(&next)?;
+    Ok(next)
+}
+
+/// What changed between two desired states.
+#[derive(Debug, Default, PartialEq)]
+pub struct StateDiff {
+    /// Specs to add, by agent.
+    pub added: BTreeMap<String, Vec<WorkloadSpec>>,
+    /// Instances to delete, by agent.
+    pub deleted: BTreeMap<String, Vec<DeletedWorkload>>,
+    /// Newly added workloads without an agent.
+    pub unscheduled: Vec<WorkloadName>,
+    /// Unscheduled workloads that were removed or moved to an agent.
+    pub unscheduled_gone: Vec<WorkloadName>,
+}
+
+impl StateDiff {
+    pub fn added_instance_names(&self) -> Vec<String> {
+        self.added.values().flatten().map(|s| s.instance_name.to_string()).collect()
+    }
+    pub fn deleted_instance_names(&self) -> Vec<String> {
+        self.deleted.values().flatten().map(|d| d.instance_name.to_string()).collect()
+    }
+}
+
+/// Compares two states; a changed workload is deleted and added again.
+pub fn diff(old: &State, new: &State) -> StateDiff {
+    let mut d = StateDiff::default();
+    for (name, old_wl) in &old.workloads {
+        if new.workloads.get(name) == Some(old_wl) {
+            continue;
+        }
+        match spec_of(name, old_wl) {
+            Some(spec) => d
+                .deleted
+                .entry(spec.instance_name.agent_name.clone())
+                .or_default()
+                .push(DeletedWorkload { instance_name: spec.instance_name, dependencies: BTreeMap::new() }),
+            None => d.unscheduled_gone.push(name.clone()),
+        }
+    }
+    for (name, new_wl) in &new.workloads {
+        if old.workloads.get(name) == Some(new_wl) {
+            continue;
+        }
+        match spec_of(name, new_wl) {
+            Some(spec) => d.added.entry(spec.instance_name.agent_name.clone()).or_default().push(spec),
+            None => d.unscheduled.push(name.clone()),
+        }
+    }
+    d
+}
+
+/// All scheduled workloads of one agent.
+pub fn specs_for_agent(state: &State, agent: &str) -> Vec<WorkloadSpec> {
+    state
+        .workloads
+        .iter()
+        .filter(|(_, wl)| wl.agent == agent)
+        .filter_map(|(name, wl)| spec_of(name, wl))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(yaml: &str) -> State {
+        ank_common::manifest::parse_manifest("t", yaml).unwrap()
+    }
+
+    const TWO: &str = "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n  b:\n    runtime: podman\n    agent: B\n    runtimeConfig: y\n";
+
+    #[test]
+    fn diff_detects_added_deleted_and_changed() {
+        let old = state(TWO);
+        let new = state(&TWO.replace("runtimeConfig: y", "runtimeConfig: z").replace("  a:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n", ""));
+        let d = diff(&old, &new);
+        assert_eq!(d.deleted["A"][0].instance_name.workload_name, "a");
+        assert_eq!(d.deleted["B"][0].instance_name.workload_name, "b");
+        assert_eq!(d.added["B"][0].workload.runtime_config, "z");
+        assert!(!d.added.contains_key("A"));
+        assert_eq!(diff(&old, &old), StateDiff::default());
+    }
+
+    #[test]
+    fn update_with_masks_adds_and_deletes_and_validates() {
+        let cur = state(TWO);
+        let new = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"runtime": "podman", "agent": "A", "runtimeConfig": "q"}}}});
+        let next = apply_update(&cur, &new, &["desiredState.workloads.c".into(), "desiredState.workloads.a".into()]).unwrap();
+        assert_eq!(next.workloads.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["b", "c"]);
+        let bad = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"runtime": "podman", "agent": "a b", "runtimeConfig": "q"}}}});
+        assert!(apply_update(&cur, &bad, &["desiredState.workloads.c".into()]).unwrap_err().contains("a b"));
+        let wrong = json!({"desiredState": {"apiVersion": "v9"}});
+        assert!(apply_update(&cur, &wrong, &[]).unwrap_err().contains("v9"));
+        let missing = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"agent": "A"}}}});
+        assert!(apply_update(&cur, &missing, &["desiredState.workloads.c".into()]).unwrap_err().contains("runtime"));
+    }
+
+    #[test]
+    fn update_with_empty_mask_replaces_everything() {
+        let cur = state(TWO);
+        let next = apply_update(&cur, &json!({"desiredState": {"apiVersion": "v1"}}), &[]).unwrap();
+        assert!(next.workloads.is_empty());
+        assert!(apply_update(&cur, &json!({}), &[]).is_err());
+    }
+}

@@ -1,0 +1,249 @@
+//! The `AnkaiosServer` actor: owns the desired state, the workload-state
+//! store and the connection registry. The gRPC layer feeds it
+//! [`ServerCommand`]s through a [`ServerHandle`]; it answers by queueing
+//! `FromServer` messages on the streams' outbound channels.
+
+use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
+use ank_common::{AgentAttributes, AgentStatus, ExecutionState, State, WorkloadInstanceName, WorkloadState};
+use std::collections::BTreeMap;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::connections::{ConnId, ConnKind, Connections};
+use crate::desired_state::{self, StateDiff};
+use crate::requests;
+use crate::workload_states::WorkloadStateStore;
+
+/// What the gRPC layer reports to the server.
+#[derive(Debug)]
+pub enum ServerCommand {
+    Opened { conn: ConnId, kind: ConnKind, tx: mpsc::Sender<FromServer> },
+    Message { conn: ConnId, msg: ToServer },
+    Closed { conn: ConnId },
+}
+
+/// Cheap, cloneable handle to the server actor.
+#[derive(Clone)]
+pub struct ServerHandle {
+    tx: mpsc::Sender<ServerCommand>,
+}
+
+impl ServerHandle {
+    pub async fn opened(&self, conn: ConnId, kind: ConnKind, tx: mpsc::Sender<FromServer>) {
+        let _ = self.tx.send(ServerCommand::Opened { conn, kind, tx }).await;
+    }
+    pub async fn message(&self, conn: ConnId, msg: ToServer) {
+        let _ = self.tx.send(ServerCommand::Message { conn, msg }).await;
+    }
+    pub async fn closed(&self, conn: ConnId) {
+        let _ = self.tx.send(ServerCommand::Closed { conn }).await;
+    }
+}
+
+/// The server's state and its command loop.
+pub struct AnkaiosServer {
+    rx: mpsc::Receiver<ServerCommand>,
+    desired: State,
+    states: WorkloadStateStore,
+    conns: Connections,
+}
+
+impl AnkaiosServer {
+    /// Creates the actor with an initial desired state.
+    pub fn new(initial: State) -> (ServerHandle, Self) {
+        let (tx, rx) = mpsc::channel(256);
+        let mut server = Self { rx, desired: State::default(), states: WorkloadStateStore::default(), conns: Connections::default() };
+        let diff = desired_state::diff(&server.desired, &initial);
+        server.desired = initial;
+        server.record_initial_states(&diff);
+        (ServerHandle { tx }, server)
+    }
+
+    /// Processes commands until `shutdown` fires or every handle is gone.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        loop {
+            let cmd = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                cmd = self.rx.recv() => match cmd { Some(c) => c, None => break },
+            };
+            match cmd {
+                ServerCommand::Opened { conn, kind, tx } => self.conns.open(conn, kind, tx),
+                ServerCommand::Message { conn, msg } => self.handle_message(conn, msg),
+                ServerCommand::Closed { conn } => self.handle_closed(conn),
+            }
+        }
+    }
+
+    fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
+        match msg {
+            ToServer::AgentHello { agent_name, protocol_version, tags } => {
+                self.handle_agent_hello(conn, &agent_name, &protocol_version, tags)
+            }
+            ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
+            ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
+            ToServer::AgentLoadStatus { agent_name, status } => self.handle_load_status(conn, &agent_name, status),
+            ToServer::Request(request) => self.handle_request(conn, request),
+            ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
+        }
+    }
+
+    // [impl->swdd~agent-sends-hello~1]
+    fn handle_agent_hello(&mut self, conn: ConnId, agent: &str, version: &str, tags: BTreeMap<String, String>) {
+        if self.conns.kind(conn) != Some(ConnKind::Agent) {
+            tracing::warn!("connection {conn}: AgentHello on a non-agent stream ignored");
+            return;
+        }
+        if let Err(e) = ank_common::names::validate_agent_node_name(agent) {
+            tracing::warn!("rejecting agent: {e}");
+            self.conns.close(conn);
+            return;
+        }
+        if !ank_common::is_compatible_protocol(version) {
+            tracing::warn!("rejecting agent '{agent}': protocol version '{version}' is not compatible");
+            self.conns.close(conn);
+            return;
+        }
+        tracing::info!("agent '{agent}' connected");
+        self.conns.register_agent(conn, agent, AgentAttributes { status: AgentStatus::default(), tags });
+        let specs = desired_state::specs_for_agent(&self.desired, agent);
+        self.conns.send(conn, FromServer::ServerHello(specs));
+        let others = self.states.all_except(Some(agent));
+        if !others.is_empty() {
+            self.conns.send(conn, FromServer::UpdateWorkloadState(others));
+        }
+    }
+
+    fn handle_commander_hello(&mut self, conn: ConnId, version: &str) {
+        if !ank_common::is_compatible_protocol(version) {
+            tracing::warn!("rejecting commander: protocol version '{version}' is not compatible");
+            self.conns.close(conn);
+        }
+    }
+
+    fn handle_workload_states(&mut self, conn: ConnId, states: Vec<WorkloadState>) {
+        let Some(agent) = self.conns.agent_of(conn) else {
+            tracing::warn!("connection {conn}: workload states from a stream that is no agent ignored");
+            return;
+        };
+        // An agent speaks only for its own workloads.
+        let accepted: Vec<WorkloadState> = states
+            .into_iter()
+            .filter(|s| s.instance_name.agent_name == agent)
+            .collect();
+        let changed: Vec<WorkloadState> = accepted.into_iter().filter(|s| self.states.record(s)).collect();
+        if !changed.is_empty() {
+            self.conns.broadcast(Some(&agent), &FromServer::UpdateWorkloadState(changed));
+        }
+    }
+
+    fn handle_load_status(&mut self, conn: ConnId, agent: &str, status: AgentStatus) {
+        if self.conns.agent_of(conn).as_deref() != Some(agent) {
+            return;
+        }
+        if let Some(attrs) = self.conns.agent_attributes_mut(agent) {
+            attrs.status = status;
+        }
+    }
+
+    fn handle_closed(&mut self, conn: ConnId) {
+        if let Some(agent) = self.conns.close(conn) {
+            tracing::info!("agent '{agent}' disconnected");
+            let changed = self.states.mark_agent_disconnected(&agent);
+            if !changed.is_empty() {
+                self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
+            }
+        }
+    }
+
+    fn handle_request(&mut self, conn: ConnId, request: Request) {
+        let content = match request.content {
+            RequestContent::CompleteState { field_mask, .. } => {
+                match requests::complete_state(&self.desired, &self.states, &self.conns, &field_mask) {
+                    Ok(tree) => ResponseContent::CompleteState(Box::new(tree)),
+                    Err(e) => ResponseContent::Error(e),
+                }
+            }
+            RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
+            RequestContent::NotSupported(kind) => {
+                ResponseContent::Error(format!("{kind} is not supported by this server version"))
+            }
+        };
+        self.conns.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
+    }
+
+    fn update_state(&mut self, new_state: &serde_json::Value, update_mask: &[String]) -> ResponseContent {
+        let next = match desired_state::apply_update(&self.desired, new_state, update_mask) {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::warn!("update rejected: {e}");
+                return ResponseContent::Error(format!("update rejected: {e}"));
+            }
+        };
+        let diff = desired_state::diff(&self.desired, &next);
+        self.desired = next;
+        self.dispatch(&diff);
+        ResponseContent::UpdateStateSuccess {
+            added_workloads: diff.added_instance_names(),
+            deleted_workloads: diff.deleted_instance_names(),
+        }
+    }
+
+    /// Sends a diff to the agents and records the states the server decides.
+    fn dispatch(&mut self, diff: &StateDiff) {
+        let mut changed = Vec::new();
+        for (agent, deleted) in &diff.deleted {
+            if self.conns.is_connected(agent) {
+                continue;
+            }
+            // Nobody will report these as removed: the server does.
+            for d in deleted {
+                if self.states.remove(&d.instance_name) {
+                    changed.push(WorkloadState::new(d.instance_name.clone(), ExecutionState::removed()));
+                }
+            }
+        }
+        let agents: std::collections::BTreeSet<&String> = diff.added.keys().chain(diff.deleted.keys()).collect();
+        for agent in agents {
+            let added = diff.added.get(agent).cloned().unwrap_or_default();
+            let deleted = diff.deleted.get(agent).cloned().unwrap_or_default();
+            self.conns.send_to_agent(agent, FromServer::UpdateWorkload { added, deleted });
+        }
+        changed.extend(self.record_initial_states(diff));
+        if !changed.is_empty() {
+            self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
+        }
+    }
+
+    /// Pending(Initial) for added workloads, NotScheduled for unscheduled
+    /// ones, removal of unscheduled workloads that went away.
+    fn record_initial_states(&mut self, diff: &StateDiff) -> Vec<WorkloadState> {
+        let mut changed = Vec::new();
+        for spec in diff.added.values().flatten() {
+            let s = WorkloadState::new(spec.instance_name.clone(), ExecutionState::pending_initial());
+            if self.states.record(&s) {
+                changed.push(s);
+            }
+        }
+        for name in &diff.unscheduled {
+            let Some(wl) = self.desired.workloads.get(name) else { continue };
+            let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
+            let s = WorkloadState::new(n, ExecutionState::not_scheduled());
+            if self.states.record(&s) {
+                changed.push(s);
+            }
+        }
+        for name in &diff.unscheduled_gone {
+            let gone: Vec<WorkloadState> = self
+                .states
+                .all_except(None)
+                .into_iter()
+                .filter(|s| s.instance_name.agent_name.is_empty() && s.instance_name.workload_name == name.as_str())
+                .collect();
+            for s in gone {
+                self.states.remove(&s.instance_name);
+                changed.push(WorkloadState::new(s.instance_name, ExecutionState::removed()));
+            }
+        }
+        changed
+    }
+}
