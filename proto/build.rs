@@ -13,13 +13,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
-        .compile_protos(
-            &[
-                "proto/ank_base.proto",
-                "proto/control_api.proto",
-                "proto/grpc_api.proto",
-            ],
-            &["proto"],
-        )?;
+        .compile_protos(&["proto/ank_base.proto", "proto/control_api.proto", "proto/grpc_api.proto"], &["proto"])?;
     Ok(())
 }

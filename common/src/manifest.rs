@@ -47,10 +47,7 @@ pub fn parse_manifest(source_name: &str, text: &str) -> Result<State, ManifestEr
 /// Checks what the types alone do not: required non-empty fields.
 pub fn validate_state(state: &State) -> Result<(), String> {
     if state.api_version != API_VERSION {
-        return Err(format!(
-            "field 'apiVersion': unsupported value '{}', expected '{API_VERSION}'",
-            state.api_version
-        ));
+        return Err(format!("field 'apiVersion': unsupported value '{}', expected '{API_VERSION}'", state.api_version));
     }
     for (name, wl) in &state.workloads {
         if wl.runtime.is_empty() {

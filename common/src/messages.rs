@@ -57,9 +57,15 @@ pub struct Request {
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RequestContent {
-    CompleteState { field_mask: Vec<String>, subscribe_for_events: bool },
+    CompleteState {
+        field_mask: Vec<String>,
+        subscribe_for_events: bool,
+    },
     /// `new_state` is the JSON tree of the (possibly partial) new complete state.
-    UpdateState { new_state: Box<serde_json::Value>, update_mask: Vec<String> },
+    UpdateState {
+        new_state: Box<serde_json::Value>,
+        update_mask: Vec<String>,
+    },
     /// A request kind this version does not serve yet; answered with an error
     /// naming it.
     NotSupported(&'static str),
@@ -78,5 +84,8 @@ pub enum ResponseContent {
     Error(String),
     /// The (filtered) complete state as a JSON tree in the camelCase shape.
     CompleteState(Box<serde_json::Value>),
-    UpdateStateSuccess { added_workloads: Vec<String>, deleted_workloads: Vec<String> },
+    UpdateStateSuccess {
+        added_workloads: Vec<String>,
+        deleted_workloads: Vec<String>,
+    },
 }

@@ -50,11 +50,11 @@ impl Connections {
     /// Registers `id` as the stream of `agent`; an older stream of the same
     /// agent is dropped (its client sees the stream end).
     pub fn register_agent(&mut self, id: ConnId, agent: &str, attributes: AgentAttributes) {
-        if let Some((old, _)) = self.agents.insert(agent.to_owned(), (id, attributes)) {
-            if old != id {
-                tracing::info!("agent '{agent}' connected again; dropping its previous connection");
-                self.conns.remove(&old);
-            }
+        if let Some((old, _)) = self.agents.insert(agent.to_owned(), (id, attributes))
+            && old != id
+        {
+            tracing::info!("agent '{agent}' connected again; dropping its previous connection");
+            self.conns.remove(&old);
         }
     }
 

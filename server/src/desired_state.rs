@@ -100,12 +100,7 @@ pub fn diff(old: &State, new: &State) -> StateDiff {
 
 /// All scheduled workloads of one agent.
 pub fn specs_for_agent(state: &State, agent: &str) -> Vec<WorkloadSpec> {
-    state
-        .workloads
-        .iter()
-        .filter(|(_, wl)| wl.agent == agent)
-        .filter_map(|(name, wl)| spec_of(name, wl))
-        .collect()
+    state.workloads.iter().filter(|(_, wl)| wl.agent == agent).filter_map(|(name, wl)| spec_of(name, wl)).collect()
 }
 
 #[cfg(test)]
@@ -121,7 +116,10 @@ mod tests {
     #[test]
     fn diff_detects_added_deleted_and_changed() {
         let old = state(TWO);
-        let new = state(&TWO.replace("runtimeConfig: y", "runtimeConfig: z").replace("  a:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n", ""));
+        let new = state(
+            &TWO.replace("runtimeConfig: y", "runtimeConfig: z")
+                .replace("  a:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n", ""),
+        );
         let d = diff(&old, &new);
         assert_eq!(d.deleted["A"][0].instance_name.workload_name, "a");
         assert_eq!(d.deleted["B"][0].instance_name.workload_name, "b");
@@ -134,7 +132,8 @@ mod tests {
     fn update_with_masks_adds_and_deletes_and_validates() {
         let cur = state(TWO);
         let new = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"runtime": "podman", "agent": "A", "runtimeConfig": "q"}}}});
-        let next = apply_update(&cur, &new, &["desiredState.workloads.c".into(), "desiredState.workloads.a".into()]).unwrap();
+        let next =
+            apply_update(&cur, &new, &["desiredState.workloads.c".into(), "desiredState.workloads.a".into()]).unwrap();
         assert_eq!(next.workloads.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["b", "c"]);
         let bad = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"runtime": "podman", "agent": "a b", "runtimeConfig": "q"}}}});
         assert!(apply_update(&cur, &bad, &["desiredState.workloads.c".into()]).unwrap_err().contains("a b"));

@@ -16,7 +16,8 @@ pub fn complete_state(
     conns: &Connections,
     field_mask: &[String],
 ) -> Result<Value, String> {
-    let cs = CompleteState { desired_state: desired.clone(), workload_states: states.map().clone(), agents: conns.agents() };
+    let cs =
+        CompleteState { desired_state: desired.clone(), workload_states: states.map().clone(), agents: conns.agents() };
     let tree = serde_json::to_value(&cs).map_err(|e| e.to_string())?;
     if field_mask.is_empty() {
         return Ok(tree);
@@ -47,8 +48,13 @@ mod tests {
             "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n",
         )
         .unwrap();
-        let v = complete_state(&desired, &WorkloadStateStore::default(), &Connections::default(), &["desiredState.workloads.a.agent".into()])
-            .unwrap();
+        let v = complete_state(
+            &desired,
+            &WorkloadStateStore::default(),
+            &Connections::default(),
+            &["desiredState.workloads.a.agent".into()],
+        )
+        .unwrap();
         assert_eq!(v, serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"a": {"agent": "A"}}}}));
         assert_eq!(widen_state_mask("workloadStates.A.w.id.subState"), "workloadStates.A.w.id");
     }

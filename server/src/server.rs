@@ -52,7 +52,12 @@ impl AnkaiosServer {
     /// Creates the actor with an initial desired state.
     pub fn new(initial: State) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
-        let mut server = Self { rx, desired: State::default(), states: WorkloadStateStore::default(), conns: Connections::default() };
+        let mut server = Self {
+            rx,
+            desired: State::default(),
+            states: WorkloadStateStore::default(),
+            conns: Connections::default(),
+        };
         let diff = desired_state::diff(&server.desired, &initial);
         server.desired = initial;
         server.record_initial_states(&diff);
@@ -126,10 +131,7 @@ impl AnkaiosServer {
             return;
         };
         // An agent speaks only for its own workloads.
-        let accepted: Vec<WorkloadState> = states
-            .into_iter()
-            .filter(|s| s.instance_name.agent_name == agent)
-            .collect();
+        let accepted: Vec<WorkloadState> = states.into_iter().filter(|s| s.instance_name.agent_name == agent).collect();
         let changed: Vec<WorkloadState> = accepted.into_iter().filter(|s| self.states.record(s)).collect();
         if !changed.is_empty() {
             self.conns.broadcast(Some(&agent), &FromServer::UpdateWorkloadState(changed));

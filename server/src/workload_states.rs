@@ -57,7 +57,11 @@ impl WorkloadStateStore {
                 if *state != disconnected {
                     *state = disconnected.clone();
                     changed.push(WorkloadState::new(
-                        WorkloadInstanceName { workload_name: wl.clone(), agent_name: agent.to_owned(), id: id.clone() },
+                        WorkloadInstanceName {
+                            workload_name: wl.clone(),
+                            agent_name: agent.to_owned(),
+                            id: id.clone(),
+                        },
                         disconnected,
                     ));
                 }

@@ -7,8 +7,12 @@ use ank_proto::ank_base as pb;
 use ank_proto::grpc_api as g;
 
 use super::ConvertError;
-use super::partial::{PartialWorkload, complete_state_from_json, complete_state_to_json, workload_from_pb, workload_to_pb};
-use super::state::{instance_name_from_proto, instance_name_to_proto, workload_state_from_proto, workload_state_to_proto};
+use super::partial::{
+    PartialWorkload, complete_state_from_json, complete_state_to_json, workload_from_pb, workload_to_pb,
+};
+use super::state::{
+    instance_name_from_proto, instance_name_to_proto, workload_state_from_proto, workload_state_to_proto,
+};
 use crate::complete_state::AgentStatus;
 use crate::messages::{
     DeleteCondition, DeletedWorkload, FromServer, Request, RequestContent, Response, ResponseContent, ToServer,
@@ -16,9 +20,8 @@ use crate::messages::{
 use crate::workload::{Workload, WorkloadSpec};
 
 fn added_to_pb(s: &WorkloadSpec) -> g::AddedWorkload {
-    let partial: PartialWorkload = serde_json::to_value(&s.workload)
-        .and_then(serde_json::from_value)
-        .unwrap_or_default();
+    let partial: PartialWorkload =
+        serde_json::to_value(&s.workload).and_then(serde_json::from_value).unwrap_or_default();
     g::AddedWorkload {
         instance_name: Some(instance_name_to_proto(&s.instance_name)),
         workload: Some(workload_to_pb(partial)),
@@ -199,7 +202,9 @@ pub fn response_to_pb(r: &Response) -> pb::Response {
     let content = match &r.content {
         ResponseContent::Error(message) => C::Error(pb::Error { message: message.clone() }),
         ResponseContent::CompleteState(v) => match complete_state_from_json(v) {
-            Ok(cs) => C::CompleteStateResponse(pb::CompleteStateResponse { complete_state: Some(cs), altered_fields: None }),
+            Ok(cs) => {
+                C::CompleteStateResponse(pb::CompleteStateResponse { complete_state: Some(cs), altered_fields: None })
+            }
             Err(e) => C::Error(pb::Error { message: e.to_string() }),
         },
         ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads } => {
@@ -249,7 +254,8 @@ mod tests {
 
     #[test]
     fn added_workload_with_bad_dependency_name_is_rejected() {
-        let mut w = pb::Workload { runtime: Some("podman".into()), runtime_config: Some("x".into()), ..Default::default() };
+        let mut w =
+            pb::Workload { runtime: Some("podman".into()), runtime_config: Some("x".into()), ..Default::default() };
         w.dependencies = Some(pb::Dependencies { dependencies: [("a.b".to_owned(), 0)].into_iter().collect() });
         let a = g::AddedWorkload {
             instance_name: Some(pb::WorkloadInstanceName {

@@ -13,8 +13,7 @@ use serde_json::Value;
 
 use super::ConvertError;
 use super::state::{execution_state_from_proto, execution_state_to_proto};
-use crate::complete_state::{AgentStatus, ConfigItem};
-use crate::execution_state::ExecutionState;
+use crate::complete_state::{AgentStatus, ConfigItem, WorkloadStatesMap};
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
 
 #[derive(Serialize, Deserialize, Default)]
@@ -23,7 +22,7 @@ struct PartialCompleteState {
     #[serde(skip_serializing_if = "Option::is_none")]
     desired_state: Option<PartialState>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    workload_states: Option<BTreeMap<String, BTreeMap<String, BTreeMap<String, ExecutionState>>>>,
+    workload_states: Option<WorkloadStatesMap>,
     #[serde(skip_serializing_if = "Option::is_none")]
     agents: Option<BTreeMap<String, PartialAgent>>,
 }
@@ -135,9 +134,7 @@ fn tags_to_pb(t: BTreeMap<String, String>) -> pb::Tags {
     pb::Tags { tags: t.into_iter().collect() }
 }
 
-fn states_from_pb(
-    m: pb::WorkloadStatesMap,
-) -> Result<BTreeMap<String, BTreeMap<String, BTreeMap<String, ExecutionState>>>, ConvertError> {
+fn states_from_pb(m: pb::WorkloadStatesMap) -> Result<WorkloadStatesMap, ConvertError> {
     let mut out = BTreeMap::new();
     for (agent, wls) in m.agent_state_map {
         let mut by_name = BTreeMap::new();
@@ -160,7 +157,10 @@ fn state_from_pb(s: pb::State) -> Result<PartialState, ConvertError> {
             .workloads
             .map(|w| w.workloads.into_iter().map(|(k, v)| Ok((k, workload_from_pb(v)?))).collect())
             .transpose()?,
-        configs: s.configs.map(|c| c.configs.into_iter().map(|(k, v)| Ok((k, config_from_pb(v)?))).collect()).transpose()?,
+        configs: s
+            .configs
+            .map(|c| c.configs.into_iter().map(|(k, v)| Ok((k, config_from_pb(v)?))).collect())
+            .transpose()?,
     })
 }
 
@@ -170,7 +170,9 @@ fn state_to_pb(s: PartialState) -> pb::State {
         workloads: s
             .workloads
             .map(|w| pb::WorkloadMap { workloads: w.into_iter().map(|(k, v)| (k, workload_to_pb(v))).collect() }),
-        configs: s.configs.map(|c| pb::ConfigMap { configs: c.into_iter().map(|(k, v)| (k, config_to_pb(v))).collect() }),
+        configs: s
+            .configs
+            .map(|c| pb::ConfigMap { configs: c.into_iter().map(|(k, v)| (k, config_to_pb(v))).collect() }),
     }
 }
 

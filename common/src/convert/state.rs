@@ -27,38 +27,29 @@ pub fn instance_name_from_proto(n: Option<pb::WorkloadInstanceName>) -> Result<W
 pub fn execution_state_to_proto(s: &ExecutionState) -> pb::ExecutionState {
     let e = match s.kind {
         StateKind::AgentDisconnected => E::AgentDisconnected(pb::AgentDisconnected::AgentDisconnected as i32),
-        StateKind::Pending(p) => E::Pending(
-            match p {
-                Pending::Initial => pb::Pending::Initial,
-                Pending::WaitingToStart => pb::Pending::WaitingToStart,
-                Pending::Starting => pb::Pending::Starting,
-                Pending::StartingFailed => pb::Pending::StartingFailed,
-            } as i32,
-        ),
+        StateKind::Pending(p) => E::Pending(match p {
+            Pending::Initial => pb::Pending::Initial,
+            Pending::WaitingToStart => pb::Pending::WaitingToStart,
+            Pending::Starting => pb::Pending::Starting,
+            Pending::StartingFailed => pb::Pending::StartingFailed,
+        } as i32),
         StateKind::Running => E::Running(pb::Running::Ok as i32),
-        StateKind::Stopping(st) => E::Stopping(
-            match st {
-                Stopping::Stopping => pb::Stopping::Stopping,
-                Stopping::WaitingToStop => pb::Stopping::WaitingToStop,
-                Stopping::RequestedAtRuntime => pb::Stopping::RequestedAtRuntime,
-                Stopping::DeleteFailed => pb::Stopping::DeleteFailed,
-            } as i32,
-        ),
+        StateKind::Stopping(st) => E::Stopping(match st {
+            Stopping::Stopping => pb::Stopping::Stopping,
+            Stopping::WaitingToStop => pb::Stopping::WaitingToStop,
+            Stopping::RequestedAtRuntime => pb::Stopping::RequestedAtRuntime,
+            Stopping::DeleteFailed => pb::Stopping::DeleteFailed,
+        } as i32),
         StateKind::Succeeded => E::Succeeded(pb::Succeeded::Ok as i32),
-        StateKind::Failed(f) => E::Failed(
-            match f {
-                Failed::ExecFailed => pb::Failed::ExecFailed,
-                Failed::Unknown => pb::Failed::Unknown,
-                Failed::Lost => pb::Failed::Lost,
-            } as i32,
-        ),
+        StateKind::Failed(f) => E::Failed(match f {
+            Failed::ExecFailed => pb::Failed::ExecFailed,
+            Failed::Unknown => pb::Failed::Unknown,
+            Failed::Lost => pb::Failed::Lost,
+        } as i32),
         StateKind::NotScheduled => E::NotScheduled(pb::NotScheduled::NotScheduled as i32),
         StateKind::Removed => E::Removed(pb::Removed::Removed as i32),
     };
-    pb::ExecutionState {
-        additional_info: Some(s.additional_info.clone()),
-        execution_state_enum: Some(e),
-    }
+    pb::ExecutionState { additional_info: Some(s.additional_info.clone()), execution_state_enum: Some(e) }
 }
 
 fn sub<T: TryFrom<i32>>(v: i32, what: &str) -> Result<T, ConvertError> {

@@ -41,7 +41,11 @@ struct Services {
 }
 
 impl Services {
-    async fn connect(&self, kind: ConnKind, req: Request<Streaming<g::ToServer>>) -> Result<Response<OutStream>, Status> {
+    async fn connect(
+        &self,
+        kind: ConnKind,
+        req: Request<Streaming<g::ToServer>>,
+    ) -> Result<Response<OutStream>, Status> {
         let conn: ConnId = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         self.handle.opened(conn, kind, tx).await;

@@ -1,0 +1,112 @@
+//! [`AgentManager`]: the agent's hub. It dispatches messages from the server
+//! to the `RuntimeManager`, keeps the latest state of every workload instance
+//! of this agent (dropping duplicates) and forwards state changes to the
+//! server; after every (re)connect it re-sends the full set.
+//!
+//! In: `LinkEvent`s from the server link, `WorkloadState`s from the control
+//! loops. Out: requests to the `RuntimeManager`, `ToServer` to the link.
+
+use std::collections::HashMap;
+
+use ank_common::messages::{FromServer, ToServer};
+use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime_manager::RuntimeManagerHandle;
+use crate::server_link::{LinkEvent, ServerLinkHandle};
+
+/// Most states batched into one `UpdateWorkloadState`.
+const MAX_BATCH: usize = 64;
+
+/// The agent's hub task.
+pub struct AgentManager {
+    runtime: RuntimeManagerHandle,
+    server: ServerLinkHandle,
+    link_events: mpsc::Receiver<LinkEvent>,
+    workload_states: mpsc::Receiver<WorkloadState>,
+    states: HashMap<WorkloadInstanceName, ExecutionState>,
+    shutdown: CancellationToken,
+}
+
+impl AgentManager {
+    pub fn new(
+        runtime: RuntimeManagerHandle,
+        server: ServerLinkHandle,
+        link_events: mpsc::Receiver<LinkEvent>,
+        workload_states: mpsc::Receiver<WorkloadState>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self { runtime, server, link_events, workload_states, states: HashMap::new(), shutdown }
+    }
+
+    /// Runs until shutdown.
+    // [impl->swdd~agent-manager-listens-requests-from-server~1]
+    pub async fn run(mut self) {
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => break,
+                Some(ev) = self.link_events.recv() => self.handle_link_event(ev).await,
+                Some(state) = self.workload_states.recv() => self.handle_workload_state(state),
+                else => break,
+            }
+        }
+    }
+
+    async fn handle_link_event(&mut self, ev: LinkEvent) {
+        match ev {
+            LinkEvent::Connected => self.handle_connected(),
+            LinkEvent::Message(FromServer::ServerHello(specs)) => self.runtime.server_hello(specs).await,
+            LinkEvent::Message(FromServer::UpdateWorkload { added, deleted }) => {
+                self.runtime.update_workload(added, deleted).await
+            }
+            // [impl->swdd~agent-handles-update-workload-state-requests~1]
+            LinkEvent::Message(FromServer::UpdateWorkloadState(states)) => {
+                tracing::debug!("{} workload states of other agents received", states.len());
+            }
+            LinkEvent::Message(FromServer::Response(r)) => {
+                tracing::debug!("response '{}' without a control interface to deliver it to", r.request_id);
+            }
+        }
+    }
+
+    /// Re-sends the full set of current states after a (re)connect.
+    fn handle_connected(&mut self) {
+        let all: Vec<WorkloadState> =
+            self.states.iter().map(|(n, s)| WorkloadState::new(n.clone(), s.clone())).collect();
+        for chunk in all.chunks(MAX_BATCH) {
+            self.server.send(ToServer::UpdateWorkloadState(chunk.to_vec()));
+        }
+    }
+
+    // [impl->swdd~agent-manager-stores-all-workload-states~1]
+    // [impl->swdd~agent-sends-workload-states-of-its-workloads-to-server~2]
+    fn handle_workload_state(&mut self, first: WorkloadState) {
+        let mut batch = Vec::new();
+        let mut next = Some(first);
+        while let Some(state) = next.take() {
+            if self.store(&state) {
+                batch.push(state);
+            }
+            if batch.len() < MAX_BATCH {
+                next = self.workload_states.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            self.server.send(ToServer::UpdateWorkloadState(batch));
+        }
+    }
+
+    /// Stores a state; false for a duplicate of the latest one.
+    fn store(&mut self, state: &WorkloadState) -> bool {
+        if self.states.get(&state.instance_name) == Some(&state.execution_state) {
+            return false;
+        }
+        if state.execution_state.kind == StateKind::Removed {
+            self.states.remove(&state.instance_name);
+        } else {
+            self.states.insert(state.instance_name.clone(), state.execution_state.clone());
+        }
+        true
+    }
+}

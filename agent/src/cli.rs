@@ -1,0 +1,123 @@
+//! Command line of `ank-agent` (clap derive) and its validation into an
+//! [`AgentConfig`]. TLS is not available in this build: without
+//! `--insecure` the agent refuses to start.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::AgentConfig;
+
+/// Default server address with TLS.
+pub const DEFAULT_SERVER_URL: &str = "https://127.0.0.1:25551";
+/// Default server address with `--insecure`.
+pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
+
+/// Flags of `ank-agent`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "ank-agent", version, about = "Ankaios-compatible agent: runs the server's workloads on this node")]
+pub struct Cli {
+    /// Unique name of this agent ([A-Za-z0-9_-]).
+    #[arg(short = 'n', long)]
+    pub name: String,
+    /// URL of the server [default: https://127.0.0.1:25551, http:// with --insecure].
+    #[arg(short = 's', long)]
+    pub server_url: Option<String>,
+    /// Folder for workload files and control interface pipes [default: $TMPDIR/ankaios or /tmp/ankaios].
+    #[arg(short = 'r', long)]
+    pub run_folder: Option<PathBuf>,
+    /// Connect without TLS.
+    #[arg(short = 'k', long, env = "ANKAGENT_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
+    pub insecure: bool,
+    /// Agent tag as key=value; repeatable.
+    #[arg(short = 't', long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    pub tags: Vec<(String, String)>,
+    /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it.
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+}
+
+/// A command line that cannot be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Name(#[from] ank_common::NameError),
+    // [impl->swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1]
+    #[error("TLS is not available yet in this build; start the agent with --insecure (-k)")]
+    TlsUnavailable,
+    #[error("server url '{0}' uses https, which needs TLS; use an http:// url with --insecure")]
+    HttpsWithInsecure(String),
+    #[error("server url '{0}' must start with http:// or https://")]
+    BadUrl(String),
+}
+
+fn parse_tag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(format!("tag '{s}' is not of the form key=value")),
+    }
+}
+
+/// `$TMPDIR/ankaios`, or `/tmp/ankaios` without TMPDIR.
+pub fn default_run_folder() -> PathBuf {
+    std::env::var_os("TMPDIR")
+        .filter(|t| !t.is_empty())
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+        .join("ankaios")
+}
+
+impl Cli {
+    /// Validates the flags into the library's configuration.
+    // [impl->swdd~agent-supports-cli-argument-for-insecure-communication~1]
+    pub fn into_config(self) -> Result<AgentConfig, CliError> {
+        let name = ank_common::names::validate_agent_node_name(&self.name)?;
+        if !self.insecure {
+            return Err(CliError::TlsUnavailable);
+        }
+        let server_url = self.server_url.unwrap_or_else(|| DEFAULT_INSECURE_SERVER_URL.to_owned());
+        if server_url.starts_with("https://") {
+            return Err(CliError::HttpsWithInsecure(server_url));
+        }
+        if !server_url.starts_with("http://") {
+            return Err(CliError::BadUrl(server_url));
+        }
+        let mut config = AgentConfig::new(name.as_str(), server_url);
+        config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
+        config.tags = self.tags.into_iter().collect::<BTreeMap<_, _>>();
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<AgentConfig, CliError> {
+        let mut all = vec!["ank-agent"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap().into_config()
+    }
+
+    #[test]
+    // [utest->swdd~agent-supports-cli-argument-for-insecure-communication~1]
+    fn cli_insecure_defaults_to_plain_http_url() {
+        let c = parse(&["-n", "agent_A", "-k", "-t", "gpu=yes", "--tag", "zone=a=b", "-r", "/x"]).unwrap();
+        assert_eq!(c.name, "agent_A");
+        assert_eq!(c.server_url, DEFAULT_INSECURE_SERVER_URL);
+        assert_eq!(c.run_folder, PathBuf::from("/x"));
+        assert_eq!(c.tags.get("gpu").map(String::as_str), Some("yes"));
+        assert_eq!(c.tags.get("zone").map(String::as_str), Some("a=b"));
+    }
+
+    #[test]
+    fn cli_refuses_tls_and_https_with_insecure() {
+        assert_eq!(parse(&["-n", "a"]).unwrap_err(), CliError::TlsUnavailable);
+        let e = parse(&["-n", "a", "-k", "-s", "https://h:1"]).unwrap_err();
+        assert!(e.to_string().contains("https"), "{e}");
+        assert!(parse(&["-n", "a", "-k", "-s", "ftp://h"]).is_err());
+        assert!(parse(&["-n", "a.b", "-k"]).unwrap_err().to_string().contains("a.b"));
+        assert!(Cli::try_parse_from(["ank-agent", "-n", "a", "-t", "novalue"]).is_err());
+        assert!(Cli::try_parse_from(["ank-agent", "-k"]).is_err(), "name is required");
+    }
+}

@@ -1,0 +1,240 @@
+//! [`FakeRuntime`]: an in-memory [`RuntimeConnector`] for tests. It keeps
+//! containers in a map, records every call, can be scripted to fail creates
+//! and deletes, and emits state changes (`exit`, `remove_externally`) through
+//! the sink given to `start_state_watcher`, like the podman event stream.
+//!
+//! Validates `runtimeConfig` like podman does (`PodmanRuntimeConfig::parse`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use ank_common::podman_config::PodmanRuntimeConfig;
+use ank_common::workload::WorkloadSpec;
+use ank_common::{ExecutionState, WorkloadInstanceName};
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::{ContainerId, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEvent, RuntimeEventSender};
+
+/// A call the fake received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FakeCall {
+    Create(WorkloadInstanceName),
+    Delete(WorkloadInstanceName),
+    List,
+}
+
+/// One container of the fake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeContainer {
+    pub instance_name: WorkloadInstanceName,
+    pub state: ExecutionState,
+}
+
+#[derive(Default)]
+struct Inner {
+    containers: BTreeMap<ContainerId, FakeContainer>,
+    calls: Vec<FakeCall>,
+    /// workload name -> error message of its creates.
+    failing_creates: HashMap<String, String>,
+    failing_deletes: Option<String>,
+    sink: Option<RuntimeEventSender>,
+    next_id: u64,
+}
+
+/// An in-memory container runtime.
+pub struct FakeRuntime {
+    name: String,
+    inner: Mutex<Inner>,
+}
+
+impl Default for FakeRuntime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeRuntime {
+    /// A fake registered as `podman`.
+    pub fn new() -> Self {
+        Self::named("podman")
+    }
+
+    /// A fake registered under `name`.
+    pub fn named(name: &str) -> Self {
+        Self { name: name.to_owned(), inner: Mutex::new(Inner::default()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panicking test thread must not hide the fake's state from others.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every create of `workload` fails with `message` until cleared.
+    pub fn fail_creates_of(&self, workload: &str, message: &str) {
+        self.lock().failing_creates.insert(workload.to_owned(), message.to_owned());
+    }
+
+    /// Every delete fails with `message` (or succeeds again with `None`).
+    pub fn fail_deletes(&self, message: Option<&str>) {
+        self.lock().failing_deletes = message.map(str::to_owned);
+    }
+
+    /// Clears all scripted failures.
+    pub fn clear_failures(&self) {
+        let mut i = self.lock();
+        i.failing_creates.clear();
+        i.failing_deletes = None;
+    }
+
+    /// Adds a container that existed before the agent started.
+    pub fn insert_existing(&self, instance_name: WorkloadInstanceName, state: ExecutionState) -> ContainerId {
+        let mut i = self.lock();
+        let id = Self::new_id(&mut i);
+        i.containers.insert(id.clone(), FakeContainer { instance_name, state });
+        id
+    }
+
+    fn new_id(i: &mut Inner) -> ContainerId {
+        i.next_id += 1;
+        ContainerId(format!("fake-{}", i.next_id))
+    }
+
+    /// All calls so far.
+    pub fn calls(&self) -> Vec<FakeCall> {
+        self.lock().calls.clone()
+    }
+
+    /// Instance names of all creates so far (as strings), in call order.
+    pub fn created(&self) -> Vec<WorkloadInstanceName> {
+        self.calls().into_iter().filter_map(|c| if let FakeCall::Create(n) = c { Some(n) } else { None }).collect()
+    }
+
+    /// Instance names of all deletes so far, in call order.
+    pub fn deleted(&self) -> Vec<WorkloadInstanceName> {
+        self.calls().into_iter().filter_map(|c| if let FakeCall::Delete(n) = c { Some(n) } else { None }).collect()
+    }
+
+    /// The containers that exist now.
+    pub fn containers(&self) -> Vec<FakeContainer> {
+        self.lock().containers.values().cloned().collect()
+    }
+
+    /// The state of the container of `instance`, if it exists.
+    pub fn state_of(&self, instance: &WorkloadInstanceName) -> Option<ExecutionState> {
+        self.lock().containers.values().find(|c| &c.instance_name == instance).map(|c| c.state.clone())
+    }
+
+    /// Lets the container of `instance` exit with `code` and reports it.
+    pub async fn exit(&self, instance: &WorkloadInstanceName, code: i32) {
+        let state = super::podman::events::exit_state(code);
+        self.set_state(instance, state).await;
+    }
+
+    /// Sets the state of the container of `instance` and reports it.
+    pub async fn set_state(&self, instance: &WorkloadInstanceName, state: ExecutionState) {
+        let found = {
+            let mut i = self.lock();
+            let found = i.containers.iter_mut().find(|(_, c)| &c.instance_name == instance);
+            found.map(|(id, c)| {
+                c.state = state.clone();
+                id.clone()
+            })
+        };
+        if let Some(id) = found {
+            self.emit(instance.clone(), id, Observed::State(state)).await;
+        }
+    }
+
+    /// Removes the container of `instance` behind the agent's back.
+    pub async fn remove_externally(&self, instance: &WorkloadInstanceName) {
+        let removed = {
+            let mut i = self.lock();
+            let id = i.containers.iter().find(|(_, c)| &c.instance_name == instance).map(|(id, _)| id.clone());
+            id.inspect(|id| {
+                i.containers.remove(id);
+            })
+        };
+        if let Some(id) = removed {
+            self.emit(instance.clone(), id, Observed::Gone).await;
+        }
+    }
+
+    async fn emit(&self, instance_name: WorkloadInstanceName, container_id: ContainerId, observed: Observed) {
+        let sink = self.lock().sink.clone();
+        if let Some(sink) = sink {
+            let _ = sink.send(RuntimeEvent::Changed { instance_name, container_id, observed }).await;
+        }
+    }
+}
+
+#[async_trait]
+impl RuntimeConnector for FakeRuntime {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn create(&self, spec: &WorkloadSpec) -> Result<ContainerId, RuntimeError> {
+        let instance = spec.instance_name.clone();
+        let id = {
+            let mut i = self.lock();
+            i.calls.push(FakeCall::Create(instance.clone()));
+            PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
+            if let Some(msg) = i.failing_creates.get(spec.name()) {
+                return Err(RuntimeError::Create(msg.clone()));
+            }
+            let id = Self::new_id(&mut i);
+            let container = FakeContainer { instance_name: instance.clone(), state: ExecutionState::running() };
+            i.containers.insert(id.clone(), container);
+            id
+        };
+        self.emit(instance, id.clone(), Observed::State(ExecutionState::running())).await;
+        Ok(id)
+    }
+
+    async fn delete(&self, container_id: &ContainerId) -> Result<(), RuntimeError> {
+        let removed = {
+            let mut i = self.lock();
+            let instance = i.containers.get(container_id).map(|c| c.instance_name.clone());
+            if let Some(n) = &instance {
+                i.calls.push(FakeCall::Delete(n.clone()));
+            }
+            if let Some(msg) = &i.failing_deletes {
+                return Err(RuntimeError::Delete(msg.clone()));
+            }
+            i.containers.remove(container_id);
+            instance
+        };
+        if let Some(instance) = removed {
+            // Like podman: the stopped container dies (SIGKILL) and is removed.
+            let died = Observed::State(super::podman::events::exit_state(137));
+            self.emit(instance.clone(), container_id.clone(), died).await;
+            self.emit(instance, container_id.clone(), Observed::Gone).await;
+        }
+        Ok(())
+    }
+
+    async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
+        let mut i = self.lock();
+        i.calls.push(FakeCall::List);
+        Ok(i.containers
+            .iter()
+            .filter(|(_, c)| c.instance_name.agent_name == agent)
+            .map(|(id, c)| ListedWorkload {
+                instance_name: c.instance_name.clone(),
+                container_id: id.clone(),
+                state: c.state.clone(),
+            })
+            .collect())
+    }
+
+    async fn start_state_watcher(
+        &self,
+        _agent: &str,
+        sink: RuntimeEventSender,
+        _shutdown: CancellationToken,
+    ) -> Result<(), RuntimeError> {
+        self.lock().sink = Some(sink);
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! [`PodmanCli`]: a value wrapping the podman binary (no statics, no global
+//! cache). Every call is a `tokio::process` child with `kill_on_drop`; JSON
+//! output is parsed into the typed structs of this module, in this one place.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::process::{Child, Command};
+
+use crate::runtime_connectors::ContainerId;
+
+/// A failed podman invocation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PodmanError {
+    #[error("could not run '{binary}': {reason}")]
+    Spawn { binary: String, reason: String },
+    #[error("podman {command} failed: {stderr}")]
+    Failed { command: String, stderr: String },
+    #[error("podman {command} printed unexpected output: {reason}")]
+    Output { command: String, reason: String },
+}
+
+impl PodmanError {
+    /// The text worth showing a user: podman's stderr or the reason.
+    pub fn message(&self) -> String {
+        match self {
+            PodmanError::Failed { stderr, .. } => stderr.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// One entry of `podman ps --all --format json`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct PsEntry {
+    pub id: String,
+    #[serde(default)]
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub exit_code: i32,
+    #[serde(default)]
+    pub labels: Option<HashMap<String, String>>,
+}
+
+impl PsEntry {
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
+    }
+}
+
+/// One line of `podman events --format json`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct EventLine {
+    #[serde(rename = "ID", default)]
+    pub id: String,
+    #[serde(rename = "Name", default)]
+    pub name: String,
+    #[serde(rename = "Status", default)]
+    pub status: String,
+    #[serde(rename = "Type", default)]
+    pub kind: String,
+    /// Only present on `died`; podman omits it when the exit code is 0.
+    #[serde(rename = "ContainerExitCode", default)]
+    pub exit_code: Option<i32>,
+    #[serde(rename = "Attributes", default)]
+    pub attributes: Option<HashMap<String, String>>,
+}
+
+impl EventLine {
+    /// Parses one line of the event stream.
+    pub fn parse(line: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(line)
+    }
+
+    /// The value of attribute (label) `key`.
+    pub fn attribute(&self, key: &str) -> Option<&str> {
+        self.attributes.as_ref().and_then(|l| l.get(key)).map(String::as_str)
+    }
+}
+
+/// The podman command line tool.
+#[derive(Debug, Clone)]
+pub struct PodmanCli {
+    /// Path or name (looked up on PATH) of the podman binary.
+    pub binary: PathBuf,
+    /// Seconds `podman stop -t` waits before killing.
+    pub stop_timeout_secs: u32,
+}
+
+impl Default for PodmanCli {
+    fn default() -> Self {
+        Self { binary: PathBuf::from("podman"), stop_timeout_secs: 10 }
+    }
+}
+
+impl PodmanCli {
+    fn command(&self, args: &[String]) -> Command {
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs podman with `args`; returns its stdout, or its trimmed stderr as error.
+    pub async fn exec(&self, args: &[String]) -> Result<String, PodmanError> {
+        let command = args.first().cloned().unwrap_or_default();
+        let out = self
+            .command(args)
+            .output()
+            .await
+            .map_err(|e| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() })?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            let stderr = if stderr.is_empty() { format!("exit status {}", out.status) } else { stderr };
+            return Err(PodmanError::Failed { command, stderr });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `podman <args>` where args hold everything from general options to
+    /// the command's arguments of a `run -d`; returns the new container's id.
+    // [impl->swdd~podman-create-workload-returns-workload-id~1]
+    pub async fn run_detached(&self, args: &[String]) -> Result<ContainerId, PodmanError> {
+        let out = self.exec(args).await?;
+        let id = out.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("").to_owned();
+        if id.is_empty() {
+            return Err(PodmanError::Output { command: "run".into(), reason: "no container id".into() });
+        }
+        Ok(ContainerId(id))
+    }
+
+    /// `podman stop -t <timeout> <id>` then `podman rm -f <id>`; a missing
+    /// container counts as removed.
+    // [impl->swdd~podman-delete-workload-stops-and-removes-workload~1]
+    pub async fn stop_and_remove(&self, id: &ContainerId) -> Result<(), PodmanError> {
+        let stop = vec!["stop".into(), "-t".into(), self.stop_timeout_secs.to_string(), id.0.clone()];
+        if let Err(e) = self.exec(&stop).await
+            && !is_no_such_container(&e)
+        {
+            tracing::debug!("podman stop '{id}' failed, removing anyway: {e}");
+        }
+        match self.exec(&["rm".into(), "-f".into(), id.0.clone()]).await {
+            Err(e) if is_no_such_container(&e) => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// `podman ps --all --format json --filter label=<label>`.
+    pub async fn ps_by_label(&self, label: &str) -> Result<Vec<PsEntry>, PodmanError> {
+        let args: Vec<String> = ["ps", "--all", "--format", "json", "--filter", &format!("label={label}")]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let out = self.exec(&args).await?;
+        parse_ps(&out)
+    }
+
+    /// Spawns `podman events --format json --since <since> --filter label=<label>`
+    /// with stdout piped; killed when dropped.
+    pub fn spawn_events(&self, label: &str, since: &str) -> Result<Child, PodmanError> {
+        let args: Vec<String> = ["events", "--format", "json", "--since", since, "--filter", &format!("label={label}")]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.command(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() })
+    }
+
+    /// How long a delete may take at most (stop timeout plus slack).
+    pub fn delete_budget(&self) -> Duration {
+        Duration::from_secs(u64::from(self.stop_timeout_secs) + 30)
+    }
+}
+
+/// Parses `podman ps --format json` output (podman prints `[]` or nothing
+/// when there are no containers).
+pub fn parse_ps(out: &str) -> Result<Vec<PsEntry>, PodmanError> {
+    if out.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_str(out).map_err(|e| PodmanError::Output { command: "ps".into(), reason: e.to_string() })
+}
+
+fn is_no_such_container(e: &PodmanError) -> bool {
+    matches!(e, PodmanError::Failed { stderr, .. } if stderr.to_lowercase().contains("no such container"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn podman_cli_parses_ps_output_of_this_podman() {
+        let out = r#"[{"AutoRemove":false,"Command":["sh","-c","exit 3"],"Exited":true,"ExitCode":3,
+            "Id":"16d9","Image":"localhost/busybox:latest","Labels":{"agent":"agent_Z","name":"x.abc.agent_Z"},
+            "Names":["probe1"],"Pid":0,"Ports":null,"State":"exited","Status":"Exited (3) 1 second ago"}]"#;
+        let ps = parse_ps(out).unwrap();
+        assert_eq!(ps.len(), 1);
+        assert_eq!(ps[0].id, "16d9");
+        assert_eq!(ps[0].state, "exited");
+        assert_eq!(ps[0].exit_code, 3);
+        assert_eq!(ps[0].label("name"), Some("x.abc.agent_Z"));
+        assert!(parse_ps("").unwrap().is_empty());
+        assert!(parse_ps("[]").unwrap().is_empty());
+        assert!(parse_ps("garbage").is_err());
+    }
+
+    #[test]
+    fn podman_cli_error_message_is_stderr() {
+        let e = PodmanError::Failed { command: "run".into(), stderr: "Error: no image".into() };
+        assert_eq!(e.message(), "Error: no image");
+        assert!(is_no_such_container(&PodmanError::Failed {
+            command: "rm".into(),
+            stderr: "Error: no such container abc".into()
+        }));
+    }
+}

@@ -1,0 +1,187 @@
+//! The `podman` runtime connector: creates workloads with `podman run -d`
+//! (labels `name=<instance>` and `agent=<agent>`), deletes them with `podman
+//! stop` + `podman rm -f`, lists them with `podman ps` and watches their
+//! states with one `podman events` stream (see [`events`]).
+
+pub mod cli;
+pub mod events;
+
+use std::time::Duration;
+
+use ank_common::podman_config::PodmanRuntimeConfig;
+use ank_common::workload::WorkloadSpec;
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+pub use cli::PodmanCli;
+
+use super::{ContainerId, ListedWorkload, RuntimeConnector, RuntimeError, RuntimeEventSender};
+use events::EventWatcher;
+
+/// The runtime name in workload specs.
+pub const PODMAN: &str = "podman";
+
+/// The podman runtime connector.
+#[derive(Debug, Clone)]
+pub struct PodmanRuntime {
+    cli: PodmanCli,
+    /// Period of the slow `podman ps` reconcile next to the event stream.
+    pub reconcile_interval: Duration,
+}
+
+impl PodmanRuntime {
+    /// A connector using `cli`, reconciling every 30 s.
+    pub fn new(cli: PodmanCli) -> Self {
+        Self { cli, reconcile_interval: Duration::from_secs(30) }
+    }
+
+    /// The podman CLI this connector uses.
+    pub fn cli(&self) -> &PodmanCli {
+        &self.cli
+    }
+
+    /// Removes containers a failed `podman run` may have left behind.
+    // [impl->swdd~podman-create-workload-deletes-failed-container~1]
+    async fn remove_leftovers_of(&self, instance: &str) {
+        if let Ok(entries) = self.cli.ps_by_label(&format!("name={instance}")).await {
+            for e in entries {
+                let _ = self.cli.exec(&["rm".into(), "-f".into(), e.id]).await;
+            }
+        }
+    }
+}
+
+/// The argument list of `podman [general] run -d --label ... [--name] [options] image [args]`.
+// [impl->swdd~podman-create-workload-runs-workload~1]
+// [impl->swdd~podman-create-workload-creates-labels~1]
+// [impl->swdd~podman-create-workload-sets-optionally-container-name~1]
+pub fn run_args(spec: &WorkloadSpec, cfg: &PodmanRuntimeConfig) -> Vec<String> {
+    let instance = &spec.instance_name;
+    let mut args = cfg.general_options.clone();
+    args.extend(["run".into(), "-d".into()]);
+    args.extend(["--label".into(), format!("name={instance}")]);
+    args.extend(["--label".into(), format!("agent={}", instance.agent_name)]);
+    if !cfg.has_name_option() {
+        args.extend(["--name".into(), instance.short_name()]);
+    }
+    args.extend(cfg.command_options.iter().cloned());
+    args.push(cfg.image.clone());
+    args.extend(cfg.command_args.iter().cloned());
+    args
+}
+
+// [impl->swdd~podman-implements-runtime-connector~1]
+#[async_trait]
+impl RuntimeConnector for PodmanRuntime {
+    fn name(&self) -> &str {
+        PODMAN
+    }
+
+    async fn create(&self, spec: &WorkloadSpec) -> Result<ContainerId, RuntimeError> {
+        let cfg = PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
+        match self.cli.run_detached(&run_args(spec, &cfg)).await {
+            Ok(id) => Ok(id),
+            Err(e) => {
+                self.remove_leftovers_of(&spec.instance_name.to_string()).await;
+                Err(RuntimeError::Create(e.message()))
+            }
+        }
+    }
+
+    async fn delete(&self, container_id: &ContainerId) -> Result<(), RuntimeError> {
+        match tokio::time::timeout(self.cli.delete_budget(), self.cli.stop_and_remove(container_id)).await {
+            Ok(r) => r.map_err(|e| RuntimeError::Delete(e.message())),
+            Err(_) => Err(RuntimeError::Delete(format!("deleting container '{container_id}' timed out"))),
+        }
+    }
+
+    // [impl->swdd~agent-existing-workloads-finds-list~1]
+    async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
+        let entries =
+            self.cli.ps_by_label(&EventWatcher::label(agent)).await.map_err(|e| RuntimeError::List(e.to_string()))?;
+        Ok(events::listed_from_ps(&entries, agent))
+    }
+
+    async fn start_state_watcher(
+        &self,
+        agent: &str,
+        sink: RuntimeEventSender,
+        shutdown: CancellationToken,
+    ) -> Result<(), RuntimeError> {
+        let child = self
+            .cli
+            .spawn_events(&EventWatcher::label(agent), events::EVENT_REPLAY)
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+        let watcher = EventWatcher {
+            cli: self.cli.clone(),
+            runtime: PODMAN.to_owned(),
+            agent: agent.to_owned(),
+            sink,
+            shutdown,
+            reconcile_interval: self.reconcile_interval,
+        };
+        tokio::spawn(watcher.run(child));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ank_common::workload::Workload;
+    use ank_common::{AgentName, WorkloadName};
+
+    use super::*;
+
+    fn spec(runtime_config: &str) -> WorkloadSpec {
+        let wl = Workload { runtime: PODMAN.into(), runtime_config: runtime_config.into(), ..Default::default() };
+        WorkloadSpec::new(&WorkloadName::new("web").unwrap(), &AgentName::new("agent_A").unwrap(), wl)
+    }
+
+    #[test]
+    // [utest->swdd~podman-create-workload-creates-labels~1]
+    fn podman_run_args_have_labels_short_name_and_user_parts_in_order() {
+        let s = spec(
+            "generalOptions: [--log-level, info]\nimage: img\ncommandOptions: [-p, '8080:80']\ncommandArgs: [sleep, '9']\n",
+        );
+        let cfg = PodmanRuntimeConfig::parse(&s.workload.runtime_config).unwrap();
+        let args = run_args(&s, &cfg);
+        let expected: Vec<String> = [
+            "--log-level",
+            "info",
+            "run",
+            "-d",
+            "--label",
+            &format!("name={}", s.instance_name),
+            "--label",
+            "agent=agent_A",
+            "--name",
+            &s.instance_name.short_name(),
+            "-p",
+            "8080:80",
+            "img",
+            "sleep",
+            "9",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        assert_eq!(args, expected);
+    }
+
+    #[test]
+    // [utest->swdd~podman-create-workload-sets-optionally-container-name~1]
+    fn podman_run_args_keep_the_users_name() {
+        let s = spec("image: img\ncommandOptions: ['--name=mine']\n");
+        let cfg = PodmanRuntimeConfig::parse(&s.workload.runtime_config).unwrap();
+        let args = run_args(&s, &cfg);
+        assert!(!args.contains(&"--name".to_owned()));
+        assert!(args.contains(&"--name=mine".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn podman_create_with_invalid_config_fails_before_calling_podman() {
+        let rt = PodmanRuntime::new(PodmanCli { binary: "/nonexistent/podman".into(), stop_timeout_secs: 1 });
+        let err = rt.create(&spec("commandArgs: [a]\n")).await.unwrap_err();
+        assert!(matches!(err, RuntimeError::InvalidConfig(ref m) if m.contains("image")), "{err:?}");
+    }
+}

@@ -1,0 +1,342 @@
+//! Unit tests of the RuntimeManager and the workload control loops against
+//! the in-memory FakeRuntime.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ank_common::execution_state::{Failed, Pending, Stopping};
+use ank_common::messages::DeletedWorkload;
+use ank_common::workload::{Workload, WorkloadSpec};
+use ank_common::{AgentName, ExecutionState, StateKind, WorkloadInstanceName, WorkloadName, WorkloadState};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::runtime_connectors::fake::{FakeCall, FakeRuntime};
+
+const AGENT: &str = "agent_A";
+
+struct Harness {
+    fake: Arc<FakeRuntime>,
+    rm: RuntimeManagerHandle,
+    states: mpsc::Receiver<WorkloadState>,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn harness_with(fake: FakeRuntime) -> Harness {
+    let fake = Arc::new(fake);
+    let mut registry = RuntimeRegistry::new();
+    registry.register(fake.clone());
+    let (reporter, states) = StateReporter::channel(64);
+    let shutdown = CancellationToken::new();
+    let config = RuntimeManagerConfig { agent_name: AGENT.into(), max_parallel_creates: 4 };
+    let (rm, _task) = RuntimeManager::start(config, registry, reporter, shutdown.clone()).await;
+    Harness { fake, rm, states, shutdown }
+}
+
+async fn harness() -> Harness {
+    harness_with(FakeRuntime::new()).await
+}
+
+fn spec_with(name: &str, runtime: &str, runtime_config: &str) -> WorkloadSpec {
+    let wl = Workload {
+        agent: AGENT.into(),
+        runtime: runtime.into(),
+        runtime_config: runtime_config.into(),
+        ..Default::default()
+    };
+    WorkloadSpec::new(&WorkloadName::new(name).unwrap(), &AgentName::new(AGENT).unwrap(), wl)
+}
+
+fn spec(name: &str) -> WorkloadSpec {
+    spec_with(name, "podman", &format!("image: localhost/{name}:1\n"))
+}
+
+fn deleted(s: &WorkloadSpec) -> DeletedWorkload {
+    DeletedWorkload { instance_name: s.instance_name.clone(), dependencies: Default::default() }
+}
+
+impl Harness {
+    async fn next(&mut self) -> WorkloadState {
+        tokio::time::timeout(Duration::from_secs(5), self.states.recv())
+            .await
+            .expect("no workload state within 5 s")
+            .expect("state channel closed")
+    }
+
+    /// The next state reported for `instance`, skipping other instances.
+    async fn next_of(&mut self, instance: &WorkloadInstanceName) -> ExecutionState {
+        loop {
+            let s = self.next().await;
+            if &s.instance_name == instance {
+                return s.execution_state;
+            }
+        }
+    }
+
+    /// Skips states of `instance` until one of `kind` arrives.
+    async fn wait_for(&mut self, instance: &WorkloadInstanceName, kind: StateKind) -> ExecutionState {
+        loop {
+            let s = self.next_of(instance).await;
+            if s.kind == kind {
+                return s;
+            }
+        }
+    }
+
+    async fn assert_quiet(&mut self) {
+        let r = tokio::time::timeout(Duration::from_millis(150), self.states.recv()).await;
+        assert!(r.is_err(), "unexpected state {r:?}");
+    }
+
+    async fn running(&mut self, s: &WorkloadSpec) {
+        self.wait_for(&s.instance_name, StateKind::Running).await;
+    }
+}
+
+fn starting() -> StateKind {
+    StateKind::Pending(Pending::Starting)
+}
+
+#[tokio::test]
+// [utest->swdd~agent-added-creates-workload~1]
+async fn runtime_manager_server_hello_creates_all_workloads() {
+    let mut h = harness().await;
+    let specs = vec![spec("a"), spec("b"), spec("c")];
+    h.rm.server_hello(specs.clone()).await;
+    let mut seen: std::collections::BTreeMap<WorkloadInstanceName, Vec<ExecutionState>> = Default::default();
+    while seen.len() < 3 || seen.values().any(|v| v.last() != Some(&ExecutionState::running())) {
+        let s = h.next().await;
+        seen.entry(s.instance_name).or_default().push(s.execution_state);
+    }
+    for states in seen.values() {
+        assert_eq!(
+            states,
+            &vec![ExecutionState::with_info(starting(), "Triggered at runtime."), ExecutionState::running()]
+        );
+    }
+    let mut created = h.fake.created();
+    created.sort();
+    assert_eq!(created, specs.iter().map(|s| s.instance_name.clone()).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+// [utest->swdd~agent-handle-deleted-before-added-workloads~1]
+async fn runtime_manager_update_processes_deletes_before_adds() {
+    let mut h = harness().await;
+    let (a, c) = (spec("a"), spec("c"));
+    h.rm.server_hello(vec![a.clone()]).await;
+    h.running(&a).await;
+    h.rm.update_workload(vec![c.clone()], vec![deleted(&a)]).await;
+    h.wait_for(&a.instance_name, StateKind::Removed).await;
+    h.running(&c).await;
+    let calls = h.fake.calls();
+    let del = calls.iter().position(|x| x == &FakeCall::Delete(a.instance_name.clone())).unwrap();
+    let add = calls.iter().position(|x| x == &FakeCall::Create(c.instance_name.clone())).unwrap();
+    assert!(del < add, "{calls:?}");
+}
+
+#[tokio::test]
+// [utest->swdd~agent-updates-deleted-and-added-workloads~1]
+async fn runtime_manager_update_deletes_old_instance_then_creates_new() {
+    let mut h = harness().await;
+    let old = spec("a");
+    let new = spec_with("a", "podman", "image: localhost/a:2\n");
+    h.rm.server_hello(vec![old.clone()]).await;
+    h.running(&old).await;
+    h.rm.update_workload(vec![new.clone()], vec![deleted(&old)]).await;
+    assert_eq!(h.next_of(&old.instance_name).await.kind, StateKind::Stopping(Stopping::RequestedAtRuntime));
+    assert_eq!(h.next_of(&old.instance_name).await.kind, StateKind::Removed);
+    assert_eq!(h.next_of(&new.instance_name).await.kind, starting());
+    h.running(&new).await;
+    assert_eq!(
+        h.fake.calls(),
+        vec![
+            FakeCall::List,
+            FakeCall::Create(old.instance_name.clone()),
+            FakeCall::Delete(old.instance_name.clone()),
+            FakeCall::Create(new.instance_name.clone()),
+        ]
+    );
+    assert_eq!(h.fake.containers().len(), 1);
+}
+
+#[tokio::test]
+// [utest->swdd~agent-update-on-add-known-workload~1]
+async fn runtime_manager_add_of_known_name_is_an_update() {
+    let mut h = harness().await;
+    let old = spec("a");
+    let new = spec_with("a", "podman", "image: localhost/a:3\n");
+    h.rm.server_hello(vec![old.clone()]).await;
+    h.running(&old).await;
+    h.rm.update_workload(vec![new.clone()], vec![]).await;
+    h.wait_for(&old.instance_name, StateKind::Removed).await;
+    h.running(&new).await;
+    assert_eq!(h.fake.deleted(), vec![old.instance_name.clone()]);
+}
+
+#[tokio::test]
+// [utest->swdd~agent-skips-unknown-runtime~1]
+async fn runtime_manager_unknown_runtime_is_starting_failed_naming_it() {
+    let mut h = harness().await;
+    let s = spec_with("x", "containerd", "image: a\n");
+    h.rm.server_hello(vec![s.clone()]).await;
+    let st = h.next_of(&s.instance_name).await;
+    assert_eq!(st.kind, StateKind::Pending(Pending::StartingFailed));
+    assert_eq!(st.additional_info, "runtime 'containerd' is not supported by this agent");
+    assert!(h.fake.created().is_empty());
+}
+
+#[tokio::test]
+async fn runtime_manager_invalid_runtime_config_is_starting_failed() {
+    let mut h = harness().await;
+    let s = spec_with("x", "podman", "commandArgs: [a]\n");
+    h.rm.server_hello(vec![s.clone()]).await;
+    assert_eq!(h.next_of(&s.instance_name).await.kind, starting());
+    let st = h.next_of(&s.instance_name).await;
+    assert_eq!(st.kind, StateKind::Pending(Pending::StartingFailed));
+    assert!(st.additional_info.contains("image"), "{st}");
+    assert!(h.fake.containers().is_empty());
+}
+
+#[tokio::test]
+async fn runtime_manager_failed_create_reports_the_runtime_error() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: image not known");
+    let mut h = harness_with(fake).await;
+    let s = spec("x");
+    h.rm.server_hello(vec![s.clone()]).await;
+    let st = h.wait_for(&s.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    assert_eq!(st.additional_info, "Error: image not known");
+}
+
+#[tokio::test]
+// [utest->swdd~agent-workload-control-loop-executes-delete~2]
+async fn runtime_manager_delete_reports_stopping_then_removed() {
+    let mut h = harness().await;
+    let a = spec("a");
+    h.rm.server_hello(vec![a.clone()]).await;
+    h.running(&a).await;
+    h.rm.update_workload(vec![], vec![deleted(&a)]).await;
+    assert_eq!(
+        h.next().await,
+        WorkloadState::new(
+            a.instance_name.clone(),
+            ExecutionState::new(StateKind::Stopping(Stopping::RequestedAtRuntime))
+        )
+    );
+    assert_eq!(h.next().await, WorkloadState::new(a.instance_name.clone(), ExecutionState::removed()));
+    // the fake's died(137) and remove events after the delete are ignored
+    h.assert_quiet().await;
+    assert!(h.fake.containers().is_empty());
+}
+
+#[tokio::test]
+// [utest->swdd~allowed-workload-states~2]
+async fn runtime_manager_ignores_exits_after_a_delete_was_requested() {
+    let fake = FakeRuntime::new();
+    fake.fail_deletes(Some("Error: container is busy"));
+    let mut h = harness_with(fake).await;
+    let a = spec("a");
+    h.rm.server_hello(vec![a.clone()]).await;
+    h.running(&a).await;
+    h.rm.update_workload(vec![], vec![deleted(&a)]).await;
+    assert_eq!(h.next_of(&a.instance_name).await.kind, StateKind::Stopping(Stopping::RequestedAtRuntime));
+    let failed = h.next_of(&a.instance_name).await;
+    assert_eq!(
+        failed,
+        ExecutionState::with_info(StateKind::Stopping(Stopping::DeleteFailed), "Error: container is busy")
+    );
+    h.fake.exit(&a.instance_name, 3).await;
+    h.assert_quiet().await;
+    // a second delete may try again
+    h.fake.clear_failures();
+    h.rm.update_workload(vec![], vec![deleted(&a)]).await;
+    h.wait_for(&a.instance_name, StateKind::Removed).await;
+    assert!(h.fake.containers().is_empty());
+}
+
+#[tokio::test]
+async fn runtime_manager_reports_exit_and_external_removal() {
+    let mut h = harness().await;
+    let (a, b) = (spec("a"), spec("b"));
+    h.rm.server_hello(vec![a.clone(), b.clone()]).await;
+    h.running(&a).await;
+    h.running(&b).await;
+    h.fake.exit(&a.instance_name, 3).await;
+    let st = h.next_of(&a.instance_name).await;
+    assert_eq!(st, ExecutionState::with_info(StateKind::Failed(Failed::ExecFailed), "Exit code: '3'"));
+    h.fake.remove_externally(&b.instance_name).await;
+    assert_eq!(h.next_of(&b.instance_name).await.kind, StateKind::Failed(Failed::Lost));
+}
+
+#[tokio::test]
+// [utest->swdd~agent-existing-workloads-resume-existing~2]
+// [utest->swdd~agent-existing-workloads-delete-unneeded~1]
+async fn runtime_manager_resume_keeps_matching_instance_and_deletes_leftovers() {
+    let fake = FakeRuntime::new();
+    let (keep, fresh) = (spec("keep"), spec("fresh"));
+    let stale_hash = spec_with("moved", "podman", "image: old\n");
+    let moved = spec_with("moved", "podman", "image: new\n");
+    let gone = spec("gone");
+    fake.insert_existing(keep.instance_name.clone(), ExecutionState::succeeded());
+    fake.insert_existing(stale_hash.instance_name.clone(), ExecutionState::running());
+    fake.insert_existing(gone.instance_name.clone(), ExecutionState::running());
+    let mut h = harness_with(fake).await;
+    h.rm.server_hello(vec![keep.clone(), fresh.clone(), moved.clone()]).await;
+    assert_eq!(h.next_of(&keep.instance_name).await, ExecutionState::succeeded());
+    h.running(&fresh).await;
+    h.running(&moved).await;
+    let mut created = h.fake.created();
+    created.sort();
+    let mut expected = vec![fresh.instance_name.clone(), moved.instance_name.clone()];
+    expected.sort();
+    assert_eq!(created, expected, "the matching instance must not be created again");
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while h.fake.deleted().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("leftovers deleted");
+    let deleted = h.fake.deleted();
+    assert!(deleted.contains(&gone.instance_name) && deleted.contains(&stale_hash.instance_name), "{deleted:?}");
+    let calls = h.fake.calls();
+    let del = calls.iter().position(|c| c == &FakeCall::Delete(stale_hash.instance_name.clone())).unwrap();
+    let add = calls.iter().position(|c| c == &FakeCall::Create(moved.instance_name.clone())).unwrap();
+    assert!(del < add, "old instance is removed before the new one is created: {calls:?}");
+}
+
+#[tokio::test]
+async fn runtime_manager_second_hello_deletes_workloads_missing_from_it() {
+    let mut h = harness().await;
+    let (a, b) = (spec("a"), spec("b"));
+    h.rm.server_hello(vec![a.clone(), b.clone()]).await;
+    h.running(&a).await;
+    h.running(&b).await;
+    h.rm.server_hello(vec![a.clone()]).await;
+    h.wait_for(&b.instance_name, StateKind::Removed).await;
+    assert_eq!(h.fake.created().len(), 2, "a is kept, not recreated");
+    assert_eq!(h.fake.deleted(), vec![b.instance_name.clone()]);
+}
+
+#[tokio::test]
+async fn runtime_manager_ignores_workloads_of_other_agents() {
+    let mut h = harness().await;
+    let wl = Workload {
+        agent: "other".into(),
+        runtime: "podman".into(),
+        runtime_config: "image: a\n".into(),
+        ..Default::default()
+    };
+    let foreign = WorkloadSpec::new(&WorkloadName::new("f").unwrap(), &AgentName::new("other").unwrap(), wl);
+    h.rm.server_hello(vec![foreign]).await;
+    h.assert_quiet().await;
+    assert!(h.fake.created().is_empty());
+}

@@ -1,0 +1,197 @@
+//! [`ServerLink`]: the agent's gRPC connection to the server (tonic client
+//! of `AgentConnection/ConnectAgent`). It is the only place that knows the
+//! wire types: it converts `ToServer` / `FromServer` at this edge, logs and
+//! skips messages that do not convert, reconnects with [`Backoff`] (first
+//! retry within ~50 ms, cap 2 s, reset after a successful connection), sends
+//! `AgentHello` on every connect and `AgentLoadStatus` every 2 s.
+//!
+//! In: `ToServer` via [`ServerLinkHandle`] (from the `AgentManager`).
+//! Out: `LinkEvent`s (connected, messages) to the `AgentManager`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ank_common::convert::{from_server_from_proto, to_server_to_proto};
+use ank_common::messages::{FromServer, ToServer};
+use ank_proto::grpc_api;
+use ank_proto::grpc_api::agent_connection_client::AgentConnectionClient;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Endpoint;
+
+use crate::backoff::Backoff;
+use crate::resource_monitor::ResourceMonitor;
+
+/// Period of `AgentLoadStatus` messages.
+const LOAD_STATUS_PERIOD: Duration = Duration::from_secs(2);
+/// How long a TCP connect to the server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long to wait for the server to close the stream after Goodbye.
+const GOODBYE_GRACE: Duration = Duration::from_millis(300);
+
+/// What the link tells the `AgentManager`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkEvent {
+    /// A session started: the hello is sent; the full state set is due.
+    Connected,
+    /// A message from the server.
+    Message(FromServer),
+}
+
+/// Cheap handle to queue messages for the server. While disconnected,
+/// queued messages are dropped: the full state set is re-sent on connect.
+#[derive(Debug, Clone)]
+pub struct ServerLinkHandle(mpsc::UnboundedSender<ToServer>);
+
+impl ServerLinkHandle {
+    /// Queues `msg` for the server.
+    pub fn send(&self, msg: ToServer) {
+        let _ = self.0.send(msg);
+    }
+}
+
+/// Identity and address of this agent's link.
+#[derive(Debug, Clone)]
+pub struct LinkConfig {
+    pub server_url: String,
+    pub agent_name: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Why a session ended.
+enum SessionEnd {
+    Shutdown,
+    Lost(String),
+}
+
+/// The link task.
+pub struct ServerLink {
+    config: LinkConfig,
+    outbound: mpsc::UnboundedReceiver<ToServer>,
+    events: mpsc::Sender<LinkEvent>,
+    monitor: ResourceMonitor,
+    shutdown: CancellationToken,
+}
+
+impl ServerLink {
+    /// A link, its handle and the receiver of its events.
+    pub fn new(config: LinkConfig, shutdown: CancellationToken) -> (Self, ServerLinkHandle, mpsc::Receiver<LinkEvent>) {
+        let (tx, outbound) = mpsc::unbounded_channel();
+        let (events, events_rx) = mpsc::channel(64);
+        let link = Self { config, outbound, events, monitor: ResourceMonitor::default(), shutdown };
+        (link, ServerLinkHandle(tx), events_rx)
+    }
+
+    /// Connects and reconnects until shutdown.
+    // [impl->swdd~agent-default-communication-grpc~1]
+    pub async fn run(mut self) {
+        let mut backoff = Backoff::reconnect();
+        loop {
+            match self.session(&mut backoff).await {
+                SessionEnd::Shutdown => return,
+                SessionEnd::Lost(reason) => {
+                    let first_failure = backoff.attempts() == 0;
+                    let delay = backoff.next_delay();
+                    if first_failure {
+                        tracing::info!("no connection to server '{}': {reason}; retrying", self.config.server_url);
+                    } else {
+                        tracing::debug!("still no connection: {reason}; retry in {delay:?}");
+                    }
+                    tokio::select! {
+                        () = self.shutdown.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn discard_queued(&mut self) {
+        while self.outbound.try_recv().is_ok() {}
+    }
+
+    async fn connect(&self) -> Result<AgentConnectionClient<tonic::transport::Channel>, String> {
+        let endpoint = Endpoint::from_shared(self.config.server_url.clone())
+            .map_err(|e| e.to_string())?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true);
+        let channel = endpoint.connect().await.map_err(|e| root_cause(&e))?;
+        Ok(AgentConnectionClient::new(channel))
+    }
+
+    async fn session(&mut self, backoff: &mut Backoff) -> SessionEnd {
+        self.discard_queued();
+        let mut client = tokio::select! {
+            () = self.shutdown.cancelled() => return SessionEnd::Shutdown,
+            c = self.connect() => match c { Ok(c) => c, Err(e) => return SessionEnd::Lost(e) },
+        };
+        let (tx, rx) = mpsc::channel::<grpc_api::ToServer>(64);
+        // [impl->swdd~agent-sends-hello~1]
+        let hello = ToServer::AgentHello {
+            agent_name: self.config.agent_name.clone(),
+            protocol_version: ank_common::PROTOCOL_VERSION.to_owned(),
+            tags: self.config.tags.clone(),
+        };
+        let _ = tx.send(to_server_to_proto(&hello)).await;
+        let mut inbound = tokio::select! {
+            () = self.shutdown.cancelled() => return SessionEnd::Shutdown,
+            r = client.connect_agent(ReceiverStream::new(rx)) => match r {
+                Ok(r) => r.into_inner(),
+                Err(status) => return SessionEnd::Lost(status.message().to_owned()),
+            },
+        };
+        tracing::info!("connected to server '{}'", self.config.server_url);
+        backoff.reset();
+        if self.events.send(LinkEvent::Connected).await.is_err() {
+            return SessionEnd::Shutdown;
+        }
+        let mut load = tokio::time::interval(LOAD_STATUS_PERIOD);
+        load.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => {
+                    let _ = tx.send(to_server_to_proto(&ToServer::Goodbye)).await;
+                    drop(tx);
+                    let _ = tokio::time::timeout(GOODBYE_GRACE, async { while let Ok(Some(_)) = inbound.message().await {} }).await;
+                    return SessionEnd::Shutdown;
+                }
+                Some(msg) = self.outbound.recv() => {
+                    if tx.send(to_server_to_proto(&msg)).await.is_err() {
+                        return SessionEnd::Lost("request stream closed".into());
+                    }
+                }
+                msg = inbound.message() => match msg {
+                    Ok(Some(m)) => self.forward(m).await,
+                    Ok(None) => return SessionEnd::Lost("server closed the stream".into()),
+                    Err(status) => return SessionEnd::Lost(format!("stream error: {}", status.message())),
+                },
+                _ = load.tick() => {
+                    let status = self.monitor.sample();
+                    let msg = ToServer::AgentLoadStatus { agent_name: self.config.agent_name.clone(), status };
+                    let _ = tx.send(to_server_to_proto(&msg)).await;
+                }
+            }
+        }
+    }
+
+    /// Converts one wire message; bad ones are logged and skipped.
+    async fn forward(&self, m: grpc_api::FromServer) {
+        match from_server_from_proto(m) {
+            Ok(Some(msg)) => {
+                let _ = self.events.send(LinkEvent::Message(msg)).await;
+            }
+            Ok(None) => tracing::debug!("ignoring a message kind this agent does not handle yet"),
+            Err(e) => tracing::warn!("skipping a message from the server: {e}"),
+        }
+    }
+}
+
+/// The innermost cause of an error (tonic's own message is generic).
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut cur = e;
+    while let Some(s) = cur.source() {
+        cur = s;
+    }
+    cur.to_string()
+}

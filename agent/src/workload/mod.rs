@@ -1,0 +1,104 @@
+//! Per-workload vocabulary: the commands a [`control_loop::WorkloadControlLoop`]
+//! takes (through its typed [`WorkloadCommandSender`]), the [`StateReporter`]
+//! it reports execution states with (to the `AgentManager`), and the
+//! [`LoopNotice`]s it gives back to the `RuntimeManager`.
+
+pub mod control_loop;
+
+use std::sync::Arc;
+
+use ank_common::workload::WorkloadSpec;
+use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::runtime_connectors::{ContainerId, ListedWorkload, Observed};
+
+/// What a control loop is asked to do.
+#[derive(Debug)]
+pub(crate) enum WorkloadCommand {
+    /// Create the workload; first remove `replace`, a stale container of an
+    /// earlier instance found at startup (without reporting its states).
+    Create { spec: Box<WorkloadSpec>, replace: Option<ListedWorkload> },
+    /// Take over a running container found at startup.
+    Resume { spec: Box<WorkloadSpec>, container_id: ContainerId, state: ExecutionState },
+    /// Replace the current instance by a new one (delete + create).
+    Update(Box<WorkloadSpec>),
+    /// Delete the current instance.
+    Delete,
+    /// The state watcher saw a change of some container of this workload.
+    Observed { instance_name: WorkloadInstanceName, container_id: ContainerId, observed: Observed },
+    /// A reconcile listed all containers of `runtime`.
+    Snapshot { runtime: String, taken_at: Instant, workloads: Arc<Vec<ListedWorkload>> },
+}
+
+/// Typed sender to one workload's control loop.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkloadCommandSender(mpsc::UnboundedSender<WorkloadCommand>);
+
+impl WorkloadCommandSender {
+    pub fn channel() -> (Self, mpsc::UnboundedReceiver<WorkloadCommand>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self(tx), rx)
+    }
+
+    fn send(&self, cmd: WorkloadCommand) {
+        if self.0.send(cmd).is_err() {
+            tracing::debug!("control loop already ended; command dropped");
+        }
+    }
+
+    pub fn create(&self, spec: WorkloadSpec, replace: Option<ListedWorkload>) {
+        self.send(WorkloadCommand::Create { spec: Box::new(spec), replace });
+    }
+
+    pub fn resume(&self, spec: WorkloadSpec, container_id: ContainerId, state: ExecutionState) {
+        self.send(WorkloadCommand::Resume { spec: Box::new(spec), container_id, state });
+    }
+
+    // [impl->swdd~agent-workload-obj-update-command~1]
+    pub fn update(&self, spec: WorkloadSpec) {
+        self.send(WorkloadCommand::Update(Box::new(spec)));
+    }
+
+    // [impl->swdd~agent-workload-obj-delete-command~1]
+    pub fn delete(&self) {
+        self.send(WorkloadCommand::Delete);
+    }
+
+    pub fn observed(&self, instance_name: WorkloadInstanceName, container_id: ContainerId, observed: Observed) {
+        self.send(WorkloadCommand::Observed { instance_name, container_id, observed });
+    }
+
+    pub fn snapshot(&self, runtime: String, taken_at: Instant, workloads: Arc<Vec<ListedWorkload>>) {
+        self.send(WorkloadCommand::Snapshot { runtime, taken_at, workloads });
+    }
+}
+
+/// Reports execution states of this agent's workloads to the `AgentManager`.
+#[derive(Debug, Clone)]
+pub struct StateReporter(mpsc::Sender<WorkloadState>);
+
+impl StateReporter {
+    /// A reporter and the receiving end for the `AgentManager`.
+    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<WorkloadState>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (Self(tx), rx)
+    }
+
+    /// Reports `state` of `instance_name`.
+    // [impl->swdd~workload-control-loop-sends-workload-states~2]
+    pub async fn report(&self, instance_name: &WorkloadInstanceName, state: ExecutionState) {
+        tracing::debug!("workload '{instance_name}' is {state}");
+        if self.0.send(WorkloadState::new(instance_name.clone(), state)).await.is_err() {
+            tracing::debug!("agent manager gone; state of '{instance_name}' dropped");
+        }
+    }
+}
+
+/// What a control loop tells the `RuntimeManager`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LoopNotice {
+    /// The explicit delete of `instance_name` finished (successfully or not).
+    Deleted { instance_name: WorkloadInstanceName },
+}

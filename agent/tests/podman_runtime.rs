@@ -1,0 +1,160 @@
+//! Real-podman tests of the podman runtime connector: create, the events
+//! watcher's Running / Failed / Succeeded, labels, list and delete. They
+//! need podman and the `localhost/busybox:latest` image (tools/setup.sh);
+//! without podman they fail, they never skip.
+
+use std::process::Command;
+use std::time::Duration;
+
+use ank_agent::runtime_connectors::podman::{PodmanCli, PodmanRuntime};
+use ank_agent::runtime_connectors::{Observed, RuntimeConnector, RuntimeError, RuntimeEvent};
+use ank_common::execution_state::Failed;
+use ank_common::workload::{Workload, WorkloadSpec};
+use ank_common::{AgentName, ExecutionState, StateKind, WorkloadInstanceName, WorkloadName};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+const IMAGE: &str = "localhost/busybox:latest";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn require_podman() {
+    let ok = Command::new("podman").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(ok, "podman not found: run tools/setup.sh");
+}
+
+/// Removes every container of the test's agent, also when the test fails.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let filter = format!("label=agent={}", self.0);
+        if let Ok(out) = Command::new("podman").args(["ps", "-aq", "--filter", &filter]).output() {
+            for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("podman").args(["rm", "-f", id]).output();
+            }
+        }
+    }
+}
+
+struct Setup {
+    agent: String,
+    runtime: PodmanRuntime,
+    events: mpsc::Receiver<RuntimeEvent>,
+    shutdown: CancellationToken,
+    _cleanup: Cleanup,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn setup(test: &str) -> Setup {
+    require_podman();
+    let agent = format!("ptest_{test}_{}", std::process::id());
+    let cleanup = Cleanup(agent.clone());
+    let runtime = PodmanRuntime::new(PodmanCli { stop_timeout_secs: 1, ..PodmanCli::default() });
+    let (tx, events) = mpsc::channel(256);
+    let shutdown = CancellationToken::new();
+    runtime.start_state_watcher(&agent, tx, shutdown.clone()).await.expect("podman events starts");
+    Setup { agent, runtime, events, shutdown, _cleanup: cleanup }
+}
+
+fn spec(agent: &str, name: &str, args: &str) -> WorkloadSpec {
+    let wl = Workload {
+        agent: agent.into(),
+        runtime: "podman".into(),
+        runtime_config: format!("image: {IMAGE}\ncommandArgs: {args}\n"),
+        ..Default::default()
+    };
+    WorkloadSpec::new(&WorkloadName::new(name).unwrap(), &AgentName::new(agent).unwrap(), wl)
+}
+
+impl Setup {
+    /// Waits for an event of `instance` that satisfies `want`.
+    async fn wait_event(&mut self, instance: &WorkloadInstanceName, want: impl Fn(&Observed) -> bool) -> Observed {
+        let fut = async {
+            loop {
+                match self.events.recv().await.expect("watcher alive") {
+                    RuntimeEvent::Changed { instance_name, observed, .. }
+                        if &instance_name == instance && want(&observed) =>
+                    {
+                        return observed;
+                    }
+                    _ => {}
+                }
+            }
+        };
+        tokio::time::timeout(WAIT, fut)
+            .await
+            .unwrap_or_else(|_| panic!("no matching event for '{instance}' in {WAIT:?}"))
+    }
+}
+
+fn is_state(kind: StateKind) -> impl Fn(&Observed) -> bool {
+    move |o| matches!(o, Observed::State(s) if s.kind == kind)
+}
+
+fn podman(args: &[&str]) -> std::process::Output {
+    Command::new("podman").args(args).output().expect("podman runs")
+}
+
+#[tokio::test]
+async fn podman_runtime_create_runs_with_labels_and_delete_removes() {
+    let mut s = setup("life").await;
+    let w = spec(&s.agent, "sleeper", "[sleep, '1000']");
+    let id = s.runtime.create(&w).await.expect("create");
+    s.wait_event(&w.instance_name, is_state(StateKind::Running)).await;
+
+    let out = podman(&["inspect", "--format", "{{json .Config.Labels}}|{{.Name}}", &id.0]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (labels, name) = text.trim().split_once('|').expect("inspect output");
+    let labels: serde_json::Value = serde_json::from_str(labels).unwrap();
+    assert_eq!(labels["name"], w.instance_name.to_string());
+    assert_eq!(labels["agent"], s.agent.as_str());
+    assert_eq!(name, w.instance_name.short_name());
+
+    let listed = s.runtime.list_workloads(&s.agent).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].instance_name, w.instance_name);
+    assert_eq!(listed[0].container_id, id);
+    assert_eq!(listed[0].state, ExecutionState::running());
+
+    s.runtime.delete(&id).await.expect("delete");
+    assert!(!podman(&["container", "exists", &id.0]).status.success(), "container still exists");
+    s.wait_event(&w.instance_name, |o| o == &Observed::Gone).await;
+    // deleting again is not an error
+    s.runtime.delete(&id).await.expect("second delete");
+}
+
+#[tokio::test]
+async fn podman_runtime_exit_codes_become_failed_and_succeeded() {
+    let mut s = setup("exit").await;
+    let bad = spec(&s.agent, "bad", "[sh, -c, 'sleep 0.3; exit 3']");
+    let good = spec(&s.agent, "good", "[sh, -c, 'sleep 0.3; exit 0']");
+    s.runtime.create(&bad).await.expect("create bad");
+    s.runtime.create(&good).await.expect("create good");
+    let failed = s.wait_event(&bad.instance_name, is_state(StateKind::Failed(Failed::ExecFailed))).await;
+    assert_eq!(failed, Observed::State(ExecutionState::failed("Exit code: '3'")));
+    s.wait_event(&good.instance_name, is_state(StateKind::Succeeded)).await;
+
+    let listed = s.runtime.list_workloads(&s.agent).await.expect("list");
+    let state_of = |n: &WorkloadInstanceName| listed.iter().find(|l| &l.instance_name == n).map(|l| l.state.clone());
+    assert_eq!(state_of(&bad.instance_name), Some(ExecutionState::failed("Exit code: '3'")));
+    assert_eq!(state_of(&good.instance_name), Some(ExecutionState::succeeded()));
+}
+
+#[tokio::test]
+async fn podman_runtime_failed_run_reports_stderr_and_leaves_nothing() {
+    let s = setup("fail").await;
+    let mut w = spec(&s.agent, "broken", "[true]");
+    w.workload.runtime_config = format!("image: {IMAGE}\ncommandOptions: ['--no-such-flag']\n");
+    let err = tokio::time::timeout(WAIT, s.runtime.create(&w)).await.expect("create returns");
+    match err {
+        Err(RuntimeError::Create(msg)) => assert!(msg.contains("no-such-flag"), "{msg}"),
+        other => panic!("expected a create error, got {other:?}"),
+    }
+    let listed = s.runtime.list_workloads(&s.agent).await.expect("list");
+    assert!(listed.is_empty(), "{listed:?}");
+}

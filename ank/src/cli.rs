@@ -1,0 +1,340 @@
+//! The command line of `ank` (clap derive), compatible with Eclipse Ankaios'
+//! `ank`: global connection options, the `get`, `delete`, `run` and `apply`
+//! verbs, and the resolution of the server URL from `--server-url` and
+//! `--insecure`.
+
+use std::time::Duration;
+
+use clap::builder::FalseyValueParser;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Server URL used when none is given and TLS is on.
+pub const DEFAULT_SERVER_URL: &str = "https://127.0.0.1:25551";
+/// Server URL used when none is given and `--insecure` is set.
+pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
+
+/// Parsed command line of `ank`.
+#[derive(Debug, Parser)]
+#[command(name = "ank", version, about = "Command line interface of the Ankaios-compatible orchestrator")]
+pub struct Cli {
+    /// URL of the server [default: https://127.0.0.1:25551, or http:// with --insecure]
+    #[arg(short = 's', long = "server-url", env = "ANK_SERVER_URL")]
+    pub server_url: Option<String>,
+
+    /// Connect without TLS (the only mode this release supports)
+    #[arg(short = 'k', long = "insecure", env = "ANK_INSECURE", global = true, value_parser = FalseyValueParser::new())]
+    pub insecure: bool,
+
+    /// Do not wait until the workloads of apply, run or delete reached their states
+    #[arg(long = "no-wait", env = "ANK_NO_WAIT", global = true, value_parser = FalseyValueParser::new())]
+    pub no_wait: bool,
+
+    /// How long to wait for each response of the server, in milliseconds
+    #[arg(
+        long = "response-timeout",
+        env = "ANK_RESPONSE_TIMEOUT",
+        value_name = "MS",
+        default_value_t = 3000,
+        global = true
+    )]
+    pub response_timeout_ms: u64,
+
+    /// Print what is sent and received to stderr
+    #[arg(short = 'v', long = "verbose", env = "ANK_VERBOSE", global = true, value_parser = FalseyValueParser::new())]
+    pub verbose: bool,
+
+    /// Print only requested data and errors
+    #[arg(short = 'q', long = "quiet", env = "ANK_QUIET", global = true, value_parser = FalseyValueParser::new())]
+    pub quiet: bool,
+
+    /// CA certificate for TLS (accepted for compatibility; TLS arrives in a later release)
+    #[arg(long = "ca_pem", env = "ANK_CA_PEM", value_name = "PATH")]
+    pub ca_pem: Option<String>,
+    /// Client certificate for TLS (accepted for compatibility; TLS arrives in a later release)
+    #[arg(long = "crt_pem", env = "ANK_CRT_PEM", value_name = "PATH")]
+    pub crt_pem: Option<String>,
+    /// Client key for TLS (accepted for compatibility; TLS arrives in a later release)
+    #[arg(long = "key_pem", env = "ANK_KEY_PEM", value_name = "PATH")]
+    pub key_pem: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The verbs of `ank`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show the state, workloads, agents or configs
+    #[command(subcommand)]
+    Get(GetCommand),
+    /// Delete workloads or configs from the desired state
+    #[command(subcommand)]
+    Delete(DeleteCommand),
+    /// Add a workload to the desired state
+    #[command(subcommand)]
+    Run(RunCommand),
+    /// Change parts of the state
+    #[command(subcommand)]
+    Set(SetCommand),
+    /// Apply (or with -d delete) the workloads and configs of manifests
+    Apply(ApplyArgs),
+}
+
+/// `ank get ...`
+#[derive(Debug, Subcommand)]
+pub enum GetCommand {
+    /// The complete state, optionally filtered by field masks
+    State(GetStateArgs),
+    /// The workloads and their execution states
+    #[command(visible_alias = "workloads")]
+    Workload(GetWorkloadsArgs),
+    /// The connected agents
+    #[command(visible_alias = "agents")]
+    Agent,
+    /// The names of the configs in the desired state
+    #[command(visible_alias = "configs")]
+    Config,
+}
+
+/// Output formats of `ank get state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Yaml,
+    Json,
+}
+
+/// Arguments of `ank get state`.
+#[derive(Debug, Args)]
+pub struct GetStateArgs {
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output_format: OutputFormat,
+    /// Field masks selecting parts of the state, e.g. desiredState.workloads.nginx
+    #[arg(value_name = "MASK")]
+    pub masks: Vec<String>,
+}
+
+/// Arguments of `ank get workloads`.
+#[derive(Debug, Args)]
+pub struct GetWorkloadsArgs {
+    /// Only workloads of this agent
+    #[arg(short = 'a', long = "agent")]
+    pub agent: Option<String>,
+    /// Only workloads in this state, e.g. Running or "Pending(Initial)"
+    #[arg(short = 's', long = "state")]
+    pub state: Option<String>,
+    /// Only these workloads
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+}
+
+/// `ank delete ...`
+#[derive(Debug, Subcommand)]
+pub enum DeleteCommand {
+    /// Delete workloads by name
+    #[command(visible_alias = "workloads")]
+    Workload {
+        /// Names of the workloads to delete
+        #[arg(value_name = "NAME", required = true)]
+        names: Vec<String>,
+    },
+    /// Delete configs by name
+    #[command(visible_alias = "configs")]
+    Config {
+        /// Names of the configs to delete
+        #[arg(value_name = "NAME", required = true)]
+        names: Vec<String>,
+    },
+}
+
+/// `ank set ...`
+#[derive(Debug, Subcommand)]
+pub enum SetCommand {
+    /// Set the parts of the state the masks select to their values in a YAML file
+    State(SetStateArgs),
+}
+
+/// Arguments of `ank set state`.
+#[derive(Debug, Args)]
+pub struct SetStateArgs {
+    /// Field masks of the parts to set, e.g. desiredState.workloads.nginx
+    #[arg(value_name = "MASK", required = true, num_args = 1..)]
+    pub masks: Vec<String>,
+    /// YAML file with the new values in the shape of `ank get state`; `-` reads standard input
+    #[arg(value_name = "FILE", required = true)]
+    pub file: String,
+}
+
+/// `ank run ...`
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Add one workload
+    Workload(RunWorkloadArgs),
+}
+
+/// Arguments of `ank run workload`.
+#[derive(Debug, Args)]
+pub struct RunWorkloadArgs {
+    /// Name of the new workload
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Runtime, e.g. podman
+    #[arg(long = "runtime", required = true)]
+    pub runtime: String,
+    /// Runtime configuration (the runtimeConfig string)
+    #[arg(long = "config", required = true)]
+    pub config: String,
+    /// Agent that runs the workload
+    #[arg(long = "agent", required = true)]
+    pub agent: String,
+    /// Tags as key=value, repeatable
+    #[arg(long = "tags", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub tags: Vec<(String, String)>,
+}
+
+/// Arguments of `ank apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Manifest files; `-` reads standard input
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<String>,
+    /// Run every workload of the manifests on this agent
+    #[arg(long = "agent")]
+    pub agent: Option<String>,
+    /// Delete the workloads and configs the manifests name instead of applying them
+    #[arg(short = 'd')]
+    pub delete: bool,
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("'{s}' is not of the form KEY=VALUE")),
+    }
+}
+
+/// Why the connection settings cannot be used.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum SettingsError {
+    #[error(
+        "TLS connections are not supported by this release (TLS arrives in a later release); use --insecure (-k) with an http:// server URL"
+    )]
+    TlsNotSupported,
+}
+
+impl Cli {
+    /// The URL to connect to: the explicit one, else the default for the
+    /// chosen security mode. With `--insecure` an `https://` URL is
+    /// rewritten to `http://`, because insecure means plain HTTP/2.
+    pub fn resolved_server_url(&self) -> Result<String, SettingsError> {
+        if !self.insecure {
+            return Err(SettingsError::TlsNotSupported);
+        }
+        Ok(match &self.server_url {
+            None => DEFAULT_INSECURE_SERVER_URL.to_owned(),
+            Some(url) => match url.strip_prefix("https://") {
+                Some(rest) => format!("http://{rest}"),
+                None if url.contains("://") => url.clone(),
+                None => format!("http://{url}"),
+            },
+        })
+    }
+
+    /// The bound on each wait for a response.
+    pub fn response_timeout(&self) -> Duration {
+        Duration::from_millis(self.response_timeout_ms)
+    }
+
+    /// Whether commands that change the state wait for the workloads.
+    pub fn wait(&self) -> bool {
+        !self.no_wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("ank").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn cli_defaults() {
+        let cli = parse(&["get", "workloads"]).unwrap();
+        assert_eq!(cli.response_timeout_ms, 3000);
+        assert!(!cli.no_wait && !cli.quiet && !cli.verbose);
+        assert!(matches!(cli.command, Command::Get(GetCommand::Workload(_))));
+        let cli = parse(&["get", "state"]).unwrap();
+        let Command::Get(GetCommand::State(args)) = cli.command else { panic!("not get state") };
+        assert_eq!(args.output_format, OutputFormat::Yaml);
+        assert!(args.masks.is_empty());
+    }
+
+    #[test]
+    fn cli_insecure_switches_default_url_to_http() {
+        let cli = parse(&["-k", "get", "agents"]).unwrap();
+        assert_eq!(cli.resolved_server_url().unwrap(), "http://127.0.0.1:25551");
+        let cli = parse(&["-k", "-s", "https://10.0.0.1:1234", "get", "agents"]).unwrap();
+        assert_eq!(cli.resolved_server_url().unwrap(), "http://10.0.0.1:1234");
+        let cli = parse(&["-s", "http://h:1", "get", "state", "-k"]).unwrap();
+        assert_eq!(cli.resolved_server_url().unwrap(), "http://h:1");
+    }
+
+    #[test]
+    fn cli_without_insecure_is_a_tls_error() {
+        let cli = parse(&["get", "agents"]).unwrap();
+        assert_eq!(cli.server_url, None);
+        assert_eq!(cli.resolved_server_url(), Err(SettingsError::TlsNotSupported));
+    }
+
+    #[test]
+    fn cli_run_workload_requires_runtime_agent_and_config() {
+        let full = ["run", "workload", "w", "--runtime", "podman", "--agent", "a", "--config", "image: x"];
+        let cli = parse(&full).unwrap();
+        let Command::Run(RunCommand::Workload(args)) = cli.command else { panic!("not run") };
+        assert_eq!((args.name.as_str(), args.runtime.as_str(), args.agent.as_str()), ("w", "podman", "a"));
+        assert_eq!(args.config, "image: x");
+        for missing in ["--runtime", "--agent", "--config"] {
+            let i = full.iter().position(|a| *a == missing).unwrap();
+            let args: Vec<&str> =
+                full.iter().enumerate().filter(|(j, _)| *j != i && *j != i + 1).map(|(_, a)| *a).collect();
+            let err = parse(&args).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument, "{missing}");
+            assert!(err.to_string().contains(missing), "{err}");
+        }
+    }
+
+    #[test]
+    fn cli_run_workload_tags_are_key_value_pairs() {
+        let base = ["run", "workload", "w", "--runtime", "r", "--agent", "a", "--config", "c"];
+        let cli = parse(&[&base[..], &["--tags", "owner=me", "--tags", "x=a=b"]].concat()).unwrap();
+        let Command::Run(RunCommand::Workload(args)) = cli.command else { panic!("not run") };
+        assert_eq!(args.tags, vec![("owner".into(), "me".into()), ("x".into(), "a=b".into())]);
+        assert!(parse(&[&base[..], &["--tags", "novalue"]].concat()).is_err());
+    }
+
+    #[test]
+    fn cli_get_workloads_filters_and_apply_options() {
+        let cli = parse(&["-k", "get", "workload", "-a", "agent_A", "-s", "Running", "nginx"]).unwrap();
+        let Command::Get(GetCommand::Workload(args)) = cli.command else { panic!("not get workload") };
+        assert_eq!(args.agent.as_deref(), Some("agent_A"));
+        assert_eq!(args.state.as_deref(), Some("Running"));
+        assert_eq!(args.names, vec!["nginx"]);
+        let cli = parse(&["--no-wait", "apply", "-d", "--agent", "b", "m.yaml", "-"]).unwrap();
+        assert!(cli.no_wait);
+        let Command::Apply(args) = cli.command else { panic!("not apply") };
+        assert!(args.delete);
+        assert_eq!(args.files, vec!["m.yaml", "-"]);
+        assert_eq!(
+            parse(&["delete", "workloads"]).unwrap_err().kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! `ank apply [-d] [--agent A] FILE...|-`: reads and validates manifests
+//! (before contacting the server), merges them, and sends one update that
+//! sets (or with `-d` deletes) exactly the workloads and configs they name;
+//! then waits for the workloads.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use ank_common::complete_state::ConfigItem;
+use ank_common::manifest::parse_manifest;
+use ank_common::messages::RequestContent;
+use ank_common::{AgentName, State, Workload, WorkloadName};
+use anyhow::Context;
+use serde_json::json;
+
+use crate::cli::ApplyArgs;
+use crate::cmd::{Ctx, update_and_follow};
+
+/// The name manifests read from standard input go by.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// A parsed manifest and where it came from.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub source: String,
+    pub state: State,
+}
+
+/// Why manifests cannot be combined.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MergeError {
+    #[error("workload '{name}' is defined in both '{first}' and '{second}'")]
+    DuplicateWorkload { name: String, first: String, second: String },
+    #[error("config '{name}' is defined in both '{first}' and '{second}'")]
+    DuplicateConfig { name: String, first: String, second: String },
+}
+
+/// The workloads and configs of all manifests, each with its source.
+#[derive(Debug, Clone, Default)]
+pub struct Merged {
+    pub workloads: BTreeMap<WorkloadName, (Workload, String)>,
+    pub configs: BTreeMap<String, (ConfigItem, String)>,
+}
+
+/// Reads and parses every file (`-` is standard input). The first invalid
+/// manifest ends this with its parse error unchanged.
+pub fn read_manifests(files: &[String]) -> anyhow::Result<Vec<Manifest>> {
+    let mut manifests = Vec::with_capacity(files.len());
+    for file in files {
+        let (source, text) = if file == "-" {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).context("cannot read the manifest from standard input")?;
+            (STDIN_NAME.to_owned(), text)
+        } else {
+            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read the manifest '{file}'"))?;
+            (file.clone(), text)
+        };
+        let state = parse_manifest(&source, &text)?;
+        manifests.push(Manifest { source, state });
+    }
+    Ok(manifests)
+}
+
+/// Combines manifests; a workload or config named in two of them is an
+/// error naming both files.
+pub fn merge(manifests: Vec<Manifest>) -> Result<Merged, MergeError> {
+    let mut merged = Merged::default();
+    for Manifest { source, state } in manifests {
+        for (name, workload) in state.workloads {
+            if let Some((_, first)) = merged.workloads.get(&name) {
+                return Err(MergeError::DuplicateWorkload {
+                    name: name.to_string(),
+                    first: first.clone(),
+                    second: source,
+                });
+            }
+            merged.workloads.insert(name, (workload, source.clone()));
+        }
+        for (name, item) in state.configs {
+            if let Some((_, first)) = merged.configs.get(&name) {
+                return Err(MergeError::DuplicateConfig { name, first: first.clone(), second: source });
+            }
+            merged.configs.insert(name, (item, source.clone()));
+        }
+    }
+    Ok(merged)
+}
+
+impl Merged {
+    /// Runs every workload on `agent`.
+    pub fn override_agent(&mut self, agent: &AgentName) {
+        for (workload, _) in self.workloads.values_mut() {
+            workload.agent = agent.to_string();
+        }
+    }
+
+    /// Whether the manifests named nothing.
+    pub fn is_empty(&self) -> bool {
+        self.workloads.is_empty() && self.configs.is_empty()
+    }
+
+    /// The update request: one mask per workload and config; the new state
+    /// holds them, or with `delete` none of them, so they are removed.
+    pub fn update_request(&self, delete: bool) -> anyhow::Result<RequestContent> {
+        let mut update_mask: Vec<String> =
+            self.workloads.keys().map(|n| format!("desiredState.workloads.{n}")).collect();
+        update_mask.extend(self.configs.keys().map(|n| format!("desiredState.configs.{n}")));
+        let mut desired = json!({"apiVersion": ank_common::API_VERSION});
+        if !delete {
+            let workloads: BTreeMap<&str, &Workload> =
+                self.workloads.iter().map(|(n, (w, _))| (n.as_str(), w)).collect();
+            let configs: BTreeMap<&str, &ConfigItem> = self.configs.iter().map(|(n, (c, _))| (n.as_str(), c)).collect();
+            desired["workloads"] = serde_json::to_value(workloads).context("cannot encode the workloads")?;
+            desired["configs"] = serde_json::to_value(configs).context("cannot encode the configs")?;
+        }
+        Ok(RequestContent::UpdateState { new_state: Box::new(json!({"desiredState": desired})), update_mask })
+    }
+
+    /// The runtime of each workload, for the wait table.
+    pub fn runtimes(&self) -> BTreeMap<String, String> {
+        self.workloads.iter().map(|(n, (w, _))| (n.to_string(), w.runtime.clone())).collect()
+    }
+}
+
+/// Applies (or deletes) the manifests and waits for the workloads.
+pub async fn run(ctx: &mut Ctx<'_>, args: ApplyArgs) -> anyhow::Result<()> {
+    let mut merged = merge(read_manifests(&args.files)?)?;
+    if let Some(agent) = &args.agent {
+        let agent = AgentName::new(agent.as_str()).context("invalid value of --agent")?;
+        merged.override_agent(&agent);
+    }
+    if merged.is_empty() {
+        // An update without masks would replace the whole desired state.
+        ctx.warn("the manifests name no workloads and no configs; nothing to do");
+        return Ok(());
+    }
+    let request = merged.update_request(args.delete)?;
+    update_and_follow(ctx, request, merged.runtimes()).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(source: &str, yaml: &str) -> Manifest {
+        Manifest { source: source.into(), state: parse_manifest(source, yaml).unwrap() }
+    }
+
+    const A: &str = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: |\n      image: nginx\nconfigs:\n  port: \"80\"\n";
+    const B: &str = "apiVersion: v1\nworkloads:\n  db:\n    runtime: podman\n    agent: agent_B\n    runtimeConfig: \"image: pg\"\n";
+
+    #[test]
+    fn apply_request_sets_workloads_and_configs_under_masks() {
+        let merged = merge(vec![manifest("a.yaml", A), manifest("b.yaml", B)]).unwrap();
+        let RequestContent::UpdateState { new_state, update_mask } = merged.update_request(false).unwrap() else {
+            panic!("not an update")
+        };
+        assert_eq!(
+            update_mask,
+            vec!["desiredState.workloads.db", "desiredState.workloads.web", "desiredState.configs.port"]
+        );
+        let desired = &new_state["desiredState"];
+        assert_eq!(desired["apiVersion"], "v1");
+        assert_eq!(desired["workloads"]["web"]["runtimeConfig"], "image: nginx\n");
+        assert_eq!(desired["workloads"]["db"]["agent"], "agent_B");
+        assert_eq!(desired["configs"]["port"], "80");
+        ank_common::convert::complete_state_from_json(&new_state).unwrap();
+    }
+
+    #[test]
+    fn apply_delete_request_has_masks_but_no_workloads() {
+        let merged = merge(vec![manifest("a.yaml", A)]).unwrap();
+        let RequestContent::UpdateState { new_state, update_mask } = merged.update_request(true).unwrap() else {
+            panic!("not an update")
+        };
+        assert_eq!(update_mask, vec!["desiredState.workloads.web", "desiredState.configs.port"]);
+        assert_eq!(*new_state, json!({"desiredState": {"apiVersion": "v1"}}));
+    }
+
+    #[test]
+    fn apply_agent_override_sets_every_workload() {
+        let mut merged = merge(vec![manifest("a.yaml", A), manifest("b.yaml", B)]).unwrap();
+        merged.override_agent(&AgentName::new("agent_X").unwrap());
+        assert!(merged.workloads.values().all(|(w, _)| w.agent == "agent_X"));
+        assert_eq!(merged.runtimes()["db"], "podman");
+    }
+
+    #[test]
+    fn apply_duplicate_workload_across_files_names_both() {
+        let err = merge(vec![manifest("a.yaml", A), manifest("b.yaml", B), manifest("c.yaml", A)]).unwrap_err();
+        assert_eq!(err.to_string(), "workload 'web' is defined in both 'a.yaml' and 'c.yaml'");
+        let only_config = "apiVersion: v1\nconfigs:\n  port: \"81\"\n";
+        let err = merge(vec![manifest("a.yaml", A), manifest("d.yaml", only_config)]).unwrap_err();
+        assert_eq!(err.to_string(), "config 'port' is defined in both 'a.yaml' and 'd.yaml'");
+    }
+
+    #[test]
+    fn apply_reads_files_and_keeps_parse_errors_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.yaml");
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&good, A).unwrap();
+        std::fs::write(&bad, "apiVersion: v7\n").unwrap();
+        let files = vec![good.display().to_string()];
+        assert_eq!(read_manifests(&files).unwrap()[0].state.workloads.len(), 1);
+        let files = vec![good.display().to_string(), bad.display().to_string()];
+        let err = read_manifests(&files).unwrap_err();
+        let expected = parse_manifest(&bad.display().to_string(), "apiVersion: v7\n").unwrap_err().to_string();
+        assert_eq!(format!("{err:#}"), expected);
+    }
+}

@@ -1,0 +1,53 @@
+//! `ank get agents`: the connected agents, how many workloads each has and
+//! the resources they report.
+
+use crate::cmd::{Ctx, fetch_state};
+use crate::output::{self, AgentRow};
+use crate::view::StateView;
+
+/// Table rows of the agents in `view`, sorted by name.
+pub fn agent_rows(view: &StateView) -> Vec<AgentRow> {
+    view.agents
+        .iter()
+        .map(|(name, agent)| AgentRow {
+            name: name.clone(),
+            workloads: view.workload_states.get(name).map_or(0, |by_name| by_name.len()),
+            cpu_usage: agent.status.as_ref().and_then(|s| s.cpu_usage),
+            free_memory: agent.status.as_ref().and_then(|s| s.free_memory),
+        })
+        .collect()
+}
+
+/// Prints the agent table.
+pub async fn run(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    let tree = fetch_state(ctx, vec!["agents".to_owned(), "workloadStates".to_owned()]).await?;
+    let view = StateView::from_tree(&tree)?;
+    ctx.print(&output::agent_table(&agent_rows(&view)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_agents_counts_workloads_per_agent() {
+        let tree = serde_json::json!({
+            "agents": {
+                "agent_A": {"status": {"cpuUsage": 3, "freeMemory": 1024}},
+                "agent_B": {},
+            },
+            "workloadStates": {"agent_A": {
+                "w1": {"1": {"state": "Running", "subState": "Ok"}},
+                "w2": {"2": {"state": "Succeeded", "subState": "Ok"}},
+            }},
+        });
+        let rows = agent_rows(&StateView::from_tree(&tree).unwrap());
+        assert_eq!(
+            rows,
+            vec![
+                AgentRow { name: "agent_A".into(), workloads: 2, cpu_usage: Some(3), free_memory: Some(1024) },
+                AgentRow { name: "agent_B".into(), workloads: 0, cpu_usage: None, free_memory: None },
+            ]
+        );
+    }
+}

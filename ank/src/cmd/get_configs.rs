@@ -1,0 +1,33 @@
+//! `ank get configs`: the names of the configs in the desired state.
+
+use crate::cmd::{Ctx, fetch_state};
+use crate::output;
+
+/// The config names of a state tree, sorted.
+pub fn config_names(tree: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> = tree["desiredState"]["configs"]
+        .as_object()
+        .map(|configs| configs.keys().cloned().collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Prints the config table.
+pub async fn run(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    let tree = fetch_state(ctx, vec!["desiredState.configs".to_owned()]).await?;
+    let rows: Vec<[String; 1]> = config_names(&tree).into_iter().map(|n| [n]).collect();
+    ctx.print(&output::table(["CONFIG"], &rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_configs_lists_names_sorted() {
+        let tree = serde_json::json!({"desiredState": {"apiVersion": "v1", "configs": {"b": "1", "a": {"x": "y"}}}});
+        assert_eq!(config_names(&tree), vec!["a", "b"]);
+        assert!(config_names(&serde_json::json!({"desiredState": {"apiVersion": "v1"}})).is_empty());
+    }
+}

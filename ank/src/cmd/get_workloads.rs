@@ -1,0 +1,107 @@
+//! `ank get workloads [NAME...] [-a AGENT] [-s STATE]`: one row per
+//! reported workload instance with its agent, runtime and execution state.
+
+use crate::cli::GetWorkloadsArgs;
+use crate::cmd::{Ctx, fetch_state};
+use crate::output::{self, WorkloadRow};
+use crate::view::StateView;
+
+/// Which rows to show.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadFilter {
+    pub names: Vec<String>,
+    pub agent: Option<String>,
+    pub state: Option<String>,
+}
+
+impl WorkloadFilter {
+    fn matches(&self, row: &WorkloadRow) -> bool {
+        let name_ok = self.names.is_empty() || self.names.contains(&row.name);
+        let agent_ok = self.agent.as_ref().is_none_or(|a| *a == row.agent);
+        let state_ok = self.state.as_ref().is_none_or(|wanted| {
+            row.state.as_ref().is_some_and(|s| {
+                let (state, _) = s.kind.names();
+                wanted.eq_ignore_ascii_case(state) || wanted.eq_ignore_ascii_case(&s.kind.to_string())
+            })
+        });
+        name_ok && agent_ok && state_ok
+    }
+}
+
+/// The rows of `view` that pass `filter`, sorted by workload name.
+pub fn workload_rows(view: &StateView, filter: &WorkloadFilter) -> Vec<WorkloadRow> {
+    let runtimes = view.runtimes();
+    let mut rows: Vec<WorkloadRow> = view
+        .workload_state_list()
+        .into_iter()
+        .map(|s| WorkloadRow {
+            runtime: runtimes.get(&s.instance_name.workload_name).cloned().unwrap_or_default(),
+            name: s.instance_name.workload_name,
+            agent: s.instance_name.agent_name,
+            state: Some(s.execution_state),
+        })
+        .filter(|r| filter.matches(r))
+        .collect();
+    rows.sort_by(|a, b| (&a.name, &a.agent).cmp(&(&b.name, &b.agent)));
+    rows
+}
+
+/// Prints the workload table.
+pub async fn run(ctx: &mut Ctx<'_>, args: GetWorkloadsArgs) -> anyhow::Result<()> {
+    let masks = vec!["desiredState.workloads".to_owned(), "workloadStates".to_owned()];
+    let tree = fetch_state(ctx, masks).await?;
+    let view = StateView::from_tree(&tree)?;
+    let filter = WorkloadFilter { names: args.names, agent: args.agent, state: args.state };
+    ctx.print(&output::workload_table(&workload_rows(&view, &filter)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> StateView {
+        StateView::from_tree(&serde_json::json!({
+            "desiredState": {"apiVersion": "v1", "workloads": {
+                "web": {"runtime": "podman", "agent": "agent_A"},
+                "db": {"runtime": "podman-kube", "agent": "agent_B"},
+            }},
+            "workloadStates": {
+                "agent_A": {"web": {"1": {"state": "Running", "subState": "Ok"}}},
+                "agent_B": {"db": {"2": {"state": "Pending", "subState": "StartingFailed", "additionalInfo": "no runtime"}}},
+                "agent_C": {"gone": {"3": {"state": "Removed", "subState": "Removed"}}},
+            },
+        }))
+        .unwrap()
+    }
+
+    fn names(rows: &[WorkloadRow]) -> Vec<&str> {
+        rows.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    #[test]
+    fn get_workloads_rows_sorted_with_runtime() {
+        let rows = workload_rows(&view(), &WorkloadFilter::default());
+        assert_eq!(names(&rows), vec!["db", "gone", "web"]);
+        assert_eq!(rows[0].runtime, "podman-kube");
+        assert_eq!(rows[1].runtime, "", "unknown runtime stays empty");
+        let text = output::workload_table(&rows);
+        let db = text.lines().nth(1).unwrap();
+        assert!(
+            db.starts_with("db ") && db.contains("Pending(StartingFailed)") && db.ends_with("no runtime"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn get_workloads_filters_by_name_agent_and_state() {
+        let v = view();
+        let by_name = WorkloadFilter { names: vec!["web".into()], ..Default::default() };
+        assert_eq!(names(&workload_rows(&v, &by_name)), vec!["web"]);
+        let by_agent = WorkloadFilter { agent: Some("agent_B".into()), ..Default::default() };
+        assert_eq!(names(&workload_rows(&v, &by_agent)), vec!["db"]);
+        let by_state = WorkloadFilter { state: Some("running".into()), ..Default::default() };
+        assert_eq!(names(&workload_rows(&v, &by_state)), vec!["web"]);
+        let by_full_state = WorkloadFilter { state: Some("Pending(StartingFailed)".into()), ..Default::default() };
+        assert_eq!(names(&workload_rows(&v, &by_full_state)), vec!["db"]);
+    }
+}

@@ -1,0 +1,152 @@
+//! The verbs of `ank`, one file each, and what they share: the settings
+//! taken from the global options, the output sink, connecting, and sending
+//! an update followed by the wait mode.
+
+pub mod apply;
+pub mod delete_configs;
+pub mod delete_workloads;
+pub mod get_agents;
+pub mod get_configs;
+pub mod get_state;
+pub mod get_workloads;
+pub mod run_workload;
+pub mod set_state;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Duration;
+
+use ank_common::messages::{RequestContent, ResponseContent};
+use anyhow::{Context, bail};
+
+use crate::cli::{Cli, SettingsError};
+use crate::connection::Connection;
+use crate::output;
+use crate::wait::{WaitTracker, wait_for};
+
+/// The global options, resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The server URL, or why there is none (TLS requested).
+    pub server_url: Result<String, SettingsError>,
+    pub response_timeout: Duration,
+    pub wait: bool,
+    pub quiet: bool,
+    pub verbose: bool,
+}
+
+impl Settings {
+    /// Resolves the global options of `cli`.
+    pub fn from_cli(cli: &Cli) -> Self {
+        Self {
+            server_url: cli.resolved_server_url(),
+            response_timeout: cli.response_timeout(),
+            wait: cli.wait(),
+            quiet: cli.quiet,
+            verbose: cli.verbose,
+        }
+    }
+}
+
+/// What a command needs: settings and where its output goes.
+pub struct Ctx<'a> {
+    pub settings: Settings,
+    pub out: &'a mut dyn Write,
+}
+
+impl Ctx<'_> {
+    /// Opens the command connection to the server.
+    pub async fn connect(&self) -> anyhow::Result<Connection> {
+        let url = self.settings.server_url.clone()?;
+        Ok(Connection::connect(&url, self.settings.response_timeout, self.settings.verbose).await?)
+    }
+
+    /// Writes `text` to the output.
+    pub fn print(&mut self, text: &str) -> anyhow::Result<()> {
+        self.out.write_all(text.as_bytes()).and_then(|()| self.out.flush()).context("cannot write the output")
+    }
+
+    /// Writes a warning to stderr unless quiet.
+    pub fn warn(&self, text: &str) {
+        if !self.settings.quiet {
+            eprintln!("warning: {text}");
+        }
+    }
+}
+
+/// The instance names an accepted update added and deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateOutcome {
+    pub added: Vec<String>,
+    pub deleted: Vec<String>,
+}
+
+/// Sends an `UpdateStateRequest`; a rejection is an error carrying the
+/// server's message.
+pub async fn send_update(conn: &mut Connection, content: RequestContent) -> anyhow::Result<UpdateOutcome> {
+    if let RequestContent::UpdateState { new_state, .. } = &content {
+        // The wire conversion would silently drop a tree it cannot encode.
+        ank_common::convert::complete_state_from_json(new_state).context("cannot encode the new state")?;
+    }
+    match conn.request(content).await.context("the update request failed")? {
+        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads } => {
+            Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads })
+        }
+        ResponseContent::Error(msg) => bail!("the server rejected the request: {msg}"),
+        other => bail!("unexpected answer to an update request: {other:?}"),
+    }
+}
+
+/// In wait mode, follows the instances of `outcome` until they settled and
+/// prints their table (unless quiet).
+pub async fn follow(
+    ctx: &mut Ctx<'_>,
+    conn: &mut Connection,
+    outcome: &UpdateOutcome,
+    runtimes: BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    if !ctx.settings.wait {
+        return Ok(());
+    }
+    let mut tracker = WaitTracker::new(&outcome.added, &outcome.deleted)
+        .context("the server answered with an invalid instance name")?
+        .with_runtimes(runtimes);
+    if tracker.is_empty() {
+        return Ok(());
+    }
+    wait_for(conn, &mut tracker).await?;
+    if !ctx.settings.quiet {
+        ctx.print(&output::workload_table(&tracker.rows()))?;
+    }
+    Ok(())
+}
+
+/// Connects, sends the update, follows it and says goodbye.
+pub async fn update_and_follow(
+    ctx: &mut Ctx<'_>,
+    content: RequestContent,
+    runtimes: BTreeMap<String, String>,
+) -> anyhow::Result<UpdateOutcome> {
+    let mut conn = ctx.connect().await?;
+    let result = async {
+        let outcome = send_update(&mut conn, content).await?;
+        follow(ctx, &mut conn, &outcome, runtimes).await?;
+        Ok(outcome)
+    }
+    .await;
+    conn.goodbye().await;
+    result
+}
+
+/// Sends one state request and says goodbye.
+pub async fn fetch_state(ctx: &Ctx<'_>, masks: Vec<String>) -> anyhow::Result<serde_json::Value> {
+    let mut conn = ctx.connect().await?;
+    let request = RequestContent::CompleteState { field_mask: masks, subscribe_for_events: false };
+    let response = conn.request(request).await;
+    conn.goodbye().await;
+    match response.context("the state request failed")? {
+        ResponseContent::CompleteState(tree) => Ok(*tree),
+        ResponseContent::Error(msg) => bail!("the server rejected the request: {msg}"),
+        other => bail!("unexpected answer to a state request: {other:?}"),
+    }
+}

@@ -1,0 +1,81 @@
+//! `ank set state MASK... FILE`: copies the parts the masks select from a
+//! YAML file (in the shape of `ank get state`; `-` is standard input) into
+//! the state, then waits for the workloads that changed.
+
+use std::io::Read;
+
+use ank_common::messages::RequestContent;
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::cli::SetStateArgs;
+use crate::cmd::{Ctx, update_and_follow};
+use crate::view::StateView;
+
+/// The update request of `masks` with the state in the YAML `text` of
+/// `source`; a missing `desiredState.apiVersion` defaults to the current one.
+pub fn set_request(source: &str, text: &str, masks: Vec<String>) -> anyhow::Result<RequestContent> {
+    let mut tree: Value = if text.trim().is_empty() {
+        Value::Object(Default::default())
+    } else {
+        serde_saphyr::from_str(text).with_context(|| format!("{source}: invalid YAML"))?
+    };
+    let Some(root) = tree.as_object_mut() else { bail!("{source}: the state must be a mapping") };
+    let desired = root.entry("desiredState").or_insert_with(|| Value::Object(Default::default()));
+    let Some(desired) = desired.as_object_mut() else { bail!("{source}: 'desiredState' must be a mapping") };
+    desired.entry("apiVersion").or_insert_with(|| Value::String(ank_common::API_VERSION.to_owned()));
+    ank_common::convert::complete_state_from_json(&tree).with_context(|| format!("{source}: not a valid state"))?;
+    Ok(RequestContent::UpdateState { new_state: Box::new(tree), update_mask: masks })
+}
+
+/// Sets the state and (in wait mode) waits for the changed workloads.
+pub async fn run(ctx: &mut Ctx<'_>, args: SetStateArgs) -> anyhow::Result<()> {
+    let (source, text) = if args.file == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).context("cannot read the state from standard input")?;
+        ("<stdin>".to_owned(), text)
+    } else {
+        let text = std::fs::read_to_string(&args.file).with_context(|| format!("cannot read '{}'", args.file))?;
+        (args.file.clone(), text)
+    };
+    let request = set_request(&source, &text, args.masks)?;
+    let runtimes = match &request {
+        RequestContent::UpdateState { new_state, .. } => StateView::from_tree(new_state)?.runtimes(),
+        _ => Default::default(),
+    };
+    update_and_follow(ctx, request, runtimes).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn set_state_request_keeps_masks_and_defaults_the_api_version() {
+        let text =
+            "desiredState:\n  workloads:\n    w:\n      runtime: podman\n      agent: a\n      runtimeConfig: x\n";
+        let RequestContent::UpdateState { new_state, update_mask } =
+            set_request("s.yaml", text, vec!["desiredState.workloads.w".into()]).unwrap()
+        else {
+            panic!("not an update")
+        };
+        assert_eq!(update_mask, vec!["desiredState.workloads.w"]);
+        assert_eq!(new_state["desiredState"]["apiVersion"], "v1");
+        assert_eq!(new_state["desiredState"]["workloads"]["w"]["runtime"], "podman");
+        let RequestContent::UpdateState { new_state, .. } =
+            set_request("e.yaml", "", vec!["desiredState.workloads.w".into()]).unwrap()
+        else {
+            panic!("not an update")
+        };
+        assert_eq!(*new_state, json!({"desiredState": {"apiVersion": "v1"}}));
+    }
+
+    #[test]
+    fn set_state_rejects_malformed_files() {
+        let e = set_request("s.yaml", "- a\n- b\n", vec!["x".into()]).unwrap_err();
+        assert!(format!("{e:#}").contains("s.yaml"), "{e:#}");
+        let e = set_request("s.yaml", "desiredState:\n  workloads:\n    w:\n      restartPolicy: SOMETIMES\n", vec![]);
+        assert!(e.is_err());
+    }
+}

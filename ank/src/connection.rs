@@ -1,0 +1,167 @@
+//! The one gRPC stream `ank` holds to the server (`CommandConnection.
+//! ConnectCommand`): hello, requests matched to their responses by request
+//! id, and the workload-state updates the server pushes in between. Wire
+//! types are converted to the domain messages of `ank_common` right here;
+//! the commands only see [`RequestContent`], [`ResponseContent`] and
+//! [`WorkloadState`]s.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use ank_common::WorkloadState;
+use ank_common::convert::{ConvertError, from_server_from_proto, to_server_to_proto};
+use ank_common::messages::{FromServer, Request, RequestContent, ResponseContent, ToServer};
+use ank_proto::grpc_api as g;
+use g::command_connection_client::CommandConnectionClient;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+use tonic::transport::Endpoint;
+
+/// How long the goodbye may take before the process exits anyway.
+const GOODBYE_GRACE: Duration = Duration::from_millis(200);
+
+/// What can go wrong talking to the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error("'{url}' is not a valid server URL: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("cannot connect to the server at {url}")]
+    Connect {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("the server at {url} refused the command connection: {status}")]
+    Refused { url: String, status: tonic::Status },
+    #[error("timed out after {} ms waiting for {what} from the server", .after.as_millis())]
+    Timeout { what: &'static str, after: Duration },
+    #[error("the server closed the connection")]
+    Closed,
+    #[error("the connection to the server failed: {0}")]
+    Stream(tonic::Status),
+    #[error("the server sent an invalid message")]
+    Invalid(#[from] ConvertError),
+}
+
+/// An open command connection.
+pub struct Connection {
+    tx: Option<mpsc::Sender<g::ToServer>>,
+    inbound: Streaming<g::FromServer>,
+    response_timeout: Duration,
+    /// State updates received while waiting for a response, oldest first.
+    pushed: VecDeque<Vec<WorkloadState>>,
+    next_request: u64,
+    verbose: bool,
+}
+
+impl Connection {
+    /// Connects to `url`, opens the stream and says hello. Each step is
+    /// bounded by `response_timeout`.
+    pub async fn connect(url: &str, response_timeout: Duration, verbose: bool) -> Result<Self, ConnectionError> {
+        let endpoint = Endpoint::from_shared(url.to_owned())
+            .map_err(|e| ConnectionError::InvalidUrl { url: url.to_owned(), reason: e.to_string() })?
+            .connect_timeout(response_timeout)
+            .tcp_nodelay(true);
+        let channel = match tokio::time::timeout(response_timeout, endpoint.connect()).await {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(source)) => return Err(ConnectionError::Connect { url: url.to_owned(), source }),
+            Err(_) => return Err(ConnectionError::Timeout { what: "the connection", after: response_timeout }),
+        };
+        let (tx, rx) = mpsc::channel(16);
+        let hello = ToServer::CommanderHello { protocol_version: ank_common::PROTOCOL_VERSION.to_owned() };
+        // The channel is fresh and has room, so this cannot fail or block.
+        tx.try_send(to_server_to_proto(&hello)).map_err(|_| ConnectionError::Closed)?;
+        let mut client = CommandConnectionClient::new(channel);
+        let response = tokio::time::timeout(response_timeout, client.connect_command(ReceiverStream::new(rx)))
+            .await
+            .map_err(|_| ConnectionError::Timeout { what: "the command stream", after: response_timeout })?
+            .map_err(|status| ConnectionError::Refused { url: url.to_owned(), status })?;
+        if verbose {
+            eprintln!("connected to {url}");
+        }
+        Ok(Self {
+            tx: Some(tx),
+            inbound: response.into_inner(),
+            response_timeout,
+            pushed: VecDeque::new(),
+            next_request: 1,
+            verbose,
+        })
+    }
+
+    /// Sends a request and waits (at most the response timeout) for the
+    /// response with its id. State updates arriving meanwhile are kept for
+    /// [`Connection::next_state_update`].
+    pub async fn request(&mut self, content: RequestContent) -> Result<ResponseContent, ConnectionError> {
+        let request_id = format!("ank-{}-{}", std::process::id(), self.next_request);
+        self.next_request += 1;
+        if self.verbose {
+            eprintln!("request {request_id}: {content:?}");
+        }
+        let msg = ToServer::Request(Request { request_id: request_id.clone(), content });
+        self.send(&msg).await?;
+        let after = self.response_timeout;
+        let deadline = tokio::time::Instant::now() + after;
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.receive())
+                .await
+                .map_err(|_| ConnectionError::Timeout { what: "the response", after })??;
+            match next {
+                FromServer::Response(r) if r.request_id == request_id => {
+                    if self.verbose {
+                        eprintln!("response {request_id}: {:?}", r.content);
+                    }
+                    return Ok(r.content);
+                }
+                FromServer::UpdateWorkloadState(states) => self.pushed.push_back(states),
+                _ => {}
+            }
+        }
+    }
+
+    /// The next batch of pushed workload states, oldest first; those kept
+    /// while waiting for responses come before newer ones. Waits without
+    /// limit.
+    pub async fn next_state_update(&mut self) -> Result<Vec<WorkloadState>, ConnectionError> {
+        if let Some(states) = self.pushed.pop_front() {
+            return Ok(states);
+        }
+        loop {
+            if let FromServer::UpdateWorkloadState(states) = self.receive().await? {
+                return Ok(states);
+            }
+        }
+    }
+
+    /// The oldest state update kept while waiting for a response, if any.
+    pub fn take_pushed(&mut self) -> Option<Vec<WorkloadState>> {
+        self.pushed.pop_front()
+    }
+
+    /// Says goodbye and waits briefly for the server to close the stream, so
+    /// the goodbye is delivered before the process exits.
+    pub async fn goodbye(mut self) {
+        if self.send(&ToServer::Goodbye).await.is_err() {
+            return;
+        }
+        self.tx = None;
+        let _ = tokio::time::timeout(GOODBYE_GRACE, async { while let Ok(Some(_)) = self.inbound.message().await {} })
+            .await;
+    }
+
+    async fn send(&mut self, msg: &ToServer) -> Result<(), ConnectionError> {
+        let tx = self.tx.as_ref().ok_or(ConnectionError::Closed)?;
+        tx.send(to_server_to_proto(msg)).await.map_err(|_| ConnectionError::Closed)
+    }
+
+    /// The next message this version understands.
+    async fn receive(&mut self) -> Result<FromServer, ConnectionError> {
+        loop {
+            let wire = self.inbound.message().await.map_err(ConnectionError::Stream)?.ok_or(ConnectionError::Closed)?;
+            if let Some(msg) = from_server_from_proto(wire)? {
+                return Ok(msg);
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! `ank`, the command line interface of the Ankaios-compatible orchestrator,
+//! as a library: argument definitions ([`cli`]), the server connection
+//! ([`connection`]), one module per verb ([`cmd`]), the wait mode
+//! ([`wait`]) and the printers ([`output`]). The binary only parses the
+//! arguments, runs [`run`] on a single-threaded runtime and maps errors to
+//! exit codes with [`exit_code`].
+
+pub mod cli;
+pub mod cmd;
+pub mod connection;
+pub mod output;
+pub mod view;
+pub mod wait;
+
+use std::io::Write;
+
+use crate::cli::{Cli, Command, DeleteCommand, GetCommand, RunCommand, SetCommand};
+use crate::cmd::{Ctx, Settings};
+use crate::connection::ConnectionError;
+
+/// Exit code of a request that failed or any other error.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code when the server did not answer in time.
+pub const EXIT_TIMEOUT: u8 = 3;
+
+/// Runs the command of `cli`, writing its regular output to `out`.
+pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut ctx = Ctx { settings: Settings::from_cli(&cli), out };
+    match cli.command {
+        Command::Get(GetCommand::State(args)) => cmd::get_state::run(&mut ctx, args).await,
+        Command::Get(GetCommand::Workload(args)) => cmd::get_workloads::run(&mut ctx, args).await,
+        Command::Get(GetCommand::Agent) => cmd::get_agents::run(&mut ctx).await,
+        Command::Get(GetCommand::Config) => cmd::get_configs::run(&mut ctx).await,
+        Command::Delete(DeleteCommand::Workload { names }) => cmd::delete_workloads::run(&mut ctx, &names).await,
+        Command::Delete(DeleteCommand::Config { names }) => cmd::delete_configs::run(&mut ctx, &names).await,
+        Command::Run(RunCommand::Workload(args)) => cmd::run_workload::run(&mut ctx, args).await,
+        Command::Set(SetCommand::State(args)) => cmd::set_state::run(&mut ctx, args).await,
+        Command::Apply(args) => cmd::apply::run(&mut ctx, args).await,
+    }
+}
+
+/// The exit code for `err`: [`EXIT_TIMEOUT`] when the server did not answer
+/// in time, else [`EXIT_FAILURE`].
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    let timed_out = err
+        .chain()
+        .any(|cause| matches!(cause.downcast_ref::<ConnectionError>(), Some(ConnectionError::Timeout { .. })));
+    if timed_out { EXIT_TIMEOUT } else { EXIT_FAILURE }
+}
+
+/// The text to print for `err`: a manifest error exactly as the parser
+/// worded it, anything else as `error: ` and its chain of causes.
+pub fn error_message(err: &anyhow::Error) -> String {
+    match err.downcast_ref::<ank_common::manifest::ManifestError>() {
+        Some(manifest_error) => manifest_error.to_string(),
+        None => format!("error: {err:#}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn exit_code_distinguishes_timeouts() {
+        let timeout =
+            anyhow::Error::new(ConnectionError::Timeout { what: "the response", after: Duration::from_millis(5) })
+                .context("the state request failed");
+        assert_eq!(exit_code(&timeout), EXIT_TIMEOUT);
+        assert_eq!(
+            error_message(&timeout),
+            "error: the state request failed: timed out after 5 ms waiting for the response from the server"
+        );
+        assert_eq!(exit_code(&anyhow::Error::new(ConnectionError::Closed)), EXIT_FAILURE);
+    }
+}

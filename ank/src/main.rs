@@ -1,0 +1,26 @@
+//! The `ank` binary: parses the command line, runs the command on a
+//! single-threaded runtime (one call should be cheap) and turns errors into
+//! a message on stderr and a non-zero exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = ank_cli::cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(ank_cli::EXIT_FAILURE);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    match runtime.block_on(ank_cli::run(cli, &mut stdout)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{}", ank_cli::error_message(&err));
+            ExitCode::from(ank_cli::exit_code(&err))
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Printers: the space-aligned tables of `ank get workloads` / `get agents`
+//! and of the wait mode, and the YAML/JSON rendering of `ank get state`.
+//! Pure functions from data to text; the commands decide where it goes.
+
+use ank_common::ExecutionState;
+use anyhow::Context;
+
+use crate::cli::OutputFormat;
+
+/// Spaces between two columns.
+const COLUMN_GAP: usize = 3;
+
+/// Renders `header` and `rows` as plain columns separated by spaces, each
+/// as wide as its widest cell; trailing spaces are trimmed.
+pub fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (i, cell) in cells.enumerate() {
+            text.push_str(cell);
+            if i + 1 < N {
+                let pad = widths[i] - cell.chars().count() + COLUMN_GAP;
+                text.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// One row of a workload table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadRow {
+    pub name: String,
+    pub agent: String,
+    pub runtime: String,
+    /// `None` while no state is known yet.
+    pub state: Option<ExecutionState>,
+}
+
+/// The workload table, rows sorted by workload name, then agent.
+pub fn workload_table(rows: &[WorkloadRow]) -> String {
+    let mut rows: Vec<&WorkloadRow> = rows.iter().collect();
+    rows.sort_by(|a, b| (&a.name, &a.agent).cmp(&(&b.name, &b.agent)));
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            let (state, info) = match &r.state {
+                Some(s) => (s.kind.to_string(), s.additional_info.clone()),
+                None => (String::new(), String::new()),
+            };
+            [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, info]
+        })
+        .collect();
+    table(["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "ADDITIONAL INFO"], &cells)
+}
+
+/// One row of the agent table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRow {
+    pub name: String,
+    pub workloads: usize,
+    /// CPU usage in percent, if reported.
+    pub cpu_usage: Option<u64>,
+    /// Free memory in bytes, if reported.
+    pub free_memory: Option<u64>,
+}
+
+/// The agent table, rows in the given order.
+pub fn agent_table(rows: &[AgentRow]) -> String {
+    let cells: Vec<[String; 4]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.name.clone(),
+                r.workloads.to_string(),
+                r.cpu_usage.map(|c| format!("{c}%")).unwrap_or_default(),
+                r.free_memory.map(|m| format!("{m}B")).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(["NAME", "WORKLOADS", "CPU USAGE", "FREE MEMORY"], &cells)
+}
+
+/// A state tree as YAML or pretty JSON, ending in a newline.
+pub fn state_tree(tree: &serde_json::Value, format: OutputFormat) -> anyhow::Result<String> {
+    let mut text = match format {
+        OutputFormat::Yaml => serde_saphyr::to_string(tree).context("cannot render the state as YAML")?,
+        OutputFormat::Json => serde_json::to_string_pretty(tree).context("cannot render the state as JSON")?,
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ank_common::StateKind;
+    use ank_common::execution_state::Pending;
+
+    fn row(name: &str, agent: &str, state: Option<ExecutionState>) -> WorkloadRow {
+        WorkloadRow { name: name.into(), agent: agent.into(), runtime: "podman".into(), state }
+    }
+
+    #[test]
+    fn output_table_aligns_columns() {
+        let text = table(
+            ["A", "LONG HEADER", "C"],
+            &[["xxxxx".into(), "y".into(), "z".into()], ["u".into(), "".into(), "".into()]],
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines, vec!["A       LONG HEADER   C", "xxxxx   y             z", "u"]);
+    }
+
+    #[test]
+    fn output_workload_table_rows_start_with_name_sorted() {
+        let rows = vec![
+            row("web", "agent_B", Some(ExecutionState::with_info(StateKind::Pending(Pending::Starting), "Retry 1"))),
+            row("db", "agent_A", Some(ExecutionState::running())),
+            row("new", "agent_A", None),
+        ];
+        let text = workload_table(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("WORKLOAD NAME   AGENT"), "{text}");
+        assert!(lines[1].starts_with("db ") && lines[1].contains("Running(Ok)"), "{text}");
+        assert!(lines[2].starts_with("new "), "{text}");
+        assert!(lines[3].starts_with("web ") && lines[3].ends_with("Pending(Starting)   Retry 1"), "{text}");
+        let state_col = lines[0].find("EXECUTION STATE").unwrap();
+        assert_eq!(lines[1].find("Running(Ok)"), Some(state_col));
+        assert_eq!(lines[3].find("Pending(Starting)"), Some(state_col));
+    }
+
+    #[test]
+    fn output_agent_table_shows_percent_and_bytes() {
+        let text = agent_table(&[
+            AgentRow { name: "agent_A".into(), workloads: 2, cpu_usage: Some(3), free_memory: Some(7989682176) },
+            AgentRow { name: "b".into(), workloads: 0, cpu_usage: None, free_memory: None },
+        ]);
+        assert_eq!(
+            text,
+            "NAME      WORKLOADS   CPU USAGE   FREE MEMORY\nagent_A   2           3%          7989682176B\nb         0\n"
+        );
+    }
+
+    #[test]
+    fn output_state_tree_formats() {
+        let tree = serde_json::json!({"desiredState": {"apiVersion": "v1"}});
+        assert_eq!(state_tree(&tree, OutputFormat::Yaml).unwrap(), "desiredState:\n  apiVersion: v1\n");
+        assert_eq!(
+            state_tree(&tree, OutputFormat::Json).unwrap(),
+            "{\n  \"desiredState\": {\n    \"apiVersion\": \"v1\"\n  }\n}\n"
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! Wait mode of `apply`, `run` and `delete`: after the server accepted an
+//! update, follow the instances it added until each reached a final state
+//! and the ones it deleted until each is `Removed` or gone. [`WaitTracker`]
+//! is the pure bookkeeping; [`wait_for`] feeds it one state snapshot and
+//! then the updates the server pushes on the connection, in stream order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ank_common::instance_name::InstanceNameError;
+use ank_common::messages::{RequestContent, ResponseContent};
+use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
+use anyhow::{Context, bail};
+
+use crate::connection::Connection;
+use crate::output::WorkloadRow;
+use crate::view::StateView;
+
+/// What a tracked instance is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Goal {
+    /// An added instance: any final state.
+    Settled,
+    /// A deleted instance: `Removed` or absent from the state.
+    Removed,
+}
+
+#[derive(Debug, Clone)]
+struct Tracked {
+    goal: Goal,
+    state: Option<ExecutionState>,
+    /// Sticky: a late, older report does not make a finished instance
+    /// pending again.
+    done: bool,
+}
+
+/// The instances an update added and deleted and how far they got.
+#[derive(Debug, Clone, Default)]
+pub struct WaitTracker {
+    entries: BTreeMap<WorkloadInstanceName, Tracked>,
+    runtimes: BTreeMap<String, String>,
+}
+
+impl WaitTracker {
+    /// Tracks the instance names of an `UpdateStateSuccess`. An instance
+    /// both deleted and added (same runtime config) is waited for as added.
+    pub fn new(added: &[String], deleted: &[String]) -> Result<Self, InstanceNameError> {
+        let mut entries = BTreeMap::new();
+        for (names, goal) in [(deleted, Goal::Removed), (added, Goal::Settled)] {
+            for name in names {
+                let instance = WorkloadInstanceName::parse(name)?;
+                entries.insert(instance, Tracked { goal, state: None, done: false });
+            }
+        }
+        Ok(Self { entries, runtimes: BTreeMap::new() })
+    }
+
+    /// Runtimes (by workload name) shown in the table.
+    pub fn with_runtimes(mut self, runtimes: BTreeMap<String, String>) -> Self {
+        self.runtimes.extend(runtimes);
+        self
+    }
+
+    /// Applies pushed states, in the order they were reported.
+    pub fn apply_update(&mut self, states: &[WorkloadState]) {
+        for s in states {
+            if let Some(t) = self.entries.get_mut(&s.instance_name) {
+                t.state = Some(s.execution_state.clone());
+                t.done |= reached(t.goal, &s.execution_state);
+            }
+        }
+    }
+
+    /// Applies a full snapshot of the workload states and the connected
+    /// agents: deleted instances absent from it are gone, and added ones on
+    /// agents that are not connected will get no report, so they are not
+    /// waited for.
+    pub fn apply_snapshot(&mut self, states: &[WorkloadState], connected_agents: &BTreeSet<String>) {
+        self.apply_update(states);
+        let present: BTreeSet<&WorkloadInstanceName> = states.iter().map(|s| &s.instance_name).collect();
+        for (instance, t) in &mut self.entries {
+            match t.goal {
+                Goal::Removed if !present.contains(instance) => {
+                    t.state = Some(ExecutionState::removed());
+                    t.done = true;
+                }
+                Goal::Settled if !connected_agents.contains(&instance.agent_name) => t.done = true,
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether every tracked instance reached its goal.
+    pub fn is_done(&self) -> bool {
+        self.entries.values().all(|t| t.done)
+    }
+
+    /// Whether nothing is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Table rows of the tracked instances.
+    pub fn rows(&self) -> Vec<WorkloadRow> {
+        self.entries
+            .iter()
+            .map(|(i, t)| WorkloadRow {
+                name: i.workload_name.clone(),
+                agent: i.agent_name.clone(),
+                runtime: self.runtimes.get(&i.workload_name).cloned().unwrap_or_default(),
+                state: t.state.clone(),
+            })
+            .collect()
+    }
+}
+
+fn reached(goal: Goal, state: &ExecutionState) -> bool {
+    match goal {
+        Goal::Settled => state.is_final() || state.kind == StateKind::AgentDisconnected,
+        Goal::Removed => state.kind == StateKind::Removed,
+    }
+}
+
+/// Follows the tracked instances on `conn` until all reached their goal:
+/// one snapshot request, then the pushed updates. Updates that arrived
+/// before the snapshot's response are older than it and applied first.
+pub async fn wait_for(conn: &mut Connection, tracker: &mut WaitTracker) -> anyhow::Result<()> {
+    if tracker.is_empty() {
+        return Ok(());
+    }
+    let request = RequestContent::CompleteState {
+        field_mask: vec!["workloadStates".to_owned(), "agents".to_owned()],
+        subscribe_for_events: false,
+    };
+    let tree = match conn.request(request).await.context("cannot read the workload states")? {
+        ResponseContent::CompleteState(tree) => tree,
+        ResponseContent::Error(msg) => bail!("the server refused to send the workload states: {msg}"),
+        other => bail!("unexpected answer to a state request: {other:?}"),
+    };
+    while let Some(states) = conn.take_pushed() {
+        tracker.apply_update(&states);
+    }
+    let view = StateView::from_tree(&tree)?;
+    tracker.apply_snapshot(&view.workload_state_list(), &view.agent_names());
+    while !tracker.is_done() {
+        let states = conn.next_state_update().await.context("lost the server while waiting for the workloads")?;
+        tracker.apply_update(&states);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ank_common::execution_state::{Pending, Stopping};
+
+    fn st(instance: &str, kind: StateKind) -> WorkloadState {
+        WorkloadState::new(WorkloadInstanceName::parse(instance).unwrap(), ExecutionState::new(kind))
+    }
+
+    fn agents(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn wait_added_instances_finish_in_final_states() {
+        let mut t = WaitTracker::new(&["a.1.ag".into(), "b.2.ag".into()], &[]).unwrap();
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Pending(Pending::Initial))], &agents(&["ag"]));
+        assert!(!t.is_done());
+        t.apply_update(&[st("a.1.ag", StateKind::Running), st("b.2.ag", StateKind::Pending(Pending::Starting))]);
+        assert!(!t.is_done());
+        t.apply_update(&[st("b.2.ag", StateKind::Failed(ank_common::execution_state::Failed::ExecFailed))]);
+        assert!(t.is_done(), "a failed workload is final too");
+        let rows = t.rows();
+        assert_eq!(rows[0].state.as_ref().unwrap().to_string(), "Running(Ok)");
+        assert_eq!(rows[1].state.as_ref().unwrap().to_string(), "Failed(ExecFailed)");
+    }
+
+    #[test]
+    fn wait_deleted_instances_finish_when_removed_or_gone() {
+        let mut t = WaitTracker::new(&[], &["a.1.ag".into(), "b.2.ag".into()]).unwrap();
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Stopping(Stopping::RequestedAtRuntime))], &agents(&["ag"]));
+        assert!(!t.is_done(), "a is still stopping");
+        t.apply_update(&[st("a.1.ag", StateKind::Running)]);
+        assert!(!t.is_done(), "Running is no goal for a deleted instance");
+        t.apply_update(&[st("a.1.ag", StateKind::Removed)]);
+        assert!(t.is_done(), "b was absent from the snapshot, a is removed");
+        assert!(t.rows().iter().all(|r| r.state == Some(ExecutionState::removed())));
+    }
+
+    #[test]
+    fn wait_late_updates_do_not_reopen_finished_instances() {
+        let mut t = WaitTracker::new(&["n.2.ag".into()], &["n.1.ag".into()]).unwrap();
+        // The old instance's Removed arrives after the new one settled.
+        t.apply_update(&[st("n.2.ag", StateKind::Running)]);
+        t.apply_update(&[st("n.1.ag", StateKind::Removed)]);
+        t.apply_update(&[st("n.1.ag", StateKind::Stopping(Stopping::Stopping))]);
+        t.apply_snapshot(&[st("n.2.ag", StateKind::Running)], &agents(&["ag"]));
+        assert!(t.is_done());
+        // Updates for instances nobody tracks are ignored.
+        t.apply_update(&[st("other.9.ag", StateKind::Pending(Pending::Initial))]);
+        assert!(t.is_done());
+        assert_eq!(t.rows().len(), 2);
+    }
+
+    #[test]
+    fn wait_snapshot_replaces_older_pushed_state() {
+        // A push from before the snapshot says Pending(Initial); the newer
+        // snapshot says Pending(Starting) and replaces it.
+        let mut t = WaitTracker::new(&["a.1.ag".into()], &[]).unwrap();
+        t.apply_update(&[st("a.1.ag", StateKind::Pending(Pending::Initial))]);
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Pending(Pending::Starting))], &agents(&["ag"]));
+        assert!(!t.is_done());
+        assert_eq!(t.rows()[0].state.as_ref().unwrap().to_string(), "Pending(Starting)");
+    }
+
+    #[test]
+    fn wait_skips_workloads_of_agents_that_are_not_connected() {
+        let mut t = WaitTracker::new(&["a.1.gone".into()], &[]).unwrap();
+        t.apply_snapshot(&[st("a.1.gone", StateKind::Pending(Pending::Initial))], &agents(&["other"]));
+        assert!(t.is_done());
+    }
+
+    #[test]
+    fn wait_same_instance_deleted_and_added_waits_as_added() {
+        let mut t = WaitTracker::new(&["a.1.ag".into()], &["a.1.ag".into()]).unwrap();
+        t.apply_snapshot(&[], &agents(&["ag"]));
+        assert!(!t.is_done(), "absence does not finish an added instance");
+        t.apply_update(&[st("a.1.ag", StateKind::Succeeded)]);
+        assert!(t.is_done());
+    }
+
+    #[test]
+    fn wait_rejects_malformed_instance_names() {
+        assert!(WaitTracker::new(&["no-dots".into()], &[]).is_err());
+    }
+}

@@ -1,0 +1,128 @@
+//! A cluster of the built binaries for end-to-end tests: `ank-server` and
+//! one `ank-agent` on a free port, and `ank` invocations against them.
+//! Processes are killed and the agent's containers removed on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The folder holding the built binaries (`target/debug` for `cargo test`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test binary>
+    exe.parent().and_then(Path::parent).expect("target profile dir").to_path_buf()
+}
+
+/// Path of a built binary; panics with a hint when it was not built.
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(p.exists(), "{} not found: build the binaries first with `cargo build --bins`", p.display());
+    p
+}
+
+/// A running server and agent.
+pub struct Cluster {
+    pub url: String,
+    pub agent: String,
+    pub run_folder: tempfile::TempDir,
+    server: Option<Child>,
+    agent_proc: Option<Child>,
+}
+
+impl Cluster {
+    /// Starts `ank-server` (optionally with a startup manifest) and one
+    /// agent named `agent`, and waits until the agent is listed.
+    pub fn start(agent: &str, manifest: Option<&Path>) -> Self {
+        crate::require_podman();
+        let port = crate::free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut server = Command::new(bin("ank-server"));
+        server.args(["--insecure", "--address", &addr]);
+        if let Some(m) = manifest {
+            server.arg("--startup-manifest").arg(m);
+        }
+        let server = server.stderr(Stdio::null()).spawn().expect("spawn ank-server");
+        let run_folder = tempfile::tempdir().expect("temp run folder");
+        let url = format!("http://{addr}");
+        let agent_proc = Command::new(bin("ank-agent"))
+            .args(["--insecure", "--name", agent, "--server-url", &url, "--run-folder"])
+            .arg(run_folder.path())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ank-agent");
+        let c = Self { url, agent: agent.to_owned(), run_folder, server: Some(server), agent_proc: Some(agent_proc) };
+        c.wait_until(Duration::from_secs(20), |c| {
+            let o = c.ank(&["get", "agents"]);
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(&c.agent)
+        });
+        c
+    }
+
+    /// Runs `ank --insecure --server-url <url> ARGS...`.
+    pub fn ank(&self, args: &[&str]) -> Output {
+        self.ank_stdin(args, None)
+    }
+
+    /// Runs `ank` with `stdin` as standard input.
+    pub fn ank_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        use std::io::Write;
+        let mut cmd = Command::new(bin("ank"));
+        cmd.args(["--insecure", "--server-url", &self.url]).args(args);
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn ank");
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).expect("write ank stdin");
+        }
+        child.wait_with_output().expect("ank output")
+    }
+
+    /// `ank get workloads` rows as (name, state) pairs.
+    pub fn workload_rows(&self) -> Vec<(String, String)> {
+        let o = self.ank(&["get", "workloads"]);
+        assert!(o.status.success(), "ank get workloads failed: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let mut t = l.split_whitespace();
+                let name = t.next()?.to_owned();
+                let state = t.find(|x| x.contains('('))?.to_owned();
+                Some((name, state))
+            })
+            .collect()
+    }
+
+    /// Polls `pred` every 100 ms until it holds; panics after `limit`.
+    pub fn wait_until(&self, limit: Duration, pred: impl Fn(&Self) -> bool) {
+        let start = Instant::now();
+        while !pred(self) {
+            assert!(start.elapsed() < limit, "condition not reached within {limit:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Containers of this cluster's agent, as `podman ps` JSON objects.
+    pub fn containers(&self) -> Vec<serde_json::Value> {
+        let out = Command::new("podman")
+            .args(["ps", "--all", "--format", "json", "--filter"])
+            .arg(format!("label=agent={}", self.agent))
+            .output()
+            .expect("podman ps");
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in [self.agent_proc.take(), self.server.take()].into_iter().flatten() {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let ids: Vec<String> = self.containers().iter().filter_map(|c| c["Id"].as_str().map(str::to_owned)).collect();
+        if !ids.is_empty() {
+            let _ = Command::new("podman").args(["rm", "-f", "-t", "0"]).args(&ids).output();
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Helpers shared by the integration and end-to-end suites: a test
+//! commander speaking the gRPC protocol to an in-process server, and a
+//! cluster of the built binaries (`ank-server`, `ank-agent`, `ank`) with
+//! real podman, cleaned up on drop.
+
+pub mod binaries;
+pub mod commander;
+
+/// Panics with a clear message unless `podman` is on PATH: real-podman
+/// tests fail, never skip, when it is missing.
+pub fn require_podman() {
+    let found = std::process::Command::new("podman").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "podman not found or not working: run `bash tools/setup.sh` (installs podman, runc, busybox-static and the local busybox image)"
+    );
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local addr").port()
+}

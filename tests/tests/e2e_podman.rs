@@ -1,0 +1,137 @@
+//! End to end with the built binaries and real podman: `ank apply` runs
+//! workloads, `podman ps` shows them with our labels, a failing workload is
+//! reported Failed(ExecFailed), delete removes container and row, and bad
+//! manifests are rejected without touching the server's state.
+
+use std::time::Duration;
+
+use ank_tests::binaries::{Cluster, bin};
+
+const IMAGE: &str = "localhost/busybox:latest";
+
+fn agent_name(test: &str) -> String {
+    format!("e2e_{test}_{}", std::process::id())
+}
+
+fn workload(name: &str, agent: &str, args: &str) -> String {
+    format!(
+        "  {name}:\n    runtime: podman\n    agent: {agent}\n    restartPolicy: NEVER\n    runtimeConfig: |\n      image: {IMAGE}\n      commandArgs: {args}\n"
+    )
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn state_of(c: &Cluster, name: &str) -> Option<String> {
+    c.workload_rows().into_iter().find(|(n, _)| n == name).map(|(_, s)| s)
+}
+
+#[test]
+fn e2e_podman_apply_two_workloads_runs_them_with_labels_then_delete_removes_them() {
+    let agent = agent_name("apply");
+    let c = Cluster::start(&agent, None);
+    let manifest = format!(
+        "apiVersion: v1\nworkloads:\n{}{}",
+        workload("web", &agent, "[\"sleep\", \"100000\"]"),
+        workload("db", &agent, "[\"sleep\", \"100001\"]")
+    );
+    let o = c.ank_stdin(&["apply", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply failed: {}", stderr(&o));
+    c.wait_until(Duration::from_secs(30), |c| {
+        state_of(c, "web").as_deref() == Some("Running(Ok)") && state_of(c, "db").as_deref() == Some("Running(Ok)")
+    });
+
+    let containers = c.containers();
+    assert_eq!(containers.len(), 2, "podman ps: {containers:?}");
+    let state = c.ank(&["get", "state", "-o", "json"]);
+    let state: serde_json::Value = serde_json::from_slice(&state.stdout).expect("get state -o json is JSON");
+    for ctr in &containers {
+        let labels = &ctr["Labels"];
+        assert_eq!(labels["agent"], agent.as_str());
+        let instance = labels["name"].as_str().expect("name label");
+        let parts: Vec<&str> = instance.split('.').collect();
+        assert_eq!(parts.len(), 3, "{instance}");
+        assert_eq!(parts[2], agent);
+        assert!(state["workloadStates"][&agent][parts[0]][parts[1]].is_object(), "{instance} not in {state}");
+        assert_eq!(ctr["State"], "running");
+    }
+
+    let o = c.ank(&["delete", "workload", "web"]);
+    assert!(o.status.success(), "delete failed: {}", stderr(&o));
+    c.wait_until(Duration::from_secs(30), |c| state_of(c, "web").is_none() && c.containers().len() == 1);
+    assert_eq!(state_of(&c, "db").as_deref(), Some("Running(Ok)"));
+}
+
+#[test]
+fn e2e_podman_workload_exiting_1_is_reported_failed_exec_failed() {
+    let agent = agent_name("fail");
+    let c = Cluster::start(&agent, None);
+    let manifest =
+        format!("apiVersion: v1\nworkloads:\n{}", workload("failer", &agent, "[\"sh\", \"-c\", \"exit 1\"]"));
+    let o = c.ank_stdin(&["apply", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply failed: {}", stderr(&o));
+    c.wait_until(Duration::from_secs(30), |c| state_of(c, "failer").as_deref() == Some("Failed(ExecFailed)"));
+}
+
+#[test]
+fn e2e_podman_startup_manifest_workload_runs() {
+    let agent = agent_name("startup");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("startup.yaml");
+    let manifest = format!("apiVersion: v1\nworkloads:\n{}", workload("boot", &agent, "[\"sleep\", \"100002\"]"));
+    std::fs::write(&path, manifest).expect("write manifest");
+    let c = Cluster::start(&agent, Some(&path));
+    c.wait_until(Duration::from_secs(30), |c| state_of(c, "boot").as_deref() == Some("Running(Ok)"));
+}
+
+#[test]
+fn e2e_podman_bad_manifests_are_rejected_and_state_is_unchanged() {
+    let agent = agent_name("bad");
+    let c = Cluster::start(&agent, None);
+    let good = format!("apiVersion: v1\nworkloads:\n{}", workload("keep", &agent, "[\"sleep\", \"100003\"]"));
+    assert!(c.ank_stdin(&["apply", "-"], Some(&good)).status.success());
+    let before = stdout(&c.ank(&["get", "state", "-o", "json", "desiredState"]));
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases = [
+        ("version.yaml", "apiVersion: v2\nworkloads: {}\n", vec!["version.yaml", "line 1", "apiVersion"]),
+        (
+            "unknown.yaml",
+            &*good.replace("    restartPolicy", "    colour: red\n    restartPolicy"),
+            vec!["unknown.yaml", "line 6", "colour"],
+        ),
+        ("name.yaml", &*good.replace("  keep:", "  ke.ep:"), vec!["name.yaml", "line 3", "ke.ep"]),
+        ("dup.yaml", &*format!("{good}{}", workload("keep", &agent, "[\"true\"]")), vec!["dup.yaml", "line 10"]),
+        ("broken.yaml", "apiVersion: v1\nworkloads:\n  a: [\n", vec!["broken.yaml", "line"]),
+    ];
+    for (file, text, expected) in cases {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text).expect("write manifest");
+        let o = c.ank(&["apply", path.to_str().expect("utf-8 path")]);
+        assert!(!o.status.success(), "{file}: apply must fail");
+        let err = stderr(&o);
+        for needle in expected {
+            assert!(err.contains(needle), "{file}: stderr {err:?} lacks {needle:?}");
+        }
+    }
+    assert_eq!(stdout(&c.ank(&["get", "state", "-o", "json", "desiredState"])), before, "state changed");
+    assert!(c.ank(&["get", "workloads"]).status.success(), "server must keep serving");
+}
+
+#[test]
+fn e2e_daemons_refuse_to_start_without_insecure() {
+    for name in ["ank-server", "ank-agent"] {
+        let mut cmd = std::process::Command::new(bin(name));
+        if name == "ank-agent" {
+            cmd.args(["--name", "x"]);
+        }
+        let o = cmd.output().expect("run daemon");
+        assert!(!o.status.success(), "{name} must refuse to start");
+        assert!(stderr(&o).contains("--insecure"), "{name}: {}", stderr(&o));
+    }
+}

@@ -1,0 +1,96 @@
+//! In-process server + agent with the in-memory FakeRuntime: the whole
+//! apply -> run -> report -> delete flow without podman, plus agent loss.
+
+use std::sync::Arc;
+
+use ank_agent::runtime_connectors::fake::FakeRuntime;
+use ank_agent::{AgentConfig, RuntimeRegistry};
+use ank_common::messages::ResponseContent;
+use ank_tests::commander::Commander;
+use tokio_util::sync::CancellationToken;
+
+struct Setup {
+    url: String,
+    fake: Arc<FakeRuntime>,
+    server_stop: CancellationToken,
+    agent_stop: CancellationToken,
+    _run_folder: tempfile::TempDir,
+}
+
+async fn setup() -> Setup {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let server_stop = CancellationToken::new();
+    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
+    tokio::spawn(ank_server::run(initial, listener, server_stop.clone()));
+    let fake = Arc::new(FakeRuntime::new());
+    let mut runtimes = RuntimeRegistry::new();
+    runtimes.register(fake.clone());
+    let run_folder = tempfile::tempdir().expect("run folder");
+    let config =
+        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
+    let agent_stop = CancellationToken::new();
+    tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
+    Setup { url, fake, server_stop, agent_stop, _run_folder: run_folder }
+}
+
+fn manifest(names_and_runtimes: &[(&str, &str)]) -> String {
+    let mut m = String::from("apiVersion: v1\nworkloads:\n");
+    for (name, runtime) in names_and_runtimes {
+        m.push_str(&format!(
+            "  {name}:\n    runtime: {runtime}\n    agent: agent_A\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: [sleep, \"1000\"]\n"
+        ));
+    }
+    m
+}
+
+#[tokio::test]
+async fn itest_apply_runs_workloads_reports_failure_and_deletes() {
+    let s = setup().await;
+    let mut c = Commander::connect(&s.url).await;
+    let ResponseContent::UpdateStateSuccess { added_workloads, .. } =
+        c.apply(&manifest(&[("web", "podman"), ("db", "podman")])).await
+    else {
+        panic!("apply rejected")
+    };
+    assert_eq!(added_workloads.len(), 2);
+    c.wait_for_state("web", "Running(Ok)").await;
+    c.wait_for_state("db", "Running(Ok)").await;
+    assert_eq!(s.fake.created().len(), 2);
+
+    let web = s.fake.created().into_iter().find(|n| n.workload_name == "web").expect("web created");
+    s.fake.exit(&web, 1).await;
+    c.wait_for_state("web", "Failed(ExecFailed)").await;
+
+    c.delete(&["db"]).await;
+    c.wait_for_state("db", "Removed").await;
+    assert!(s.fake.deleted().iter().any(|n| n.workload_name == "db"));
+    let state = c.complete_state(&["workloadStates"]).await;
+    assert!(state["workloadStates"]["agent_A"].get("db").is_none(), "{state}");
+    s.agent_stop.cancel();
+    s.server_stop.cancel();
+}
+
+#[tokio::test]
+async fn itest_unknown_runtime_is_pending_starting_failed_naming_it() {
+    let s = setup().await;
+    let mut c = Commander::connect(&s.url).await;
+    c.apply(&manifest(&[("odd", "containerd")])).await;
+    let state = c.wait_for_state("odd", "Pending(StartingFailed)").await;
+    assert!(state.additional_info.contains("containerd"), "{state}");
+    s.agent_stop.cancel();
+    s.server_stop.cancel();
+}
+
+#[tokio::test]
+async fn itest_lost_agent_marks_its_workloads_agent_disconnected() {
+    let s = setup().await;
+    let mut c = Commander::connect(&s.url).await;
+    c.apply(&manifest(&[("w", "podman")])).await;
+    c.wait_for_state("w", "Running(Ok)").await;
+    s.agent_stop.cancel();
+    c.wait_for_state("w", "AgentDisconnected").await;
+    let agents = c.complete_state(&["agents"]).await;
+    assert!(agents["agents"].get("agent_A").is_none(), "{agents}");
+    s.server_stop.cancel();
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: set-up, build of the binaries the end-to-end
+# tests drive, unit + in-process + real-podman + end-to-end tests, then
+# formatting and lints. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash tools/setup.sh
+cargo build --bins
+cargo nextest run --workspace --no-fail-fast
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
