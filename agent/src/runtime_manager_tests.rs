@@ -340,3 +340,21 @@ async fn runtime_manager_ignores_workloads_of_other_agents() {
     h.assert_quiet().await;
     assert!(h.fake.created().is_empty());
 }
+
+#[tokio::test]
+async fn runtime_manager_reports_running_when_create_returns_and_ignores_lagging_events() {
+    let mut h = harness_with(FakeRuntime::like_podman()).await;
+    let a = spec("a");
+    h.rm.server_hello(vec![a.clone()]).await;
+    assert_eq!(h.next_of(&a.instance_name).await, ExecutionState::with_info(starting(), "Triggered at runtime."));
+    assert_eq!(h.next_of(&a.instance_name).await, ExecutionState::running());
+    // The lagging create/start events must not flap the state back to Pending.
+    let created = h.fake.created().pop().expect("created");
+    h.fake.exit(&created, 3).await;
+    // A repeated Running is dropped later by the AgentManager; a Pending is a flap.
+    let mut next = h.next_of(&a.instance_name).await;
+    while next.kind == StateKind::Running {
+        next = h.next_of(&a.instance_name).await;
+    }
+    assert_eq!(next.kind, StateKind::Failed(Failed::ExecFailed), "{next}");
+}

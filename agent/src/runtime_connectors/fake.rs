@@ -46,6 +46,9 @@ struct Inner {
 pub struct FakeRuntime {
     name: String,
     inner: Mutex<Inner>,
+    /// Behave like podman: a create returns a running container and the
+    /// event stream lags behind (create/start events arrive afterwards).
+    like_podman: bool,
 }
 
 impl Default for FakeRuntime {
@@ -62,7 +65,14 @@ impl FakeRuntime {
 
     /// A fake registered under `name`.
     pub fn named(name: &str) -> Self {
-        Self { name: name.to_owned(), inner: Mutex::new(Inner::default()) }
+        Self { name: name.to_owned(), inner: Mutex::new(Inner::default()), like_podman: false }
+    }
+
+    /// A fake whose creates return running containers and whose events
+    /// (Pending(Starting), then Running) arrive only after the create, as
+    /// with podman's lagging event stream.
+    pub fn like_podman() -> Self {
+        Self { like_podman: true, ..Self::new() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -174,6 +184,10 @@ impl RuntimeConnector for FakeRuntime {
         &self.name
     }
 
+    fn create_returns_running(&self) -> bool {
+        self.like_podman
+    }
+
     async fn create(&self, spec: &WorkloadSpec) -> Result<ContainerId, RuntimeError> {
         let instance = spec.instance_name.clone();
         let id = {
@@ -188,6 +202,11 @@ impl RuntimeConnector for FakeRuntime {
             i.containers.insert(id.clone(), container);
             id
         };
+        if self.like_podman {
+            let starting =
+                ExecutionState::new(ank_common::StateKind::Pending(ank_common::execution_state::Pending::Starting));
+            self.emit(instance.clone(), id.clone(), Observed::State(starting)).await;
+        }
         self.emit(instance, id.clone(), Observed::State(ExecutionState::running())).await;
         Ok(id)
     }

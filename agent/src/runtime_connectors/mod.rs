@@ -89,6 +89,13 @@ pub trait RuntimeConnector: Send + Sync {
     /// The runtime's name as written in a workload's `runtime` field.
     fn name(&self) -> &str;
 
+    /// Whether a successful [`create`](Self::create) means the container is
+    /// already running, so Running(Ok) can be reported at once instead of
+    /// when the (slower) event stream says so.
+    fn create_returns_running(&self) -> bool {
+        false
+    }
+
     /// Creates and starts the workload; returns its container id.
     async fn create(&self, spec: &WorkloadSpec) -> Result<ContainerId, RuntimeError>;
 

@@ -34,6 +34,9 @@ struct Container {
     known_since: Instant,
     /// When the last event about the container arrived.
     last_event: Option<Instant>,
+    /// Whether the container was seen running: later create/init events
+    /// (the event stream lags behind) must not report Pending again.
+    started: bool,
 }
 
 /// Everything a control loop needs from its surroundings.
@@ -121,7 +124,12 @@ impl WorkloadControlLoop {
         match result {
             Ok(id) => {
                 tracing::info!("workload '{instance}' created as container '{id}'");
-                self.container = Some(Container { id, runtime, known_since: Instant::now(), last_event: None });
+                let started = connector.create_returns_running();
+                self.container =
+                    Some(Container { id, runtime, known_since: Instant::now(), last_event: None, started });
+                if started {
+                    self.report(&instance, ExecutionState::running()).await;
+                }
             }
             Err(e) => {
                 tracing::warn!("creating workload '{instance}' failed: {e}");
@@ -135,7 +143,7 @@ impl WorkloadControlLoop {
         tracing::info!("resuming workload '{}' in container '{id}'", spec.instance_name);
         let runtime = spec.workload.runtime.clone();
         self.deleting = false;
-        self.container = Some(Container { id, runtime, known_since: Instant::now(), last_event: None });
+        self.container = Some(Container { id, runtime, known_since: Instant::now(), last_event: None, started: false });
         self.report(&spec.instance_name, state).await;
         self.spec = Some(spec);
     }
@@ -216,6 +224,12 @@ impl WorkloadControlLoop {
             c.last_event = Some(Instant::now());
         }
         let Some(state) = observed_state(observed) else { return };
+        let Some(container) = self.container.as_mut() else { return };
+        match state.kind {
+            StateKind::Pending(Pending::Starting) if container.started => return,
+            StateKind::Running => container.started = true,
+            _ => {}
+        }
         if matches!(state.kind, StateKind::Failed(Failed::Lost)) {
             self.container = None;
         }

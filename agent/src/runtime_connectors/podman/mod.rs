@@ -77,6 +77,11 @@ impl RuntimeConnector for PodmanRuntime {
         PODMAN
     }
 
+    /// `podman run -d` returns only after the container has started.
+    fn create_returns_running(&self) -> bool {
+        true
+    }
+
     async fn create(&self, spec: &WorkloadSpec) -> Result<ContainerId, RuntimeError> {
         let cfg = PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
         match self.cli.run_detached(&run_args(spec, &cfg)).await {
