@@ -176,7 +176,7 @@ impl RuntimeManager {
             if let Some((runtime, found)) = existing.remove(&spec.instance_name) {
                 if runtime == spec.workload.runtime && !self.workloads.contains_key(spec.name()) {
                     // [impl->swdd~agent-existing-workloads-resume-existing~2]
-                    self.spawn_loop(spec).resume(spec.clone(), found.container_id, found.state);
+                    self.spawn_loop(spec).resume(spec.clone(), found.workload_id, found.state);
                     continue;
                 }
                 existing.insert(spec.instance_name.clone(), (runtime, found));
@@ -243,9 +243,9 @@ impl RuntimeManager {
 
     fn remove_leftover(&self, runtime: String, found: ListedWorkload) {
         let Some(connector) = self.registry.get(&runtime) else { return };
-        tracing::info!("removing leftover container '{}' of '{}'", found.container_id, found.instance_name);
+        tracing::info!("removing leftover container '{}' of '{}'", found.workload_id, found.instance_name);
         tokio::spawn(async move {
-            if let Err(e) = connector.delete(&found.container_id).await {
+            if let Err(e) = connector.delete(&found.workload_id).await {
                 tracing::warn!("removing leftover '{}' failed: {e}", found.instance_name);
             }
         });
@@ -261,9 +261,9 @@ impl RuntimeManager {
 
     fn handle_runtime_event(&mut self, ev: RuntimeEvent) {
         match ev {
-            RuntimeEvent::Changed { instance_name, container_id, observed } => {
+            RuntimeEvent::Changed { instance_name, workload_id, observed } => {
                 if let Some(entry) = self.workloads.get(&instance_name.workload_name) {
-                    entry.sender.observed(instance_name, container_id, observed);
+                    entry.sender.observed(instance_name, workload_id, observed);
                 }
             }
             RuntimeEvent::Snapshot { runtime, taken_at, workloads } => {

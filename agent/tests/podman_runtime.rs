@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ank_agent::runtime_connectors::podman::{PodmanCli, PodmanRuntime};
-use ank_agent::runtime_connectors::{Observed, RuntimeConnector, RuntimeError, RuntimeEvent};
+use ank_agent::runtime_connectors::{CreateOptions, Observed, RuntimeConnector, RuntimeError, RuntimeEvent};
 use ank_common::execution_state::Failed;
 use ank_common::workload::{Workload, WorkloadSpec};
 use ank_common::{AgentName, ExecutionState, StateKind, WorkloadInstanceName, WorkloadName};
@@ -104,7 +104,7 @@ fn podman(args: &[&str]) -> std::process::Output {
 async fn podman_runtime_create_runs_with_labels_and_delete_removes() {
     let mut s = setup("life").await;
     let w = spec(&s.agent, "sleeper", "[sleep, '1000']");
-    let id = s.runtime.create(&w).await.expect("create");
+    let id = s.runtime.create(&w, &CreateOptions::default()).await.expect("create");
     s.wait_event(&w.instance_name, is_state(StateKind::Running)).await;
 
     let out = podman(&["inspect", "--format", "{{json .Config.Labels}}|{{.Name}}", &id.0]);
@@ -118,7 +118,7 @@ async fn podman_runtime_create_runs_with_labels_and_delete_removes() {
     let listed = s.runtime.list_workloads(&s.agent).await.expect("list");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].instance_name, w.instance_name);
-    assert_eq!(listed[0].container_id, id);
+    assert_eq!(listed[0].workload_id, id);
     assert_eq!(listed[0].state, ExecutionState::running());
 
     s.runtime.delete(&id).await.expect("delete");
@@ -133,8 +133,8 @@ async fn podman_runtime_exit_codes_become_failed_and_succeeded() {
     let mut s = setup("exit").await;
     let bad = spec(&s.agent, "bad", "[sh, -c, 'sleep 0.3; exit 3']");
     let good = spec(&s.agent, "good", "[sh, -c, 'sleep 0.3; exit 0']");
-    s.runtime.create(&bad).await.expect("create bad");
-    s.runtime.create(&good).await.expect("create good");
+    s.runtime.create(&bad, &CreateOptions::default()).await.expect("create bad");
+    s.runtime.create(&good, &CreateOptions::default()).await.expect("create good");
     let failed = s.wait_event(&bad.instance_name, is_state(StateKind::Failed(Failed::ExecFailed))).await;
     assert_eq!(failed, Observed::State(ExecutionState::failed("Exit code: '3'")));
     s.wait_event(&good.instance_name, is_state(StateKind::Succeeded)).await;
@@ -150,7 +150,8 @@ async fn podman_runtime_failed_run_reports_stderr_and_leaves_nothing() {
     let s = setup("fail").await;
     let mut w = spec(&s.agent, "broken", "[true]");
     w.workload.runtime_config = format!("image: {IMAGE}\ncommandOptions: ['--no-such-flag']\n");
-    let err = tokio::time::timeout(WAIT, s.runtime.create(&w)).await.expect("create returns");
+    let err =
+        tokio::time::timeout(WAIT, s.runtime.create(&w, &CreateOptions::default())).await.expect("create returns");
     match err {
         Err(RuntimeError::Create(msg)) => assert!(msg.contains("no-such-flag"), "{msg}"),
         other => panic!("expected a create error, got {other:?}"),

@@ -14,7 +14,10 @@ use ank_common::{ExecutionState, WorkloadInstanceName};
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use super::{ContainerId, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEvent, RuntimeEventSender};
+use super::{
+    CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEvent, RuntimeEventSender,
+    WorkloadId,
+};
 
 /// A call the fake received.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +36,7 @@ pub struct FakeContainer {
 
 #[derive(Default)]
 struct Inner {
-    containers: BTreeMap<ContainerId, FakeContainer>,
+    containers: BTreeMap<WorkloadId, FakeContainer>,
     calls: Vec<FakeCall>,
     /// workload name -> error message of its creates.
     failing_creates: HashMap<String, String>,
@@ -98,16 +101,16 @@ impl FakeRuntime {
     }
 
     /// Adds a container that existed before the agent started.
-    pub fn insert_existing(&self, instance_name: WorkloadInstanceName, state: ExecutionState) -> ContainerId {
+    pub fn insert_existing(&self, instance_name: WorkloadInstanceName, state: ExecutionState) -> WorkloadId {
         let mut i = self.lock();
         let id = Self::new_id(&mut i);
         i.containers.insert(id.clone(), FakeContainer { instance_name, state });
         id
     }
 
-    fn new_id(i: &mut Inner) -> ContainerId {
+    fn new_id(i: &mut Inner) -> WorkloadId {
         i.next_id += 1;
-        ContainerId(format!("fake-{}", i.next_id))
+        WorkloadId(format!("fake-{}", i.next_id))
     }
 
     /// All calls so far.
@@ -170,10 +173,10 @@ impl FakeRuntime {
         }
     }
 
-    async fn emit(&self, instance_name: WorkloadInstanceName, container_id: ContainerId, observed: Observed) {
+    async fn emit(&self, instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed) {
         let sink = self.lock().sink.clone();
         if let Some(sink) = sink {
-            let _ = sink.send(RuntimeEvent::Changed { instance_name, container_id, observed }).await;
+            let _ = sink.send(RuntimeEvent::Changed { instance_name, workload_id, observed }).await;
         }
     }
 }
@@ -188,7 +191,7 @@ impl RuntimeConnector for FakeRuntime {
         self.like_podman
     }
 
-    async fn create(&self, spec: &WorkloadSpec) -> Result<ContainerId, RuntimeError> {
+    async fn create(&self, spec: &WorkloadSpec, _options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
         let instance = spec.instance_name.clone();
         let id = {
             let mut i = self.lock();
@@ -211,24 +214,24 @@ impl RuntimeConnector for FakeRuntime {
         Ok(id)
     }
 
-    async fn delete(&self, container_id: &ContainerId) -> Result<(), RuntimeError> {
+    async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
         let removed = {
             let mut i = self.lock();
-            let instance = i.containers.get(container_id).map(|c| c.instance_name.clone());
+            let instance = i.containers.get(workload_id).map(|c| c.instance_name.clone());
             if let Some(n) = &instance {
                 i.calls.push(FakeCall::Delete(n.clone()));
             }
             if let Some(msg) = &i.failing_deletes {
                 return Err(RuntimeError::Delete(msg.clone()));
             }
-            i.containers.remove(container_id);
+            i.containers.remove(workload_id);
             instance
         };
         if let Some(instance) = removed {
             // Like podman: the stopped container dies (SIGKILL) and is removed.
             let died = Observed::State(super::podman::events::exit_state(137));
-            self.emit(instance.clone(), container_id.clone(), died).await;
-            self.emit(instance, container_id.clone(), Observed::Gone).await;
+            self.emit(instance.clone(), workload_id.clone(), died).await;
+            self.emit(instance, workload_id.clone(), Observed::Gone).await;
         }
         Ok(())
     }
@@ -241,7 +244,7 @@ impl RuntimeConnector for FakeRuntime {
             .filter(|(_, c)| c.instance_name.agent_name == agent)
             .map(|(id, c)| ListedWorkload {
                 instance_name: c.instance_name.clone(),
-                container_id: id.clone(),
+                workload_id: id.clone(),
                 state: c.state.clone(),
             })
             .collect())

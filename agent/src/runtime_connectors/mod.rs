@@ -12,6 +12,7 @@ pub mod fake;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use ank_common::ExecutionState;
@@ -22,11 +23,73 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// The runtime's id of a container (podman: the 64-hex container id).
+/// The runtime's id of a workload, opaque to everything but its connector
+/// (podman: the 64-hex container id; podman-kube: a JSON document naming the
+/// pods, the manifest and the down options).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ContainerId(pub String);
+pub struct WorkloadId(pub String);
 
-impl fmt::Display for ContainerId {
+/// A host path bind-mounted read-only into the workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMount {
+    /// The file on the host (under the agent's run folder).
+    pub host_path: PathBuf,
+    /// Absolute path inside the container.
+    pub mount_point: String,
+}
+
+/// What the `RuntimeFacade` prepared on the host for one create.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// The workload's control interface folder (holding the `input` and
+    /// `output` FIFOs), to mount at `/run/ankaios/control_interface`.
+    pub control_interface: Option<PathBuf>,
+    /// The workload's files.
+    pub files: Vec<FileMount>,
+}
+
+/// Options of a log request, as in the Ankaios `LogsRequest`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Keep streaming new lines.
+    pub follow: bool,
+    /// Only the last N lines (`None`: all).
+    pub tail: Option<i32>,
+    /// Only lines since this timestamp or duration (podman syntax).
+    pub since: Option<String>,
+    /// Only lines until this timestamp or duration (podman syntax).
+    pub until: Option<String>,
+}
+
+/// Lines of a workload's log; ends when the runtime's log stream ends.
+pub type LogLines = mpsc::Receiver<String>;
+
+/// A running per-workload state checker; stops when dropped.
+// [impl->swdd~agent-general-state-checker-interface~1]
+#[derive(Debug)]
+pub struct StateChecker {
+    stop: CancellationToken,
+}
+
+impl StateChecker {
+    /// A checker that runs until `stop` is cancelled (or the checker dropped).
+    pub fn new(stop: CancellationToken) -> Self {
+        Self { stop }
+    }
+
+    /// Stops the checker.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for StateChecker {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl fmt::Display for WorkloadId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
@@ -65,7 +128,7 @@ pub enum Observed {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedWorkload {
     pub instance_name: WorkloadInstanceName,
-    pub container_id: ContainerId,
+    pub workload_id: WorkloadId,
     pub state: ExecutionState,
 }
 
@@ -73,7 +136,7 @@ pub struct ListedWorkload {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuntimeEvent {
     /// A container changed state.
-    Changed { instance_name: WorkloadInstanceName, container_id: ContainerId, observed: Observed },
+    Changed { instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed },
     /// All containers of this agent in runtime `runtime`, as listed by a
     /// reconcile that started at `taken_at`.
     Snapshot { runtime: String, taken_at: Instant, workloads: Vec<ListedWorkload> },
@@ -96,11 +159,30 @@ pub trait RuntimeConnector: Send + Sync {
         false
     }
 
-    /// Creates and starts the workload; returns its container id.
-    async fn create(&self, spec: &WorkloadSpec) -> Result<ContainerId, RuntimeError>;
+    /// Creates and starts the workload with the host resources of `options`;
+    /// returns its id.
+    async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError>;
 
-    /// Stops and removes a container; a container that is already gone is a success.
-    async fn delete(&self, container_id: &ContainerId) -> Result<(), RuntimeError>;
+    /// Stops and removes a workload; one that is already gone is a success.
+    async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError>;
+
+    /// Starts a per-workload state checker that sends `RuntimeEvent::Changed`
+    /// for `instance` to `sink`. Connectors whose agent-wide watcher (see
+    /// [`start_state_watcher`](Self::start_state_watcher)) already covers the
+    /// workload return `None`.
+    fn start_state_checker(
+        &self,
+        _instance: &WorkloadInstanceName,
+        _workload_id: &WorkloadId,
+        _sink: RuntimeEventSender,
+    ) -> Option<StateChecker> {
+        None
+    }
+
+    /// Streams the workload's log lines.
+    async fn logs(&self, _workload_id: &WorkloadId, _options: &LogOptions) -> Result<LogLines, RuntimeError> {
+        Err(RuntimeError::Unavailable(format!("runtime '{}' does not provide logs", self.name())))
+    }
 
     /// All containers of `agent` with their instance names and states.
     async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError>;

@@ -22,13 +22,13 @@ use tokio::time::Instant;
 
 use super::{LoopNotice, StateReporter, WorkloadCommand};
 use crate::runtime_connectors::{
-    ContainerId, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeRegistry,
+    CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeRegistry, WorkloadId,
 };
 
 /// The container of the current instance.
 #[derive(Debug, Clone)]
 struct Container {
-    id: ContainerId,
+    id: WorkloadId,
     runtime: String,
     /// When the agent learned that the container exists.
     known_since: Instant,
@@ -68,13 +68,13 @@ impl WorkloadControlLoop {
         while let Some(cmd) = self.commands.recv().await {
             match cmd {
                 WorkloadCommand::Create { spec, replace } => self.handle_create(*spec, replace).await,
-                WorkloadCommand::Resume { spec, container_id, state } => {
-                    self.handle_resume(*spec, container_id, state).await
+                WorkloadCommand::Resume { spec, workload_id, state } => {
+                    self.handle_resume(*spec, workload_id, state).await
                 }
                 WorkloadCommand::Update(spec) => self.handle_update(*spec).await,
                 WorkloadCommand::Delete => self.handle_delete().await,
-                WorkloadCommand::Observed { instance_name, container_id, observed } => {
-                    self.handle_observed(&instance_name, &container_id, observed).await
+                WorkloadCommand::Observed { instance_name, workload_id, observed } => {
+                    self.handle_observed(&instance_name, &workload_id, observed).await
                 }
                 WorkloadCommand::Snapshot { runtime, taken_at, workloads } => {
                     self.handle_snapshot(&runtime, taken_at, &workloads).await
@@ -94,7 +94,7 @@ impl WorkloadControlLoop {
     // [impl->swdd~agent-workload-control-loop-executes-create~3]
     async fn handle_create(&mut self, spec: WorkloadSpec, replace: Option<ListedWorkload>) {
         if let Some(old) = replace {
-            self.remove_silently(&spec.workload.runtime, &old.container_id).await;
+            self.remove_silently(&spec.workload.runtime, &old.workload_id).await;
         }
         self.deleting = false;
         self.container = None;
@@ -119,7 +119,7 @@ impl WorkloadControlLoop {
             // happens at shutdown, when creating unbounded does no harm.
             let _permit = self.ctx.create_permits.acquire().await.ok();
             let Some(spec) = &self.spec else { return };
-            connector.create(spec).await
+            connector.create(spec, &CreateOptions::default()).await
         };
         match result {
             Ok(id) => {
@@ -139,7 +139,7 @@ impl WorkloadControlLoop {
     }
 
     // [impl->swdd~agent-workload-control-loop-executes-resume~1]
-    async fn handle_resume(&mut self, spec: WorkloadSpec, id: ContainerId, state: ExecutionState) {
+    async fn handle_resume(&mut self, spec: WorkloadSpec, id: WorkloadId, state: ExecutionState) {
         tracing::info!("resuming workload '{}' in container '{id}'", spec.instance_name);
         let runtime = spec.workload.runtime.clone();
         self.deleting = false;
@@ -208,7 +208,7 @@ impl WorkloadControlLoop {
 
     /// Removes a stale container without reporting states for it.
     // [impl->swdd~agent-delete-old-workload-without-sending-workload-states~1]
-    async fn remove_silently(&self, runtime: &str, id: &ContainerId) {
+    async fn remove_silently(&self, runtime: &str, id: &WorkloadId) {
         if let Some(c) = self.connector(runtime)
             && let Err(e) = c.delete(id).await
         {
@@ -216,7 +216,7 @@ impl WorkloadControlLoop {
         }
     }
 
-    async fn handle_observed(&mut self, instance: &WorkloadInstanceName, id: &ContainerId, observed: Observed) {
+    async fn handle_observed(&mut self, instance: &WorkloadInstanceName, id: &WorkloadId, observed: Observed) {
         if !self.is_current(instance, id) {
             return;
         }
@@ -238,7 +238,7 @@ impl WorkloadControlLoop {
 
     /// Whether an observation concerns the current container and is wanted.
     // [impl->swdd~allowed-workload-states~2]
-    fn is_current(&self, instance: &WorkloadInstanceName, id: &ContainerId) -> bool {
+    fn is_current(&self, instance: &WorkloadInstanceName, id: &WorkloadId) -> bool {
         let same_instance = self.spec.as_ref().is_some_and(|s| &s.instance_name == instance);
         let same_container = self.container.as_ref().is_some_and(|c| &c.id == id);
         same_instance && same_container && !self.deleting
@@ -250,7 +250,7 @@ impl WorkloadControlLoop {
             return;
         }
         let instance = spec.instance_name.clone();
-        let state = match workloads.iter().find(|w| w.container_id == container.id) {
+        let state = match workloads.iter().find(|w| w.workload_id == container.id) {
             Some(listed) => listed.state.clone(),
             None => {
                 self.container = None;

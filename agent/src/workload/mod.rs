@@ -12,7 +12,7 @@ use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::runtime_connectors::{ContainerId, ListedWorkload, Observed};
+use crate::runtime_connectors::{ListedWorkload, Observed, WorkloadId};
 
 /// What a control loop is asked to do.
 #[derive(Debug)]
@@ -21,13 +21,13 @@ pub(crate) enum WorkloadCommand {
     /// earlier instance found at startup (without reporting its states).
     Create { spec: Box<WorkloadSpec>, replace: Option<ListedWorkload> },
     /// Take over a running container found at startup.
-    Resume { spec: Box<WorkloadSpec>, container_id: ContainerId, state: ExecutionState },
+    Resume { spec: Box<WorkloadSpec>, workload_id: WorkloadId, state: ExecutionState },
     /// Replace the current instance by a new one (delete + create).
     Update(Box<WorkloadSpec>),
     /// Delete the current instance.
     Delete,
     /// The state watcher saw a change of some container of this workload.
-    Observed { instance_name: WorkloadInstanceName, container_id: ContainerId, observed: Observed },
+    Observed { instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed },
     /// A reconcile listed all containers of `runtime`.
     Snapshot { runtime: String, taken_at: Instant, workloads: Arc<Vec<ListedWorkload>> },
 }
@@ -52,8 +52,8 @@ impl WorkloadCommandSender {
         self.send(WorkloadCommand::Create { spec: Box::new(spec), replace });
     }
 
-    pub fn resume(&self, spec: WorkloadSpec, container_id: ContainerId, state: ExecutionState) {
-        self.send(WorkloadCommand::Resume { spec: Box::new(spec), container_id, state });
+    pub fn resume(&self, spec: WorkloadSpec, workload_id: WorkloadId, state: ExecutionState) {
+        self.send(WorkloadCommand::Resume { spec: Box::new(spec), workload_id, state });
     }
 
     // [impl->swdd~agent-workload-obj-update-command~1]
@@ -66,8 +66,8 @@ impl WorkloadCommandSender {
         self.send(WorkloadCommand::Delete);
     }
 
-    pub fn observed(&self, instance_name: WorkloadInstanceName, container_id: ContainerId, observed: Observed) {
-        self.send(WorkloadCommand::Observed { instance_name, container_id, observed });
+    pub fn observed(&self, instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed) {
+        self.send(WorkloadCommand::Observed { instance_name, workload_id, observed });
     }
 
     pub fn snapshot(&self, runtime: String, taken_at: Instant, workloads: Arc<Vec<ListedWorkload>>) {

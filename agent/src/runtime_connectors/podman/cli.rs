@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::process::{Child, Command};
 
-use crate::runtime_connectors::ContainerId;
+use crate::runtime_connectors::WorkloadId;
 
 /// A failed podman invocation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -126,19 +126,19 @@ impl PodmanCli {
     /// `podman <args>` where args hold everything from general options to
     /// the command's arguments of a `run -d`; returns the new container's id.
     // [impl->swdd~podman-create-workload-returns-workload-id~1]
-    pub async fn run_detached(&self, args: &[String]) -> Result<ContainerId, PodmanError> {
+    pub async fn run_detached(&self, args: &[String]) -> Result<WorkloadId, PodmanError> {
         let out = self.exec(args).await?;
         let id = out.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("").to_owned();
         if id.is_empty() {
             return Err(PodmanError::Output { command: "run".into(), reason: "no container id".into() });
         }
-        Ok(ContainerId(id))
+        Ok(WorkloadId(id))
     }
 
     /// `podman stop -t <timeout> <id>` then `podman rm -f <id>`; a missing
     /// container counts as removed.
     // [impl->swdd~podman-delete-workload-stops-and-removes-workload~1]
-    pub async fn stop_and_remove(&self, id: &ContainerId) -> Result<(), PodmanError> {
+    pub async fn stop_and_remove(&self, id: &WorkloadId) -> Result<(), PodmanError> {
         let stop = vec!["stop".into(), "-t".into(), self.stop_timeout_secs.to_string(), id.0.clone()];
         if let Err(e) = self.exec(&stop).await
             && !is_no_such_container(&e)

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cli::{EventLine, PodmanCli, PsEntry};
 use crate::backoff::Backoff;
-use crate::runtime_connectors::{ContainerId, ListedWorkload, Observed, RuntimeEvent, RuntimeEventSender};
+use crate::runtime_connectors::{ListedWorkload, Observed, RuntimeEvent, RuntimeEventSender, WorkloadId};
 
 /// How far back a (re)started event stream replays, so that nothing between
 /// spawning `podman events` and its subscription is lost.
@@ -62,7 +62,7 @@ pub fn event_from_line(line: &str, agent: &str) -> Option<RuntimeEvent> {
     }
     let instance_name = WorkloadInstanceName::parse(ev.attribute("name")?).ok()?;
     let observed = observed_from_event(&ev)?;
-    Some(RuntimeEvent::Changed { instance_name, container_id: ContainerId(ev.id), observed })
+    Some(RuntimeEvent::Changed { instance_name, workload_id: WorkloadId(ev.id), observed })
 }
 
 /// The execution state of a `podman ps` entry.
@@ -89,7 +89,7 @@ pub fn listed_from_ps(entries: &[PsEntry], agent: &str) -> Vec<ListedWorkload> {
         .filter(|e| e.label("agent") == Some(agent))
         .filter_map(|e| {
             let instance_name = WorkloadInstanceName::parse(e.label("name")?).ok()?;
-            Some(ListedWorkload { instance_name, container_id: ContainerId(e.id.clone()), state: state_from_ps(e) })
+            Some(ListedWorkload { instance_name, workload_id: WorkloadId(e.id.clone()), state: state_from_ps(e) })
         })
         .collect()
 }
@@ -205,8 +205,8 @@ mod tests {
 
     fn changed(line: &str) -> Option<(String, String, Observed)> {
         match event_from_line(line, "agent_T")? {
-            RuntimeEvent::Changed { instance_name, container_id, observed } => {
-                Some((instance_name.to_string(), container_id.0, observed))
+            RuntimeEvent::Changed { instance_name, workload_id, observed } => {
+                Some((instance_name.to_string(), workload_id.0, observed))
             }
             RuntimeEvent::Snapshot { .. } => None,
         }

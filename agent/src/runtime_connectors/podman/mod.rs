@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use cli::PodmanCli;
 
-use super::{ContainerId, ListedWorkload, RuntimeConnector, RuntimeError, RuntimeEventSender};
+use super::{CreateOptions, ListedWorkload, RuntimeConnector, RuntimeError, RuntimeEventSender, WorkloadId};
 use events::EventWatcher;
 
 /// The runtime name in workload specs.
@@ -82,7 +82,7 @@ impl RuntimeConnector for PodmanRuntime {
         true
     }
 
-    async fn create(&self, spec: &WorkloadSpec) -> Result<ContainerId, RuntimeError> {
+    async fn create(&self, spec: &WorkloadSpec, _options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
         let cfg = PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
         match self.cli.run_detached(&run_args(spec, &cfg)).await {
             Ok(id) => Ok(id),
@@ -93,10 +93,10 @@ impl RuntimeConnector for PodmanRuntime {
         }
     }
 
-    async fn delete(&self, container_id: &ContainerId) -> Result<(), RuntimeError> {
-        match tokio::time::timeout(self.cli.delete_budget(), self.cli.stop_and_remove(container_id)).await {
+    async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
+        match tokio::time::timeout(self.cli.delete_budget(), self.cli.stop_and_remove(workload_id)).await {
             Ok(r) => r.map_err(|e| RuntimeError::Delete(e.message())),
-            Err(_) => Err(RuntimeError::Delete(format!("deleting container '{container_id}' timed out"))),
+            Err(_) => Err(RuntimeError::Delete(format!("deleting container '{workload_id}' timed out"))),
         }
     }
 
@@ -186,7 +186,7 @@ mod tests {
     #[tokio::test]
     async fn podman_create_with_invalid_config_fails_before_calling_podman() {
         let rt = PodmanRuntime::new(PodmanCli { binary: "/nonexistent/podman".into(), stop_timeout_secs: 1 });
-        let err = rt.create(&spec("commandArgs: [a]\n")).await.unwrap_err();
+        let err = rt.create(&spec("commandArgs: [a]\n"), &CreateOptions::default()).await.unwrap_err();
         assert!(matches!(err, RuntimeError::InvalidConfig(ref m) if m.contains("image")), "{err:?}");
     }
 }
