@@ -214,6 +214,11 @@ impl RuntimeConnector for FakeRuntime {
         Ok(id)
     }
 
+    async fn workload_id(&self, instance: &WorkloadInstanceName) -> Result<Option<WorkloadId>, RuntimeError> {
+        let i = self.lock();
+        Ok(i.containers.iter().find(|(_, c)| &c.instance_name == instance).map(|(id, _)| id.clone()))
+    }
+
     async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
         let removed = {
             let mut i = self.lock();

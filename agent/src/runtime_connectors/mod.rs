@@ -163,6 +163,9 @@ pub trait RuntimeConnector: Send + Sync {
     /// returns its id.
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError>;
 
+    /// The id of the workload of `instance`, if it exists.
+    async fn workload_id(&self, instance: &WorkloadInstanceName) -> Result<Option<WorkloadId>, RuntimeError>;
+
     /// Stops and removes a workload; one that is already gone is a success.
     async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError>;
 

@@ -8,6 +8,7 @@ pub mod events;
 
 use std::time::Duration;
 
+use ank_common::WorkloadInstanceName;
 use ank_common::podman_config::PodmanRuntimeConfig;
 use ank_common::workload::WorkloadSpec;
 use async_trait::async_trait;
@@ -91,6 +92,13 @@ impl RuntimeConnector for PodmanRuntime {
                 Err(RuntimeError::Create(e.message()))
             }
         }
+    }
+
+    // [impl->swdd~podman-get-workload-id-uses-label~1]
+    async fn workload_id(&self, instance: &WorkloadInstanceName) -> Result<Option<WorkloadId>, RuntimeError> {
+        let entries =
+            self.cli.ps_by_label(&format!("name={instance}")).await.map_err(|e| RuntimeError::List(e.to_string()))?;
+        Ok(entries.into_iter().next().map(|e| WorkloadId(e.id)))
     }
 
     async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
