@@ -13,6 +13,7 @@ use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState}
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::hysteresis;
 use crate::runtime_manager::RuntimeManagerHandle;
 use crate::server_link::{LinkEvent, ServerLinkHandle};
 
@@ -61,8 +62,10 @@ impl AgentManager {
                 self.runtime.update_workload(added, deleted).await
             }
             // [impl->swdd~agent-handles-update-workload-state-requests~1]
+            // [impl->swdd~agent-manager-stores-all-workload-states~1]
             LinkEvent::Message(FromServer::UpdateWorkloadState(states)) => {
                 tracing::debug!("{} workload states of other agents received", states.len());
+                self.runtime.update_workload_states(states);
             }
             LinkEvent::Message(FromServer::Response(r)) => {
                 tracing::debug!("response '{}' without a control interface to deliver it to", r.request_id);
@@ -79,13 +82,16 @@ impl AgentManager {
         }
     }
 
-    // [impl->swdd~agent-manager-stores-all-workload-states~1]
+    /// Passes states of this agent's workloads (and any queued behind the
+    /// first) through the hysteresis, to the server and to the
+    /// `RuntimeManager` (for inter-workload dependencies on this agent).
+    // [impl->swdd~agent-manager-receives-workload-states-of-its-workloads~1]
     // [impl->swdd~agent-sends-workload-states-of-its-workloads-to-server~2]
     fn handle_workload_state(&mut self, first: WorkloadState) {
         let mut batch = Vec::new();
         let mut next = Some(first);
         while let Some(state) = next.take() {
-            if self.store(&state) {
+            if let Some(state) = self.store(state) {
                 batch.push(state);
             }
             if batch.len() < MAX_BATCH {
@@ -93,20 +99,20 @@ impl AgentManager {
             }
         }
         if !batch.is_empty() {
+            self.runtime.update_workload_states(batch.clone());
             self.server.send(ToServer::UpdateWorkloadState(batch));
         }
     }
 
-    /// Stores a state; false for a duplicate of the latest one.
-    fn store(&mut self, state: &WorkloadState) -> bool {
-        if self.states.get(&state.instance_name) == Some(&state.execution_state) {
-            return false;
-        }
-        if state.execution_state.kind == StateKind::Removed {
+    /// Stores a state after the hysteresis; `None` when it is dropped.
+    // [impl->swdd~agent-stores-workload-states-of-its-workloads~1]
+    fn store(&mut self, state: WorkloadState) -> Option<WorkloadState> {
+        let passed = hysteresis::transition(self.states.get(&state.instance_name), &state.execution_state)?;
+        if passed.kind == StateKind::Removed {
             self.states.remove(&state.instance_name);
         } else {
-            self.states.insert(state.instance_name.clone(), state.execution_state.clone());
+            self.states.insert(state.instance_name.clone(), passed.clone());
         }
-        true
+        Some(WorkloadState::new(state.instance_name, passed))
     }
 }

@@ -36,6 +36,13 @@ pub struct Cli {
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it.
     #[arg(long, default_value = "info")]
     pub log_level: String,
+    /// How often a failed workload create is retried before the workload is
+    /// Pending(StartingFailed).
+    #[arg(long, env = "ANKAGENT_CREATE_RETRIES", default_value_t = 20, value_name = "N")]
+    pub create_retries: u32,
+    /// Milliseconds between two retries of a failed create.
+    #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
+    pub create_retry_interval_ms: u64,
 }
 
 /// A command line that cannot be run.
@@ -85,6 +92,10 @@ impl Cli {
         let mut config = AgentConfig::new(name.as_str(), server_url);
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
         config.tags = self.tags.into_iter().collect::<BTreeMap<_, _>>();
+        config.retry_policy = crate::RetryPolicy {
+            max_retries: self.create_retries,
+            interval: std::time::Duration::from_millis(self.create_retry_interval_ms),
+        };
         Ok(config)
     }
 }
@@ -108,6 +119,15 @@ mod tests {
         assert_eq!(c.run_folder, PathBuf::from("/x"));
         assert_eq!(c.tags.get("gpu").map(String::as_str), Some("yes"));
         assert_eq!(c.tags.get("zone").map(String::as_str), Some("a=b"));
+    }
+
+    #[test]
+    fn cli_sets_the_create_retry_limits() {
+        let c = parse(&["-n", "a", "-k", "--create-retries", "3", "--create-retry-interval-ms", "250"]).unwrap();
+        assert_eq!(c.retry_policy.max_retries, 3);
+        assert_eq!(c.retry_policy.interval, std::time::Duration::from_millis(250));
+        let c = parse(&["-n", "a", "-k"]).unwrap();
+        assert_eq!(c.retry_policy, crate::RetryPolicy::default());
     }
 
     #[test]

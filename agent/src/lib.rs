@@ -12,11 +12,16 @@
 pub mod agent_manager;
 pub mod backoff;
 pub mod cli;
+mod hysteresis;
 pub mod resource_monitor;
 pub mod runtime_connectors;
+mod runtime_facade;
 pub mod runtime_manager;
 pub mod server_link;
 pub mod workload;
+pub mod workload_operation;
+pub mod workload_scheduler;
+pub mod workload_state_store;
 
 #[cfg(test)]
 mod agent_tests;
@@ -34,6 +39,7 @@ use agent_manager::AgentManager;
 use runtime_manager::{RuntimeManager, RuntimeManagerConfig};
 use server_link::{LinkConfig, ServerLink};
 use workload::StateReporter;
+pub use workload::policy::RetryPolicy;
 
 /// How long [`run`] waits for its tasks after shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -51,6 +57,8 @@ pub struct AgentConfig {
     pub tags: BTreeMap<String, String>,
     /// How many workload creates may run at once.
     pub max_parallel_creates: usize,
+    /// How failed creates are retried.
+    pub retry_policy: RetryPolicy,
 }
 
 impl AgentConfig {
@@ -62,6 +70,7 @@ impl AgentConfig {
             run_folder: cli::default_run_folder(),
             tags: BTreeMap::new(),
             max_parallel_creates: 10,
+            retry_policy: RetryPolicy::default(),
         }
     }
 }
@@ -86,8 +95,11 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         .with_context(|| format!("cannot create run folder '{}'", io_folder.display()))?;
 
     let (reporter, workload_states) = StateReporter::channel(256);
-    let rm_config =
-        RuntimeManagerConfig { agent_name: config.name.clone(), max_parallel_creates: config.max_parallel_creates };
+    let rm_config = RuntimeManagerConfig {
+        agent_name: config.name.clone(),
+        max_parallel_creates: config.max_parallel_creates,
+        retry_policy: config.retry_policy,
+    };
     let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, shutdown.clone()).await;
     let link_config = LinkConfig { server_url: config.server_url, agent_name: config.name.clone(), tags: config.tags };
     let (link, server, link_events) = ServerLink::new(link_config, shutdown.clone());

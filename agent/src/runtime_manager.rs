@@ -1,26 +1,35 @@
-//! [`RuntimeManager`]: owns the map workload name -> control loop of this
-//! agent. It turns `ServerHello` (the full set, with resume of existing
-//! containers) and `UpdateWorkload` (deletes first, then adds; an add of a
-//! known name is an update) into commands for the per-workload
-//! `WorkloadControlLoop`s and routes the state watchers' events to them.
+//! [`RuntimeManager`]: owns this agent's workload objects (name -> control
+//! loop), one `RuntimeFacade` per runtime, the `WorkloadScheduler` and the
+//! `WorkloadStateStore`. It turns `ServerHello` (the full set, resuming
+//! existing workloads) and `UpdateWorkload` (deletes first, then adds; an add
+//! of a known name is an update) into `WorkloadOperation`s, lets the
+//! scheduler hold back those whose dependencies do not hold, executes the
+//! ready ones, and re-evaluates the queue on every workload state update.
 //!
 //! In: requests via [`RuntimeManagerHandle`] (from the `AgentManager`),
-//! `RuntimeEvent`s from the connectors' watchers, `LoopNotice`s from loops.
-//! Out: `WorkloadCommand`s to the control loops.
+//! `RuntimeEvent`s from the state watchers and checkers, `LoopNotice`s.
+//! Out: commands to the control loops; waiting states via the reporter.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ank_common::WorkloadInstanceName;
+use ank_common::execution_state::Pending;
 use ank_common::messages::DeletedWorkload;
 use ank_common::workload::WorkloadSpec;
+use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime_connectors::{ListedWorkload, RuntimeEvent, RuntimeRegistry};
-use crate::workload::control_loop::{LoopContext, WorkloadControlLoop};
-use crate::workload::{LoopNotice, StateReporter, WorkloadCommandSender};
+use crate::runtime_facade::RuntimeFacade;
+use crate::workload::control_loop::LoopContext;
+use crate::workload::object::WorkloadObject;
+use crate::workload::policy::RetryPolicy;
+use crate::workload::{LoopNotice, StateReporter};
+use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
+use crate::workload_scheduler::WorkloadScheduler;
+use crate::workload_state_store::WorkloadStateStore;
 
 /// Capacity of the channel from the state watchers.
 const RUNTIME_EVENT_CAPACITY: usize = 256;
@@ -32,7 +41,12 @@ enum Request {
 
 /// Cheap, cloneable handle to the [`RuntimeManager`] task.
 #[derive(Debug, Clone)]
-pub struct RuntimeManagerHandle(mpsc::Sender<Request>);
+pub struct RuntimeManagerHandle {
+    requests: mpsc::Sender<Request>,
+    /// Unbounded: the manager reports states to the `AgentManager` while the
+    /// `AgentManager` feeds states back; two bounded channels could deadlock.
+    states: mpsc::UnboundedSender<Vec<WorkloadState>>,
+}
 
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -46,12 +60,18 @@ impl std::fmt::Debug for Request {
 impl RuntimeManagerHandle {
     /// All workloads of this agent, as sent after every (re)connect.
     pub async fn server_hello(&self, workloads: Vec<WorkloadSpec>) {
-        let _ = self.0.send(Request::ServerHello(workloads)).await;
+        let _ = self.requests.send(Request::ServerHello(workloads)).await;
     }
 
     /// Workloads added and deleted since.
+    // [impl->swdd~agent-handles-update-workload-requests~1]
     pub async fn update_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
-        let _ = self.0.send(Request::Update { added, deleted }).await;
+        let _ = self.requests.send(Request::Update { added, deleted }).await;
+    }
+
+    /// New execution states, of this agent's workloads or of others'.
+    pub fn update_workload_states(&self, states: Vec<WorkloadState>) {
+        let _ = self.states.send(states);
     }
 }
 
@@ -61,21 +81,22 @@ pub struct RuntimeManagerConfig {
     pub agent_name: String,
     /// How many creates may run at the same time.
     pub max_parallel_creates: usize,
+    /// Retries of failed creates.
+    pub retry_policy: RetryPolicy,
 }
 
-struct Entry {
-    instance_name: WorkloadInstanceName,
-    sender: WorkloadCommandSender,
-    deleting: bool,
-}
-
-/// The task owning all control loops of this agent.
+/// The task owning all workload objects of this agent.
 pub struct RuntimeManager {
     agent_name: String,
-    registry: Arc<RuntimeRegistry>,
-    workloads: HashMap<String, Entry>,
-    ctx: LoopContext,
+    facades: BTreeMap<String, RuntimeFacade>,
+    objects: HashMap<String, WorkloadObject>,
+    /// Workloads whose runtime this agent does not have, by name.
+    unsupported: HashMap<String, WorkloadInstanceName>,
+    scheduler: WorkloadScheduler,
+    store: WorkloadStateStore,
+    reporter: StateReporter,
     requests: mpsc::Receiver<Request>,
+    states: mpsc::UnboundedReceiver<Vec<WorkloadState>>,
     runtime_events: mpsc::Receiver<RuntimeEvent>,
     notices: mpsc::UnboundedReceiver<LoopNotice>,
     shutdown: CancellationToken,
@@ -98,25 +119,35 @@ impl RuntimeManager {
             }
         }
         let (tx, requests) = mpsc::channel(16);
+        let (states_tx, states) = mpsc::unbounded_channel();
         let (notice_tx, notices) = mpsc::unbounded_channel();
         let registry = Arc::new(registry);
         let ctx = LoopContext {
             registry: registry.clone(),
-            reporter,
+            reporter: reporter.clone(),
             create_permits: Arc::new(Semaphore::new(config.max_parallel_creates.max(1))),
             notices: notice_tx,
+            runtime_events: event_tx,
+            retry_policy: config.retry_policy,
         };
+        // [impl->swdd~agent-supports-multiple-runtime-connectors~1]
+        let facades =
+            registry.iter().map(|c| (c.name().to_owned(), RuntimeFacade::new(c.clone(), ctx.clone()))).collect();
         let manager = RuntimeManager {
             agent_name: config.agent_name,
-            registry,
-            workloads: HashMap::new(),
-            ctx,
+            facades,
+            objects: HashMap::new(),
+            unsupported: HashMap::new(),
+            scheduler: WorkloadScheduler::new(),
+            store: WorkloadStateStore::new(),
+            reporter,
             requests,
+            states,
             runtime_events,
             notices,
             shutdown,
         };
-        (RuntimeManagerHandle(tx), tokio::spawn(manager.run()))
+        (RuntimeManagerHandle { requests: tx, states: states_tx }, tokio::spawn(manager.run()))
     }
 
     async fn run(mut self) {
@@ -125,15 +156,16 @@ impl RuntimeManager {
                 () = self.shutdown.cancelled() => break,
                 Some(req) = self.requests.recv() => match req {
                     Request::ServerHello(specs) => self.handle_server_hello(specs).await,
-                    Request::Update { added, deleted } => self.handle_update(added, deleted),
+                    Request::Update { added, deleted } => self.handle_update(added, deleted).await,
                 },
+                Some(states) = self.states.recv() => self.handle_workload_states(&states).await,
                 Some(ev) = self.runtime_events.recv() => self.handle_runtime_event(ev),
                 Some(notice) = self.notices.recv() => self.handle_notice(notice),
                 else => break,
             }
         }
         // Dropping the senders ends the loops; workloads keep running.
-        self.workloads.clear();
+        self.objects.clear();
     }
 
     fn is_ours(&self, spec: &WorkloadSpec) -> bool {
@@ -144,132 +176,234 @@ impl RuntimeManager {
         ours
     }
 
-    /// Existing containers of this agent in all runtimes, by instance name.
-    // [impl->swdd~agent-initial-list-existing-workloads~1]
+    /// Existing workloads of this agent in all runtimes, by instance name.
+    // [impl->swdd~agent-existing-workloads-finds-list~1]
     async fn list_existing(&self) -> BTreeMap<WorkloadInstanceName, (String, ListedWorkload)> {
         let mut existing = BTreeMap::new();
-        for connector in self.registry.iter() {
-            match connector.list_workloads(&self.agent_name).await {
-                Ok(list) => existing
-                    .extend(list.into_iter().map(|w| (w.instance_name.clone(), (connector.name().to_owned(), w)))),
-                Err(e) => tracing::warn!("listing containers of runtime '{}' failed: {e}", connector.name()),
+        for facade in self.facades.values() {
+            match facade.list_reusable_workloads(&self.agent_name).await {
+                Ok(list) => {
+                    existing.extend(list.into_iter().map(|w| (w.instance_name.clone(), (facade.name().to_owned(), w))))
+                }
+                Err(e) => tracing::warn!("listing workloads of runtime '{}' failed: {e}", facade.name()),
             }
         }
         existing
     }
 
-    // [impl->swdd~agent-handles-update-workload-requests~1]
+    /// The full set of this agent's workloads, after every (re)connect.
+    // [impl->swdd~agent-initial-list-existing-workloads~1]
     async fn handle_server_hello(&mut self, specs: Vec<WorkloadSpec>) {
         let desired: BTreeMap<String, WorkloadSpec> =
             specs.into_iter().filter(|s| self.is_ours(s)).map(|s| (s.name().to_owned(), s)).collect();
         let mut existing = self.list_existing().await;
-        // Managed instances are the control loops' business, not leftovers.
-        for entry in self.workloads.values() {
-            existing.remove(&entry.instance_name);
+        for object in self.objects.values() {
+            existing.remove(&object.instance_name);
         }
-        let gone: Vec<String> = self.workloads.keys().filter(|n| !desired.contains_key(*n)).cloned().collect();
-        for name in gone {
-            self.delete_workload(&name);
-        }
-        let mut leftovers: HashMap<String, ListedWorkload> = HashMap::new();
-        for spec in desired.values() {
-            if let Some((runtime, found)) = existing.remove(&spec.instance_name) {
-                if runtime == spec.workload.runtime && !self.workloads.contains_key(spec.name()) {
-                    // [impl->swdd~agent-existing-workloads-resume-existing~2]
-                    self.spawn_loop(spec).resume(spec.clone(), found.workload_id, found.state);
-                    continue;
-                }
-                existing.insert(spec.instance_name.clone(), (runtime, found));
+        let mut ops = Vec::new();
+        for (name, object) in &self.objects {
+            if !desired.contains_key(name) {
+                ops.push(WorkloadOperation::Delete(no_dependents(&object.instance_name)));
             }
         }
-        for (instance, (runtime, found)) in existing {
-            let replaces_desired = desired.get(&instance.workload_name).is_some_and(|s| s.workload.runtime == runtime);
-            if replaces_desired && !self.workloads.contains_key(&instance.workload_name) {
-                leftovers.insert(instance.workload_name.clone(), found);
-            } else {
-                // [impl->swdd~agent-existing-workloads-delete-unneeded~1]
-                self.remove_leftover(runtime, found);
-            }
-        }
+        self.unsupported.retain(|name, _| desired.contains_key(name));
         for spec in desired.into_values() {
-            self.add_workload(spec, &mut leftovers);
+            if let Some(op) = self.hello_operation(spec, &mut existing) {
+                ops.push(op);
+            }
         }
+        for (_, (runtime, found)) in existing {
+            // [impl->swdd~agent-existing-workloads-delete-unneeded~1]
+            if let Some(facade) = self.facades.get(&runtime) {
+                facade.delete_leftover(found);
+            }
+        }
+        self.schedule(ops).await;
     }
 
-    /// Creates, updates or keeps one workload of a hello or an update.
-    fn add_workload(&mut self, spec: WorkloadSpec, leftovers: &mut HashMap<String, ListedWorkload>) {
-        if let Some(entry) = self.workloads.get_mut(spec.name()) {
-            if entry.instance_name != spec.instance_name || entry.deleting {
-                // [impl->swdd~agent-update-on-add-known-workload~1]
-                entry.instance_name = spec.instance_name.clone();
-                entry.deleting = false;
-                entry.sender.update(spec);
+    /// What to do with one desired workload of a hello; resumes it at once
+    /// when it still runs unchanged.
+    fn hello_operation(
+        &mut self,
+        spec: WorkloadSpec,
+        existing: &mut BTreeMap<WorkloadInstanceName, (String, ListedWorkload)>,
+    ) -> Option<WorkloadOperation> {
+        if let Some(object) = self.objects.get(spec.name()) {
+            if object.instance_name == spec.instance_name && !object.deleting {
+                return None;
             }
-            return;
+            return Some(WorkloadOperation::Update(spec, no_dependents(&object.instance_name)));
+        }
+        if self.scheduler.queued_create(spec.name()) == Some(&spec) {
+            return None;
+        }
+        // [impl->swdd~agent-existing-workloads-starts-new-if-not-found~1]
+        let Some((runtime, found)) = existing.remove(&spec.instance_name) else {
+            // An earlier instance of the same workload is replaced: removed
+            // right before the create, so both never run together.
+            let earlier = existing
+                .iter()
+                .find(|(i, (rt, _))| i.workload_name == spec.name() && *rt == spec.workload.runtime)
+                .map(|(i, _)| i.clone());
+            let replace = earlier.and_then(|i| existing.remove(&i));
+            return Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, replace }));
+        };
+        if runtime == spec.workload.runtime && resumable(&found.state) {
+            // [impl->swdd~agent-existing-workloads-resume-existing~2]
+            // [impl->swdd~agent-stores-running-workload~1]
+            let facade = self.facades.get(&runtime)?;
+            let object = facade.resume_workload(spec.clone(), found);
+            self.objects.insert(spec.name().to_owned(), object);
+            return None;
         }
         // [impl->swdd~agent-existing-workloads-replace-updated~2]
-        let replace = leftovers.remove(spec.name());
-        // [impl->swdd~agent-added-creates-workload~1]
-        self.spawn_loop(&spec).create(spec, replace);
+        Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, replace: Some((runtime, found)) }))
     }
 
+    /// Turns an UpdateWorkload into operations: deletes first, an instance
+    /// both deleted and added is an update.
     // [impl->swdd~agent-handle-deleted-before-added-workloads~1]
-    fn handle_update(&mut self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
-        let added: Vec<WorkloadSpec> = added.into_iter().filter(|s| self.is_ours(s)).collect();
-        let added_names: HashSet<&str> = added.iter().map(WorkloadSpec::name).collect();
-        for d in &deleted {
-            let name = &d.instance_name.workload_name;
-            // [impl->swdd~agent-updates-deleted-and-added-workloads~1]
-            if added_names.contains(name.as_str()) {
-                continue;
-            }
-            match self.workloads.get(name) {
-                Some(e) if e.instance_name == d.instance_name => self.delete_workload(name),
-                _ => tracing::debug!("delete of unknown instance '{}' ignored", d.instance_name),
+    async fn handle_update(&mut self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
+        let mut added: Vec<Option<WorkloadSpec>> = added.into_iter().filter(|s| self.is_ours(s)).map(Some).collect();
+        let mut ops = Vec::new();
+        for d in deleted {
+            let again =
+                added.iter_mut().find(|s| s.as_ref().is_some_and(|s| s.name() == d.instance_name.workload_name));
+            match again.and_then(Option::take) {
+                // [impl->swdd~agent-updates-deleted-and-added-workloads~1]
+                Some(spec) => ops.push(WorkloadOperation::Update(spec, d)),
+                // [impl->swdd~agent-deletes-workload~1]
+                None => ops.push(WorkloadOperation::Delete(d)),
             }
         }
-        let mut no_leftovers = HashMap::new();
-        for spec in added {
-            self.add_workload(spec, &mut no_leftovers);
+        for spec in added.into_iter().flatten() {
+            match self.objects.get(spec.name()) {
+                Some(o) if o.instance_name == spec.instance_name && !o.deleting => {}
+                // [impl->swdd~agent-update-on-add-known-workload~1]
+                Some(o) => {
+                    let old = no_dependents(&o.instance_name);
+                    ops.push(WorkloadOperation::Update(spec, old));
+                }
+                // [impl->swdd~agent-added-creates-workload~1]
+                None => ops.push(WorkloadOperation::Create(ReusableWorkloadSpec::new(spec))),
+            }
+        }
+        self.schedule(ops).await;
+    }
+
+    /// Stores new states and runs what their change made ready.
+    // [impl->swdd~agent-handles-update-workload-state-requests~1]
+    async fn handle_workload_states(&mut self, states: &[WorkloadState]) {
+        self.store.update_all(states);
+        let out = self.scheduler.next_workload_operations(&self.store);
+        for op in out.ready {
+            self.execute(op).await;
         }
     }
 
-    fn delete_workload(&mut self, name: &str) {
-        if let Some(entry) = self.workloads.get_mut(name) {
-            entry.deleting = true;
-            entry.sender.delete();
+    /// Hands new operations to the scheduler and runs the ready ones.
+    // [impl->swdd~agent-handles-new-workload-operations]
+    async fn schedule(&mut self, ops: Vec<WorkloadOperation>) {
+        let out = self.scheduler.enqueue_filtered_workload_operations(ops, &self.store);
+        for state in out.report {
+            self.reporter.report(&state.instance_name, state.execution_state).await;
+        }
+        for op in out.ready {
+            self.execute(op).await;
         }
     }
 
-    fn remove_leftover(&self, runtime: String, found: ListedWorkload) {
-        let Some(connector) = self.registry.get(&runtime) else { return };
-        tracing::info!("removing leftover container '{}' of '{}'", found.workload_id, found.instance_name);
-        tokio::spawn(async move {
-            if let Err(e) = connector.delete(&found.workload_id).await {
-                tracing::warn!("removing leftover '{}' failed: {e}", found.instance_name);
-            }
-        });
+    async fn execute(&mut self, op: WorkloadOperation) {
+        match op {
+            WorkloadOperation::Create(r) => self.execute_create(r).await,
+            WorkloadOperation::Update(spec, deleted) => self.execute_update(spec, deleted).await,
+            WorkloadOperation::UpdateDeleteOnly(deleted) => self.execute_update_delete_only(&deleted),
+            WorkloadOperation::Delete(deleted) => self.execute_delete(deleted).await,
+        }
     }
 
-    fn spawn_loop(&mut self, spec: &WorkloadSpec) -> WorkloadCommandSender {
-        let (sender, commands) = WorkloadCommandSender::channel();
-        tokio::spawn(WorkloadControlLoop::new(self.ctx.clone(), commands).run());
-        let entry = Entry { instance_name: spec.instance_name.clone(), sender: sender.clone(), deleting: false };
-        self.workloads.insert(spec.name().to_owned(), entry);
-        sender
+    // [impl->swdd~agent-executes-create-workload-operation~1]
+    async fn execute_create(&mut self, r: ReusableWorkloadSpec) {
+        let name = r.spec.name().to_owned();
+        self.unsupported.remove(&name);
+        let Some(facade) = self.facades.get(&r.spec.workload.runtime) else {
+            return self.skip_unknown_runtime(r.spec).await;
+        };
+        if let Some(object) = self.objects.get_mut(&name) {
+            // The object of an update whose delete ran before its create.
+            object.update(Some(r.spec));
+            return;
+        }
+        // [impl->swdd~agent-stores-running-workload~1]
+        let object = facade.create_workload(r);
+        self.objects.insert(name, object);
+    }
+
+    // [impl->swdd~agent-executes-update-workload-operation~1]
+    async fn execute_update(&mut self, spec: WorkloadSpec, _deleted: DeletedWorkload) {
+        let known_runtime = self.facades.contains_key(&spec.workload.runtime);
+        match self.objects.get_mut(spec.name()) {
+            Some(object) if known_runtime => object.update(Some(spec)),
+            Some(object) => {
+                object.delete();
+                self.skip_unknown_runtime(spec).await;
+            }
+            // [impl->swdd~agent-add-on-update-missing-workload~1]
+            None => self.execute_create(ReusableWorkloadSpec::new(spec)).await,
+        }
+    }
+
+    // [impl->swdd~agent-executes-update-delete-only-workload-operation~1]
+    fn execute_update_delete_only(&mut self, deleted: &DeletedWorkload) {
+        if let Some(object) = self.objects.get_mut(&deleted.instance_name.workload_name)
+            && object.instance_name == deleted.instance_name
+        {
+            object.update(None);
+        }
+    }
+
+    // [impl->swdd~agent-executes-delete-workload-operation~1]
+    async fn execute_delete(&mut self, deleted: DeletedWorkload) {
+        let instance = deleted.instance_name;
+        let name = &instance.workload_name;
+        match self.objects.get_mut(name) {
+            Some(object) if object.instance_name == instance => object.delete(),
+            _ => {
+                // Nothing of this instance runs here (never created, an
+                // unsupported runtime, or already replaced): it is gone.
+                if self.unsupported.get(name) == Some(&instance) {
+                    self.unsupported.remove(name);
+                }
+                self.reporter.report(&instance, ExecutionState::removed()).await;
+            }
+        }
+    }
+
+    /// A workload whose runtime this agent does not have is not run; it
+    /// stays `Pending(StartingFailed)` naming the runtime.
+    // [impl->swdd~agent-skips-unknown-runtime~1]
+    // [impl->swdd~agent-uses-specified-runtime~1]
+    async fn skip_unknown_runtime(&mut self, spec: WorkloadSpec) {
+        let runtime = &spec.workload.runtime;
+        let info = format!("runtime '{runtime}' is not supported by this agent");
+        tracing::warn!("workload '{}': {info}", spec.instance_name);
+        self.reporter
+            .report(&spec.instance_name, ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info))
+            .await;
+        self.unsupported.insert(spec.name().to_owned(), spec.instance_name);
     }
 
     fn handle_runtime_event(&mut self, ev: RuntimeEvent) {
         match ev {
             RuntimeEvent::Changed { instance_name, workload_id, observed } => {
-                if let Some(entry) = self.workloads.get(&instance_name.workload_name) {
-                    entry.sender.observed(instance_name, workload_id, observed);
+                if let Some(object) = self.objects.get(&instance_name.workload_name) {
+                    object.sender().observed(instance_name, workload_id, observed);
                 }
             }
             RuntimeEvent::Snapshot { runtime, taken_at, workloads } => {
                 let workloads = Arc::new(workloads);
-                for entry in self.workloads.values() {
-                    entry.sender.snapshot(runtime.clone(), taken_at, workloads.clone());
+                for object in self.objects.values() {
+                    object.sender().snapshot(runtime.clone(), taken_at, workloads.clone());
                 }
             }
         }
@@ -279,15 +413,31 @@ impl RuntimeManager {
         match notice {
             LoopNotice::Deleted { instance_name } => {
                 let name = &instance_name.workload_name;
-                let done = self.workloads.get(name).is_some_and(|e| e.deleting && e.instance_name == instance_name);
+                let done = self.objects.get(name).is_some_and(|o| o.deleting && o.instance_name == instance_name);
                 if done {
-                    self.workloads.remove(name);
+                    self.objects.remove(name);
                 }
             }
         }
     }
 }
 
+/// A deletion of `instance` that no other workload waits for.
+fn no_dependents(instance: &WorkloadInstanceName) -> DeletedWorkload {
+    DeletedWorkload { instance_name: instance.clone(), dependencies: BTreeMap::new() }
+}
+
+/// Whether an existing workload found at startup can be taken over as it
+/// is: it runs or has run to its end (its restart policy then applies).
+fn resumable(state: &ExecutionState) -> bool {
+    matches!(state.kind, StateKind::Running | StateKind::Succeeded | StateKind::Failed(_))
+        && state.kind != StateKind::Failed(ank_common::execution_state::Failed::Unknown)
+}
+
 #[cfg(test)]
 #[path = "runtime_manager_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "runtime_manager_policy_tests.rs"]
+mod policy_tests;

@@ -13,12 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::runtime_connectors::fake::{FakeCall, FakeRuntime};
+use crate::workload::policy::RetryPolicy;
 
 const AGENT: &str = "agent_A";
 
-struct Harness {
-    fake: Arc<FakeRuntime>,
-    rm: RuntimeManagerHandle,
+pub(super) struct Harness {
+    pub(super) fake: Arc<FakeRuntime>,
+    pub(super) rm: RuntimeManagerHandle,
     states: mpsc::Receiver<WorkloadState>,
     shutdown: CancellationToken,
 }
@@ -29,22 +30,38 @@ impl Drop for Harness {
     }
 }
 
-async fn harness_with(fake: FakeRuntime) -> Harness {
+pub(super) async fn harness_with(fake: FakeRuntime) -> Harness {
     let fake = Arc::new(fake);
     let mut registry = RuntimeRegistry::new();
     registry.register(fake.clone());
     let (reporter, states) = StateReporter::channel(64);
     let shutdown = CancellationToken::new();
-    let config = RuntimeManagerConfig { agent_name: AGENT.into(), max_parallel_creates: 4 };
+    let config = RuntimeManagerConfig {
+        agent_name: AGENT.into(),
+        max_parallel_creates: 4,
+        retry_policy: RetryPolicy::default(),
+    };
     let (rm, _task) = RuntimeManager::start(config, registry, reporter, shutdown.clone()).await;
-    Harness { fake, rm, states, shutdown }
+    // Like the AgentManager: own states go back to the RuntimeManager.
+    let (tx, observed) = mpsc::channel(256);
+    let feedback = rm.clone();
+    let mut states = states;
+    tokio::spawn(async move {
+        while let Some(s) = states.recv().await {
+            feedback.update_workload_states(vec![s.clone()]);
+            if tx.send(s).await.is_err() {
+                break;
+            }
+        }
+    });
+    Harness { fake, rm, states: observed, shutdown }
 }
 
-async fn harness() -> Harness {
+pub(super) async fn harness() -> Harness {
     harness_with(FakeRuntime::new()).await
 }
 
-fn spec_with(name: &str, runtime: &str, runtime_config: &str) -> WorkloadSpec {
+pub(super) fn spec_with(name: &str, runtime: &str, runtime_config: &str) -> WorkloadSpec {
     let wl = Workload {
         agent: AGENT.into(),
         runtime: runtime.into(),
@@ -54,24 +71,24 @@ fn spec_with(name: &str, runtime: &str, runtime_config: &str) -> WorkloadSpec {
     WorkloadSpec::new(&WorkloadName::new(name).unwrap(), &AgentName::new(AGENT).unwrap(), wl)
 }
 
-fn spec(name: &str) -> WorkloadSpec {
+pub(super) fn spec(name: &str) -> WorkloadSpec {
     spec_with(name, "podman", &format!("image: localhost/{name}:1\n"))
 }
 
-fn deleted(s: &WorkloadSpec) -> DeletedWorkload {
+pub(super) fn deleted(s: &WorkloadSpec) -> DeletedWorkload {
     DeletedWorkload { instance_name: s.instance_name.clone(), dependencies: Default::default() }
 }
 
 impl Harness {
-    async fn next(&mut self) -> WorkloadState {
-        tokio::time::timeout(Duration::from_secs(5), self.states.recv())
+    pub(super) async fn next(&mut self) -> WorkloadState {
+        tokio::time::timeout(Duration::from_secs(60), self.states.recv())
             .await
-            .expect("no workload state within 5 s")
+            .expect("no workload state within 60 s")
             .expect("state channel closed")
     }
 
     /// The next state reported for `instance`, skipping other instances.
-    async fn next_of(&mut self, instance: &WorkloadInstanceName) -> ExecutionState {
+    pub(super) async fn next_of(&mut self, instance: &WorkloadInstanceName) -> ExecutionState {
         loop {
             let s = self.next().await;
             if &s.instance_name == instance {
@@ -81,7 +98,7 @@ impl Harness {
     }
 
     /// Skips states of `instance` until one of `kind` arrives.
-    async fn wait_for(&mut self, instance: &WorkloadInstanceName, kind: StateKind) -> ExecutionState {
+    pub(super) async fn wait_for(&mut self, instance: &WorkloadInstanceName, kind: StateKind) -> ExecutionState {
         loop {
             let s = self.next_of(instance).await;
             if s.kind == kind {
@@ -90,17 +107,17 @@ impl Harness {
         }
     }
 
-    async fn assert_quiet(&mut self) {
+    pub(super) async fn assert_quiet(&mut self) {
         let r = tokio::time::timeout(Duration::from_millis(150), self.states.recv()).await;
         assert!(r.is_err(), "unexpected state {r:?}");
     }
 
-    async fn running(&mut self, s: &WorkloadSpec) {
+    pub(super) async fn running(&mut self, s: &WorkloadSpec) {
         self.wait_for(&s.instance_name, StateKind::Running).await;
     }
 }
 
-fn starting() -> StateKind {
+pub(super) fn starting() -> StateKind {
     StateKind::Pending(Pending::Starting)
 }
 
@@ -205,15 +222,93 @@ async fn runtime_manager_invalid_runtime_config_is_starting_failed() {
     assert!(h.fake.containers().is_empty());
 }
 
-#[tokio::test]
-async fn runtime_manager_failed_create_reports_the_runtime_error() {
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1]
+// [utest->swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1]
+// [utest->swdd~agent-workload-control-loop-executes-retry~1]
+// [utest->swdd~agent-workload-control-loop-limits-retry-attempts~1]
+// [utest->swdd~agent-workload-control-loop-retry-limit-set-execution-state~2]
+// [utest->swdd~agent-workload-control-loop-executes-create~3]
+async fn runtime_manager_failed_create_is_retried_every_second_20_times_then_fails() {
     let fake = FakeRuntime::new();
     fake.fail_creates_of("x", "Error: image not known");
     let mut h = harness_with(fake).await;
     let s = spec("x");
+    let t0 = tokio::time::Instant::now();
     h.rm.server_hello(vec![s.clone()]).await;
-    let st = h.wait_for(&s.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
-    assert_eq!(st.additional_info, "Error: image not known");
+    assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::with_info(starting(), "Triggered at runtime."));
+    assert_eq!(
+        h.next_of(&s.instance_name).await,
+        ExecutionState::with_info(starting(), "Retry 1 of 20: Error: image not known")
+    );
+    // The state is kept on the failing retries: the next one is the verdict.
+    let st = h.next_of(&s.instance_name).await;
+    assert_eq!(
+        st,
+        ExecutionState::with_info(
+            StateKind::Pending(Pending::StartingFailed),
+            "No more retries: Error: image not known"
+        )
+    );
+    assert_eq!(h.fake.created().len(), 21, "one create and 20 retries");
+    let elapsed = t0.elapsed();
+    assert!(elapsed >= Duration::from_secs(20) && elapsed < Duration::from_secs(21), "{elapsed:?}");
+    h.assert_quiet().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn runtime_manager_retry_succeeds_once_the_runtime_accepts() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: name in use");
+    let mut h = harness_with(fake).await;
+    let s = spec("x");
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.next_of(&s.instance_name).await;
+    h.next_of(&s.instance_name).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    h.fake.clear_failures();
+    h.running(&s).await;
+    assert_eq!(h.fake.created().len(), 4, "create, 2 failed retries, 1 good one");
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1]
+// [utest->swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1]
+// [utest->swdd~agent-workload-control-loop-update-create-failed-allows-retry~1]
+async fn runtime_manager_update_stops_the_old_retries_and_starts_counting_again() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: boom");
+    let mut h = harness_with(fake).await;
+    let v1 = spec_with("x", "podman", "image: v1\n");
+    let v2 = spec_with("x", "podman", "image: v2\n");
+    h.rm.server_hello(vec![v1.clone()]).await;
+    h.next_of(&v1.instance_name).await;
+    h.next_of(&v1.instance_name).await;
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    h.rm.update_workload(vec![v2.clone()], vec![deleted(&v1)]).await;
+    assert_eq!(h.wait_for(&v2.instance_name, starting()).await.additional_info, "Triggered at runtime.");
+    assert_eq!(h.next_of(&v2.instance_name).await.additional_info, "Retry 1 of 20: Error: boom");
+    let st = h.wait_for(&v2.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    assert_eq!(st.additional_info, "No more retries: Error: boom");
+    let created = h.fake.created();
+    let v1_tries = created.iter().filter(|i| **i == v1.instance_name).count();
+    let v2_tries = created.iter().filter(|i| **i == v2.instance_name).count();
+    assert_eq!((v1_tries, v2_tries), (6, 21), "v1 retries stop at the update; v2 counts from 0");
+}
+
+#[tokio::test(start_paused = true)]
+async fn runtime_manager_delete_stops_retries() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: boom");
+    let mut h = harness_with(fake).await;
+    let s = spec("x");
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.next_of(&s.instance_name).await;
+    h.next_of(&s.instance_name).await;
+    h.rm.update_workload(vec![], vec![deleted(&s)]).await;
+    h.wait_for(&s.instance_name, StateKind::Removed).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(h.fake.created().len(), 1);
 }
 
 #[tokio::test]

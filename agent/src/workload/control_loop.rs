@@ -1,42 +1,46 @@
 //! [`WorkloadControlLoop`]: one task per workload, owning the workload's
-//! current instance and container. It executes Create / Resume / Update /
-//! Delete against the runtime connector (one operation at a time, so a
-//! workload never has two operations in flight) and turns the state
-//! watcher's observations into reported execution states.
+//! current instance and its id in the runtime. It executes Create / Resume /
+//! Update / Delete against the runtime connector one at a time (so a
+//! workload never has two operations in flight), retries failed creates on
+//! a timer, restarts exited workloads as their restart policy says, and
+//! turns observations of the state watcher or checker into reported states.
 //!
-//! In: `WorkloadCommand`s from the `RuntimeManager`.
-//! Out: `WorkloadState`s via the `StateReporter`; `LoopNotice::Deleted` to
-//! the `RuntimeManager`.
+//! In: `WorkloadCommand`s from the `RuntimeManager` (through the
+//! `WorkloadCommandSender`). Out: `WorkloadState`s via the `StateReporter`;
+//! `LoopNotice::Deleted` to the `RuntimeManager`.
 //!
-//! Mechanism lives in the `handle_*` fns; the decisions (which state a
-//! failure or an observation becomes, whether to listen at all) are the
-//! small policy fns at the bottom, where retry and restart policies go.
+//! Mechanism lives here; every decision (retry or give up, restart or not,
+//! which observation is which state) is a function of [`super::policy`].
 
 use std::sync::Arc;
 
-use ank_common::execution_state::{Failed, Pending, Stopping};
+use ank_common::execution_state::{Pending, Stopping};
 use ank_common::workload::WorkloadSpec;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
+use super::policy::{self, AfterCreateFailure, RetryPolicy};
 use super::{LoopNotice, StateReporter, WorkloadCommand};
 use crate::runtime_connectors::{
-    CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeRegistry, WorkloadId,
+    CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
+    StateChecker, WorkloadId,
 };
 
-/// The container of the current instance.
-#[derive(Debug, Clone)]
-struct Container {
+/// The workload as it exists in the runtime.
+#[derive(Debug)]
+struct Current {
     id: WorkloadId,
     runtime: String,
-    /// When the agent learned that the container exists.
+    /// When the agent learned that the workload exists.
     known_since: Instant,
-    /// When the last event about the container arrived.
+    /// When the last event about it arrived.
     last_event: Option<Instant>,
-    /// Whether the container was seen running: later create/init events
-    /// (the event stream lags behind) must not report Pending again.
+    /// Whether it was seen running: later create/init events (the event
+    /// stream lags behind) must not report Pending again.
     started: bool,
+    /// The connector's per-workload checker, if it has one; dropping stops it.
+    _checker: Option<StateChecker>,
 }
 
 /// Everything a control loop needs from its surroundings.
@@ -46,6 +50,9 @@ pub(crate) struct LoopContext {
     pub reporter: StateReporter,
     pub create_permits: Arc<Semaphore>,
     pub notices: mpsc::UnboundedSender<LoopNotice>,
+    /// Where per-workload state checkers send their observations.
+    pub runtime_events: RuntimeEventSender,
+    pub retry_policy: RetryPolicy,
 }
 
 /// The control loop of one workload.
@@ -53,32 +60,54 @@ pub(crate) struct WorkloadControlLoop {
     ctx: LoopContext,
     commands: mpsc::UnboundedReceiver<WorkloadCommand>,
     spec: Option<WorkloadSpec>,
-    container: Option<Container>,
-    /// Set once a delete was requested: observations are ignored from then on.
+    current: Option<Current>,
+    /// Set while a delete is requested or running: observations are ignored.
     deleting: bool,
+    /// Retries done since the last create or update command.
+    retries_done: u32,
+    /// When the next create retry is due.
+    retry_at: Option<Instant>,
 }
 
 impl WorkloadControlLoop {
     pub fn new(ctx: LoopContext, commands: mpsc::UnboundedReceiver<WorkloadCommand>) -> Self {
-        Self { ctx, commands, spec: None, container: None, deleting: false }
+        Self { ctx, commands, spec: None, current: None, deleting: false, retries_done: 0, retry_at: None }
     }
 
     /// Runs until the `RuntimeManager` drops the command sender.
     pub async fn run(mut self) {
-        while let Some(cmd) = self.commands.recv().await {
-            match cmd {
-                WorkloadCommand::Create { spec, replace } => self.handle_create(*spec, replace).await,
-                WorkloadCommand::Resume { spec, workload_id, state } => {
-                    self.handle_resume(*spec, workload_id, state).await
+        loop {
+            let retry_at = self.retry_at;
+            let retry_due = async move {
+                match retry_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
-                WorkloadCommand::Update(spec) => self.handle_update(*spec).await,
-                WorkloadCommand::Delete => self.handle_delete().await,
-                WorkloadCommand::Observed { instance_name, workload_id, observed } => {
-                    self.handle_observed(&instance_name, &workload_id, observed).await
+            };
+            tokio::select! {
+                cmd = self.commands.recv() => match cmd {
+                    Some(cmd) => self.handle(cmd).await,
+                    None => break,
+                },
+                () = retry_due => {
+                    self.retry_at = None;
+                    self.handle_retry().await;
                 }
-                WorkloadCommand::Snapshot { runtime, taken_at, workloads } => {
-                    self.handle_snapshot(&runtime, taken_at, &workloads).await
-                }
+            }
+        }
+    }
+
+    async fn handle(&mut self, cmd: WorkloadCommand) {
+        match cmd {
+            WorkloadCommand::Create { spec, replace } => self.handle_create(*spec, replace).await,
+            WorkloadCommand::Resume { spec, workload_id, state } => self.handle_resume(*spec, workload_id, state).await,
+            WorkloadCommand::Update(spec) => self.handle_update(spec.map(|s| *s)).await,
+            WorkloadCommand::Delete => self.handle_delete().await,
+            WorkloadCommand::Observed { instance_name, workload_id, observed } => {
+                self.handle_observed(&instance_name, &workload_id, observed).await
+            }
+            WorkloadCommand::Snapshot { runtime, taken_at, workloads } => {
+                self.handle_snapshot(&runtime, taken_at, &workloads).await
             }
         }
     }
@@ -92,197 +121,245 @@ impl WorkloadControlLoop {
     }
 
     // [impl->swdd~agent-workload-control-loop-executes-create~3]
-    async fn handle_create(&mut self, spec: WorkloadSpec, replace: Option<ListedWorkload>) {
-        if let Some(old) = replace {
-            self.remove_silently(&spec.workload.runtime, &old.workload_id).await;
+    async fn handle_create(&mut self, spec: WorkloadSpec, replace: Option<(String, ListedWorkload)>) {
+        if let Some((runtime, old)) = replace {
+            self.remove_silently(&runtime, &old.workload_id).await;
         }
         self.deleting = false;
-        self.container = None;
+        self.current = None;
+        self.retries_done = 0;
+        self.retry_at = None;
         let instance = spec.instance_name.clone();
-        let runtime = spec.workload.runtime.clone();
         self.spec = Some(spec);
-        // [impl->swdd~agent-skips-unknown-runtime~1]
-        let Some(connector) = self.connector(&runtime) else {
-            let info = format!("runtime '{runtime}' is not supported by this agent");
-            tracing::warn!("workload '{instance}': {info}");
-            return self
-                .report(&instance, ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info))
-                .await;
-        };
         self.report(
             &instance,
             ExecutionState::with_info(StateKind::Pending(Pending::Starting), "Triggered at runtime."),
         )
         .await;
+        self.try_create().await;
+    }
+
+    /// One create attempt of the current spec.
+    async fn try_create(&mut self) {
+        let Some(spec) = self.spec.clone() else { return };
+        let instance = &spec.instance_name;
+        let runtime = spec.workload.runtime.clone();
+        // [impl->swdd~agent-skips-unknown-runtime~1]
+        let Some(connector) = self.connector(&runtime) else {
+            let info = format!("runtime '{runtime}' is not supported by this agent");
+            tracing::warn!("workload '{instance}': {info}");
+            return self
+                .report(instance, ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info))
+                .await;
+        };
+        let options = CreateOptions::default();
         let result = {
             // Bounds how many creates run at once; a closed semaphore only
             // happens at shutdown, when creating unbounded does no harm.
             let _permit = self.ctx.create_permits.acquire().await.ok();
-            let Some(spec) = &self.spec else { return };
-            connector.create(spec, &CreateOptions::default()).await
+            connector.create(&spec, &options).await
         };
         match result {
             Ok(id) => {
-                tracing::info!("workload '{instance}' created as container '{id}'");
+                tracing::info!("workload '{instance}' created as '{id}'");
+                let checker = connector.start_state_checker(instance, &id, self.ctx.runtime_events.clone());
                 let started = connector.create_returns_running();
-                self.container =
-                    Some(Container { id, runtime, known_since: Instant::now(), last_event: None, started });
+                self.current = Some(Current {
+                    id,
+                    runtime,
+                    known_since: Instant::now(),
+                    last_event: None,
+                    started,
+                    _checker: checker,
+                });
                 if started {
-                    self.report(&instance, ExecutionState::running()).await;
+                    self.report(instance, ExecutionState::running()).await;
                 }
             }
             Err(e) => {
-                tracing::warn!("creating workload '{instance}' failed: {e}");
-                self.report(&instance, create_failure_state(&e)).await;
+                tracing::warn!("creating workload '{instance}' failed (retry {}): {e}", self.retries_done);
+                match policy::after_create_failure(&self.ctx.retry_policy, self.retries_done, &e) {
+                    AfterCreateFailure::Retry { at, report } => {
+                        self.retry_at = Some(at);
+                        if let Some(state) = report {
+                            self.report(instance, state).await;
+                        }
+                    }
+                    AfterCreateFailure::GiveUp(state) => self.report(instance, state).await,
+                }
             }
         }
+    }
+
+    // [impl->swdd~agent-workload-control-loop-executes-retry~1]
+    async fn handle_retry(&mut self) {
+        if self.deleting || self.current.is_some() {
+            return;
+        }
+        self.retries_done += 1;
+        self.try_create().await;
     }
 
     // [impl->swdd~agent-workload-control-loop-executes-resume~1]
     async fn handle_resume(&mut self, spec: WorkloadSpec, id: WorkloadId, state: ExecutionState) {
-        tracing::info!("resuming workload '{}' in container '{id}'", spec.instance_name);
+        tracing::info!("resuming workload '{}' in '{id}'", spec.instance_name);
         let runtime = spec.workload.runtime.clone();
+        let checker = self
+            .connector(&runtime)
+            .and_then(|c| c.start_state_checker(&spec.instance_name, &id, self.ctx.runtime_events.clone()));
         self.deleting = false;
-        self.container = Some(Container { id, runtime, known_since: Instant::now(), last_event: None, started: false });
-        self.report(&spec.instance_name, state).await;
+        let started = state.kind == StateKind::Running;
+        self.current =
+            Some(Current { id, runtime, known_since: Instant::now(), last_event: None, started, _checker: checker });
+        let instance = spec.instance_name.clone();
         self.spec = Some(spec);
+        self.report(&instance, state.clone()).await;
+        self.apply_restart_policy(&state).await;
     }
 
     // [impl->swdd~agent-workload-control-loop-executes-update~2]
-    async fn handle_update(&mut self, spec: WorkloadSpec) {
-        let unchanged = self.spec.as_ref().is_some_and(|s| s == &spec) && !self.deleting && self.container.is_some();
+    // [impl->swdd~agent-workload-control-loop-executes-update-delete-only~1]
+    // [impl->swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1]
+    // [impl->swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1]
+    async fn handle_update(&mut self, spec: Option<WorkloadSpec>) {
+        self.retry_at = None;
+        self.retries_done = 0;
+        let unchanged = spec.is_some() && self.spec == spec && !self.deleting && self.current.is_some();
         if unchanged {
-            tracing::debug!("workload '{}' is unchanged", spec.instance_name);
+            tracing::debug!("workload '{}' is unchanged", self.spec.as_ref().map(|s| s.name()).unwrap_or_default());
             return;
         }
         self.deleting = true;
-        self.delete_current().await;
-        self.handle_create(spec, None).await;
+        if !self.delete_current().await {
+            // [impl->swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1]
+            return;
+        }
+        // [impl->swdd~agent-workload-control-loop-update-create-failed-allows-retry~1]
+        if let Some(spec) = spec {
+            self.handle_create(spec, None).await;
+        }
     }
 
     // [impl->swdd~agent-workload-control-loop-executes-delete~2]
     async fn handle_delete(&mut self) {
+        self.retry_at = None;
         self.deleting = true;
-        let Some(instance_name) = self.delete_current().await else { return };
-        // Only a finished delete ends the loop; after DeleteFailed a later
-        // delete may try again.
-        if self.spec.is_none() {
+        let instance = self.spec.as_ref().map(|s| s.instance_name.clone());
+        // [impl->swdd~agent-workload-control-loop-delete-failed-allows-retry~1]
+        if !self.delete_current().await {
+            return;
+        }
+        // [impl->swdd~agent-workload-control-loop-delete-broken-allowed~1]
+        if let Some(instance_name) = instance {
             let _ = self.ctx.notices.send(LoopNotice::Deleted { instance_name });
         }
     }
 
     /// Deletes the current instance, reporting Stopping(RequestedAtRuntime)
-    /// and then Removed or Stopping(DeleteFailed). Returns its name.
-    async fn delete_current(&mut self) -> Option<WorkloadInstanceName> {
-        let instance = self.spec.as_ref()?.instance_name.clone();
+    /// and then Removed or Stopping(DeleteFailed). True unless the delete
+    /// failed; nothing to delete counts as done.
+    async fn delete_current(&mut self) -> bool {
+        let Some(instance) = self.spec.as_ref().map(|s| s.instance_name.clone()) else { return true };
         self.report(&instance, ExecutionState::new(StateKind::Stopping(Stopping::RequestedAtRuntime))).await;
-        let Some(container) = self.container.take() else {
+        let Some(current) = self.current.take() else {
+            // [impl->swdd~agent-workload-control-loop-update-broken-allowed~1]
             self.spec = None;
             self.report(&instance, ExecutionState::removed()).await;
-            return Some(instance);
+            return true;
         };
-        let result = match self.connector(&container.runtime) {
-            Some(c) => c.delete(&container.id).await,
-            None => {
-                Err(RuntimeError::Delete(format!("runtime '{}' is not supported by this agent", container.runtime)))
-            }
+        let result = match self.connector(&current.runtime) {
+            Some(c) => c.delete(&current.id).await,
+            None => Err(RuntimeError::Delete(format!("runtime '{}' is not supported by this agent", current.runtime))),
         };
         match result {
             Ok(()) => {
                 self.spec = None;
                 self.report(&instance, ExecutionState::removed()).await;
+                true
             }
             Err(e) => {
                 tracing::warn!("deleting workload '{instance}' failed: {e}");
-                self.report(
-                    &instance,
-                    ExecutionState::with_info(StateKind::Stopping(Stopping::DeleteFailed), e.to_string()),
-                )
-                .await;
-                // Keep the container so a later delete can try again.
-                self.container = Some(container);
+                let failed = ExecutionState::with_info(StateKind::Stopping(Stopping::DeleteFailed), e.to_string());
+                self.report(&instance, failed).await;
+                // Keep it so that a later delete or update can try again.
+                self.current = Some(current);
+                false
             }
         }
-        Some(instance)
     }
 
-    /// Removes a stale container without reporting states for it.
+    /// Removes a workload without reporting states for it.
     // [impl->swdd~agent-delete-old-workload-without-sending-workload-states~1]
     async fn remove_silently(&self, runtime: &str, id: &WorkloadId) {
         if let Some(c) = self.connector(runtime)
             && let Err(e) = c.delete(id).await
         {
-            tracing::warn!("removing stale container '{id}' failed: {e}");
+            tracing::warn!("removing stale workload '{id}' failed: {e}");
         }
     }
 
+    // [impl->swdd~workload-control-loop-receives-workload-states~1]
     async fn handle_observed(&mut self, instance: &WorkloadInstanceName, id: &WorkloadId, observed: Observed) {
         if !self.is_current(instance, id) {
             return;
         }
-        if let Some(c) = self.container.as_mut() {
-            c.last_event = Some(Instant::now());
-        }
-        let Some(state) = observed_state(observed) else { return };
-        let Some(container) = self.container.as_mut() else { return };
+        let Some(current) = self.current.as_mut() else { return };
+        current.last_event = Some(Instant::now());
+        let state = policy::observed_state(observed);
         match state.kind {
-            StateKind::Pending(Pending::Starting) if container.started => return,
-            StateKind::Running => container.started = true,
+            StateKind::Pending(Pending::Starting) if current.started => return,
+            StateKind::Running => current.started = true,
             _ => {}
         }
-        if matches!(state.kind, StateKind::Failed(Failed::Lost)) {
-            self.container = None;
+        if state == policy::lost_state() {
+            self.current = None;
         }
-        self.report(instance, state).await;
+        self.report(instance, state.clone()).await;
+        self.apply_restart_policy(&state).await;
     }
 
-    /// Whether an observation concerns the current container and is wanted.
+    /// Whether an observation concerns the current instance and is wanted.
+    // [impl->swdd~workload-control-loop-checks-workload-state-validity~1]
     // [impl->swdd~allowed-workload-states~2]
     fn is_current(&self, instance: &WorkloadInstanceName, id: &WorkloadId) -> bool {
         let same_instance = self.spec.as_ref().is_some_and(|s| &s.instance_name == instance);
-        let same_container = self.container.as_ref().is_some_and(|c| &c.id == id);
-        same_instance && same_container && !self.deleting
+        let same_workload = self.current.as_ref().is_some_and(|c| &c.id == id);
+        same_instance && same_workload && !self.deleting
     }
 
     async fn handle_snapshot(&mut self, runtime: &str, taken_at: Instant, workloads: &[ListedWorkload]) {
-        let (Some(spec), Some(container)) = (&self.spec, &self.container) else { return };
-        if self.deleting || container.runtime != runtime || !snapshot_is_newer(container, taken_at) {
+        let (Some(spec), Some(current)) = (&self.spec, &self.current) else { return };
+        if self.deleting
+            || current.runtime != runtime
+            || !policy::snapshot_is_newer(current.known_since, current.last_event, taken_at)
+        {
             return;
         }
         let instance = spec.instance_name.clone();
-        let state = match workloads.iter().find(|w| w.workload_id == container.id) {
+        let state = match workloads.iter().find(|w| w.workload_id == current.id) {
             Some(listed) => listed.state.clone(),
             None => {
-                self.container = None;
-                lost_state()
+                self.current = None;
+                policy::lost_state()
             }
         };
-        self.report(&instance, state).await;
+        self.report(&instance, state.clone()).await;
+        self.apply_restart_policy(&state).await;
     }
-}
 
-// ---- policy ----
-
-/// The state a failed create leaves the workload in.
-fn create_failure_state(e: &RuntimeError) -> ExecutionState {
-    ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), e.to_string())
-}
-
-/// The state to report for an observation of the current container.
-fn observed_state(observed: Observed) -> Option<ExecutionState> {
-    match observed {
-        Observed::State(s) => Some(s),
-        Observed::Gone => Some(lost_state()),
+    /// Restarts the workload (silent delete + create of the same spec) when
+    /// its restart policy asks for it after `state`.
+    // [impl->swdd~workload-control-loop-handles-workload-restarts~2]
+    // [impl->swdd~workload-control-loop-restarts-workloads-using-update~1]
+    async fn apply_restart_policy(&mut self, state: &ExecutionState) {
+        let Some(spec) = self.spec.clone() else { return };
+        if self.deleting || !policy::restart_needed(spec.workload.restart_policy, state) {
+            return;
+        }
+        tracing::info!("restarting workload '{}' after {state}", spec.instance_name);
+        if let Some(current) = self.current.take() {
+            self.remove_silently(&current.runtime, &current.id).await;
+        }
+        self.handle_create(spec, None).await;
     }
-}
-
-fn lost_state() -> ExecutionState {
-    ExecutionState::with_info(StateKind::Failed(Failed::Lost), "container disappeared")
-}
-
-/// A reconcile may only correct the state when it started after the
-/// container was known and after the last event about it; otherwise it may
-/// be older than what the event stream already said.
-fn snapshot_is_newer(container: &Container, taken_at: Instant) -> bool {
-    taken_at >= container.known_since && container.last_event.is_none_or(|t| t < taken_at)
 }

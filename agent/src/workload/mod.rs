@@ -4,6 +4,8 @@
 //! [`LoopNotice`]s it gives back to the `RuntimeManager`.
 
 pub mod control_loop;
+pub mod object;
+pub mod policy;
 
 use std::sync::Arc;
 
@@ -17,13 +19,15 @@ use crate::runtime_connectors::{ListedWorkload, Observed, WorkloadId};
 /// What a control loop is asked to do.
 #[derive(Debug)]
 pub(crate) enum WorkloadCommand {
-    /// Create the workload; first remove `replace`, a stale container of an
-    /// earlier instance found at startup (without reporting its states).
-    Create { spec: Box<WorkloadSpec>, replace: Option<ListedWorkload> },
+    /// Create the workload; first remove `replace`, a stale workload of an
+    /// earlier instance found at startup in the named runtime (without
+    /// reporting its states).
+    Create { spec: Box<WorkloadSpec>, replace: Option<(String, ListedWorkload)> },
     /// Take over a running container found at startup.
     Resume { spec: Box<WorkloadSpec>, workload_id: WorkloadId, state: ExecutionState },
-    /// Replace the current instance by a new one (delete + create).
-    Update(Box<WorkloadSpec>),
+    /// Replace the current instance by a new one (delete + create); `None`
+    /// only deletes (the create waits for its dependencies).
+    Update(Option<Box<WorkloadSpec>>),
     /// Delete the current instance.
     Delete,
     /// The state watcher saw a change of some container of this workload.
@@ -48,7 +52,7 @@ impl WorkloadCommandSender {
         }
     }
 
-    pub fn create(&self, spec: WorkloadSpec, replace: Option<ListedWorkload>) {
+    pub fn create(&self, spec: WorkloadSpec, replace: Option<(String, ListedWorkload)>) {
         self.send(WorkloadCommand::Create { spec: Box::new(spec), replace });
     }
 
@@ -56,12 +60,10 @@ impl WorkloadCommandSender {
         self.send(WorkloadCommand::Resume { spec: Box::new(spec), workload_id, state });
     }
 
-    // [impl->swdd~agent-workload-obj-update-command~1]
-    pub fn update(&self, spec: WorkloadSpec) {
-        self.send(WorkloadCommand::Update(Box::new(spec)));
+    pub fn update(&self, spec: Option<WorkloadSpec>) {
+        self.send(WorkloadCommand::Update(spec.map(Box::new)));
     }
 
-    // [impl->swdd~agent-workload-obj-delete-command~1]
     pub fn delete(&self) {
         self.send(WorkloadCommand::Delete);
     }

@@ -1,0 +1,204 @@
+//! Tests of inter-workload dependencies and restart policies through the
+//! RuntimeManager, its control loops and the FakeRuntime.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ank_common::execution_state::{Failed, Pending, Stopping};
+use ank_common::messages::{DeleteCondition, DeletedWorkload};
+use ank_common::workload::{AddCondition, RestartPolicy, WorkloadSpec};
+use ank_common::{AgentName, ExecutionState, StateKind, WorkloadInstanceName, WorkloadName, WorkloadState};
+
+use super::tests::{Harness, deleted, harness, spec, spec_with, starting};
+
+fn with_deps(mut s: WorkloadSpec, deps: &[(&str, AddCondition)]) -> WorkloadSpec {
+    s.workload.dependencies = deps.iter().map(|(n, c)| (WorkloadName::new(*n).unwrap(), *c)).collect();
+    s
+}
+
+fn with_policy(mut s: WorkloadSpec, policy: RestartPolicy) -> WorkloadSpec {
+    s.workload.restart_policy = policy;
+    s
+}
+
+fn remote(name: &str) -> WorkloadInstanceName {
+    WorkloadInstanceName::new(&WorkloadName::new(name).unwrap(), &AgentName::new("agent_B").unwrap(), "image: r\n")
+}
+
+fn deleted_with(s: &WorkloadSpec, dependents: &[(&str, DeleteCondition)]) -> DeletedWorkload {
+    DeletedWorkload {
+        instance_name: s.instance_name.clone(),
+        dependencies: dependents.iter().map(|(n, c)| (n.to_string(), *c)).collect::<BTreeMap<_, _>>(),
+    }
+}
+
+fn waiting_to_start() -> ExecutionState {
+    ExecutionState::new(StateKind::Pending(Pending::WaitingToStart))
+}
+
+impl Harness {
+    /// The number of creates of `instance` so far.
+    fn creates_of(&self, instance: &WorkloadInstanceName) -> usize {
+        self.fake.created().iter().filter(|c| *c == instance).count()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-enqueues-unfulfilled-create~1]
+// [utest->swdd~agent-handles-workloads-with-fulfilled-dependencies~1]
+// [utest->swdd~agent-handles-update-workload-state-requests~1]
+async fn dependencies_create_waits_for_another_agents_workload() {
+    let mut h = harness().await;
+    let web = with_deps(spec("web"), &[("db", AddCondition::Succeeded)]);
+    h.rm.server_hello(vec![web.clone()]).await;
+    assert_eq!(h.next_of(&web.instance_name).await, waiting_to_start());
+    h.assert_quiet().await;
+    let db = remote("db");
+    h.rm.update_workload_states(vec![WorkloadState::new(db.clone(), ExecutionState::running())]);
+    h.assert_quiet().await;
+    h.rm.update_workload_states(vec![WorkloadState::new(db, ExecutionState::succeeded())]);
+    h.running(&web).await;
+    assert_eq!(h.creates_of(&web.instance_name), 1);
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-handles-new-workload-operations]
+async fn dependencies_on_the_same_agent_are_followed_through_own_states() {
+    let mut h = harness().await;
+    let init = spec("init");
+    let app = with_deps(spec("app"), &[("init", AddCondition::Succeeded)]);
+    h.rm.server_hello(vec![app.clone(), init.clone()]).await;
+    assert_eq!(h.next_of(&app.instance_name).await, waiting_to_start());
+    h.running(&init).await;
+    assert_eq!(h.creates_of(&app.instance_name), 0);
+    h.fake.exit(&init.instance_name, 0).await;
+    h.running(&app).await;
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-enqueues-unfulfilled-delete~1]
+// [utest->swdd~agent-executes-delete-workload-operation~1]
+async fn dependencies_delete_waits_until_the_dependent_is_gone() {
+    let mut h = harness().await;
+    let db = spec("db");
+    let web = with_deps(spec("web"), &[("db", AddCondition::Running)]);
+    h.rm.server_hello(vec![db.clone(), web.clone()]).await;
+    h.running(&db).await;
+    h.running(&web).await;
+    let del_db = deleted_with(&db, &[("web", DeleteCondition::NotPendingNorRunning)]);
+    h.rm.update_workload(vec![], vec![del_db]).await;
+    assert_eq!(h.next_of(&db.instance_name).await.kind, StateKind::Stopping(Stopping::WaitingToStop));
+    h.assert_quiet().await;
+    assert!(h.fake.deleted().is_empty());
+    h.rm.update_workload(vec![], vec![deleted(&web)]).await;
+    h.wait_for(&web.instance_name, StateKind::Removed).await;
+    h.wait_for(&db.instance_name, StateKind::Removed).await;
+    assert_eq!(h.fake.deleted(), vec![web.instance_name.clone(), db.instance_name.clone()]);
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-handles-update-with-fulfilled-delete~1]
+// [utest->swdd~agent-executes-update-delete-only-workload-operation~1]
+// [utest->swdd~agent-workload-control-loop-executes-update-delete-only~1]
+async fn dependencies_update_deletes_the_old_instance_while_the_new_waits() {
+    let mut h = harness().await;
+    let v1 = spec_with("web", "podman", "image: v1\n");
+    h.rm.server_hello(vec![v1.clone()]).await;
+    h.running(&v1).await;
+    let v2 = with_deps(spec_with("web", "podman", "image: v2\n"), &[("db", AddCondition::Running)]);
+    h.rm.update_workload(vec![v2.clone()], vec![deleted(&v1)]).await;
+    h.wait_for(&v1.instance_name, StateKind::Removed).await;
+    assert_eq!(h.fake.containers().len(), 0, "AT_MOST_ONCE: the old one is gone first");
+    h.rm.update_workload_states(vec![WorkloadState::new(remote("db"), ExecutionState::running())]);
+    h.running(&v2).await;
+    assert_eq!(h.fake.containers().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-enqueues-update-with-unfulfilled-delete~1]
+async fn dependencies_update_waits_to_stop_while_a_dependent_runs() {
+    let mut h = harness().await;
+    let v1 = spec_with("db", "podman", "image: v1\n");
+    let web = with_deps(spec("web"), &[("db", AddCondition::Running)]);
+    h.rm.server_hello(vec![v1.clone(), web.clone()]).await;
+    h.running(&v1).await;
+    h.running(&web).await;
+    let v2 = spec_with("db", "podman", "image: v2\n");
+    let del = deleted_with(&v1, &[("web", DeleteCondition::NotPendingNorRunning)]);
+    h.rm.update_workload(vec![v2.clone()], vec![del]).await;
+    assert_eq!(h.next_of(&v1.instance_name).await.kind, StateKind::Stopping(Stopping::WaitingToStop));
+    h.fake.exit(&web.instance_name, 0).await;
+    h.wait_for(&v1.instance_name, StateKind::Removed).await;
+    h.running(&v2).await;
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~workload-control-loop-handles-workload-restarts~2]
+// [utest->swdd~workload-control-loop-restarts-workloads-using-update~1]
+// [utest->swdd~workload-control-loop-receives-workload-states~1]
+async fn restart_policy_always_restarts_after_success_and_failure() {
+    let mut h = harness().await;
+    let s = with_policy(spec("svc"), RestartPolicy::Always);
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.running(&s).await;
+    h.fake.exit(&s.instance_name, 0).await;
+    assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::succeeded());
+    assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::with_info(starting(), "Triggered at runtime."));
+    assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::running());
+    h.fake.exit(&s.instance_name, 2).await;
+    assert_eq!(h.next_of(&s.instance_name).await.kind, StateKind::Failed(Failed::ExecFailed));
+    h.running(&s).await;
+    assert_eq!(h.creates_of(&s.instance_name), 3);
+    assert_eq!(h.fake.containers().len(), 1, "the exited container is removed before the new one starts");
+    assert_eq!(h.fake.deleted().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-supports-restart-policies~1]
+async fn restart_policy_on_failure_restarts_only_failures_and_never_restarts_nothing() {
+    let mut h = harness().await;
+    let a = with_policy(spec("a"), RestartPolicy::OnFailure);
+    let b = with_policy(spec("b"), RestartPolicy::OnFailure);
+    let c = spec("c");
+    h.rm.server_hello(vec![a.clone(), b.clone(), c.clone()]).await;
+    for s in [&a, &b, &c] {
+        h.running(s).await;
+    }
+    h.fake.exit(&a.instance_name, 0).await;
+    h.fake.exit(&b.instance_name, 1).await;
+    h.fake.exit(&c.instance_name, 1).await;
+    h.running(&b).await;
+    h.assert_quiet().await;
+    assert_eq!(h.creates_of(&a.instance_name), 1);
+    assert_eq!(h.creates_of(&b.instance_name), 2);
+    assert_eq!(h.creates_of(&c.instance_name), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_policy_never_applies_after_an_explicit_delete() {
+    let mut h = harness().await;
+    let s = with_policy(spec("svc"), RestartPolicy::Always);
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.running(&s).await;
+    h.rm.update_workload(vec![], vec![deleted(&s)]).await;
+    h.wait_for(&s.instance_name, StateKind::Removed).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    h.assert_quiet().await;
+    assert_eq!(h.creates_of(&s.instance_name), 1);
+    assert!(h.fake.containers().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-skips-unknown-runtime~1]
+// [utest->swdd~agent-uses-specified-runtime~1]
+async fn unknown_runtime_is_skipped_and_its_delete_reports_removed() {
+    let mut h = harness().await;
+    let s = spec_with("x", "nope", "image: a\n");
+    h.rm.server_hello(vec![s.clone()]).await;
+    let st = h.next_of(&s.instance_name).await;
+    assert_eq!(st.kind, StateKind::Pending(Pending::StartingFailed));
+    assert_eq!(st.additional_info, "runtime 'nope' is not supported by this agent");
+    h.rm.update_workload(vec![], vec![deleted(&s)]).await;
+    assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::removed());
+    assert!(h.fake.calls().iter().all(|c| matches!(c, crate::runtime_connectors::fake::FakeCall::List)));
+}

@@ -1,0 +1,147 @@
+//! The control loop's decisions, apart from its mechanism: how often and
+//! how fast a failed create is retried, which failures are final, when an
+//! exited workload is restarted, and which observations become which state.
+
+use std::time::Duration;
+
+use ank_common::execution_state::{Failed, Pending};
+use ank_common::workload::RestartPolicy;
+use ank_common::{ExecutionState, StateKind};
+use tokio::time::Instant;
+
+use crate::runtime_connectors::{Observed, RuntimeError};
+
+/// Limits of the create retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first failed create.
+    // [impl->swdd~agent-workload-control-loop-limits-retry-attempts~1]
+    pub max_retries: u32,
+    /// Delay before each retry.
+    // [impl->swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1]
+    pub interval: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 20 retries, one per second, as the Ankaios design says.
+    fn default() -> Self {
+        Self { max_retries: 20, interval: Duration::from_secs(1) }
+    }
+}
+
+/// What to do after a failed create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterCreateFailure {
+    /// Retry at `at`, reporting `report` (only for the first failure, so that
+    /// users do not see the state flicker on every attempt).
+    Retry { at: Instant, report: Option<ExecutionState> },
+    /// Give up with this state.
+    GiveUp(ExecutionState),
+}
+
+/// Decides about a failed create after `retries_done` retries.
+// [impl->swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1]
+// [impl->swdd~agent-workload-control-loop-retry-limit-set-execution-state~2]
+pub fn after_create_failure(policy: &RetryPolicy, retries_done: u32, error: &RuntimeError) -> AfterCreateFailure {
+    if let RuntimeError::InvalidConfig(_) = error {
+        // A configuration the runtime can never accept: retrying only delays the verdict.
+        return AfterCreateFailure::GiveUp(starting_failed(error.to_string()));
+    }
+    if retries_done >= policy.max_retries {
+        return AfterCreateFailure::GiveUp(starting_failed(format!("No more retries: {error}")));
+    }
+    let report = (retries_done == 0).then(|| {
+        ExecutionState::with_info(
+            StateKind::Pending(Pending::Starting),
+            format!("Retry 1 of {}: {error}", policy.max_retries),
+        )
+    });
+    AfterCreateFailure::Retry { at: Instant::now() + policy.interval, report }
+}
+
+fn starting_failed(info: String) -> ExecutionState {
+    ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info)
+}
+
+/// Whether a workload in `state` must be restarted under `policy`.
+// [impl->swdd~agent-supports-restart-policies~1]
+// [impl->swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2]
+pub fn restart_needed(policy: RestartPolicy, state: &ExecutionState) -> bool {
+    match policy {
+        RestartPolicy::Never => false,
+        RestartPolicy::OnFailure => state.kind == StateKind::Failed(Failed::ExecFailed),
+        RestartPolicy::Always => matches!(state.kind, StateKind::Succeeded | StateKind::Failed(Failed::ExecFailed)),
+    }
+}
+
+/// The state to report for an observation of the current workload.
+pub fn observed_state(observed: Observed) -> ExecutionState {
+    match observed {
+        Observed::State(s) => s,
+        Observed::Gone => lost_state(),
+    }
+}
+
+/// A workload whose container disappeared behind the agent's back.
+pub fn lost_state() -> ExecutionState {
+    ExecutionState::with_info(StateKind::Failed(Failed::Lost), "container disappeared")
+}
+
+/// A reconcile may only correct the state when it started after the
+/// workload was known and after the last event about it; otherwise it may be
+/// older than what the event stream already said.
+pub fn snapshot_is_newer(known_since: Instant, last_event: Option<Instant>, taken_at: Instant) -> bool {
+    taken_at >= known_since && last_event.is_none_or(|t| t < taken_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    // [utest->swdd~agent-supports-restart-policies~1]
+    // [utest->swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2]
+    fn restart_policy_table_matches_the_design() {
+        let ok = ExecutionState::succeeded();
+        let failed = ExecutionState::failed("Exit code: '1'");
+        let lost = lost_state();
+        let running = ExecutionState::running();
+        assert!(!restart_needed(RestartPolicy::Never, &failed));
+        assert!(!restart_needed(RestartPolicy::Never, &ok));
+        assert!(restart_needed(RestartPolicy::OnFailure, &failed));
+        assert!(!restart_needed(RestartPolicy::OnFailure, &ok));
+        assert!(restart_needed(RestartPolicy::Always, &failed));
+        assert!(restart_needed(RestartPolicy::Always, &ok));
+        for p in [RestartPolicy::Never, RestartPolicy::OnFailure, RestartPolicy::Always] {
+            assert!(!restart_needed(p, &lost));
+            assert!(!restart_needed(p, &running));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    // [utest->swdd~agent-workload-control-loop-limits-retry-attempts~1]
+    // [utest->swdd~agent-workload-control-loop-retry-limit-set-execution-state~2]
+    async fn retry_policy_reports_first_failure_retries_within_a_second_and_gives_up_after_20() {
+        let policy = RetryPolicy::default();
+        let err = RuntimeError::Create("name in use".into());
+        let AfterCreateFailure::Retry { at, report } = after_create_failure(&policy, 0, &err) else { panic!() };
+        assert_eq!(at, Instant::now() + Duration::from_secs(1));
+        let report = report.unwrap();
+        assert_eq!(report.kind, StateKind::Pending(Pending::Starting));
+        assert_eq!(report.additional_info, "Retry 1 of 20: name in use");
+        assert!(matches!(after_create_failure(&policy, 19, &err), AfterCreateFailure::Retry { report: None, .. }));
+        let AfterCreateFailure::GiveUp(state) = after_create_failure(&policy, 20, &err) else { panic!() };
+        assert_eq!(state.kind, StateKind::Pending(Pending::StartingFailed));
+        assert_eq!(state.additional_info, "No more retries: name in use");
+    }
+
+    #[test]
+    fn retry_policy_does_not_retry_an_invalid_config() {
+        let err = RuntimeError::InvalidConfig("runtimeConfig: missing field `image`".into());
+        let AfterCreateFailure::GiveUp(state) = after_create_failure(&RetryPolicy::default(), 0, &err) else {
+            panic!()
+        };
+        assert_eq!(state.kind, StateKind::Pending(Pending::StartingFailed));
+        assert!(state.additional_info.contains("image"));
+    }
+}
