@@ -44,18 +44,34 @@ impl Cluster {
         let server = server.stderr(Stdio::null()).spawn().expect("spawn ank-server");
         let run_folder = tempfile::tempdir().expect("temp run folder");
         let url = format!("http://{addr}");
-        let agent_proc = Command::new(bin("ank-agent"))
-            .args(["--insecure", "--name", agent, "--server-url", &url, "--run-folder"])
-            .arg(run_folder.path())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn ank-agent");
-        let c = Self { url, agent: agent.to_owned(), run_folder, server: Some(server), agent_proc: Some(agent_proc) };
+        let mut c = Self { url, agent: agent.to_owned(), run_folder, server: Some(server), agent_proc: None };
+        c.start_agent();
         c.wait_until(Duration::from_secs(20), |c| {
             let o = c.ank(&["get", "agents"]);
             o.status.success() && String::from_utf8_lossy(&o.stdout).contains(&c.agent)
         });
         c
+    }
+
+    /// Starts the agent (again); a running one is killed first.
+    pub fn start_agent(&mut self) {
+        self.kill_agent();
+        let agent_proc = Command::new(bin("ank-agent"))
+            .args(["--insecure", "--name", &self.agent, "--server-url", &self.url, "--run-folder"])
+            .arg(self.run_folder.path())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ank-agent");
+        self.agent_proc = Some(agent_proc);
+    }
+
+    /// Kills the agent with SIGKILL (no goodbye, no cleanup), leaving its
+    /// workloads running.
+    pub fn kill_agent(&mut self) {
+        if let Some(mut child) = self.agent_proc.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// Runs `ank --insecure --server-url <url> ARGS...`.
