@@ -118,6 +118,13 @@ fn spec(name: &str) -> WorkloadSpec {
 #[tokio::test]
 // [utest->swdd~agent-sends-hello~1]
 // [utest->swdd~agent-sends-workload-states-of-its-workloads-to-server~2]
+// [itest->swdd~agent-shall-use-interfaces-to-server~1]
+// [itest->swdd~agent-manager-listens-requests-from-server~1]
+// [itest->swdd~communication-to-from-agent-middleware~1]
+// [itest->swdd~agent-default-communication-grpc~1]
+// [utest->swdd~agent-uses-async-channels~1]
+// [utest->swdd~agent-manager-receives-workload-states-of-its-workloads~1]
+// [utest->swdd~agent-stores-workload-states-of-its-workloads~1]
 async fn agent_connects_runs_workloads_reconnects_and_says_goodbye() {
     let (url, mut conns) = start_server().await;
     let run_folder = tempfile::tempdir().unwrap();

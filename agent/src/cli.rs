@@ -112,6 +112,7 @@ mod tests {
 
     #[test]
     // [utest->swdd~agent-supports-cli-argument-for-insecure-communication~1]
+    // [utest->swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1]
     fn cli_insecure_defaults_to_plain_http_url() {
         let c = parse(&["-n", "agent_A", "-k", "-t", "gpu=yes", "--tag", "zone=a=b", "-r", "/x"]).unwrap();
         assert_eq!(c.name, "agent_A");

@@ -202,3 +202,88 @@ async fn unknown_runtime_is_skipped_and_its_delete_reports_removed() {
     assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::removed());
     assert!(h.fake.calls().iter().all(|c| matches!(c, crate::runtime_connectors::fake::FakeCall::List)));
 }
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-add-on-update-missing-workload~1]
+async fn update_of_a_workload_this_agent_does_not_run_adds_it() {
+    let mut h = harness().await;
+    let v1 = spec_with("x", "podman", "image: v1\n");
+    let v2 = spec_with("x", "podman", "image: v2\n");
+    h.rm.server_hello(vec![]).await;
+    h.rm.update_workload(vec![v2.clone()], vec![deleted(&v1)]).await;
+    h.running(&v2).await;
+    assert_eq!(h.fake.created(), vec![v2.instance_name.clone()]);
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-workload-control-loop-update-broken-allowed~1]
+// [utest->swdd~agent-workload-control-loop-delete-broken-allowed~1]
+async fn update_and_delete_of_a_vanished_workload_carry_on() {
+    let mut h = harness().await;
+    let v1 = spec_with("x", "podman", "image: v1\n");
+    let v2 = spec_with("x", "podman", "image: v2\n");
+    h.rm.server_hello(vec![v1.clone()]).await;
+    h.running(&v1).await;
+    h.fake.remove_externally(&v1.instance_name).await;
+    assert_eq!(h.next_of(&v1.instance_name).await.kind, StateKind::Failed(Failed::Lost));
+    h.rm.update_workload(vec![v2.clone()], vec![deleted(&v1)]).await;
+    h.wait_for(&v1.instance_name, StateKind::Removed).await;
+    h.running(&v2).await;
+    h.fake.remove_externally(&v2.instance_name).await;
+    h.wait_for(&v2.instance_name, StateKind::Failed(Failed::Lost)).await;
+    h.rm.update_workload(vec![], vec![deleted(&v2)]).await;
+    h.wait_for(&v2.instance_name, StateKind::Removed).await;
+    assert!(h.fake.deleted().is_empty(), "nothing left to delete in the runtime");
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1]
+async fn update_whose_delete_fails_can_be_tried_again() {
+    let mut h = harness().await;
+    let v1 = spec_with("x", "podman", "image: v1\n");
+    let v2 = spec_with("x", "podman", "image: v2\n");
+    h.rm.server_hello(vec![v1.clone()]).await;
+    h.running(&v1).await;
+    h.fake.fail_deletes(Some("Error: busy"));
+    h.rm.update_workload(vec![v2.clone()], vec![deleted(&v1)]).await;
+    h.wait_for(&v1.instance_name, StateKind::Stopping(Stopping::DeleteFailed)).await;
+    h.assert_quiet().await;
+    assert_eq!(h.creates_of(&v2.instance_name), 0, "no create while the old one may still run");
+    h.fake.clear_failures();
+    h.rm.update_workload(vec![v2.clone()], vec![]).await;
+    h.wait_for(&v1.instance_name, StateKind::Removed).await;
+    h.running(&v2).await;
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~workload-control-loop-checks-workload-state-validity~1]
+async fn states_of_a_replaced_instance_are_ignored() {
+    let mut h = harness().await;
+    let s = with_policy(spec("svc"), RestartPolicy::Always);
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.running(&s).await;
+    let old_id = h.fake.workload_id_of(&s.instance_name).unwrap();
+    h.fake.exit(&s.instance_name, 1).await;
+    h.wait_for(&s.instance_name, StateKind::Running).await;
+    // A late event about the first container must not touch the new one.
+    h.fake.emit_for(&s.instance_name, &old_id, crate::runtime_connectors::Observed::Gone).await;
+    h.assert_quiet().await;
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-supports-multiple-runtime-connectors~1]
+async fn each_workload_runs_on_the_runtime_it_names() {
+    use std::sync::Arc;
+
+    use crate::runtime_connectors::fake::FakeRuntime;
+
+    let other = Arc::new(FakeRuntime::named("other"));
+    let mut h = super::tests::harness_with_extra(FakeRuntime::new(), other.clone()).await;
+    let a = spec("a");
+    let b = spec_with("b", "other", "image: b\n");
+    h.rm.server_hello(vec![a.clone(), b.clone()]).await;
+    h.running(&a).await;
+    h.running(&b).await;
+    assert_eq!(h.fake.created(), vec![a.instance_name.clone()]);
+    assert_eq!(other.created(), vec![b.instance_name.clone()]);
+}

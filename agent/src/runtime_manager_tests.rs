@@ -31,8 +31,17 @@ impl Drop for Harness {
 }
 
 pub(super) async fn harness_with(fake: FakeRuntime) -> Harness {
-    let fake = Arc::new(fake);
+    harness_with_registry(Arc::new(fake), RuntimeRegistry::new()).await
+}
+
+/// A harness with a second runtime connector next to the fake `podman`.
+pub(super) async fn harness_with_extra(fake: FakeRuntime, extra: Arc<FakeRuntime>) -> Harness {
     let mut registry = RuntimeRegistry::new();
+    registry.register(extra);
+    harness_with_registry(Arc::new(fake), registry).await
+}
+
+async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegistry) -> Harness {
     registry.register(fake.clone());
     let (reporter, states) = StateReporter::channel(64);
     let shutdown = CancellationToken::new();
@@ -123,6 +132,10 @@ pub(super) fn starting() -> StateKind {
 
 #[tokio::test]
 // [utest->swdd~agent-added-creates-workload~1]
+// [utest->swdd~agent-create-workload~1]
+// [utest->swdd~agent-executes-create-workload-operation~1]
+// [utest->swdd~agent-stores-running-workload~1]
+// [utest->swdd~workload-control-loop-sends-workload-states~2]
 async fn runtime_manager_server_hello_creates_all_workloads() {
     let mut h = harness().await;
     let specs = vec![spec("a"), spec("b"), spec("c")];
@@ -145,6 +158,9 @@ async fn runtime_manager_server_hello_creates_all_workloads() {
 
 #[tokio::test]
 // [utest->swdd~agent-handle-deleted-before-added-workloads~1]
+// [utest->swdd~agent-transforms-update-workload-message-to-workload-operations~1]
+// [utest->swdd~agent-handles-update-workload-requests~1]
+// [utest->swdd~agent-deletes-workload~1]
 async fn runtime_manager_update_processes_deletes_before_adds() {
     let mut h = harness().await;
     let (a, c) = (spec("a"), spec("c"));
@@ -161,6 +177,9 @@ async fn runtime_manager_update_processes_deletes_before_adds() {
 
 #[tokio::test]
 // [utest->swdd~agent-updates-deleted-and-added-workloads~1]
+// [utest->swdd~agent-executes-update-workload-operation~1]
+// [utest->swdd~agent-workload-control-loop-executes-update~2]
+// [utest->swdd~agent-workload-obj-update-command~1]
 async fn runtime_manager_update_deletes_old_instance_then_creates_new() {
     let mut h = harness().await;
     let old = spec("a");
@@ -313,6 +332,7 @@ async fn runtime_manager_delete_stops_retries() {
 
 #[tokio::test]
 // [utest->swdd~agent-workload-control-loop-executes-delete~2]
+// [utest->swdd~agent-workload-obj-delete-command~1]
 async fn runtime_manager_delete_reports_stopping_then_removed() {
     let mut h = harness().await;
     let a = spec("a");
@@ -334,6 +354,7 @@ async fn runtime_manager_delete_reports_stopping_then_removed() {
 
 #[tokio::test]
 // [utest->swdd~allowed-workload-states~2]
+// [utest->swdd~agent-workload-control-loop-delete-failed-allows-retry~1]
 async fn runtime_manager_ignores_exits_after_a_delete_was_requested() {
     let fake = FakeRuntime::new();
     fake.fail_deletes(Some("Error: container is busy"));
@@ -374,6 +395,14 @@ async fn runtime_manager_reports_exit_and_external_removal() {
 #[tokio::test]
 // [utest->swdd~agent-existing-workloads-resume-existing~2]
 // [utest->swdd~agent-existing-workloads-delete-unneeded~1]
+// [utest->swdd~agent-initial-list-existing-workloads~1]
+// [utest->swdd~agent-existing-workloads-finds-list~1]
+// [utest->swdd~agent-facade-forwards-list-reusable-workloads-call~1]
+// [utest->swdd~agent-existing-workloads-starts-new-if-not-found~1]
+// [utest->swdd~agent-resume-workload~2]
+// [utest->swdd~agent-workload-control-loop-executes-resume~1]
+// [utest->swdd~agent-delete-old-workload-without-sending-workload-states~1]
+// [utest->swdd~agent-existing-workloads-replace-updated~2]
 async fn runtime_manager_resume_keeps_matching_instance_and_deletes_leftovers() {
     let fake = FakeRuntime::new();
     let (keep, fresh) = (spec("keep"), spec("fresh"));

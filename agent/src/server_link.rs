@@ -66,6 +66,7 @@ enum SessionEnd {
 }
 
 /// The link task.
+// [impl->swdd~communication-to-from-agent-middleware~1]
 pub struct ServerLink {
     config: LinkConfig,
     outbound: mpsc::UnboundedReceiver<ToServer>,
@@ -112,6 +113,7 @@ impl ServerLink {
     }
 
     async fn connect(&self) -> Result<AgentConnectionClient<tonic::transport::Channel>, String> {
+        // [impl->swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1]
         let endpoint = Endpoint::from_shared(self.config.server_url.clone())
             .map_err(|e| e.to_string())?
             .connect_timeout(CONNECT_TIMEOUT)

@@ -101,6 +101,12 @@ fn podman(args: &[&str]) -> std::process::Output {
 }
 
 #[tokio::test]
+// [stest->swdd~functions-required-by-runtime-connector~1]
+// [stest->swdd~podman-implements-runtime-connector~1]
+// [stest->swdd~podman-create-workload-returns-workload-id~1]
+// [stest->swdd~podman-list-of-existing-workloads-uses-labels~1]
+// [stest->swdd~podman-get-workload-id-uses-label~1]
+// [stest->swdd~podman-uses-podman-cli~1]
 async fn podman_runtime_create_runs_with_labels_and_delete_removes() {
     let mut s = setup("life").await;
     let w = spec(&s.agent, "sleeper", "[sleep, '1000']");
@@ -129,6 +135,9 @@ async fn podman_runtime_create_runs_with_labels_and_delete_removes() {
 }
 
 #[tokio::test]
+// [stest->swdd~podman-state-getter-maps-state~3]
+// [stest->swdd~podman-start-checker-starts-podman-state-checker~1]
+// [stest->swdd~podman-implements-runtime-state-getter~1]
 async fn podman_runtime_exit_codes_become_failed_and_succeeded() {
     let mut s = setup("exit").await;
     let bad = spec(&s.agent, "bad", "[sh, -c, 'sleep 0.3; exit 3']");
@@ -146,6 +155,7 @@ async fn podman_runtime_exit_codes_become_failed_and_succeeded() {
 }
 
 #[tokio::test]
+// [stest->swdd~podman-create-workload-deletes-failed-container~1]
 async fn podman_runtime_failed_run_reports_stderr_and_leaves_nothing() {
     let s = setup("fail").await;
     let mut w = spec(&s.agent, "broken", "[true]");

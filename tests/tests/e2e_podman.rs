@@ -32,6 +32,10 @@ fn state_of(c: &Cluster, name: &str) -> Option<String> {
 }
 
 #[test]
+// [stest->swdd~agent-supports-podman~2]
+// [stest->swdd~podman-create-workload-runs-workload~1]
+// [stest->swdd~podman-delete-workload-stops-and-removes-workload~1]
+// [stest->swdd~podman-create-workload-sets-optionally-container-name~1]
 fn e2e_podman_apply_two_workloads_runs_them_with_labels_then_delete_removes_them() {
     let agent = agent_name("apply");
     let c = Cluster::start(&agent, None);
@@ -124,6 +128,8 @@ fn e2e_podman_bad_manifests_are_rejected_and_state_is_unchanged() {
 }
 
 #[test]
+// [stest->swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1]
+// [stest->swdd~agent-supports-cli-argument-for-insecure-communication~1]
 fn e2e_daemons_refuse_to_start_without_insecure() {
     for name in ["ank-server", "ank-agent"] {
         let mut cmd = std::process::Command::new(bin(name));

@@ -38,7 +38,8 @@ fn all_running(c: &Cluster, names: &[String]) -> bool {
 }
 
 #[test]
-// [stest->swdd~agent-existing-workloads-replace-updated~2]
+// [stest->swdd~agent-existing-workloads-resume-existing~2]
+// [stest->swdd~agent-resume-workload~2]
 fn e2e_resume_after_kill_9_keeps_10_containers_running_untouched() {
     let agent = format!("e2e_resume_{}", std::process::id());
     let mut c = Cluster::start(&agent, None);
@@ -62,6 +63,8 @@ fn e2e_resume_after_kill_9_keeps_10_containers_running_untouched() {
 }
 
 #[test]
+// [stest->swdd~agent-existing-workloads-delete-unneeded~1]
+// [stest->swdd~agent-existing-workloads-replace-updated~2]
 fn e2e_resume_applies_changes_made_while_the_agent_was_away() {
     let agent = format!("e2e_resume_chg_{}", std::process::id());
     let mut c = Cluster::start(&agent, None);

@@ -173,6 +173,16 @@ impl FakeRuntime {
         }
     }
 
+    /// The id of the workload of `instance`, if it exists.
+    pub fn workload_id_of(&self, instance: &WorkloadInstanceName) -> Option<WorkloadId> {
+        self.lock().containers.iter().find(|(_, c)| &c.instance_name == instance).map(|(id, _)| id.clone())
+    }
+
+    /// Sends an arbitrary observation, e.g. a late one about an old workload.
+    pub async fn emit_for(&self, instance: &WorkloadInstanceName, id: &WorkloadId, observed: Observed) {
+        self.emit(instance.clone(), id.clone(), observed).await;
+    }
+
     async fn emit(&self, instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed) {
         let sink = self.lock().sink.clone();
         if let Some(sink) = sink {

@@ -90,6 +90,7 @@ pub fn lost_state() -> ExecutionState {
 /// A reconcile may only correct the state when it started after the
 /// workload was known and after the last event about it; otherwise it may be
 /// older than what the event stream already said.
+// [impl->swdd~podman-state-getter-reset-cache~1]
 pub fn snapshot_is_newer(known_since: Instant, last_event: Option<Instant>, taken_at: Instant) -> bool {
     taken_at >= known_since && last_event.is_none_or(|t| t < taken_at)
 }
@@ -133,6 +134,21 @@ mod tests {
         let AfterCreateFailure::GiveUp(state) = after_create_failure(&policy, 20, &err) else { panic!() };
         assert_eq!(state.kind, StateKind::Pending(Pending::StartingFailed));
         assert_eq!(state.additional_info, "No more retries: name in use");
+    }
+
+    #[tokio::test(start_paused = true)]
+    // [utest->swdd~podman-state-getter-reset-cache~1]
+    async fn snapshot_older_than_the_workload_or_its_last_event_is_ignored() {
+        let t0 = Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let known = Instant::now();
+        assert!(!snapshot_is_newer(known, None, t0), "listed before the workload existed");
+        assert!(snapshot_is_newer(known, None, known));
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let event = Instant::now();
+        assert!(!snapshot_is_newer(known, Some(event), known));
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert!(snapshot_is_newer(known, Some(event), Instant::now()));
     }
 
     #[test]

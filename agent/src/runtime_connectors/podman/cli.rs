@@ -87,6 +87,7 @@ impl EventLine {
 
 /// The podman command line tool.
 #[derive(Debug, Clone)]
+// [impl->swdd~podman-uses-podman-cli~1]
 pub struct PodmanCli {
     /// Path or name (looked up on PATH) of the podman binary.
     pub binary: PathBuf,

@@ -32,6 +32,7 @@ pub fn exit_state(code: i32) -> ExecutionState {
 /// Maps one event to what it says about the container; `None` for events
 /// that do not change the execution state (cleanup, mount, exec, ...).
 // [impl->swdd~podman-state-getter-maps-state~3]
+// [impl->swdd~podman-implements-runtime-state-getter~1]
 pub fn observed_from_event(ev: &EventLine) -> Option<Observed> {
     if !ev.kind.is_empty() && ev.kind != "container" {
         return None;
@@ -213,6 +214,7 @@ mod tests {
     }
 
     #[test]
+    // [utest->swdd~podman-state-getter-maps-state~3]
     fn podman_events_died_with_exit_code_3_is_exec_failed() {
         let (name, id, observed) = changed(DIED_3).unwrap();
         assert_eq!(name, "x.abc.agent_T");
@@ -229,6 +231,7 @@ mod tests {
     }
 
     #[test]
+    // [utest->swdd~podman-state-getter-returns-lost-state~1]
     fn podman_events_start_is_running_and_remove_is_gone() {
         assert_eq!(changed(START).unwrap().2, Observed::State(ExecutionState::running()));
         assert_eq!(changed(REMOVE).unwrap().2, Observed::Gone);
@@ -249,6 +252,9 @@ mod tests {
     }
 
     #[test]
+    // [utest->swdd~podman-state-getter-maps-state~3]
+    // [utest->swdd~podman-state-getter-returns-unknown-state~1]
+    // [utest->swdd~podman-list-of-existing-workloads-uses-labels~1]
     fn podman_ps_states_map_like_ankaios() {
         let entry = |state: &str, code: i32| PsEntry {
             id: "1".into(),

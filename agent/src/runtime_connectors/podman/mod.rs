@@ -74,6 +74,7 @@ pub fn run_args(spec: &WorkloadSpec, cfg: &PodmanRuntimeConfig) -> Vec<String> {
 // [impl->swdd~podman-implements-runtime-connector~1]
 #[async_trait]
 impl RuntimeConnector for PodmanRuntime {
+    // [impl->swdd~podman-name-returns-podman~1]
     fn name(&self) -> &str {
         PODMAN
     }
@@ -115,6 +116,7 @@ impl RuntimeConnector for PodmanRuntime {
         Ok(events::listed_from_ps(&entries, agent))
     }
 
+    // [impl->swdd~podman-start-checker-starts-podman-state-checker~1]
     async fn start_state_watcher(
         &self,
         agent: &str,
@@ -189,6 +191,14 @@ mod tests {
         let args = run_args(&s, &cfg);
         assert!(!args.contains(&"--name".to_owned()));
         assert!(args.contains(&"--name=mine".to_owned()));
+    }
+
+    #[test]
+    // [utest->swdd~podman-name-returns-podman~1]
+    fn podman_runtime_is_named_podman_and_uses_the_cli_binary() {
+        let rt = PodmanRuntime::new(PodmanCli::default());
+        assert_eq!(rt.name(), "podman");
+        assert_eq!(rt.cli().binary, std::path::PathBuf::from("podman"));
     }
 
     #[tokio::test]
