@@ -411,6 +411,11 @@ impl RuntimeManager {
                     object.sender().observed(instance_name, workload_id, observed);
                 }
             }
+            RuntimeEvent::ChangedById { workload_id, observed } => {
+                for object in self.objects.values() {
+                    object.sender().observed_by_id(workload_id.clone(), observed.clone());
+                }
+            }
             RuntimeEvent::Snapshot { runtime, taken_at, workloads } => {
                 let workloads = Arc::new(workloads);
                 for object in self.objects.values() {

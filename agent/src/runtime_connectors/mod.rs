@@ -137,6 +137,9 @@ pub struct ListedWorkload {
 pub enum RuntimeEvent {
     /// A container changed state.
     Changed { instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed },
+    /// A workload known only by its id changed state (e.g. an exit seen
+    /// before the event stream names the workload).
+    ChangedById { workload_id: WorkloadId, observed: Observed },
     /// All containers of this agent in runtime `runtime`, as listed by a
     /// reconcile that started at `taken_at`.
     Snapshot { runtime: String, taken_at: Instant, workloads: Vec<ListedWorkload> },

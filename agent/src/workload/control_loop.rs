@@ -106,6 +106,11 @@ impl WorkloadControlLoop {
             WorkloadCommand::Observed { instance_name, workload_id, observed } => {
                 self.handle_observed(&instance_name, &workload_id, observed).await
             }
+            WorkloadCommand::ObservedById { workload_id, observed } => {
+                if let Some(instance) = self.spec.as_ref().map(|s| s.instance_name.clone()) {
+                    self.handle_observed(&instance, &workload_id, observed).await;
+                }
+            }
             WorkloadCommand::Snapshot { runtime, taken_at, workloads } => {
                 self.handle_snapshot(&runtime, taken_at, &workloads).await
             }

@@ -32,6 +32,8 @@ pub(crate) enum WorkloadCommand {
     Delete,
     /// The state watcher saw a change of some container of this workload.
     Observed { instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed },
+    /// Some workload with this id changed state (the loop checks whether it is its own).
+    ObservedById { workload_id: WorkloadId, observed: Observed },
     /// A reconcile listed all containers of `runtime`.
     Snapshot { runtime: String, taken_at: Instant, workloads: Arc<Vec<ListedWorkload>> },
 }
@@ -70,6 +72,10 @@ impl WorkloadCommandSender {
 
     pub fn observed(&self, instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed) {
         self.send(WorkloadCommand::Observed { instance_name, workload_id, observed });
+    }
+
+    pub fn observed_by_id(&self, workload_id: WorkloadId, observed: Observed) {
+        self.send(WorkloadCommand::ObservedById { workload_id, observed });
     }
 
     pub fn snapshot(&self, runtime: String, taken_at: Instant, workloads: Arc<Vec<ListedWorkload>>) {

@@ -136,17 +136,13 @@ impl PodmanCli {
         Ok(WorkloadId(id))
     }
 
-    /// `podman stop -t <timeout> <id>` then `podman rm -f <id>`; a missing
+    /// `podman rm --force --time <timeout> <id>`: stops (SIGTERM, SIGKILL
+    /// after the timeout) and removes in one podman call; a missing
     /// container counts as removed.
     // [impl->swdd~podman-delete-workload-stops-and-removes-workload~1]
     pub async fn stop_and_remove(&self, id: &WorkloadId) -> Result<(), PodmanError> {
-        let stop = vec!["stop".into(), "-t".into(), self.stop_timeout_secs.to_string(), id.0.clone()];
-        if let Err(e) = self.exec(&stop).await
-            && !is_no_such_container(&e)
-        {
-            tracing::debug!("podman stop '{id}' failed, removing anyway: {e}");
-        }
-        match self.exec(&["rm".into(), "-f".into(), id.0.clone()]).await {
+        let rm = vec!["rm".into(), "--force".into(), "--time".into(), self.stop_timeout_secs.to_string(), id.0.clone()];
+        match self.exec(&rm).await {
             Err(e) if is_no_such_container(&e) => Ok(()),
             other => other.map(|_| ()),
         }

@@ -209,7 +209,7 @@ mod tests {
             RuntimeEvent::Changed { instance_name, workload_id, observed } => {
                 Some((instance_name.to_string(), workload_id.0, observed))
             }
-            RuntimeEvent::Snapshot { .. } => None,
+            RuntimeEvent::Snapshot { .. } | RuntimeEvent::ChangedById { .. } => None,
         }
     }
 

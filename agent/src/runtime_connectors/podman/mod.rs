@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod events;
+pub mod exit_watcher;
 
 use std::time::Duration;
 
@@ -28,12 +29,15 @@ pub struct PodmanRuntime {
     cli: PodmanCli,
     /// Period of the slow `podman ps` reconcile next to the event stream.
     pub reconcile_interval: Duration,
+    /// podman's exit-file folder, watched for fast exit detection (`None`:
+    /// rely on the event stream alone).
+    pub exits_dir: Option<std::path::PathBuf>,
 }
 
 impl PodmanRuntime {
     /// A connector using `cli`, reconciling every 30 s.
     pub fn new(cli: PodmanCli) -> Self {
-        Self { cli, reconcile_interval: Duration::from_secs(30) }
+        Self { cli, reconcile_interval: Duration::from_secs(30), exits_dir: exit_watcher::default_exits_dir() }
     }
 
     /// The podman CLI this connector uses.
@@ -127,6 +131,11 @@ impl RuntimeConnector for PodmanRuntime {
             .cli
             .spawn_events(&EventWatcher::label(agent), events::EVENT_REPLAY)
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+        if let Some(dir) = &self.exits_dir
+            && let Err(e) = exit_watcher::start(dir, sink.clone(), shutdown.clone())
+        {
+            tracing::info!("not watching podman exit files in '{}' ({e}); exits come from events", dir.display());
+        }
         let watcher = EventWatcher {
             cli: self.cli.clone(),
             runtime: PODMAN.to_owned(),
