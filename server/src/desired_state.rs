@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use ank_common::field_mask;
-use ank_common::messages::DeletedWorkload;
-use ank_common::workload::WorkloadSpec;
+use ank_common::messages::{DeleteCondition, DeletedWorkload};
+use ank_common::workload::{AddCondition, WorkloadSpec};
 use ank_common::{API_VERSION, AgentName, State, Workload, WorkloadName};
 use serde_json::{Value, json};
 
@@ -78,11 +78,10 @@ pub fn diff(old: &State, new: &State) -> StateDiff {
             continue;
         }
         match spec_of(name, old_wl) {
-            Some(spec) => d
-                .deleted
-                .entry(spec.instance_name.agent_name.clone())
-                .or_default()
-                .push(DeletedWorkload { instance_name: spec.instance_name, dependencies: BTreeMap::new() }),
+            Some(spec) => d.deleted.entry(spec.instance_name.agent_name.clone()).or_default().push(DeletedWorkload {
+                instance_name: spec.instance_name,
+                dependencies: delete_conditions(old, name),
+            }),
             None => d.unscheduled_gone.push(name.clone()),
         }
     }
@@ -96,6 +95,18 @@ pub fn diff(old: &State, new: &State) -> StateDiff {
         }
     }
     d
+}
+
+/// The delete conditions of `workload` in `state`: every workload that
+/// needs it running (ADD_COND_RUNNING) must be neither pending nor running
+/// before it is deleted. Other add conditions only matter at start.
+pub fn delete_conditions(state: &State, workload: &WorkloadName) -> BTreeMap<String, DeleteCondition> {
+    state
+        .workloads
+        .iter()
+        .filter(|(_, wl)| wl.dependencies.get(workload) == Some(&AddCondition::Running))
+        .map(|(dependent, _)| (dependent.to_string(), DeleteCondition::NotPendingNorRunning))
+        .collect()
 }
 
 /// All scheduled workloads of one agent.
@@ -126,6 +137,19 @@ mod tests {
         assert_eq!(d.added["B"][0].workload.runtime_config, "z");
         assert!(!d.added.contains_key("A"));
         assert_eq!(diff(&old, &old), StateDiff::default());
+    }
+
+    #[test]
+    fn diff_sends_delete_conditions_for_running_dependents() {
+        let old = state(
+            "apiVersion: v1\nworkloads:\n  db:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n  web:\n    runtime: podman\n    agent: A\n    runtimeConfig: y\n    dependencies:\n      db: ADD_COND_RUNNING\n  job:\n    runtime: podman\n    agent: B\n    runtimeConfig: z\n    dependencies:\n      db: ADD_COND_SUCCEEDED\n",
+        );
+        let mut new = old.clone();
+        new.workloads.retain(|n, _| n.as_str() != "db");
+        let d = diff(&old, &new);
+        let del = &d.deleted["A"][0];
+        assert_eq!(del.instance_name.workload_name, "db");
+        assert_eq!(del.dependencies, BTreeMap::from([("web".to_owned(), DeleteCondition::NotPendingNorRunning)]));
     }
 
     #[test]

@@ -27,12 +27,19 @@ pub struct Cluster {
     pub run_folder: tempfile::TempDir,
     server: Option<Child>,
     agent_proc: Option<Child>,
+    /// Extra `ank-agent` arguments.
+    agent_args: Vec<String>,
 }
 
 impl Cluster {
     /// Starts `ank-server` (optionally with a startup manifest) and one
     /// agent named `agent`, and waits until the agent is listed.
     pub fn start(agent: &str, manifest: Option<&Path>) -> Self {
+        Self::start_with(agent, manifest, &[])
+    }
+
+    /// Like [`Cluster::start`], with extra arguments for `ank-agent`.
+    pub fn start_with(agent: &str, manifest: Option<&Path>, agent_args: &[&str]) -> Self {
         crate::require_podman();
         let port = crate::free_port();
         let addr = format!("127.0.0.1:{port}");
@@ -44,7 +51,9 @@ impl Cluster {
         let server = server.stderr(Stdio::null()).spawn().expect("spawn ank-server");
         let run_folder = tempfile::tempdir().expect("temp run folder");
         let url = format!("http://{addr}");
-        let mut c = Self { url, agent: agent.to_owned(), run_folder, server: Some(server), agent_proc: None };
+        let agent_args = agent_args.iter().map(|a| a.to_string()).collect();
+        let mut c =
+            Self { url, agent: agent.to_owned(), run_folder, server: Some(server), agent_proc: None, agent_args };
         c.start_agent();
         c.wait_until(Duration::from_secs(20), |c| {
             let o = c.ank(&["get", "agents"]);
@@ -59,6 +68,7 @@ impl Cluster {
         let agent_proc = Command::new(bin("ank-agent"))
             .args(["--insecure", "--name", &self.agent, "--server-url", &self.url, "--run-folder"])
             .arg(self.run_folder.path())
+            .args(&self.agent_args)
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn ank-agent");
