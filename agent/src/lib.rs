@@ -19,6 +19,7 @@ mod runtime_facade;
 pub mod runtime_manager;
 pub mod server_link;
 pub mod workload;
+pub mod workload_files;
 pub mod workload_operation;
 pub mod workload_scheduler;
 pub mod workload_state_store;
@@ -99,6 +100,7 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         agent_name: config.name.clone(),
         max_parallel_creates: config.max_parallel_creates,
         retry_policy: config.retry_policy,
+        io_folder: io_folder.clone(),
     };
     let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, shutdown.clone()).await;
     let link_config = LinkConfig { server_url: config.server_url, agent_name: config.name.clone(), tags: config.tags };

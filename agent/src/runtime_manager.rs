@@ -83,6 +83,8 @@ pub struct RuntimeManagerConfig {
     pub max_parallel_creates: usize,
     /// Retries of failed creates.
     pub retry_policy: RetryPolicy,
+    /// `<run folder>/<agent>_io`, where workload files go.
+    pub io_folder: std::path::PathBuf,
 }
 
 /// The task owning all workload objects of this agent.
@@ -129,6 +131,7 @@ impl RuntimeManager {
             notices: notice_tx,
             runtime_events: event_tx,
             retry_policy: config.retry_policy,
+            io_folder: config.io_folder.clone(),
         };
         // [impl->swdd~agent-supports-multiple-runtime-connectors~1]
         let facades =

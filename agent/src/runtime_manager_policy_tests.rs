@@ -287,3 +287,46 @@ async fn each_workload_runs_on_the_runtime_it_names() {
     assert_eq!(h.fake.created(), vec![a.instance_name.clone()]);
     assert_eq!(other.created(), vec![b.instance_name.clone()]);
 }
+
+#[tokio::test]
+async fn workload_files_are_written_mounted_and_removed_with_the_workload() {
+    use ank_common::workload::{File, FileContent};
+
+    let mut h = harness().await;
+    let mut s = spec("web");
+    s.workload.files = vec![
+        File { mount_point: "/etc/web/index.html".into(), content: FileContent::Data("<h1>hi</h1>".into()) },
+        File { mount_point: "/bin/tool".into(), content: FileContent::BinaryData("AAEC".into()) },
+    ];
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.running(&s).await;
+    let options = h.fake.options_of(&s.instance_name).unwrap();
+    let folder = h.io.path().join(s.instance_name.to_string()).join("files");
+    assert_eq!(options.files.len(), 2);
+    assert_eq!(options.files[0].host_path, folder.join("etc/web/index.html"));
+    assert_eq!(options.files[0].mount_point, "/etc/web/index.html");
+    assert_eq!(std::fs::read_to_string(&options.files[0].host_path).unwrap(), "<h1>hi</h1>");
+    assert_eq!(std::fs::read(&options.files[1].host_path).unwrap(), vec![0, 1, 2]);
+    h.rm.update_workload(vec![], vec![deleted(&s)]).await;
+    h.wait_for(&s.instance_name, StateKind::Removed).await;
+    assert!(!folder.exists(), "files are removed with the workload");
+}
+
+#[tokio::test]
+async fn workload_files_that_are_invalid_fail_the_create_naming_the_cause() {
+    use ank_common::workload::{File, FileContent};
+
+    let mut h = harness().await;
+    let mut bad_b64 = spec("a");
+    bad_b64.workload.files = vec![File { mount_point: "/x".into(), content: FileContent::BinaryData("%%%".into()) }];
+    let mut bad_mount = spec("b");
+    bad_mount.workload.files = vec![File { mount_point: "rel/x".into(), content: FileContent::Data("1".into()) }];
+    let good = spec("c");
+    h.rm.server_hello(vec![bad_b64.clone(), bad_mount.clone(), good.clone()]).await;
+    let st = h.wait_for(&bad_b64.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    assert!(st.additional_info.contains("'/x'") && st.additional_info.contains("base64"), "{st}");
+    let st = h.wait_for(&bad_mount.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    assert!(st.additional_info.contains("'rel/x'"), "{st}");
+    h.running(&good).await;
+    assert_eq!(h.fake.created(), vec![good.instance_name.clone()], "bad workloads never reach the runtime");
+}

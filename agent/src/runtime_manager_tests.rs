@@ -22,6 +22,8 @@ pub(super) struct Harness {
     pub(super) rm: RuntimeManagerHandle,
     states: mpsc::Receiver<WorkloadState>,
     shutdown: CancellationToken,
+    /// The agent's `<run folder>/<agent>_io`.
+    pub(super) io: tempfile::TempDir,
 }
 
 impl Drop for Harness {
@@ -42,6 +44,7 @@ pub(super) async fn harness_with_extra(fake: FakeRuntime, extra: Arc<FakeRuntime
 }
 
 async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegistry) -> Harness {
+    let io = tempfile::tempdir().expect("temp io folder");
     registry.register(fake.clone());
     let (reporter, states) = StateReporter::channel(64);
     let shutdown = CancellationToken::new();
@@ -49,6 +52,7 @@ async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegi
         agent_name: AGENT.into(),
         max_parallel_creates: 4,
         retry_policy: RetryPolicy::default(),
+        io_folder: io.path().to_owned(),
     };
     let (rm, _task) = RuntimeManager::start(config, registry, reporter, shutdown.clone()).await;
     // Like the AgentManager: own states go back to the RuntimeManager.
@@ -63,7 +67,7 @@ async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegi
             }
         }
     });
-    Harness { fake, rm, states: observed, shutdown }
+    Harness { fake, rm, states: observed, shutdown, io }
 }
 
 pub(super) async fn harness() -> Harness {
@@ -167,8 +171,14 @@ async fn runtime_manager_update_processes_deletes_before_adds() {
     h.rm.server_hello(vec![a.clone()]).await;
     h.running(&a).await;
     h.rm.update_workload(vec![c.clone()], vec![deleted(&a)]).await;
-    h.wait_for(&a.instance_name, StateKind::Removed).await;
-    h.running(&c).await;
+    // Both loops run concurrently: the delete is triggered first, the states
+    // of the two workloads may interleave.
+    let (mut removed, mut running) = (false, false);
+    while !(removed && running) {
+        let s = h.next().await;
+        removed |= s.instance_name == a.instance_name && s.execution_state.kind == StateKind::Removed;
+        running |= s.instance_name == c.instance_name && s.execution_state.kind == StateKind::Running;
+    }
     let calls = h.fake.calls();
     let del = calls.iter().position(|x| x == &FakeCall::Delete(a.instance_name.clone())).unwrap();
     let add = calls.iter().position(|x| x == &FakeCall::Create(c.instance_name.clone())).unwrap();

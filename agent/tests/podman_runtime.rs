@@ -169,3 +169,31 @@ async fn podman_runtime_failed_run_reports_stderr_and_leaves_nothing() {
     let listed = s.runtime.list_workloads(&s.agent).await.expect("list");
     assert!(listed.is_empty(), "{listed:?}");
 }
+
+#[tokio::test]
+async fn podman_runtime_mounts_workload_files_read_only() {
+    use ank_agent::workload_files;
+    use ank_common::workload::{File, FileContent};
+
+    let mut s = setup("files").await;
+    let folder = tempfile::tempdir().unwrap();
+    let files = [
+        File { mount_point: "/etc/app/greeting".into(), content: FileContent::Data("hello files".into()) },
+        File { mount_point: "/data/bin".into(), content: FileContent::BinaryData("YmluYXJ5IQ==".into()) },
+    ];
+    let mounts = workload_files::prepare(folder.path(), &files).await.expect("files written");
+    let w = spec(
+        &s.agent,
+        "files",
+        r#"["sh", "-c", "cat /etc/app/greeting; echo; cat /data/bin; echo; echo x > /etc/app/greeting || echo READONLY"]"#,
+    );
+    let options = CreateOptions { control_interface: None, files: mounts };
+    let id = s.runtime.create(&w, &options).await.expect("create");
+    s.wait_event(&w.instance_name, is_state(StateKind::Succeeded)).await;
+    let out = podman(&["logs", &id.0]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("hello files"), "{text}");
+    assert!(text.contains("binary!"), "{text}");
+    assert!(text.contains("READONLY"), "the mount must be read-only: {text}");
+    assert_eq!(std::fs::read_to_string(folder.path().join("files/etc/app/greeting")).unwrap(), "hello files");
+}

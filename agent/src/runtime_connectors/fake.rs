@@ -43,6 +43,8 @@ struct Inner {
     failing_deletes: Option<String>,
     sink: Option<RuntimeEventSender>,
     next_id: u64,
+    /// The options of the last create of each instance.
+    options: HashMap<WorkloadInstanceName, CreateOptions>,
 }
 
 /// An in-memory container runtime.
@@ -173,6 +175,11 @@ impl FakeRuntime {
         }
     }
 
+    /// The options of the last create of `instance`.
+    pub fn options_of(&self, instance: &WorkloadInstanceName) -> Option<CreateOptions> {
+        self.lock().options.get(instance).cloned()
+    }
+
     /// The id of the workload of `instance`, if it exists.
     pub fn workload_id_of(&self, instance: &WorkloadInstanceName) -> Option<WorkloadId> {
         self.lock().containers.iter().find(|(_, c)| &c.instance_name == instance).map(|(id, _)| id.clone())
@@ -201,11 +208,12 @@ impl RuntimeConnector for FakeRuntime {
         self.like_podman
     }
 
-    async fn create(&self, spec: &WorkloadSpec, _options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
+    async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
         let instance = spec.instance_name.clone();
         let id = {
             let mut i = self.lock();
             i.calls.push(FakeCall::Create(instance.clone()));
+            i.options.insert(instance.clone(), options.clone());
             PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
             if let Some(msg) = i.failing_creates.get(spec.name()) {
                 return Err(RuntimeError::Create(msg.clone()));

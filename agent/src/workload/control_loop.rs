@@ -12,6 +12,7 @@
 //! Mechanism lives here; every decision (retry or give up, restart or not,
 //! which observation is which state) is a function of [`super::policy`].
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use ank_common::execution_state::{Pending, Stopping};
@@ -26,6 +27,7 @@ use crate::runtime_connectors::{
     CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
     StateChecker, WorkloadId,
 };
+use crate::workload_files;
 
 /// The workload as it exists in the runtime.
 #[derive(Debug)]
@@ -53,6 +55,15 @@ pub(crate) struct LoopContext {
     /// Where per-workload state checkers send their observations.
     pub runtime_events: RuntimeEventSender,
     pub retry_policy: RetryPolicy,
+    /// `<run folder>/<agent>_io`: one folder per workload instance below it.
+    pub io_folder: PathBuf,
+}
+
+impl LoopContext {
+    /// The host folder of one workload instance (its files, later its pipes).
+    pub fn workload_folder(&self, instance: &WorkloadInstanceName) -> PathBuf {
+        self.io_folder.join(instance.to_string())
+    }
 }
 
 /// The control loop of one workload.
@@ -157,7 +168,10 @@ impl WorkloadControlLoop {
                 .report(instance, ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info))
                 .await;
         };
-        let options = CreateOptions::default();
+        let options = match self.create_options(&spec).await {
+            Ok(options) => options,
+            Err(e) => return self.handle_create_failure(instance, e).await,
+        };
         let result = {
             // Bounds how many creates run at once; a closed semaphore only
             // happens at shutdown, when creating unbounded does no harm.
@@ -181,18 +195,32 @@ impl WorkloadControlLoop {
                     self.report(instance, ExecutionState::running()).await;
                 }
             }
-            Err(e) => {
-                tracing::warn!("creating workload '{instance}' failed (retry {}): {e}", self.retries_done);
-                match policy::after_create_failure(&self.ctx.retry_policy, self.retries_done, &e) {
-                    AfterCreateFailure::Retry { at, report } => {
-                        self.retry_at = Some(at);
-                        if let Some(state) = report {
-                            self.report(instance, state).await;
-                        }
-                    }
-                    AfterCreateFailure::GiveUp(state) => self.report(instance, state).await,
+            Err(e) => self.handle_create_failure(instance, e).await,
+        }
+    }
+
+    /// What the runtime gets from the host for a create: the workload's files.
+    async fn create_options(&self, spec: &WorkloadSpec) -> Result<CreateOptions, RuntimeError> {
+        if spec.workload.files.is_empty() {
+            return Ok(CreateOptions::default());
+        }
+        let folder = self.ctx.workload_folder(&spec.instance_name);
+        let files = workload_files::prepare(&folder, &spec.workload.files)
+            .await
+            .map_err(|e| RuntimeError::InvalidConfig(e.to_string()))?;
+        Ok(CreateOptions { control_interface: None, files })
+    }
+
+    async fn handle_create_failure(&mut self, instance: &WorkloadInstanceName, e: RuntimeError) {
+        tracing::warn!("creating workload '{instance}' failed (retry {}): {e}", self.retries_done);
+        match policy::after_create_failure(&self.ctx.retry_policy, self.retries_done, &e) {
+            AfterCreateFailure::Retry { at, report } => {
+                self.retry_at = Some(at);
+                if let Some(state) = report {
+                    self.report(instance, state).await;
                 }
             }
+            AfterCreateFailure::GiveUp(state) => self.report(instance, state).await,
         }
     }
 
@@ -278,7 +306,9 @@ impl WorkloadControlLoop {
         };
         match result {
             Ok(()) => {
-                self.spec = None;
+                if self.spec.take().is_some_and(|s| !s.workload.files.is_empty()) {
+                    workload_files::remove(&self.ctx.workload_folder(&instance)).await;
+                }
                 self.report(&instance, ExecutionState::removed()).await;
                 true
             }

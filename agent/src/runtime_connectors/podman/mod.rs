@@ -23,6 +23,9 @@ use events::EventWatcher;
 /// The runtime name in workload specs.
 pub const PODMAN: &str = "podman";
 
+/// Where the control interface folder is mounted inside a container.
+pub const CONTROL_INTERFACE_MOUNT: &str = "/run/ankaios/control_interface";
+
 /// The podman runtime connector.
 #[derive(Debug, Clone)]
 pub struct PodmanRuntime {
@@ -60,7 +63,7 @@ impl PodmanRuntime {
 // [impl->swdd~podman-create-workload-runs-workload~1]
 // [impl->swdd~podman-create-workload-creates-labels~1]
 // [impl->swdd~podman-create-workload-sets-optionally-container-name~1]
-pub fn run_args(spec: &WorkloadSpec, cfg: &PodmanRuntimeConfig) -> Vec<String> {
+pub fn run_args(spec: &WorkloadSpec, cfg: &PodmanRuntimeConfig, options: &CreateOptions) -> Vec<String> {
     let instance = &spec.instance_name;
     let mut args = cfg.general_options.clone();
     args.extend(["run".into(), "-d".into()]);
@@ -68,6 +71,19 @@ pub fn run_args(spec: &WorkloadSpec, cfg: &PodmanRuntimeConfig) -> Vec<String> {
     args.extend(["--label".into(), format!("agent={}", instance.agent_name)]);
     if !cfg.has_name_option() {
         args.extend(["--name".into(), instance.short_name()]);
+    }
+    // [impl->swdd~podman-create-workload-mounts-fifo-files~1]
+    if let Some(folder) = &options.control_interface {
+        args.extend([
+            "--mount".into(),
+            format!("type=bind,source={},destination={CONTROL_INTERFACE_MOUNT}", folder.display()),
+        ]);
+    }
+    for file in &options.files {
+        args.extend([
+            "--mount".into(),
+            format!("type=bind,source={},destination={},readonly=true", file.host_path.display(), file.mount_point),
+        ]);
     }
     args.extend(cfg.command_options.iter().cloned());
     args.push(cfg.image.clone());
@@ -88,9 +104,9 @@ impl RuntimeConnector for PodmanRuntime {
         true
     }
 
-    async fn create(&self, spec: &WorkloadSpec, _options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
+    async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
         let cfg = PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
-        match self.cli.run_detached(&run_args(spec, &cfg)).await {
+        match self.cli.run_detached(&run_args(spec, &cfg, options)).await {
             Ok(id) => Ok(id),
             Err(e) => {
                 self.remove_leftovers_of(&spec.instance_name.to_string()).await;
@@ -151,6 +167,7 @@ impl RuntimeConnector for PodmanRuntime {
 
 #[cfg(test)]
 mod tests {
+    use crate::runtime_connectors::FileMount;
     use ank_common::workload::Workload;
     use ank_common::{AgentName, WorkloadName};
 
@@ -168,7 +185,7 @@ mod tests {
             "generalOptions: [--log-level, info]\nimage: img\ncommandOptions: [-p, '8080:80']\ncommandArgs: [sleep, '9']\n",
         );
         let cfg = PodmanRuntimeConfig::parse(&s.workload.runtime_config).unwrap();
-        let args = run_args(&s, &cfg);
+        let args = run_args(&s, &cfg, &CreateOptions::default());
         let expected: Vec<String> = [
             "--log-level",
             "info",
@@ -197,9 +214,33 @@ mod tests {
     fn podman_run_args_keep_the_users_name() {
         let s = spec("image: img\ncommandOptions: ['--name=mine']\n");
         let cfg = PodmanRuntimeConfig::parse(&s.workload.runtime_config).unwrap();
-        let args = run_args(&s, &cfg);
+        let args = run_args(&s, &cfg, &CreateOptions::default());
         assert!(!args.contains(&"--name".to_owned()));
         assert!(args.contains(&"--name=mine".to_owned()));
+    }
+
+    #[test]
+    // [utest->swdd~podman-create-workload-mounts-fifo-files~1]
+    fn podman_run_args_mount_files_read_only_and_the_control_interface() {
+        let s = spec("image: img\n");
+        let cfg = PodmanRuntimeConfig::parse(&s.workload.runtime_config).unwrap();
+        let options = CreateOptions {
+            control_interface: Some("/run/ank/a_io/w.1.a/control_interface".into()),
+            files: vec![FileMount {
+                host_path: "/run/ank/a_io/w.1.a/files/etc/c".into(),
+                mount_point: "/etc/c".into(),
+            }],
+        };
+        let args = run_args(&s, &cfg, &options);
+        let mounts: Vec<&str> = args.windows(2).filter(|w| w[0] == "--mount").map(|w| w[1].as_str()).collect();
+        assert_eq!(
+            mounts,
+            [
+                "type=bind,source=/run/ank/a_io/w.1.a/control_interface,destination=/run/ankaios/control_interface",
+                "type=bind,source=/run/ank/a_io/w.1.a/files/etc/c,destination=/etc/c,readonly=true",
+            ]
+        );
+        assert_eq!(args.last().map(String::as_str), Some("img"), "mounts come before the image");
     }
 
     #[test]
