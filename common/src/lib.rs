@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod messages;
 pub mod names;
 pub mod podman_config;
+pub mod podman_kube_config;
 pub mod workload;
 
 pub use ank_proto::PROTOCOL_VERSION;

@@ -6,6 +6,8 @@
 //! Out: `RuntimeEvent`s (state changes and reconcile snapshots).
 
 pub mod podman;
+pub mod podman_kube;
+pub mod polling_checker;
 
 #[cfg(any(test, feature = "test-fakes"))]
 pub mod fake;
@@ -222,6 +224,8 @@ impl RuntimeRegistry {
     pub fn with_podman() -> Self {
         let mut r = Self::new();
         r.register(Arc::new(podman::PodmanRuntime::new(podman::PodmanCli::default())));
+        // [impl->swdd~agent-supports-podman-kube-runtime~1]
+        r.register(Arc::new(podman_kube::PodmanKubeRuntime::new(podman::PodmanCli::default())));
         r
     }
 

@@ -46,6 +46,12 @@ pub struct PsEntry {
     pub exit_code: i32,
     #[serde(default)]
     pub labels: Option<HashMap<String, String>>,
+    /// Id of the pod the container belongs to (empty for none).
+    #[serde(default)]
+    pub pod: String,
+    /// Whether it is a pod's infra (pause) container.
+    #[serde(default)]
+    pub is_infra: bool,
 }
 
 impl PsEntry {
@@ -102,7 +108,7 @@ impl Default for PodmanCli {
 }
 
 impl PodmanCli {
-    fn command(&self, args: &[String]) -> Command {
+    pub(crate) fn command(&self, args: &[String]) -> Command {
         let mut cmd = Command::new(&self.binary);
         cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
         cmd
@@ -122,6 +128,38 @@ impl PodmanCli {
             return Err(PodmanError::Failed { command, stderr });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Runs podman with `args`, writing `stdin` to its standard input.
+    pub async fn exec_with_stdin(&self, args: &[String], stdin: &str) -> Result<String, PodmanError> {
+        use tokio::io::AsyncWriteExt;
+        let command = args.iter().find(|a| !a.starts_with('-')).cloned().unwrap_or_default();
+        let spawn_error =
+            |e: std::io::Error| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() };
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_error)?;
+        if let Some(mut pipe) = child.stdin.take() {
+            pipe.write_all(stdin.as_bytes()).await.map_err(spawn_error)?;
+        }
+        let out = child.wait_with_output().await.map_err(spawn_error)?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            let stderr = if stderr.is_empty() { format!("exit status {}", out.status) } else { stderr };
+            return Err(PodmanError::Failed { command, stderr });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `podman ps --all --format json` of every container of the host.
+    // [impl->swdd~podmancli-container-state-cache-all-containers~1]
+    pub async fn ps_all(&self) -> Result<Vec<PsEntry>, PodmanError> {
+        let args: Vec<String> = ["ps", "--all", "--format", "json"].into_iter().map(str::to_owned).collect();
+        parse_ps(&self.exec(&args).await?)
     }
 
     /// `podman <args>` where args hold everything from general options to

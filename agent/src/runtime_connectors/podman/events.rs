@@ -262,6 +262,8 @@ mod tests {
             state: state.into(),
             exit_code: code,
             labels: Some([("agent".into(), "a".into()), ("name".into(), "w.h.a".into())].into_iter().collect()),
+            pod: String::new(),
+            is_infra: false,
         };
         assert_eq!(state_from_ps(&entry("running", 0)), ExecutionState::running());
         assert_eq!(state_from_ps(&entry("exited", 0)), ExecutionState::succeeded());

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod events;
 pub mod exit_watcher;
+pub mod ps_cache;
 
 use std::time::Duration;
 

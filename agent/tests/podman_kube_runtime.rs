@@ -1,0 +1,156 @@
+//! The podman-kube runtime connector against real podman: play, state via
+//! the polling checker, volumes for an agent restart, failure and down.
+
+use std::process::Command;
+use std::time::Duration;
+
+use ank_agent::runtime_connectors::podman::PodmanCli;
+use ank_agent::runtime_connectors::podman_kube::PodmanKubeRuntime;
+use ank_agent::runtime_connectors::{CreateOptions, Observed, RuntimeConnector, RuntimeError, RuntimeEvent};
+use ank_common::execution_state::Failed;
+use ank_common::workload::{Workload, WorkloadSpec};
+use ank_common::{AgentName, StateKind, WorkloadName};
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn require_podman() {
+    let ok = Command::new("podman").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(ok, "podman not found: run tools/setup.sh");
+    let image = Command::new("podman").args(["image", "exists", "localhost/busybox:latest"]).status();
+    assert!(image.is_ok_and(|s| s.success()), "image localhost/busybox:latest missing: run tools/setup.sh");
+}
+
+fn manifest(pod: &str, script: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: localhost/busybox:latest\n    imagePullPolicy: Never\n    command: [\"/bin/sh\", \"-c\", \"{script}\"]\n"
+    )
+}
+
+fn spec(agent: &str, name: &str, manifest: &str) -> WorkloadSpec {
+    let indented: String = manifest.lines().map(|l| format!("  {l}\n")).collect();
+    let wl = Workload {
+        agent: agent.into(),
+        runtime: "podman-kube".into(),
+        runtime_config: format!("downOptions: []\nmanifest: |\n{indented}"),
+        ..Default::default()
+    };
+    WorkloadSpec::new(&WorkloadName::new(name).unwrap(), &AgentName::new(agent).unwrap(), wl)
+}
+
+/// Removes the test's pods and volumes, also when the test fails.
+struct Cleanup {
+    pods: Vec<String>,
+    agent: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for pod in &self.pods {
+            let _ = Command::new("podman").args(["pod", "rm", "-f", "-t", "0", pod]).output();
+        }
+        let filter = format!("label=agent={}", self.agent);
+        if let Ok(out) = Command::new("podman").args(["volume", "ls", "-q", "--filter", &filter]).output() {
+            for v in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("podman").args(["volume", "rm", "-f", v]).output();
+            }
+        }
+    }
+}
+
+fn volume_exists(name: &str) -> bool {
+    Command::new("podman").args(["volume", "exists", name]).status().is_ok_and(|s| s.success())
+}
+
+async fn next_state(rx: &mut mpsc::Receiver<RuntimeEvent>) -> Observed {
+    match tokio::time::timeout(WAIT, rx.recv()).await.expect("a state within 30 s").expect("checker alive") {
+        RuntimeEvent::Changed { observed, .. } => observed,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+// [stest->swdd~agent-supports-podman-kube-runtime~1]
+// [stest->swdd~podman-kube-create-workload-apply-manifest~1]
+// [stest->swdd~podman-kube-create-workload-creates-config-volume~1]
+// [stest->swdd~podman-kube-create-workload-creates-pods-volume~1]
+// [stest->swdd~podman-kube-delete-workload-downs-manifest-file~1]
+// [stest->swdd~podman-kube-delete-removes-volumes~1]
+// [stest->swdd~podman-kube-implements-runtime-connector~1]
+// [stest->swdd~podman-kube-create-workload-returns-workload-id~1]
+// [stest->swdd~podman-kube-list-existing-workloads-using-config-volumes~1]
+// [stest->swdd~podman-kube-create-starts-podman-kube-state-getter~1]
+// [stest->swdd~podman-kube-implements-runtime-state-getter~1]
+// [stest->swdd~podman-kube-uses-podman-cli~1]
+// [stest->swdd~podman-kube-workload-id]
+async fn podman_kube_plays_watches_finds_and_downs_a_pod() {
+    require_podman();
+    let agent = format!("kube_{}", std::process::id());
+    let pod = format!("kpod-{}", std::process::id());
+    let _cleanup = Cleanup { pods: vec![pod.clone()], agent: agent.clone() };
+    let rt = PodmanKubeRuntime::new(PodmanCli::default());
+    let w = spec(&agent, "web", &manifest(&pod, "sleep 3600"));
+    let id = rt.create(&w, &CreateOptions::default()).await.expect("kube play");
+    let instance = w.instance_name.to_string();
+    assert!(volume_exists(&format!("{instance}.config")) && volume_exists(&format!("{instance}.pods")));
+
+    let (tx, mut rx) = mpsc::channel(16);
+    let _checker = rt.start_state_checker(&w.instance_name, &id, tx).expect("kube has a checker");
+    let mut state = next_state(&mut rx).await;
+    while !matches!(&state, Observed::State(s) if s.kind == StateKind::Running) {
+        state = next_state(&mut rx).await;
+    }
+
+    assert_eq!(rt.workload_id(&w.instance_name).await.unwrap(), Some(id.clone()), "id rebuilt from the volumes");
+    let listed = rt.list_workloads(&agent).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].workload_id, id);
+    assert_eq!(listed[0].state.kind, StateKind::Running);
+
+    rt.delete(&id).await.expect("kube down");
+    let pods = Command::new("podman").args(["pod", "exists", &pod]).status().unwrap();
+    assert!(!pods.success(), "pod removed");
+    assert!(!volume_exists(&format!("{instance}.config")) && !volume_exists(&format!("{instance}.pods")));
+    assert_eq!(next_state(&mut rx).await, Observed::Gone);
+    assert!(rt.list_workloads(&agent).await.unwrap().is_empty());
+    rt.delete(&id).await.expect("a second down of a gone pod is fine");
+}
+
+#[tokio::test]
+async fn podman_kube_container_exiting_3_is_failed_exec_failed() {
+    require_podman();
+    let agent = format!("kubefail_{}", std::process::id());
+    let pod = format!("kfail-{}", std::process::id());
+    let _cleanup = Cleanup { pods: vec![pod.clone()], agent: agent.clone() };
+    let rt = PodmanKubeRuntime::new(PodmanCli::default());
+    let w = spec(&agent, "job", &manifest(&pod, "sleep 0.5; exit 3"));
+    let id = rt.create(&w, &CreateOptions::default()).await.expect("kube play");
+    let (tx, mut rx) = mpsc::channel(16);
+    let _checker = rt.start_state_checker(&w.instance_name, &id, tx).unwrap();
+    loop {
+        if let Observed::State(s) = next_state(&mut rx).await
+            && s.kind == StateKind::Failed(Failed::ExecFailed)
+        {
+            assert_eq!(s.additional_info, "Exit code: '3'");
+            break;
+        }
+    }
+    rt.delete(&id).await.unwrap();
+}
+
+#[tokio::test]
+async fn podman_kube_manifest_podman_rejects_is_a_create_error_naming_it() {
+    require_podman();
+    let agent = format!("kubebad_{}", std::process::id());
+    let _cleanup = Cleanup { pods: vec![], agent: agent.clone() };
+    let rt = PodmanKubeRuntime::new(PodmanCli::default());
+    let w = spec(
+        &agent,
+        "bad",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: 'Not A Valid Name!'\nspec:\n  containers: 5\n",
+    );
+    let err = rt.create(&w, &CreateOptions::default()).await.unwrap_err();
+    let RuntimeError::Create(message) = &err else { panic!("{err:?}") };
+    assert!(!message.is_empty(), "podman's error is passed on");
+    assert!(!volume_exists(&format!("{}.config", w.instance_name)), "nothing left behind");
+}
