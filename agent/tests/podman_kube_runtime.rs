@@ -154,3 +154,30 @@ async fn podman_kube_manifest_podman_rejects_is_a_create_error_naming_it() {
     assert!(!message.is_empty(), "podman's error is passed on");
     assert!(!volume_exists(&format!("{}.config", w.instance_name)), "nothing left behind");
 }
+
+#[tokio::test]
+// [stest->swdd~podman-kube-create-continues-if-cannot-create-volume~1]
+async fn podman_kube_plays_even_when_its_volumes_cannot_be_created() {
+    use std::os::unix::fs::PermissionsExt;
+
+    require_podman();
+    let agent = format!("kubenovol_{}", std::process::id());
+    let pod = format!("knovol-{}", std::process::id());
+    let _cleanup = Cleanup { pods: vec![pod.clone()], agent: agent.clone() };
+    // A podman whose `volume create` always fails.
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("podman");
+    std::fs::write(
+        &shim,
+        "#!/bin/sh\nif [ \"$1\" = volume ] && [ \"$2\" = create ]; then echo 'Error: no space' >&2; exit 125; fi\nexec podman \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rt = PodmanKubeRuntime::new(PodmanCli { binary: shim, stop_timeout_secs: 1 });
+    let w = spec(&agent, "novol", &manifest(&pod, "sleep 3600"));
+    let id = rt.create(&w, &CreateOptions::default()).await.expect("played despite the volumes");
+    assert!(!volume_exists(&format!("{}.config", w.instance_name)));
+    let pods = Command::new("podman").args(["pod", "exists", &pod]).status().unwrap();
+    assert!(pods.success(), "the pod runs");
+    rt.delete(&id).await.expect("down works with the id alone");
+}

@@ -138,6 +138,7 @@ async fn podman_runtime_create_runs_with_labels_and_delete_removes() {
 // [stest->swdd~podman-state-getter-maps-state~3]
 // [stest->swdd~podman-start-checker-starts-podman-state-checker~1]
 // [stest->swdd~podman-implements-runtime-state-getter~1]
+// [stest->swdd~podman-state-getter-uses-podmancli~1]
 async fn podman_runtime_exit_codes_become_failed_and_succeeded() {
     let mut s = setup("exit").await;
     let bad = spec(&s.agent, "bad", "[sh, -c, 'sleep 0.3; exit 3']");

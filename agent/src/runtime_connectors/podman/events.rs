@@ -181,6 +181,7 @@ impl EventWatcher {
     }
 
     /// One `podman ps --all` pass, sent as a snapshot.
+    // [impl->swdd~podman-state-getter-uses-podmancli~1]
     async fn reconcile(&self) {
         let taken_at = Instant::now();
         match self.cli.ps_by_label(&Self::label(&self.agent)).await {
