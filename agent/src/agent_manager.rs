@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::hysteresis;
+use crate::logs::LogsManagerHandle;
 use crate::runtime_manager::RuntimeManagerHandle;
 use crate::server_link::{LinkEvent, ServerLinkHandle};
 
@@ -24,6 +25,7 @@ const MAX_BATCH: usize = 64;
 pub struct AgentManager {
     runtime: RuntimeManagerHandle,
     server: ServerLinkHandle,
+    logs: LogsManagerHandle,
     link_events: mpsc::Receiver<LinkEvent>,
     workload_states: mpsc::Receiver<WorkloadState>,
     states: HashMap<WorkloadInstanceName, ExecutionState>,
@@ -34,11 +36,12 @@ impl AgentManager {
     pub fn new(
         runtime: RuntimeManagerHandle,
         server: ServerLinkHandle,
+        logs: LogsManagerHandle,
         link_events: mpsc::Receiver<LinkEvent>,
         workload_states: mpsc::Receiver<WorkloadState>,
         shutdown: CancellationToken,
     ) -> Self {
-        Self { runtime, server, link_events, workload_states, states: HashMap::new(), shutdown }
+        Self { runtime, server, logs, link_events, workload_states, states: HashMap::new(), shutdown }
     }
 
     /// Runs until shutdown.
@@ -70,6 +73,9 @@ impl AgentManager {
             LinkEvent::Message(FromServer::Response(r)) => {
                 tracing::debug!("response '{}' without a control interface to deliver it to", r.request_id);
             }
+            LinkEvent::Message(FromServer::LogsRequest { request_id, request }) => self.logs.start(request_id, request),
+            LinkEvent::Message(FromServer::LogsCancelRequest { request_id }) => self.logs.cancel(request_id),
+            LinkEvent::Disconnected => self.logs.cancel_all(),
         }
     }
 

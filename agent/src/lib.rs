@@ -13,6 +13,7 @@ pub mod agent_manager;
 pub mod backoff;
 pub mod cli;
 mod hysteresis;
+pub mod logs;
 pub mod resource_monitor;
 pub mod runtime_connectors;
 mod runtime_facade;
@@ -102,10 +103,12 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         retry_policy: config.retry_policy,
         io_folder: io_folder.clone(),
     };
+    let registry = std::sync::Arc::new(runtimes.clone());
     let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, shutdown.clone()).await;
     let link_config = LinkConfig { server_url: config.server_url, agent_name: config.name.clone(), tags: config.tags };
     let (link, server, link_events) = ServerLink::new(link_config, shutdown.clone());
-    let manager = AgentManager::new(runtime, server, link_events, workload_states, shutdown.clone());
+    let logs = logs::LogsManager::start(config.name.clone(), registry, server.sender(), shutdown.clone());
+    let manager = AgentManager::new(runtime, server, logs, link_events, workload_states, shutdown.clone());
     let am_task = tokio::spawn(manager.run());
     let link_task = tokio::spawn(link.run());
     tracing::info!("agent '{}' started", config.name);

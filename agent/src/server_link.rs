@@ -37,12 +37,21 @@ pub enum LinkEvent {
     Connected,
     /// A message from the server.
     Message(FromServer),
+    /// The session ended (the link reconnects on its own).
+    Disconnected,
 }
 
 /// Cheap handle to queue messages for the server. While disconnected,
 /// queued messages are dropped: the full state set is re-sent on connect.
 #[derive(Debug, Clone)]
 pub struct ServerLinkHandle(mpsc::UnboundedSender<ToServer>);
+
+impl ServerLinkHandle {
+    /// The raw queue, for components that send on their own (log streams).
+    pub fn sender(&self) -> mpsc::UnboundedSender<ToServer> {
+        self.0.clone()
+    }
+}
 
 impl ServerLinkHandle {
     /// Queues `msg` for the server.
@@ -93,6 +102,9 @@ impl ServerLink {
                 SessionEnd::Shutdown => return,
                 SessionEnd::Lost(reason) => {
                     let first_failure = backoff.attempts() == 0;
+                    if first_failure {
+                        let _ = self.events.send(LinkEvent::Disconnected).await;
+                    }
                     let delay = backoff.next_delay();
                     if first_failure {
                         tracing::info!("no connection to server '{}': {reason}; retrying", self.config.server_url);

@@ -30,7 +30,7 @@ impl Drop for Cleanup {
         let filter = format!("label=agent={}", self.0);
         if let Ok(out) = Command::new("podman").args(["ps", "-aq", "--filter", &filter]).output() {
             for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = Command::new("podman").args(["rm", "-f", id]).output();
+                let _ = Command::new("podman").args(["rm", "-f", "-t", "0", id]).output();
             }
         }
     }
@@ -197,4 +197,43 @@ async fn podman_runtime_mounts_workload_files_read_only() {
     assert!(text.contains("binary!"), "{text}");
     assert!(text.contains("READONLY"), "the mount must be read-only: {text}");
     assert_eq!(std::fs::read_to_string(folder.path().join("files/etc/app/greeting")).unwrap(), "hello files");
+}
+
+#[tokio::test]
+async fn podman_runtime_logs_honour_tail_and_follow_and_stop_when_dropped() {
+    use ank_agent::runtime_connectors::LogOptions;
+
+    let mut s = setup("logs").await;
+    let w =
+        spec(&s.agent, "talker", r#"["sh", "-c", "echo l1; echo l2; echo l3 >&2; sleep 1; echo late; sleep 100000"]"#);
+    let id = s.runtime.create(&w, &CreateOptions::default()).await.expect("create");
+    s.wait_event(&w.instance_name, is_state(StateKind::Running)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut tail = s.runtime.logs(&id, &LogOptions { tail: Some(2), ..Default::default() }).await.expect("logs");
+    let mut got = Vec::new();
+    while let Some(line) = tokio::time::timeout(WAIT, tail.recv()).await.expect("lines") {
+        got.push(line);
+    }
+    got.sort();
+    assert_eq!(got, ["l2", "l3"], "the last two lines, stdout and stderr");
+
+    let mut follow = s.runtime.logs(&id, &LogOptions { follow: true, ..Default::default() }).await.expect("logs");
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l| l == "late") {
+        seen.push(tokio::time::timeout(WAIT, follow.recv()).await.expect("a line").expect("stream open"));
+    }
+    drop(follow);
+    // The `podman logs --follow` child is gone once the stream is dropped.
+    let filter = format!("podman logs --follow {}", id.0);
+    let mut gone = false;
+    for _ in 0..50 {
+        let out = Command::new("pgrep").args(["-f", &filter]).output().expect("pgrep");
+        if !out.status.success() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "podman logs child still running");
 }

@@ -23,6 +23,27 @@ pub struct DeletedWorkload {
     pub dependencies: BTreeMap<String, DeleteCondition>,
 }
 
+/// What a log request asks of the agents running the named workloads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogsRequest {
+    pub workload_names: Vec<WorkloadInstanceName>,
+    /// Keep streaming new lines until cancelled.
+    pub follow: bool,
+    /// Only the last N lines; negative means all.
+    pub tail: i32,
+    /// Only lines since this time (RFC 3339 or a duration like `10m`).
+    pub since: Option<String>,
+    /// Only lines until this time.
+    pub until: Option<String>,
+}
+
+/// One line of a workload's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    pub workload_name: WorkloadInstanceName,
+    pub message: String,
+}
+
 /// Messages from the server.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FromServer {
@@ -34,17 +55,40 @@ pub enum FromServer {
     UpdateWorkloadState(Vec<WorkloadState>),
     /// Answer to a request.
     Response(Response),
+    /// Start sending the logs of the named workloads of this agent.
+    LogsRequest { request_id: String, request: LogsRequest },
+    /// Stop the log streams of a request.
+    LogsCancelRequest { request_id: String },
 }
 
 /// Messages to the server.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToServer {
-    AgentHello { agent_name: String, protocol_version: String, tags: BTreeMap<String, String> },
-    CommanderHello { protocol_version: String },
+    AgentHello {
+        agent_name: String,
+        protocol_version: String,
+        tags: BTreeMap<String, String>,
+    },
+    CommanderHello {
+        protocol_version: String,
+    },
     UpdateWorkloadState(Vec<WorkloadState>),
-    AgentLoadStatus { agent_name: String, status: AgentStatus },
+    AgentLoadStatus {
+        agent_name: String,
+        status: AgentStatus,
+    },
     Request(Request),
     Goodbye,
+    /// Log lines for a log request.
+    LogEntriesResponse {
+        request_id: String,
+        entries: Vec<LogEntry>,
+    },
+    /// The log stream of one workload of a request ended.
+    LogsStopResponse {
+        request_id: String,
+        workload_name: WorkloadInstanceName,
+    },
 }
 
 /// A request with its id.

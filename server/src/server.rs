@@ -89,6 +89,11 @@ impl AnkaiosServer {
             ToServer::AgentLoadStatus { agent_name, status } => self.handle_load_status(conn, &agent_name, status),
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
+            ToServer::LogEntriesResponse { request_id, .. } | ToServer::LogsStopResponse { request_id, .. } => {
+                tracing::debug!(
+                    "connection {conn}: logs for '{request_id}' dropped, the server does not request logs yet"
+                )
+            }
         }
     }
 

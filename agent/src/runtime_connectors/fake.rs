@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEvent, RuntimeEventSender,
-    WorkloadId,
+    CreateOptions, ListedWorkload, LogLines, LogOptions, Observed, RuntimeConnector, RuntimeError, RuntimeEvent,
+    RuntimeEventSender, WorkloadId,
 };
 
 /// A call the fake received.
@@ -45,6 +45,10 @@ struct Inner {
     next_id: u64,
     /// The options of the last create of each instance.
     options: HashMap<WorkloadInstanceName, CreateOptions>,
+    /// Log lines per instance, and the open follow streams.
+    logs: HashMap<WorkloadInstanceName, Vec<String>>,
+    followers: Vec<(WorkloadInstanceName, tokio::sync::mpsc::Sender<String>)>,
+    log_requests: Vec<(WorkloadInstanceName, LogOptions)>,
 }
 
 /// An in-memory container runtime.
@@ -175,6 +179,31 @@ impl FakeRuntime {
         }
     }
 
+    /// Appends a log line of `instance`, also to open follow streams.
+    pub async fn push_log(&self, instance: &WorkloadInstanceName, line: &str) {
+        let followers: Vec<_> = {
+            let mut i = self.lock();
+            i.logs.entry(instance.clone()).or_default().push(line.to_owned());
+            i.followers.retain(|(_, tx)| !tx.is_closed());
+            i.followers.iter().filter(|(n, _)| n == instance).map(|(_, tx)| tx.clone()).collect()
+        };
+        for tx in followers {
+            let _ = tx.send(line.to_owned()).await;
+        }
+    }
+
+    /// The log requests so far, with their options.
+    pub fn log_requests(&self) -> Vec<(WorkloadInstanceName, LogOptions)> {
+        self.lock().log_requests.clone()
+    }
+
+    /// How many follow streams are still read.
+    pub fn open_log_streams(&self) -> usize {
+        let mut i = self.lock();
+        i.followers.retain(|(_, tx)| !tx.is_closed());
+        i.followers.len()
+    }
+
     /// The options of the last create of `instance`.
     pub fn options_of(&self, instance: &WorkloadInstanceName) -> Option<CreateOptions> {
         self.lock().options.get(instance).cloned()
@@ -235,6 +264,29 @@ impl RuntimeConnector for FakeRuntime {
     async fn workload_id(&self, instance: &WorkloadInstanceName) -> Result<Option<WorkloadId>, RuntimeError> {
         let i = self.lock();
         Ok(i.containers.iter().find(|(_, c)| &c.instance_name == instance).map(|(id, _)| id.clone()))
+    }
+
+    async fn logs(&self, workload_id: &WorkloadId, options: &LogOptions) -> Result<LogLines, RuntimeError> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let mut i = self.lock();
+        let instance = i
+            .containers
+            .get(workload_id)
+            .map(|c| c.instance_name.clone())
+            .ok_or_else(|| RuntimeError::Unavailable(format!("no container '{workload_id}'")))?;
+        i.log_requests.push((instance.clone(), options.clone()));
+        let lines = i.logs.get(&instance).cloned().unwrap_or_default();
+        let skip = match options.tail {
+            Some(n) if n >= 0 => lines.len().saturating_sub(n as usize),
+            _ => 0,
+        };
+        for line in lines.into_iter().skip(skip) {
+            let _ = tx.try_send(line);
+        }
+        if options.follow {
+            i.followers.push((instance, tx));
+        }
+        Ok(rx)
     }
 
     async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError> {

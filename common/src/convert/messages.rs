@@ -15,7 +15,8 @@ use super::state::{
 };
 use crate::complete_state::AgentStatus;
 use crate::messages::{
-    DeleteCondition, DeletedWorkload, FromServer, Request, RequestContent, Response, ResponseContent, ToServer,
+    DeleteCondition, DeletedWorkload, FromServer, LogEntry, LogsRequest, Request, RequestContent, Response,
+    ResponseContent, ToServer,
 };
 use crate::workload::{Workload, WorkloadSpec};
 
@@ -82,6 +83,13 @@ pub fn from_server_to_proto(m: &FromServer) -> g::FromServer {
             workload_states: states.iter().map(workload_state_to_proto).collect(),
         }),
         FromServer::Response(r) => F::Response(response_to_pb(r)),
+        FromServer::LogsRequest { request_id, request } => F::LogsRequest(g::LogsRequest {
+            request_id: request_id.clone(),
+            logs_request: Some(logs_request_to_pb(request)),
+        }),
+        FromServer::LogsCancelRequest { request_id } => {
+            F::LogsCancelRequest(g::LogsCancelRequest { request_id: request_id.clone() })
+        }
     };
     g::FromServer { from_server_enum: Some(e) }
 }
@@ -102,7 +110,11 @@ pub fn from_server_from_proto(m: g::FromServer) -> Result<Option<FromServer>, Co
             s.workload_states.into_iter().map(workload_state_from_proto).collect::<Result<_, _>>()?,
         ),
         F::Response(r) => FromServer::Response(response_from_pb(r)?),
-        F::LogsRequest(_) | F::LogsCancelRequest(_) => return Ok(None),
+        F::LogsRequest(r) => FromServer::LogsRequest {
+            request_id: r.request_id,
+            request: logs_request_from_pb(r.logs_request.ok_or_else(|| ConvertError::missing("LogsRequest"))?)?,
+        },
+        F::LogsCancelRequest(r) => FromServer::LogsCancelRequest { request_id: r.request_id },
     }))
 }
 
@@ -128,6 +140,24 @@ pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
         }),
         ToServer::Request(r) => T::Request(request_to_pb(r)),
         ToServer::Goodbye => T::Goodbye(g::Goodbye {}),
+        ToServer::LogEntriesResponse { request_id, entries } => T::LogEntriesResponse(g::LogEntriesResponse {
+            request_id: request_id.clone(),
+            log_entries_response: Some(pb::LogEntriesResponse {
+                log_entries: entries
+                    .iter()
+                    .map(|e| pb::LogEntry {
+                        workload_name: Some(instance_name_to_proto(&e.workload_name)),
+                        message: e.message.clone(),
+                    })
+                    .collect(),
+            }),
+        }),
+        ToServer::LogsStopResponse { request_id, workload_name } => T::LogsStopResponse(g::LogsStopResponse {
+            request_id: request_id.clone(),
+            logs_stop_response: Some(pb::LogsStopResponse {
+                workload_name: Some(instance_name_to_proto(workload_name)),
+            }),
+        }),
     };
     g::ToServer { to_server_enum: Some(e) }
 }
@@ -155,8 +185,47 @@ pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertE
         },
         T::Request(r) => ToServer::Request(request_from_pb(r)?),
         T::Goodbye(_) => ToServer::Goodbye,
-        T::LogEntriesResponse(_) | T::LogsStopResponse(_) => return Ok(None),
+        T::LogEntriesResponse(r) => ToServer::LogEntriesResponse {
+            request_id: r.request_id,
+            entries: r
+                .log_entries_response
+                .map(|l| l.log_entries)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| Ok(LogEntry { workload_name: instance_name_from_proto(e.workload_name)?, message: e.message }))
+                .collect::<Result<_, ConvertError>>()?,
+        },
+        T::LogsStopResponse(r) => ToServer::LogsStopResponse {
+            request_id: r.request_id,
+            workload_name: instance_name_from_proto(r.logs_stop_response.and_then(|s| s.workload_name))?,
+        },
     }))
+}
+
+/// Domain -> wire log request.
+pub fn logs_request_to_pb(r: &LogsRequest) -> pb::LogsRequest {
+    pb::LogsRequest {
+        workload_names: r.workload_names.iter().map(instance_name_to_proto).collect(),
+        follow: Some(r.follow),
+        tail: Some(r.tail),
+        since: r.since.clone(),
+        until: r.until.clone(),
+    }
+}
+
+/// Wire -> domain log request (absent options: no follow, all lines).
+pub fn logs_request_from_pb(r: pb::LogsRequest) -> Result<LogsRequest, ConvertError> {
+    Ok(LogsRequest {
+        workload_names: r
+            .workload_names
+            .into_iter()
+            .map(|n| instance_name_from_proto(Some(n)))
+            .collect::<Result<_, _>>()?,
+        follow: r.follow.unwrap_or(false),
+        tail: r.tail.unwrap_or(-1),
+        since: r.since.filter(|s| !s.is_empty()),
+        until: r.until.filter(|s| !s.is_empty()),
+    })
 }
 
 /// Domain -> wire request.
@@ -250,6 +319,36 @@ mod tests {
         let spec = WorkloadSpec::new(&WorkloadName::new("w").unwrap(), &AgentName::new("agent_A").unwrap(), wl);
         let m = FromServer::ServerHello(vec![spec]);
         assert_eq!(from_server_from_proto(from_server_to_proto(&m)).unwrap(), Some(m));
+    }
+
+    #[test]
+    fn logs_messages_round_trip_through_the_wire() {
+        let name = crate::WorkloadInstanceName::new(
+            &WorkloadName::new("w").unwrap(),
+            &AgentName::new("agent_A").unwrap(),
+            "cfg",
+        );
+        let request = LogsRequest {
+            workload_names: vec![name.clone()],
+            follow: true,
+            tail: 10,
+            since: Some("10m".into()),
+            until: None,
+        };
+        let m = FromServer::LogsRequest { request_id: "cli@1".into(), request };
+        assert_eq!(from_server_from_proto(from_server_to_proto(&m)).unwrap(), Some(m));
+        let m = FromServer::LogsCancelRequest { request_id: "cli@1".into() };
+        assert_eq!(from_server_from_proto(from_server_to_proto(&m)).unwrap(), Some(m));
+        let m = ToServer::LogEntriesResponse {
+            request_id: "cli@1".into(),
+            entries: vec![LogEntry { workload_name: name.clone(), message: "hello".into() }],
+        };
+        assert_eq!(to_server_from_proto(to_server_to_proto(&m)).unwrap(), Some(m));
+        let m = ToServer::LogsStopResponse { request_id: "cli@1".into(), workload_name: name };
+        assert_eq!(to_server_from_proto(to_server_to_proto(&m)).unwrap(), Some(m));
+        // Options an Ankaios server leaves out mean: no follow, every line.
+        let bare = logs_request_from_pb(pb::LogsRequest::default()).unwrap();
+        assert_eq!((bare.follow, bare.tail, bare.since), (false, -1, None));
     }
 
     #[test]

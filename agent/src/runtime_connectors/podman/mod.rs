@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod events;
 pub mod exit_watcher;
+pub mod logs;
 pub mod ps_cache;
 
 use std::time::Duration;
@@ -18,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use cli::PodmanCli;
 
-use super::{CreateOptions, ListedWorkload, RuntimeConnector, RuntimeError, RuntimeEventSender, WorkloadId};
+use super::{
+    CreateOptions, ListedWorkload, LogLines, LogOptions, RuntimeConnector, RuntimeError, RuntimeEventSender, WorkloadId,
+};
 use events::EventWatcher;
 
 /// The runtime name in workload specs.
@@ -138,6 +141,13 @@ impl RuntimeConnector for PodmanRuntime {
     }
 
     // [impl->swdd~podman-start-checker-starts-podman-state-checker~1]
+    async fn logs(&self, workload_id: &WorkloadId, options: &LogOptions) -> Result<LogLines, RuntimeError> {
+        let mut args = vec!["logs".to_owned()];
+        args.extend(logs::log_args(options));
+        args.push(workload_id.0.clone());
+        logs::stream(&self.cli, args)
+    }
+
     async fn start_state_watcher(
         &self,
         agent: &str,

@@ -21,8 +21,8 @@ use super::podman::PodmanCli;
 use super::podman::ps_cache::PsCache;
 use super::polling_checker::{GenericPollingStateChecker, POLL_INTERVAL, RuntimeStateGetter};
 use super::{
-    CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, StateChecker,
-    WorkloadId,
+    CreateOptions, ListedWorkload, LogLines, LogOptions, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender,
+    StateChecker, WorkloadId,
 };
 use state_getter::{PodmanKubeStateGetter, combined_state};
 use workload_id::KubeWorkloadId;
@@ -185,6 +185,22 @@ impl RuntimeConnector for PodmanKubeRuntime {
                 Some(ListedWorkload { instance_name, workload_id: id.to_workload_id(), state })
             })
             .collect())
+    }
+
+    /// `podman pod logs` of the workload's pods (one after the other).
+    async fn logs(&self, workload_id: &WorkloadId, options: &LogOptions) -> Result<LogLines, RuntimeError> {
+        let id = KubeWorkloadId::parse(workload_id)?;
+        let Some(pod) = id.pods.first() else {
+            return Err(RuntimeError::Unavailable(format!("workload '{}' has no pod", id.instance_name)));
+        };
+        if id.pods.len() > 1 {
+            tracing::info!("logs of '{}': only its first pod '{pod}' is streamed", id.instance_name);
+        }
+        let mut args = id.general_options.clone();
+        args.extend(["pod".to_owned(), "logs".to_owned()]);
+        args.extend(super::podman::logs::log_args(options));
+        args.push(pod.clone());
+        super::podman::logs::stream(&self.cli, args)
     }
 
     /// Pods carry none of our labels: each workload has its own checker.

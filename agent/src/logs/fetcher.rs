@@ -1,0 +1,81 @@
+//! One log stream: finds the workload in the runtimes, streams its lines to
+//! the server in batches and says when the stream ended.
+
+use std::sync::Arc;
+
+use ank_common::WorkloadInstanceName;
+use ank_common::messages::{LogEntry, ToServer};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::ServerSink;
+use crate::runtime_connectors::{LogLines, LogOptions, RuntimeRegistry};
+
+/// Most lines in one `LogEntriesResponse`.
+const MAX_BATCH: usize = 100;
+
+pub(super) struct Fetcher {
+    pub request_id: String,
+    pub instance: WorkloadInstanceName,
+    pub options: LogOptions,
+    pub registry: Arc<RuntimeRegistry>,
+    pub server: ServerSink,
+    pub stop: CancellationToken,
+    pub done: mpsc::UnboundedSender<String>,
+}
+
+impl Fetcher {
+    pub async fn run(self) {
+        match self.open().await {
+            Ok(lines) => self.stream(lines).await,
+            Err(why) => tracing::info!("logs of '{}' for '{}': {why}", self.instance, self.request_id),
+        }
+        // A cancelled request gets no stop response: nobody waits for it.
+        if !self.stop.is_cancelled() {
+            let _ = self.server.send(ToServer::LogsStopResponse {
+                request_id: self.request_id.clone(),
+                workload_name: self.instance.clone(),
+            });
+        }
+        let _ = self.done.send(self.request_id);
+    }
+
+    /// The log lines of the workload, from whichever runtime runs it.
+    async fn open(&self) -> Result<LogLines, String> {
+        for connector in self.registry.iter() {
+            match connector.workload_id(&self.instance).await {
+                Ok(Some(id)) => return connector.logs(&id, &self.options).await.map_err(|e| e.to_string()),
+                Ok(None) => {}
+                Err(e) => tracing::debug!("runtime '{}' cannot look up '{}': {e}", connector.name(), self.instance),
+            }
+        }
+        Err("no such workload on this agent".to_owned())
+    }
+
+    async fn stream(&self, mut lines: LogLines) {
+        loop {
+            let first = tokio::select! {
+                () = self.stop.cancelled() => return,
+                line = lines.recv() => match line {
+                    Some(l) => l,
+                    None => return,
+                },
+            };
+            let mut entries = vec![self.entry(first)];
+            while entries.len() < MAX_BATCH {
+                match lines.try_recv() {
+                    Ok(l) => entries.push(self.entry(l)),
+                    Err(_) => break,
+                }
+            }
+            let msg = ToServer::LogEntriesResponse { request_id: self.request_id.clone(), entries };
+            if self.server.send(msg).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn entry(&self, message: String) -> LogEntry {
+        LogEntry { workload_name: self.instance.clone(), message }
+    }
+}
