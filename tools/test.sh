@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 bash tools/setup.sh
 cargo build --bins
+python3 tools/trace-requirements.py
 cargo nextest run --workspace --no-fail-fast
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
