@@ -89,3 +89,38 @@ workloads:
     assert!(o.status.success(), "delete: {}", String::from_utf8_lossy(&o.stderr));
     c.wait_until(Duration::from_secs(30), |c| state_and_info(c, "kube").is_none() && !pod_exists(&pod));
 }
+
+fn pod_id(pod: &str) -> Option<String> {
+    let o = Command::new("podman").args(["pod", "inspect", "--format", "{{.Id}}", pod]).output().ok()?;
+    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+}
+
+#[test]
+// [stest->swdd~podman-kube-get-workload-id-uses-volumes~1]
+fn e2e_kube_workload_is_resumed_after_an_agent_restart() {
+    let agent = format!("e2e_kuberes_{}", std::process::id());
+    let pod = format!("e2ekuberes-{}", std::process::id());
+    let _cleanup = PodCleanup(pod.clone());
+    let mut c = Cluster::start(&agent, None);
+    let manifest = format!(
+        "apiVersion: v1\nworkloads:\n  kube:\n    runtime: podman-kube\n    agent: {agent}\n    runtimeConfig: |\n      manifest: |\n        apiVersion: v1\n        kind: Pod\n        metadata:\n          name: {pod}\n        spec:\n          containers:\n          - name: main\n            image: localhost/busybox:latest\n            imagePullPolicy: Never\n            command: [\"/bin/sh\", \"-c\", \"sleep 100000\"]\n"
+    );
+    let o = c.ank_stdin(&["apply", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+    c.wait_until(Duration::from_secs(30), |c| state_and_info(c, "kube").is_some_and(|l| l.contains("Running(Ok)")));
+    let before = pod_id(&pod).expect("pod exists");
+    c.kill_agent();
+    c.wait_until(Duration::from_secs(20), |c| {
+        let o = c.ank(&["get", "agents"]);
+        o.status.success() && !String::from_utf8_lossy(&o.stdout).contains(&c.agent)
+    });
+    c.start_agent();
+    c.wait_until(Duration::from_secs(30), |c| {
+        state_and_info(c, "kube").is_some_and(|l| l.contains("Running(Ok)") && l.contains(&c.agent))
+            && String::from_utf8_lossy(&c.ank(&["get", "agents"]).stdout).contains(&c.agent)
+    });
+    assert_eq!(pod_id(&pod).as_deref(), Some(before.as_str()), "the same pod, not played again");
+    let o = c.ank(&["delete", "workload", "kube"]);
+    assert!(o.status.success());
+    c.wait_until(Duration::from_secs(30), |_| !pod_exists(&pod));
+}
