@@ -330,3 +330,18 @@ async fn workload_files_that_are_invalid_fail_the_create_naming_the_cause() {
     h.running(&good).await;
     assert_eq!(h.fake.created(), vec![good.instance_name.clone()], "bad workloads never reach the runtime");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_resent_workload_whose_creates_gave_up_is_tried_again_without_a_removed_flicker() {
+    let fake = crate::runtime_connectors::fake::FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: boom");
+    let mut h = super::tests::harness_with(fake).await;
+    let s = spec("x");
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.wait_for(&s.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    h.fake.clear_failures();
+    // After a reconnect the server sends the same workload again.
+    h.rm.server_hello(vec![s.clone()]).await;
+    assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::with_info(starting(), "Triggered at runtime."));
+    assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::running());
+}

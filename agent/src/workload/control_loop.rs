@@ -257,10 +257,15 @@ impl WorkloadControlLoop {
     async fn handle_update(&mut self, spec: Option<WorkloadSpec>) {
         self.retry_at = None;
         self.retries_done = 0;
-        let unchanged = spec.is_some() && self.spec == spec && !self.deleting && self.current.is_some();
-        if unchanged {
-            tracing::debug!("workload '{}' is unchanged", self.spec.as_ref().map(|s| s.name()).unwrap_or_default());
-            return;
+        if let Some(same) = spec.as_ref().filter(|s| self.spec.as_ref() == Some(*s) && !self.deleting) {
+            if self.current.is_some() {
+                tracing::debug!("workload '{}' is unchanged", same.instance_name);
+                return;
+            }
+            // Same spec, but nothing runs (its creates gave up, or it was
+            // lost): create it again, without a delete in between.
+            let same = same.clone();
+            return self.handle_create(same, None).await;
         }
         self.deleting = true;
         if !self.delete_current().await {
