@@ -40,6 +40,9 @@ pub struct Cli {
     /// Pending(StartingFailed).
     #[arg(long, env = "ANKAGENT_CREATE_RETRIES", default_value_t = 20, value_name = "N")]
     pub create_retries: u32,
+    /// How many workload creates may run at the same time.
+    #[arg(long, env = "ANKAGENT_MAX_PARALLEL_CREATES", default_value_t = 10, value_name = "N")]
+    pub max_parallel_creates: usize,
     /// Milliseconds between two retries of a failed create.
     #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
     pub create_retry_interval_ms: u64,
@@ -92,6 +95,7 @@ impl Cli {
         let mut config = AgentConfig::new(name.as_str(), server_url);
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
         config.tags = self.tags.into_iter().collect::<BTreeMap<_, _>>();
+        config.max_parallel_creates = self.max_parallel_creates.max(1);
         config.retry_policy = crate::RetryPolicy {
             max_retries: self.create_retries,
             interval: std::time::Duration::from_millis(self.create_retry_interval_ms),
