@@ -1,8 +1,10 @@
 //! State hysteresis of the `AgentManager`: which reported execution state
 //! of one of its workloads is passed on, given the last one passed on. A
-//! workload on its way out (`Stopping(RequestedAtRuntime)`,
-//! `Stopping(WaitingToStop)`) may still be seen running or exiting for a
-//! moment; those observations must not flip its state back.
+//! workload being deleted (`Stopping(RequestedAtRuntime)`) may still be seen
+//! running or exiting for a moment; those observations must not flip its
+//! state back. (A workload in `Stopping(WaitingToStop)` still runs
+//! untouched: its real changes are passed on, and the control loop itself
+//! does not repeat a state.)
 
 use ank_common::execution_state::{Pending, Stopping};
 use ank_common::{ExecutionState, StateKind};
@@ -15,7 +17,7 @@ pub fn transition(current: Option<&ExecutionState>, incoming: &ExecutionState) -
     if current == incoming {
         return None;
     }
-    let stopping = matches!(current.kind, StateKind::Stopping(Stopping::RequestedAtRuntime | Stopping::WaitingToStop));
+    let stopping = current.kind == StateKind::Stopping(Stopping::RequestedAtRuntime);
     let lagging = matches!(
         incoming.kind,
         StateKind::Running | StateKind::Succeeded | StateKind::Failed(_) | StateKind::Pending(Pending::Starting)
@@ -38,15 +40,16 @@ mod tests {
     // [utest->swdd~agent-manager-hysteresis_on-workload-states-of-its-workloads~1]
     fn hysteresis_keeps_stopping_against_lagging_observations() {
         let stopping = st(StateKind::Stopping(Stopping::RequestedAtRuntime));
+        assert_eq!(transition(Some(&stopping), &ExecutionState::running()), None);
+        assert_eq!(transition(Some(&stopping), &ExecutionState::failed("Exit code: '137'")), None);
+        assert_eq!(transition(Some(&stopping), &ExecutionState::succeeded()), None);
+        assert_eq!(transition(Some(&stopping), &ExecutionState::removed()), Some(ExecutionState::removed()));
+        let delete_failed = st(StateKind::Stopping(Stopping::DeleteFailed));
+        assert_eq!(transition(Some(&stopping), &delete_failed), Some(delete_failed.clone()));
+        // A workload waiting to stop still runs: its real changes pass, and
+        // so does the state it returns to when the delete is called off.
         let waiting = st(StateKind::Stopping(Stopping::WaitingToStop));
-        for current in [&stopping, &waiting] {
-            assert_eq!(transition(Some(current), &ExecutionState::running()), None);
-            assert_eq!(transition(Some(current), &ExecutionState::failed("Exit code: '137'")), None);
-            assert_eq!(transition(Some(current), &ExecutionState::succeeded()), None);
-            assert_eq!(transition(Some(current), &ExecutionState::removed()), Some(ExecutionState::removed()));
-            let delete_failed = st(StateKind::Stopping(Stopping::DeleteFailed));
-            assert_eq!(transition(Some(current), &delete_failed), Some(delete_failed.clone()));
-        }
+        assert_eq!(transition(Some(&waiting), &ExecutionState::running()), Some(ExecutionState::running()));
         assert_eq!(transition(Some(&waiting), &stopping), Some(stopping.clone()));
     }
 

@@ -231,14 +231,13 @@ impl RuntimeManager {
         spec: WorkloadSpec,
         existing: &mut BTreeMap<WorkloadInstanceName, (String, ListedWorkload)>,
     ) -> Option<WorkloadOperation> {
-        let queued = self.scheduler.is_queued(spec.name());
         if let Some(object) = self.objects.get_mut(spec.name()) {
             if object.instance_name == spec.instance_name && !object.deleting {
-                if !queued {
-                    // The loop ignores it when nothing changed, or finishes
-                    // an update whose delete failed before.
-                    object.update(Some(spec));
-                }
+                // Wanted as it is: a delete waiting for its dependents is
+                // called off; the loop reports its state again when nothing
+                // changed, or finishes an update whose delete failed before.
+                self.scheduler.cancel(spec.name());
+                object.update(Some(spec));
                 return None;
             }
             return Some(WorkloadOperation::Update(spec, no_dependents(&object.instance_name)));
@@ -286,12 +285,10 @@ impl RuntimeManager {
             }
         }
         for spec in added.into_iter().flatten() {
-            let queued = self.scheduler.is_queued(spec.name());
             match self.objects.get_mut(spec.name()) {
                 Some(o) if o.instance_name == spec.instance_name && !o.deleting => {
-                    if !queued {
-                        o.update(Some(spec));
-                    }
+                    self.scheduler.cancel(spec.name());
+                    o.update(Some(spec));
                 }
                 // [impl->swdd~agent-update-on-add-known-workload~1]
                 Some(o) => {

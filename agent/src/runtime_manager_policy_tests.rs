@@ -345,3 +345,22 @@ async fn a_resent_workload_whose_creates_gave_up_is_tried_again_without_a_remove
     assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::with_info(starting(), "Triggered at runtime."));
     assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::running());
 }
+
+#[tokio::test(start_paused = true)]
+async fn dependencies_a_waiting_delete_is_called_off_when_the_workload_is_added_again() {
+    let mut h = harness().await;
+    let db = spec("db");
+    let web = with_deps(spec("web"), &[("db", AddCondition::Running)]);
+    h.rm.server_hello(vec![db.clone(), web.clone()]).await;
+    h.running(&db).await;
+    h.running(&web).await;
+    let del_db = deleted_with(&db, &[("web", DeleteCondition::NotPendingNorRunning)]);
+    h.rm.update_workload(vec![], vec![del_db]).await;
+    assert_eq!(h.next_of(&db.instance_name).await.kind, StateKind::Stopping(Stopping::WaitingToStop));
+    h.rm.update_workload(vec![db.clone()], vec![]).await;
+    assert_eq!(h.next_of(&db.instance_name).await, ExecutionState::running(), "back to its real state");
+    h.rm.update_workload(vec![], vec![deleted(&web)]).await;
+    h.wait_for(&web.instance_name, StateKind::Removed).await;
+    h.assert_quiet().await;
+    assert_eq!(h.fake.deleted(), vec![web.instance_name.clone()], "db is kept");
+}

@@ -78,11 +78,23 @@ pub(crate) struct WorkloadControlLoop {
     retries_done: u32,
     /// When the next create retry is due.
     retry_at: Option<Instant>,
+    /// The state reported last, so that repeats (a reconcile, a lagging
+    /// event) are not reported again.
+    last_reported: Option<(WorkloadInstanceName, ExecutionState)>,
 }
 
 impl WorkloadControlLoop {
     pub fn new(ctx: LoopContext, commands: mpsc::UnboundedReceiver<WorkloadCommand>) -> Self {
-        Self { ctx, commands, spec: None, current: None, deleting: false, retries_done: 0, retry_at: None }
+        Self {
+            ctx,
+            commands,
+            spec: None,
+            current: None,
+            deleting: false,
+            retries_done: 0,
+            retry_at: None,
+            last_reported: None,
+        }
     }
 
     /// Runs until the `RuntimeManager` drops the command sender.
@@ -128,8 +140,23 @@ impl WorkloadControlLoop {
         }
     }
 
-    async fn report(&self, instance: &WorkloadInstanceName, state: ExecutionState) {
-        self.ctx.reporter.report(instance, state).await;
+    async fn report(&mut self, instance: &WorkloadInstanceName, state: ExecutionState) {
+        let latest = Some((instance.clone(), state));
+        if self.last_reported == latest {
+            return;
+        }
+        self.last_reported = latest;
+        if let Some((instance, state)) = &self.last_reported {
+            self.ctx.reporter.report(instance, state.clone()).await;
+        }
+    }
+
+    /// Reports the last state again, e.g. after a waiting delete was
+    /// called off and the server shows `Stopping(WaitingToStop)`.
+    async fn report_again(&self) {
+        if let Some((instance, state)) = &self.last_reported {
+            self.ctx.reporter.report(instance, state.clone()).await;
+        }
     }
 
     fn connector(&self, runtime: &str) -> Option<Arc<dyn RuntimeConnector>> {
@@ -260,7 +287,7 @@ impl WorkloadControlLoop {
         if let Some(same) = spec.as_ref().filter(|s| self.spec.as_ref() == Some(*s) && !self.deleting) {
             if self.current.is_some() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
-                return;
+                return self.report_again().await;
             }
             // Same spec, but nothing runs (its creates gave up, or it was
             // lost): create it again, without a delete in between.

@@ -54,6 +54,11 @@ impl WorkloadScheduler {
         self.queue.contains_key(workload)
     }
 
+    /// Drops the queued operation of `workload`; true if there was one.
+    pub fn cancel(&mut self, workload: &str) -> bool {
+        self.queue.remove(workload).is_some()
+    }
+
     /// The spec of a create of `workload` waiting in the queue.
     pub fn queued_create(&self, workload: &str) -> Option<&WorkloadSpec> {
         match self.queue.get(workload)? {
