@@ -181,3 +181,21 @@ async fn podman_kube_plays_even_when_its_volumes_cannot_be_created() {
     assert!(pods.success(), "the pod runs");
     rt.delete(&id).await.expect("down works with the id alone");
 }
+
+#[tokio::test]
+async fn podman_kube_delete_removes_the_remaining_pods_when_one_is_already_gone() {
+    require_podman();
+    let agent = format!("kubetwo_{}", std::process::id());
+    let (p1, p2) = (format!("ktwo-a-{}", std::process::id()), format!("ktwo-b-{}", std::process::id()));
+    let _cleanup = Cleanup { pods: vec![p1.clone(), p2.clone()], agent: agent.clone() };
+    let rt = PodmanKubeRuntime::new(PodmanCli::default());
+    let both = format!("{}---\n{}", manifest(&p1, "sleep 3600"), manifest(&p2, "sleep 3600"));
+    let w = spec(&agent, "two", &both);
+    let id = rt.create(&w, &CreateOptions::default()).await.expect("kube play of two pods");
+    let exists = |p: &str| Command::new("podman").args(["pod", "exists", p]).status().unwrap().success();
+    assert!(exists(&p1) && exists(&p2));
+    let o = Command::new("podman").args(["pod", "rm", "-f", "-t", "0", &p1]).output().unwrap();
+    assert!(o.status.success());
+    rt.delete(&id).await.expect("delete");
+    assert!(!exists(&p2), "the pod kube down left behind is removed too");
+}

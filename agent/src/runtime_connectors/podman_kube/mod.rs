@@ -161,7 +161,16 @@ impl RuntimeConnector for PodmanKubeRuntime {
         let id = KubeWorkloadId::parse(workload_id)?;
         match self.kube(&id.general_options, "down", &id.down_options, &id.manifest).await {
             Ok(_) => {}
-            Err(message) if is_no_such_pod(&message) => {}
+            // `kube down` gives up at the first missing pod and leaves the
+            // others running: remove the pods of the id one by one.
+            Err(message) if is_no_such_pod(&message) => {
+                let mut args = id.general_options.clone();
+                args.extend(["pod", "rm", "--force", "--ignore"].map(str::to_owned));
+                args.extend(id.pods.iter().cloned());
+                if !id.pods.is_empty() {
+                    self.cli.exec(&args).await.map_err(|e| RuntimeError::Delete(e.message()))?;
+                }
+            }
             Err(message) => return Err(RuntimeError::Delete(message)),
         }
         if let Err(e) = volumes::remove(&self.cli, &id.instance_name).await {
