@@ -78,6 +78,31 @@ pub enum Command {
     Set(SetCommand),
     /// Apply (or with -d delete) the workloads and configs of manifests
     Apply(ApplyArgs),
+    /// Print the logs of workloads
+    Logs(LogsArgs),
+}
+
+/// Arguments of `ank logs`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogsArgs {
+    /// Keep printing new lines until interrupted
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Only the last N lines of each workload (-1: all)
+    #[arg(short = 't', long, default_value_t = -1, allow_negative_numbers = true, value_name = "N")]
+    pub tail: i32,
+    /// Prefix each line with the workload's name
+    #[arg(short = 'n', long)]
+    pub names: bool,
+    /// Only lines since this time (RFC 3339, or a duration like 10m)
+    #[arg(short = 's', long, value_name = "T")]
+    pub since: Option<String>,
+    /// Only lines until this time (RFC 3339, or a duration like 10m)
+    #[arg(short = 'u', long, value_name = "T")]
+    pub until: Option<String>,
+    /// Names of the workloads
+    #[arg(value_name = "NAME", required = true)]
+    pub workloads: Vec<String>,
 }
 
 /// `ank get ...`

@@ -94,8 +94,7 @@ impl Connection {
     /// response with its id. State updates arriving meanwhile are kept for
     /// [`Connection::next_state_update`].
     pub async fn request(&mut self, content: RequestContent) -> Result<ResponseContent, ConnectionError> {
-        let request_id = format!("ank-{}-{}", std::process::id(), self.next_request);
-        self.next_request += 1;
+        let request_id = self.new_request_id();
         if self.verbose {
             eprintln!("request {request_id}: {content:?}");
         }
@@ -115,6 +114,33 @@ impl Connection {
                     return Ok(r.content);
                 }
                 FromServer::UpdateWorkloadState(states) => self.pushed.push_back(states),
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends a request whose answer is a stream of responses (logs) under
+    /// `request_id`; read them with [`Connection::next_response`].
+    pub async fn send_request(&mut self, request_id: &str, content: RequestContent) -> Result<(), ConnectionError> {
+        if self.verbose {
+            eprintln!("request {request_id}: {content:?}");
+        }
+        self.send(&ToServer::Request(Request { request_id: request_id.to_owned(), content })).await
+    }
+
+    /// A request id unique to this process and connection.
+    pub fn new_request_id(&mut self) -> String {
+        self.next_request += 1;
+        format!("ank-{}-{}", std::process::id(), self.next_request - 1)
+    }
+
+    /// The next response to `request_id`, without a time limit (a log
+    /// stream may be quiet for long).
+    pub async fn next_response(&mut self, request_id: &str) -> Result<ResponseContent, ConnectionError> {
+        loop {
+            match self.receive().await? {
+                FromServer::Response(r) if r.request_id == request_id => return Ok(r.content),
+                // Not kept: a long stream would pile them up.
                 _ => {}
             }
         }

@@ -81,6 +81,9 @@ impl Fake {
                     (answer, self.script.after_update.clone())
                 }
                 RequestContent::NotSupported(kind) => (ResponseContent::Error(kind.to_owned()), vec![]),
+                RequestContent::Logs(_) | RequestContent::LogsCancel => {
+                    (ResponseContent::Error("logs are not scripted".into()), vec![])
+                }
             };
             let _ = tx.send(FromServer::Response(Response { request_id, content: answer })).await;
             for s in pushes {

@@ -110,6 +110,10 @@ pub enum RequestContent {
         new_state: Box<serde_json::Value>,
         update_mask: Vec<String>,
     },
+    /// Stream the logs of workloads.
+    Logs(LogsRequest),
+    /// Stop the log streams of the request with this request's id.
+    LogsCancel,
     /// A request kind this version does not serve yet; answered with an error
     /// naming it.
     NotSupported(&'static str),
@@ -132,4 +136,11 @@ pub enum ResponseContent {
         added_workloads: Vec<String>,
         deleted_workloads: Vec<String>,
     },
+    /// The workloads of a log request that exist.
+    LogsRequestAccepted(Vec<WorkloadInstanceName>),
+    /// Lines of a log request.
+    LogEntries(Vec<LogEntry>),
+    /// The log of one workload of a request ended.
+    LogsStop(WorkloadInstanceName),
+    LogsCancelAccepted,
 }

@@ -7,6 +7,7 @@ pub mod cli;
 mod connections;
 mod desired_state;
 mod grpc;
+mod log_campaigns;
 mod requests;
 mod server;
 mod workload_states;

@@ -11,8 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connections::{ConnId, ConnKind, Connections};
 use crate::desired_state::{self, StateDiff};
+use crate::log_campaigns::LogCampaigns;
 use crate::requests;
 use crate::workload_states::WorkloadStateStore;
+
+mod logs;
 
 /// What the gRPC layer reports to the server.
 #[derive(Debug)]
@@ -46,6 +49,7 @@ pub struct AnkaiosServer {
     desired: State,
     states: WorkloadStateStore,
     conns: Connections,
+    logs: LogCampaigns,
 }
 
 impl AnkaiosServer {
@@ -57,6 +61,7 @@ impl AnkaiosServer {
             desired: State::default(),
             states: WorkloadStateStore::default(),
             conns: Connections::default(),
+            logs: LogCampaigns::default(),
         };
         let diff = desired_state::diff(&server.desired, &initial);
         server.desired = initial;
@@ -89,10 +94,9 @@ impl AnkaiosServer {
             ToServer::AgentLoadStatus { agent_name, status } => self.handle_load_status(conn, &agent_name, status),
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
-            ToServer::LogEntriesResponse { request_id, .. } | ToServer::LogsStopResponse { request_id, .. } => {
-                tracing::debug!(
-                    "connection {conn}: logs for '{request_id}' dropped, the server does not request logs yet"
-                )
+            ToServer::LogEntriesResponse { request_id, entries } => self.handle_log_entries(&request_id, entries),
+            ToServer::LogsStopResponse { request_id, workload_name } => {
+                self.handle_logs_stop(&request_id, workload_name)
             }
         }
     }
@@ -153,7 +157,9 @@ impl AnkaiosServer {
     }
 
     fn handle_closed(&mut self, conn: ConnId) {
-        if let Some(agent) = self.conns.close(conn) {
+        let agent = self.conns.close(conn);
+        self.logs_connection_closed(conn, agent.as_deref());
+        if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
             let changed = self.states.mark_agent_disconnected(&agent);
             if !changed.is_empty() {
@@ -171,6 +177,8 @@ impl AnkaiosServer {
                 }
             }
             RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
+            RequestContent::Logs(logs) => return self.handle_logs_request(conn, request.request_id, logs),
+            RequestContent::LogsCancel => return self.handle_logs_cancel(conn, request.request_id),
             RequestContent::NotSupported(kind) => {
                 ResponseContent::Error(format!("{kind} is not supported by this server version"))
             }

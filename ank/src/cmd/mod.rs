@@ -9,6 +9,7 @@ pub mod get_agents;
 pub mod get_configs;
 pub mod get_state;
 pub mod get_workloads;
+pub mod logs;
 pub mod run_workload;
 pub mod set_state;
 

@@ -142,15 +142,7 @@ pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
         ToServer::Goodbye => T::Goodbye(g::Goodbye {}),
         ToServer::LogEntriesResponse { request_id, entries } => T::LogEntriesResponse(g::LogEntriesResponse {
             request_id: request_id.clone(),
-            log_entries_response: Some(pb::LogEntriesResponse {
-                log_entries: entries
-                    .iter()
-                    .map(|e| pb::LogEntry {
-                        workload_name: Some(instance_name_to_proto(&e.workload_name)),
-                        message: e.message.clone(),
-                    })
-                    .collect(),
-            }),
+            log_entries_response: Some(log_entries_to_pb(entries)),
         }),
         ToServer::LogsStopResponse { request_id, workload_name } => T::LogsStopResponse(g::LogsStopResponse {
             request_id: request_id.clone(),
@@ -187,19 +179,32 @@ pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertE
         T::Goodbye(_) => ToServer::Goodbye,
         T::LogEntriesResponse(r) => ToServer::LogEntriesResponse {
             request_id: r.request_id,
-            entries: r
-                .log_entries_response
-                .map(|l| l.log_entries)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|e| Ok(LogEntry { workload_name: instance_name_from_proto(e.workload_name)?, message: e.message }))
-                .collect::<Result<_, ConvertError>>()?,
+            entries: log_entries_from_pb(r.log_entries_response.unwrap_or_default())?,
         },
         T::LogsStopResponse(r) => ToServer::LogsStopResponse {
             request_id: r.request_id,
             workload_name: instance_name_from_proto(r.logs_stop_response.and_then(|s| s.workload_name))?,
         },
     }))
+}
+
+fn log_entries_to_pb(entries: &[LogEntry]) -> pb::LogEntriesResponse {
+    pb::LogEntriesResponse {
+        log_entries: entries
+            .iter()
+            .map(|e| pb::LogEntry {
+                workload_name: Some(instance_name_to_proto(&e.workload_name)),
+                message: e.message.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn log_entries_from_pb(l: pb::LogEntriesResponse) -> Result<Vec<LogEntry>, ConvertError> {
+    l.log_entries
+        .into_iter()
+        .map(|e| Ok(LogEntry { workload_name: instance_name_from_proto(e.workload_name)?, message: e.message }))
+        .collect()
 }
 
 /// Domain -> wire log request.
@@ -242,6 +247,8 @@ pub fn request_to_pb(r: &Request) -> pb::Request {
             new_state: complete_state_from_json(new_state).ok(),
             update_mask: update_mask.clone(),
         })),
+        RequestContent::Logs(l) => Some(C::LogsRequest(logs_request_to_pb(l))),
+        RequestContent::LogsCancel => Some(C::LogsCancelRequest(pb::LogsCancelRequest {})),
         RequestContent::NotSupported(_) => None,
     };
     pb::Request { request_id: r.request_id.clone(), request_content: content }
@@ -258,8 +265,8 @@ pub fn request_from_pb(r: pb::Request) -> Result<Request, ConvertError> {
             new_state: Box::new(complete_state_to_json(u.new_state.unwrap_or_default())?),
             update_mask: u.update_mask,
         },
-        C::LogsRequest(_) => RequestContent::NotSupported("LogsRequest"),
-        C::LogsCancelRequest(_) => RequestContent::NotSupported("LogsCancelRequest"),
+        C::LogsRequest(l) => RequestContent::Logs(logs_request_from_pb(l)?),
+        C::LogsCancelRequest(_) => RequestContent::LogsCancel,
         C::EventsCancelRequest(_) => RequestContent::NotSupported("EventsCancelRequest"),
     };
     Ok(Request { request_id: r.request_id, content })
@@ -282,6 +289,14 @@ pub fn response_to_pb(r: &Response) -> pb::Response {
                 deleted_workloads: deleted_workloads.clone(),
             })
         }
+        ResponseContent::LogsRequestAccepted(names) => C::LogsRequestAccepted(pb::LogsRequestAccepted {
+            workload_names: names.iter().map(instance_name_to_proto).collect(),
+        }),
+        ResponseContent::LogEntries(entries) => C::LogEntriesResponse(log_entries_to_pb(entries)),
+        ResponseContent::LogsStop(name) => {
+            C::LogsStopResponse(pb::LogsStopResponse { workload_name: Some(instance_name_to_proto(name)) })
+        }
+        ResponseContent::LogsCancelAccepted => C::LogsCancelAccepted(pb::LogsCancelAccepted {}),
     };
     pb::Response { request_id: r.request_id.clone(), response_content: Some(content) }
 }
@@ -298,6 +313,12 @@ pub fn response_from_pb(r: pb::Response) -> Result<Response, ConvertError> {
             added_workloads: s.added_workloads,
             deleted_workloads: s.deleted_workloads,
         },
+        C::LogsRequestAccepted(a) => ResponseContent::LogsRequestAccepted(
+            a.workload_names.into_iter().map(|n| instance_name_from_proto(Some(n))).collect::<Result<_, _>>()?,
+        ),
+        C::LogEntriesResponse(l) => ResponseContent::LogEntries(log_entries_from_pb(l)?),
+        C::LogsStopResponse(s) => ResponseContent::LogsStop(instance_name_from_proto(s.workload_name)?),
+        C::LogsCancelAccepted(_) => ResponseContent::LogsCancelAccepted,
         other => ResponseContent::Error(format!("unexpected response kind: {other:?}")),
     };
     Ok(Response { request_id: r.request_id, content })

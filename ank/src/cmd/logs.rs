@@ -1,0 +1,137 @@
+//! `ank logs [-f] [-t N] [-n] [-s T] [-u T] NAME...`: prints the logs of
+//! workloads. The names are resolved to instance names from the workload
+//! states; the server forwards the request to the agents and streams the
+//! lines back until every workload's log ended, or, with `--follow`, until
+//! interrupted (then the request is cancelled).
+
+use std::collections::BTreeSet;
+
+use ank_common::WorkloadInstanceName;
+use ank_common::messages::{LogsRequest, RequestContent, ResponseContent};
+use anyhow::{Context, bail};
+
+use crate::cli::LogsArgs;
+use crate::cmd::{Ctx, fetch_state};
+use crate::connection::Connection;
+use crate::view::StateView;
+
+/// The instance names of `names` in the workload states; unknown names are
+/// an error naming them.
+pub fn resolve(view: &StateView, names: &[String]) -> anyhow::Result<Vec<WorkloadInstanceName>> {
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for name in names {
+        let before = found.len();
+        for (agent, by_name) in &view.workload_states {
+            for id in by_name.get(name).into_iter().flat_map(|ids| ids.keys()) {
+                found.push(WorkloadInstanceName::parse(&format!("{name}.{id}.{agent}"))?);
+            }
+        }
+        if found.len() == before {
+            missing.push(name.as_str());
+        }
+    }
+    if !missing.is_empty() {
+        bail!("no workload named {} exists", missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", "));
+    }
+    Ok(found)
+}
+
+/// One output line.
+pub fn format_line(name: &WorkloadInstanceName, message: &str, with_name: bool) -> String {
+    if with_name { format!("{}: {message}\n", name.workload_name) } else { format!("{message}\n") }
+}
+
+/// Prints the logs.
+pub async fn run(ctx: &mut Ctx<'_>, args: LogsArgs) -> anyhow::Result<()> {
+    let tree = fetch_state(ctx, vec!["workloadStates".to_owned()]).await?;
+    let names = resolve(&StateView::from_tree(&tree)?, &args.workloads)?;
+    let mut conn = ctx.connect().await?;
+    let request_id = conn.new_request_id();
+    let request = LogsRequest {
+        workload_names: names,
+        follow: args.follow,
+        tail: args.tail,
+        since: args.since.clone(),
+        until: args.until.clone(),
+    };
+    conn.send_request(&request_id, RequestContent::Logs(request)).await?;
+    let result = tokio::select! {
+        r = stream(ctx, &mut conn, &request_id, args.names) => r,
+        _ = tokio::signal::ctrl_c() => {
+            cancel(&mut conn, &request_id).await;
+            Ok(())
+        }
+    };
+    conn.goodbye().await;
+    result
+}
+
+/// Prints entries until every accepted workload's log ended.
+async fn stream(ctx: &mut Ctx<'_>, conn: &mut Connection, request_id: &str, with_name: bool) -> anyhow::Result<()> {
+    let first = tokio::time::timeout(ctx.settings.response_timeout, conn.next_response(request_id))
+        .await
+        .context("no answer to the log request")??;
+    let mut open: BTreeSet<WorkloadInstanceName> = match first {
+        ResponseContent::LogsRequestAccepted(accepted) => accepted.into_iter().collect(),
+        ResponseContent::Error(e) => bail!("the server rejected the log request: {e}"),
+        other => bail!("unexpected answer to a log request: {other:?}"),
+    };
+    if open.is_empty() {
+        bail!("the server knows none of the requested workloads");
+    }
+    while !open.is_empty() {
+        match conn.next_response(request_id).await? {
+            ResponseContent::LogEntries(entries) => {
+                let text: String =
+                    entries.iter().map(|e| format_line(&e.workload_name, &e.message, with_name)).collect();
+                ctx.print(&text)?;
+            }
+            ResponseContent::LogsStop(name) => {
+                open.remove(&name);
+            }
+            ResponseContent::Error(e) => bail!("the log stream failed: {e}"),
+            other => bail!("unexpected message in a log stream: {other:?}"),
+        }
+    }
+    Ok(())
+}
+
+/// Cancels the stream (Ctrl-C) and waits briefly for the confirmation.
+async fn cancel(conn: &mut Connection, request_id: &str) {
+    if conn.send_request(request_id, RequestContent::LogsCancel).await.is_ok() {
+        let wait = async {
+            while let Ok(r) = conn.next_response(request_id).await {
+                if r == ResponseContent::LogsCancelAccepted {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logs_resolve_names_to_instances_and_name_the_unknown() {
+        let tree = serde_json::json!({"workloadStates": {
+            "agent_A": {"web": {"abc": {"state": "Running", "subState": "Ok"}}},
+            "agent_B": {"db": {"def": {"state": "Running", "subState": "Ok"}}},
+        }});
+        let view = StateView::from_tree(&tree).unwrap();
+        let found = resolve(&view, &["web".into(), "db".into()]).unwrap();
+        assert_eq!(found.iter().map(ToString::to_string).collect::<Vec<_>>(), ["web.abc.agent_A", "db.def.agent_B"]);
+        let err = resolve(&view, &["web".into(), "nope".into(), "gone".into()]).unwrap_err();
+        assert_eq!(err.to_string(), "no workload named 'nope', 'gone' exists");
+    }
+
+    #[test]
+    fn logs_lines_carry_the_name_only_when_asked() {
+        let n = WorkloadInstanceName::parse("web.abc.agent_A").unwrap();
+        assert_eq!(format_line(&n, "hello", false), "hello\n");
+        assert_eq!(format_line(&n, "hello", true), "web: hello\n");
+    }
+}

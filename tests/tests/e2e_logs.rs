@@ -1,0 +1,50 @@
+//! End to end with the built binaries and real podman: `ank logs` through
+//! the server and the agent.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ank_tests::binaries::{Cluster, bin};
+
+#[test]
+fn e2e_logs_prints_tails_follows_and_names_unknown_workloads() {
+    let agent = format!("e2e_logs_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    let manifest = format!(
+        "apiVersion: v1\nworkloads:\n  talker:\n    runtime: podman\n    agent: {agent}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: [\"sh\", \"-c\", \"echo one; echo two; echo three; sleep 2; echo later; sleep 100000\"]\n"
+    );
+    let o = c.ank_stdin(&["apply", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+    c.wait_until(Duration::from_secs(20), |c| {
+        let o = c.ank(&["logs", "talker"]);
+        String::from_utf8_lossy(&o.stdout).contains("three")
+    });
+
+    let o = c.ank(&["logs", "talker"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("one\ntwo\nthree\n"), "{o:?}");
+    let o = c.ank(&["logs", "-n", "-t", "1", "talker"]);
+    let tail = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(tail == "talker: three\n" || tail == "talker: later\n", "one line, with the name: {tail:?}");
+
+    let o = c.ank(&["logs", "nope"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("'nope'"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // --follow streams the line printed later, until interrupted.
+    let mut follow = Command::new(bin("ank"))
+        .args(["--insecure", "--server-url", &c.url, "logs", "-f", "talker"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ank logs -f");
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l == "later") {
+        seen.push(lines.next().expect("a line").expect("readable"));
+    }
+    let _ = Command::new("kill").args(["-INT", &follow.id().to_string()]).status();
+    let status = follow.wait().expect("ank logs -f ends on SIGINT");
+    assert!(status.success(), "{status:?}");
+}
