@@ -5,6 +5,7 @@
 
 pub mod complete_state;
 pub mod convert;
+pub mod dependency_graph;
 pub mod execution_state;
 pub mod field_mask;
 pub mod instance_name;

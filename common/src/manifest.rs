@@ -58,6 +58,9 @@ pub fn validate_state(state: &State) -> Result<(), String> {
                 .map_err(|e| format!("workload '{name}': field 'agent': {e}"))?;
         }
     }
+    if let Some(cycle) = crate::dependency_graph::find_cycle(state) {
+        return Err(format!("dependency cycle: {}", cycle.join(" -> ")));
+    }
     Ok(())
 }
 

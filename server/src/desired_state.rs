@@ -140,6 +140,17 @@ mod tests {
     }
 
     #[test]
+    fn update_with_a_dependency_cycle_is_rejected_naming_it() {
+        let cur = state(TWO);
+        let new = json!({"desiredState": {"apiVersion": "v1", "workloads": {
+            "a": {"runtime": "podman", "agent": "A", "runtimeConfig": "x", "dependencies": {"b": "ADD_COND_RUNNING"}},
+            "b": {"runtime": "podman", "agent": "B", "runtimeConfig": "y", "dependencies": {"a": "ADD_COND_SUCCEEDED"}},
+        }}});
+        let err = apply_update(&cur, &new, &[]).unwrap_err();
+        assert!(err.contains("dependency cycle: a -> b -> a"), "{err}");
+    }
+
+    #[test]
     fn diff_sends_delete_conditions_for_running_dependents() {
         let old = state(
             "apiVersion: v1\nworkloads:\n  db:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n  web:\n    runtime: podman\n    agent: A\n    runtimeConfig: y\n    dependencies:\n      db: ADD_COND_RUNNING\n  job:\n    runtime: podman\n    agent: B\n    runtimeConfig: z\n    dependencies:\n      db: ADD_COND_SUCCEEDED\n",
