@@ -148,6 +148,9 @@ pub struct GetWorkloadsArgs {
     /// Only workloads in this state, e.g. Running or "Pending(Initial)"
     #[arg(short = 's', long = "state")]
     pub state: Option<String>,
+    /// Keep the table on screen and update it on every change
+    #[arg(short = 'w', long = "watch")]
+    pub watch: bool,
     /// Only these workloads
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,

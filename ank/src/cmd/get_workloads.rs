@@ -1,5 +1,6 @@
-//! `ank get workloads [NAME...] [-a AGENT] [-s STATE]`: one row per
-//! reported workload instance with its agent, runtime and execution state.
+//! `ank get workloads [NAME...] [-a AGENT] [-s STATE] [-w]`: one row per
+//! reported workload instance with its agent, runtime and execution state
+//! (`-w` watches, see `watch_workloads`).
 
 use crate::cli::GetWorkloadsArgs;
 use crate::cmd::{Ctx, fetch_state};
@@ -15,7 +16,7 @@ pub struct WorkloadFilter {
 }
 
 impl WorkloadFilter {
-    fn matches(&self, row: &WorkloadRow) -> bool {
+    pub fn matches(&self, row: &WorkloadRow) -> bool {
         let name_ok = self.names.is_empty() || self.names.contains(&row.name);
         let agent_ok = self.agent.as_ref().is_none_or(|a| *a == row.agent);
         let state_ok = self.state.as_ref().is_none_or(|wanted| {
@@ -48,6 +49,10 @@ pub fn workload_rows(view: &StateView, filter: &WorkloadFilter) -> Vec<WorkloadR
 
 /// Prints the workload table.
 pub async fn run(ctx: &mut Ctx<'_>, args: GetWorkloadsArgs) -> anyhow::Result<()> {
+    if args.watch {
+        let filter = WorkloadFilter { names: args.names, agent: args.agent, state: args.state };
+        return super::watch_workloads::run(ctx, filter).await;
+    }
     let masks = vec!["desiredState.workloads".to_owned(), "workloadStates".to_owned()];
     let tree = fetch_state(ctx, masks).await?;
     let view = StateView::from_tree(&tree)?;

@@ -1,5 +1,6 @@
-//! End to end with the built binaries and real podman: `ank logs` through
-//! the server and the agent.
+//! End to end with the built binaries and real podman: the streaming ank
+//! commands, `ank logs` (through the server and the agent) and
+//! `ank get workloads --watch`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -46,5 +47,33 @@ fn e2e_logs_prints_tails_follows_and_names_unknown_workloads() {
     }
     let _ = Command::new("kill").args(["-INT", &follow.id().to_string()]).status();
     let status = follow.wait().expect("ank logs -f ends on SIGINT");
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn e2e_get_workloads_watch_shows_changes_until_interrupted() {
+    let agent = format!("e2e_watch_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    let mut watch = Command::new(bin("ank"))
+        .args(["--insecure", "--server-url", &c.url, "get", "workloads", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ank get workloads -w");
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    assert!(lines.next().expect("the header").expect("readable").starts_with("WORKLOAD NAME"));
+    let manifest = format!(
+        "apiVersion: v1\nworkloads:\n  watched:\n    runtime: podman\n    agent: {agent}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: [\"sleep\", \"100000\"]\n"
+    );
+    let o = c.ank_stdin(&["apply", "--no-wait", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+    loop {
+        let line = lines.next().expect("the table is redrawn").expect("readable");
+        if line.starts_with("watched") && line.contains("Running(Ok)") {
+            break;
+        }
+    }
+    let _ = Command::new("kill").args(["-INT", &watch.id().to_string()]).status();
+    let status = watch.wait().expect("ank get workloads -w ends on SIGINT");
     assert!(status.success(), "{status:?}");
 }
