@@ -115,10 +115,18 @@ pub enum GetCommand {
     Workload(GetWorkloadsArgs),
     /// The connected agents
     #[command(visible_alias = "agents")]
-    Agent,
+    Agent(TableOutputArgs),
     /// The names of the configs in the desired state
     #[command(visible_alias = "configs")]
-    Config,
+    Config(TableOutputArgs),
+}
+
+/// `-o` of the commands that print a table.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TableOutputArgs {
+    /// Print YAML or JSON instead of the table
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<OutputFormat>,
 }
 
 /// Output formats of `ank get state`.
@@ -149,8 +157,11 @@ pub struct GetWorkloadsArgs {
     #[arg(short = 's', long = "state")]
     pub state: Option<String>,
     /// Keep the table on screen and update it on every change
-    #[arg(short = 'w', long = "watch")]
+    #[arg(short = 'w', long = "watch", conflicts_with = "output")]
     pub watch: bool,
+    /// Print YAML or JSON instead of the table
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<OutputFormat>,
     /// Only these workloads
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,

@@ -29,8 +29,8 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     match cli.command {
         Command::Get(GetCommand::State(args)) => cmd::get_state::run(&mut ctx, args).await,
         Command::Get(GetCommand::Workload(args)) => cmd::get_workloads::run(&mut ctx, args).await,
-        Command::Get(GetCommand::Agent) => cmd::get_agents::run(&mut ctx).await,
-        Command::Get(GetCommand::Config) => cmd::get_configs::run(&mut ctx).await,
+        Command::Get(GetCommand::Agent(args)) => cmd::get_agents::run(&mut ctx, args.output).await,
+        Command::Get(GetCommand::Config(args)) => cmd::get_configs::run(&mut ctx, args.output).await,
         Command::Delete(DeleteCommand::Workload { names }) => cmd::delete_workloads::run(&mut ctx, &names).await,
         Command::Delete(DeleteCommand::Config { names }) => cmd::delete_configs::run(&mut ctx, &names).await,
         Command::Run(RunCommand::Workload(args)) => cmd::run_workload::run(&mut ctx, args).await,

@@ -105,9 +105,73 @@ pub fn state_tree(tree: &serde_json::Value, format: OutputFormat) -> anyhow::Res
     Ok(text)
 }
 
+/// A list of records as YAML or JSON (for `-o` of table commands).
+pub fn records(records: &serde_json::Value, format: OutputFormat) -> anyhow::Result<String> {
+    state_tree(records, format)
+}
+
+/// The records of a workload table, sorted like the table.
+pub fn workload_records(rows: &[WorkloadRow]) -> serde_json::Value {
+    let mut rows: Vec<&WorkloadRow> = rows.iter().collect();
+    rows.sort_by(|a, b| (&a.name, &a.agent).cmp(&(&b.name, &b.agent)));
+    serde_json::Value::Array(
+        rows.iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name,
+                    "agent": r.agent,
+                    "runtime": r.runtime,
+                    "executionState": r.state,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The records of the agent table.
+pub fn agent_records(rows: &[AgentRow]) -> serde_json::Value {
+    serde_json::Value::Array(
+        rows.iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name,
+                    "workloads": r.workloads,
+                    "cpuUsage": r.cpu_usage,
+                    "freeMemory": r.free_memory,
+                })
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_records_for_output_yaml_and_json() {
+        let rows = [
+            WorkloadRow { name: "b".into(), agent: "A".into(), runtime: "podman".into(), state: None },
+            WorkloadRow {
+                name: "a".into(),
+                agent: "A".into(),
+                runtime: "podman".into(),
+                state: Some(ExecutionState::running()),
+            },
+        ];
+        let json = records(&workload_records(&rows), OutputFormat::Json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v[0]["name"], "a");
+        assert_eq!(v[0]["executionState"]["state"], "Running");
+        assert_eq!(v[0]["executionState"]["subState"], "Ok");
+        assert!(v[1]["executionState"].is_null());
+        let yaml = records(
+            &agent_records(&[AgentRow { name: "A".into(), workloads: 2, cpu_usage: Some(3), free_memory: None }]),
+            OutputFormat::Yaml,
+        )
+        .unwrap();
+        assert!(yaml.contains("name: A") && yaml.contains("workloads: 2") && yaml.contains("cpuUsage: 3"), "{yaml}");
+    }
     use ank_common::StateKind;
     use ank_common::execution_state::Pending;
 

@@ -65,6 +65,14 @@ fn e2e_podman_apply_two_workloads_runs_them_with_labels_then_delete_removes_them
         assert_eq!(ctr["State"], "running");
     }
 
+    let o = c.ank(&["get", "workloads", "-o", "json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("get workloads -o json is JSON");
+    assert_eq!(rows.as_array().map(Vec::len), Some(2), "{rows}");
+    assert_eq!(rows[1]["name"], "web");
+    assert_eq!(rows[1]["executionState"]["state"], "Running");
+    let o = c.ank(&["get", "agents", "-o", "yaml"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("name: {agent}")), "{o:?}");
+
     let o = c.ank(&["delete", "workload", "web"]);
     assert!(o.status.success(), "delete failed: {}", stderr(&o));
     c.wait_until(Duration::from_secs(30), |c| state_of(c, "web").is_none() && c.containers().len() == 1);

@@ -1,6 +1,7 @@
 //! `ank get agents`: the connected agents, how many workloads each has and
 //! the resources they report.
 
+use crate::cli::OutputFormat;
 use crate::cmd::{Ctx, fetch_state};
 use crate::output::{self, AgentRow};
 use crate::view::StateView;
@@ -18,11 +19,14 @@ pub fn agent_rows(view: &StateView) -> Vec<AgentRow> {
         .collect()
 }
 
-/// Prints the agent table.
-pub async fn run(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+/// Prints the agent table (or its records with `-o`).
+pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Result<()> {
     let tree = fetch_state(ctx, vec!["agents".to_owned(), "workloadStates".to_owned()]).await?;
-    let view = StateView::from_tree(&tree)?;
-    ctx.print(&output::agent_table(&agent_rows(&view)))
+    let rows = agent_rows(&StateView::from_tree(&tree)?);
+    match format {
+        Some(f) => ctx.print(&output::records(&output::agent_records(&rows), f)?),
+        None => ctx.print(&output::agent_table(&rows)),
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `ank get configs`: the names of the configs in the desired state.
 
+use crate::cli::OutputFormat;
 use crate::cmd::{Ctx, fetch_state};
 use crate::output;
 
@@ -13,10 +14,14 @@ pub fn config_names(tree: &serde_json::Value) -> Vec<String> {
     names
 }
 
-/// Prints the config table.
-pub async fn run(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+/// Prints the config table (or the names with `-o`).
+pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Result<()> {
     let tree = fetch_state(ctx, vec!["desiredState.configs".to_owned()]).await?;
-    let rows: Vec<[String; 1]> = config_names(&tree).into_iter().map(|n| [n]).collect();
+    let names = config_names(&tree);
+    if let Some(f) = format {
+        return ctx.print(&output::records(&serde_json::json!(names), f)?);
+    }
+    let rows: Vec<[String; 1]> = names.into_iter().map(|n| [n]).collect();
     ctx.print(&output::table(["CONFIG"], &rows))
 }
 

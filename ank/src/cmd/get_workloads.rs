@@ -57,7 +57,11 @@ pub async fn run(ctx: &mut Ctx<'_>, args: GetWorkloadsArgs) -> anyhow::Result<()
     let tree = fetch_state(ctx, masks).await?;
     let view = StateView::from_tree(&tree)?;
     let filter = WorkloadFilter { names: args.names, agent: args.agent, state: args.state };
-    ctx.print(&output::workload_table(&workload_rows(&view, &filter)))
+    let rows = workload_rows(&view, &filter);
+    match args.output {
+        Some(f) => ctx.print(&output::records(&output::workload_records(&rows), f)?),
+        None => ctx.print(&output::workload_table(&rows)),
+    }
 }
 
 #[cfg(test)]
