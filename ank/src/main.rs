@@ -1,12 +1,15 @@
-//! The `ank` binary: parses the command line, runs the command on a
-//! single-threaded runtime (one call should be cheap) and turns errors into
-//! a message on stderr and a non-zero exit code.
+//! The `ank` binary: answers shell completion (`COMPLETE=<shell> ank`),
+//! parses the command line, runs the command on a single-threaded runtime
+//! (one call should be cheap) and turns errors into a message on stderr and
+//! a non-zero exit code.
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 fn main() -> ExitCode {
+    // `COMPLETE=bash ank` prints the shell code; the shell then calls back here.
+    clap_complete::CompleteEnv::with_factory(ank_cli::cli::Cli::command).complete();
     let cli = ank_cli::cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
