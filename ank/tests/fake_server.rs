@@ -309,3 +309,26 @@ async fn fake_server_unreachable_server_and_missing_insecure_are_clear_errors() 
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("--insecure"), "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn fake_server_set_state_with_an_invalid_value_fails_naming_it_and_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.yaml");
+    std::fs::write(&file, "desiredState:\n  workloads:\n    w:\n      restartPolicy: SOMETIMES\n").unwrap();
+    let script = Script {
+        update_answer: Some(ResponseContent::UpdateStateSuccess { added_workloads: vec![], deleted_workloads: vec![] }),
+        ..Default::default()
+    };
+    let (addr, received) = start(script).await;
+    let out = ank(args(addr, &["--no-wait", "set", "state", "desiredState.workloads.w", file.to_str().unwrap()])).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("SOMETIMES") || stderr.contains("restartPolicy"), "{stderr}");
+    let sent_updates = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| matches!(m, ToServer::Request(Request { content: RequestContent::UpdateState { .. }, .. })))
+        .count();
+    assert_eq!(sent_updates, 0, "nothing reaches the server");
+}
