@@ -58,6 +58,16 @@ pub fn validate_state(state: &State) -> Result<(), String> {
                 .map_err(|e| format!("workload '{name}': field 'agent': {e}"))?;
         }
     }
+    for key in state.configs.keys() {
+        crate::names::validate_config_name("config key", key).map_err(|e| format!("configs: {e}"))?;
+    }
+    for (name, wl) in &state.workloads {
+        for (alias, key) in &wl.configs {
+            crate::names::validate_config_name("config alias", alias)
+                .and_then(|()| crate::names::validate_config_name("config key", key))
+                .map_err(|e| format!("workload '{name}': field 'configs': {e}"))?;
+        }
+    }
     if let Some(cycle) = crate::dependency_graph::find_cycle(state) {
         return Err(format!("dependency cycle: {}", cycle.join(" -> ")));
     }

@@ -123,6 +123,12 @@ pub fn validate_agent_node_name(name: &str) -> Result<AgentName, NameError> {
     AgentName::new(name)
 }
 
+/// Validates a config key, a config alias or an alias' target key:
+/// `[A-Za-z0-9_-]{1,63}`. `kind` names it in the error ("config key", ...).
+pub fn validate_config_name(kind: &'static str, name: &str) -> Result<(), NameError> {
+    check(kind, name, false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +151,11 @@ mod tests {
         assert!(WorkloadName::new("x".repeat(63)).is_ok());
         assert!(validate_agent_node_name("").is_err());
         assert!(AgentName::new("a b").is_err());
+        assert!(validate_config_name("config key", "db-conf_1").is_ok());
+        assert_eq!(
+            validate_config_name("config key", "a.b").unwrap_err().to_string(),
+            "config key name 'a.b' is invalid: only [A-Za-z0-9_-] are allowed"
+        );
+        assert!(validate_config_name("config alias", "").is_err());
     }
 }

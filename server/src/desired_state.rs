@@ -4,15 +4,29 @@
 
 use std::collections::BTreeMap;
 
+use ank_common::config_renderer::ConfigRenderer;
 use ank_common::field_mask;
 use ank_common::messages::{DeleteCondition, DeletedWorkload};
 use ank_common::workload::{AddCondition, WorkloadSpec};
 use ank_common::{API_VERSION, AgentName, State, Workload, WorkloadName};
 use serde_json::{Value, json};
 
-/// Checks a complete new desired state; the error names the problem.
-pub fn validate(state: &State) -> Result<(), String> {
-    ank_common::manifest::validate_state(state)
+/// A validated desired state together with its rendering: `state` is what
+/// users wrote and get back (templates unrendered), `rendered` is what agents
+/// run and what diffs compare.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DesiredState {
+    pub state: State,
+    pub rendered: State,
+}
+
+impl DesiredState {
+    /// Validates and renders `state`; the error names the problem.
+    pub fn new(state: State) -> Result<Self, String> {
+        ank_common::manifest::validate_state(&state)?;
+        let rendered = ConfigRenderer::new().render_state(&state).map_err(|e| e.to_string())?;
+        Ok(Self { state, rendered })
+    }
 }
 
 /// The spec an agent gets for a workload, or `None` if it is not scheduled.
@@ -24,8 +38,9 @@ pub fn spec_of(name: &WorkloadName, wl: &Workload) -> Option<WorkloadSpec> {
     Some(WorkloadSpec::new(name, &agent, wl.clone()))
 }
 
-/// Applies an update request to `current`, returning the validated result.
-pub fn apply_update(current: &State, new_state: &Value, update_mask: &[String]) -> Result<State, String> {
+/// Applies an update request to `current`, returning the validated and
+/// rendered result.
+pub fn apply_update(current: &State, new_state: &Value, update_mask: &[String]) -> Result<DesiredState, String> {
     let new_desired = new_state.get("desiredState");
     let new_version = new_desired.and_then(|d| d.get("apiVersion")).and_then(Value::as_str).unwrap_or("");
     if !new_version.is_empty() && new_version != API_VERSION {
@@ -44,8 +59,7 @@ pub fn apply_update(current: &State, new_state: &Value, update_mask: &[String]) 
         let desired = tree.get("desiredState").cloned().unwrap_or_else(|| json!({}));
         serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))?
     };
-    validate(&next)?;
-    Ok(next)
+    DesiredState::new(next)
 }
 
 /// What changed between two desired states.
@@ -70,7 +84,8 @@ impl StateDiff {
     }
 }
 
-/// Compares two states; a changed workload is deleted and added again.
+/// Compares two rendered states; a workload whose rendering changed (also
+/// through a config item it uses) is deleted and added again.
 pub fn diff(old: &State, new: &State) -> StateDiff {
     let mut d = StateDiff::default();
     for (name, old_wl) in &old.workloads {
@@ -167,8 +182,9 @@ mod tests {
     fn update_with_masks_adds_and_deletes_and_validates() {
         let cur = state(TWO);
         let new = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"runtime": "podman", "agent": "A", "runtimeConfig": "q"}}}});
-        let next =
-            apply_update(&cur, &new, &["desiredState.workloads.c".into(), "desiredState.workloads.a".into()]).unwrap();
+        let next = apply_update(&cur, &new, &["desiredState.workloads.c".into(), "desiredState.workloads.a".into()])
+            .unwrap()
+            .state;
         assert_eq!(next.workloads.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["b", "c"]);
         let bad = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"runtime": "podman", "agent": "a b", "runtimeConfig": "q"}}}});
         assert!(apply_update(&cur, &bad, &["desiredState.workloads.c".into()]).unwrap_err().contains("a b"));
@@ -178,10 +194,53 @@ mod tests {
         assert!(apply_update(&cur, &missing, &["desiredState.workloads.c".into()]).unwrap_err().contains("runtime"));
     }
 
+    const TEMPLATED: &str = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: \"{{where.agent}}\"\n    configs:\n      where: placement\n      p: ports\n    runtimeConfig: \"image: x\\ncommandOptions: [-p, '{{p.web}}:80']\"\n  other:\n    runtime: podman\n    agent: B\n    configs:\n      p: ports\n    runtimeConfig: \"image: y\"\nconfigs:\n  placement:\n    agent: A\n  ports:\n    web: \"8080\"\n";
+
+    #[test]
+    fn templates_are_rendered_for_agents_but_kept_in_the_state() {
+        let d = DesiredState::new(state(TEMPLATED)).unwrap();
+        assert_eq!(d.state.workloads["web"].agent, "{{where.agent}}");
+        let specs = specs_for_agent(&d.rendered, "A");
+        assert_eq!(specs[0].workload.runtime_config, "image: x\ncommandOptions: [-p, '8080:80']");
+        let web = WorkloadName::new("web").unwrap();
+        let expected = ank_common::WorkloadInstanceName::new(
+            &web,
+            &AgentName::new("A").unwrap(),
+            "image: x\ncommandOptions: [-p, '8080:80']",
+        );
+        assert_eq!(specs[0].instance_name, expected, "the id hashes the rendered runtimeConfig");
+    }
+
+    #[test]
+    fn a_changed_config_item_recreates_only_the_workloads_it_renders_into() {
+        let cur = DesiredState::new(state(TEMPLATED)).unwrap();
+        let new = json!({"desiredState": {"apiVersion": "v1", "configs": {"ports": {"web": "9090"}}}});
+        let next = apply_update(&cur.state, &new, &["desiredState.configs.ports".into()]).unwrap();
+        let d = diff(&cur.rendered, &next.rendered);
+        assert_eq!(d.deleted_instance_names().len(), 1);
+        assert!(d.deleted["A"][0].instance_name.workload_name == "web");
+        assert!(d.added["A"][0].workload.runtime_config.contains("9090:80"));
+        assert!(!d.added.contains_key("B"), "'other' uses the item but renders the same");
+    }
+
+    #[test]
+    fn render_errors_and_bad_config_names_reject_the_update() {
+        let cur = DesiredState::new(state(TEMPLATED)).unwrap();
+        let gone = json!({"desiredState": {"apiVersion": "v1"}});
+        let err = apply_update(&cur.state, &gone, &["desiredState.configs.placement".into()]).unwrap_err();
+        assert!(err.contains("config item 'placement', which does not exist"), "{err}");
+        let missing_key = json!({"desiredState": {"apiVersion": "v1", "configs": {"placement": {"agnt": "A"}}}});
+        let err = apply_update(&cur.state, &missing_key, &["desiredState.configs.placement".into()]).unwrap_err();
+        assert!(err.contains("where.agent"), "{err}");
+        let bad_key = json!({"desiredState": {"apiVersion": "v1", "configs": {"a.b": "x"}}});
+        let err = apply_update(&cur.state, &bad_key, &["desiredState.configs".into()]).unwrap_err();
+        assert!(err.contains("config key name 'a.b'"), "{err}");
+    }
+
     #[test]
     fn update_with_empty_mask_replaces_everything() {
         let cur = state(TWO);
-        let next = apply_update(&cur, &json!({"desiredState": {"apiVersion": "v1"}}), &[]).unwrap();
+        let next = apply_update(&cur, &json!({"desiredState": {"apiVersion": "v1"}}), &[]).unwrap().state;
         assert!(next.workloads.is_empty());
         assert!(apply_update(&cur, &json!({}), &[]).is_err());
     }

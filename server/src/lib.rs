@@ -35,16 +35,42 @@ pub fn load_startup_manifest(path: &Path) -> Result<State, StartupError> {
         .map_err(|source| StartupError::ReadManifest { path: path.display().to_string(), source })?;
     let state = ank_common::manifest::parse_manifest(&path.display().to_string(), &text)
         .map_err(|e| StartupError::InvalidManifest(e.to_string()))?;
-    desired_state::validate(&state).map_err(StartupError::InvalidManifest)?;
+    // Validated and rendered here so that a bad template stops the start.
+    desired_state::DesiredState::new(state.clone()).map_err(StartupError::InvalidManifest)?;
     Ok(state)
 }
 
 /// Serves `initial` as desired state on `listener` until `shutdown` fires.
 pub async fn run(initial: State, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let initial =
+        desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
     let (handle, actor) = server::AnkaiosServer::new(initial);
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let result = grpc::serve(handle, listener, shutdown.clone()).await;
     shutdown.cancel();
     actor_task.await?;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn startup_manifest_with_a_bad_template_or_missing_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: A\n    configs:\n      c: missing\n    runtimeConfig: \"{{c.x}}\"\n",
+        )
+        .unwrap();
+        let e = load_startup_manifest(&path).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invalid startup manifest: workload 'w': config alias 'c' refers to config item 'missing', which does not exist"
+        );
+        let e = load_startup_manifest(&dir.path().join("nope.yaml")).unwrap_err().to_string();
+        assert!(e.starts_with("cannot read startup manifest") && e.contains("nope.yaml"), "{e}");
+    }
 }

@@ -4,13 +4,13 @@
 //! `FromServer` messages on the streams' outbound channels.
 
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
-use ank_common::{AgentAttributes, AgentStatus, ExecutionState, State, WorkloadInstanceName, WorkloadState};
+use ank_common::{AgentAttributes, AgentStatus, ExecutionState, WorkloadInstanceName, WorkloadState};
 use std::collections::BTreeMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::connections::{ConnId, ConnKind, Connections};
-use crate::desired_state::{self, StateDiff};
+use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::log_campaigns::LogCampaigns;
 use crate::requests;
 use crate::workload_states::WorkloadStateStore;
@@ -46,24 +46,24 @@ impl ServerHandle {
 /// The server's state and its command loop.
 pub struct AnkaiosServer {
     rx: mpsc::Receiver<ServerCommand>,
-    desired: State,
+    desired: DesiredState,
     states: WorkloadStateStore,
     conns: Connections,
     logs: LogCampaigns,
 }
 
 impl AnkaiosServer {
-    /// Creates the actor with an initial desired state.
-    pub fn new(initial: State) -> (ServerHandle, Self) {
+    /// Creates the actor with an initial, validated desired state.
+    pub fn new(initial: DesiredState) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
         let mut server = Self {
             rx,
-            desired: State::default(),
+            desired: DesiredState::default(),
             states: WorkloadStateStore::default(),
             conns: Connections::default(),
             logs: LogCampaigns::default(),
         };
-        let diff = desired_state::diff(&server.desired, &initial);
+        let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.desired = initial;
         server.record_initial_states(&diff);
         (ServerHandle { tx }, server)
@@ -119,7 +119,7 @@ impl AnkaiosServer {
         }
         tracing::info!("agent '{agent}' connected");
         self.conns.register_agent(conn, agent, AgentAttributes { status: AgentStatus::default(), tags });
-        let specs = desired_state::specs_for_agent(&self.desired, agent);
+        let specs = desired_state::specs_for_agent(&self.desired.rendered, agent);
         self.conns.send(conn, FromServer::ServerHello(specs));
         let others = self.states.all_except(Some(agent));
         if !others.is_empty() {
@@ -171,7 +171,7 @@ impl AnkaiosServer {
     fn handle_request(&mut self, conn: ConnId, request: Request) {
         let content = match request.content {
             RequestContent::CompleteState { field_mask, .. } => {
-                match requests::complete_state(&self.desired, &self.states, &self.conns, &field_mask) {
+                match requests::complete_state(&self.desired.state, &self.states, &self.conns, &field_mask) {
                     Ok(tree) => ResponseContent::CompleteState(Box::new(tree)),
                     Err(e) => ResponseContent::Error(e),
                 }
@@ -187,14 +187,14 @@ impl AnkaiosServer {
     }
 
     fn update_state(&mut self, new_state: &serde_json::Value, update_mask: &[String]) -> ResponseContent {
-        let next = match desired_state::apply_update(&self.desired, new_state, update_mask) {
+        let next = match desired_state::apply_update(&self.desired.state, new_state, update_mask) {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!("update rejected: {e}");
                 return ResponseContent::Error(format!("update rejected: {e}"));
             }
         };
-        let diff = desired_state::diff(&self.desired, &next);
+        let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
         self.desired = next;
         self.dispatch(&diff);
         ResponseContent::UpdateStateSuccess {
@@ -240,7 +240,7 @@ impl AnkaiosServer {
             }
         }
         for name in &diff.unscheduled {
-            let Some(wl) = self.desired.workloads.get(name) else { continue };
+            let Some(wl) = self.desired.rendered.workloads.get(name) else { continue };
             let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
             let s = WorkloadState::new(n, ExecutionState::not_scheduled());
             if self.states.record(&s) {

@@ -66,10 +66,16 @@ impl Commander {
         msg
     }
 
-    /// Applies a manifest text: one update with a mask per workload.
+    /// Applies a manifest text: one update with a mask per workload and
+    /// per config item.
     pub async fn apply(&mut self, manifest: &str) -> ResponseContent {
         let state = ank_common::manifest::parse_manifest("test", manifest).expect("valid manifest");
-        let masks = state.workloads.keys().map(|n| format!("desiredState.workloads.{n}")).collect();
+        let masks = state
+            .workloads
+            .keys()
+            .map(|n| format!("desiredState.workloads.{n}"))
+            .chain(state.configs.keys().map(|n| format!("desiredState.configs.{n}")))
+            .collect();
         let new_state = serde_json::json!({ "desiredState": state });
         self.request(RequestContent::UpdateState { new_state: Box::new(new_state), update_mask: masks }).await
     }

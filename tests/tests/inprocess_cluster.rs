@@ -94,3 +94,66 @@ async fn itest_lost_agent_marks_its_workloads_agent_disconnected() {
     assert!(agents["agents"].get("agent_A").is_none(), "{agents}");
     s.server_stop.cancel();
 }
+
+const TEMPLATED: &str = "apiVersion: v1
+workloads:
+  web:
+    runtime: podman
+    agent: \"{{place.agent}}\"
+    configs:
+      place: placement
+      opts: web_options
+    runtimeConfig: |
+      image: localhost/busybox:latest
+      commandArgs: [sleep, \"{{opts.seconds}}\"]
+configs:
+  placement:
+    agent: agent_A
+  web_options:
+    seconds: \"1000\"
+";
+
+#[tokio::test]
+async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it() {
+    let s = setup().await;
+    let mut c = Commander::connect(&s.url).await;
+    let ResponseContent::UpdateStateSuccess { added_workloads, .. } = c.apply(TEMPLATED).await else {
+        panic!("apply rejected")
+    };
+    let rendered = "image: localhost/busybox:latest\ncommandArgs: [sleep, \"1000\"]\n";
+    let web = ank_common::WorkloadName::new("web").unwrap();
+    let agent = ank_common::AgentName::new("agent_A").unwrap();
+    let first = ank_common::WorkloadInstanceName::new(&web, &agent, rendered);
+    assert_eq!(added_workloads, vec![first.to_string()], "the instance id hashes the rendered runtimeConfig");
+    c.wait_for_state("web", "Running(Ok)").await;
+    assert_eq!(s.fake.created(), vec![first.clone()]);
+    // The state keeps the template.
+    let state = c.complete_state(&["desiredState.workloads.web.agent"]).await;
+    assert_eq!(state["desiredState"]["workloads"]["web"]["agent"], "{{place.agent}}");
+
+    // Only the config item changes: the workload is re-created.
+    let ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads } =
+        c.apply(&TEMPLATED.replace("seconds: \"1000\"", "seconds: \"2000\"")).await
+    else {
+        panic!("config update rejected")
+    };
+    let second = ank_common::WorkloadInstanceName::new(&web, &agent, &rendered.replace("1000", "2000"));
+    assert_eq!((added_workloads, deleted_workloads), (vec![second.to_string()], vec![first.to_string()]));
+    for _ in 0..100 {
+        if s.fake.created().contains(&second) && s.fake.deleted().contains(&first) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(s.fake.deleted().contains(&first) && s.fake.created().contains(&second));
+
+    // A template naming a key the item lacks is rejected and changes nothing.
+    let ResponseContent::Error(e) = c.apply(&TEMPLATED.replace("{{opts.seconds}}", "{{opts.minutes}}")).await else {
+        panic!("a missing key must be rejected")
+    };
+    assert!(e.contains("opts.minutes"), "{e}");
+    let state = c.complete_state(&["desiredState.workloads.web.runtimeConfig"]).await;
+    assert!(state.to_string().contains("opts.seconds"), "{state}");
+    s.agent_stop.cancel();
+    s.server_stop.cancel();
+}

@@ -19,6 +19,7 @@ impl AnkaiosServer {
     /// Whether `name` is an instance of the desired state.
     fn knows_instance(&self, name: &WorkloadInstanceName) -> bool {
         self.desired
+            .rendered
             .workloads
             .iter()
             .any(|(wl_name, wl)| desired_state::spec_of(wl_name, wl).is_some_and(|spec| &spec.instance_name == name))
