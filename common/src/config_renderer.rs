@@ -166,7 +166,7 @@ configs:
 
     #[test]
     fn renders_agent_runtime_config_and_files_without_escaping() {
-        let s = render(&BASE.replace("list={{conf.list.[1]}}", "list={{conf.list.[1]}}")).unwrap();
+        let s = render(BASE).unwrap();
         let db = &s.workloads["db"];
         assert_eq!(db.agent, "agent_A");
         assert!(db.runtime_config.contains(r#"["-p", "5433:5432"]"#), "{}", db.runtime_config);
