@@ -11,6 +11,7 @@ pub mod execution_state;
 pub mod field_mask;
 pub mod instance_name;
 pub mod manifest;
+pub mod manifest_v01;
 pub mod messages;
 pub mod names;
 pub mod podman_config;

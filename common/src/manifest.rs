@@ -23,14 +23,32 @@ struct VersionProbe {
     api_version: Option<String>,
 }
 
+/// The deprecated manifest version still accepted as input.
+pub const DEPRECATED_API_VERSION: &str = "v0.1";
+
 /// Parses and validates a manifest. `source_name` is used in errors.
 pub fn parse_manifest(source_name: &str, text: &str) -> Result<State, ManifestError> {
+    parse_manifest_with_warnings(source_name, text).map(|(state, _)| state)
+}
+
+/// Like [`parse_manifest`], also returning warnings for the user (a
+/// deprecated `v0.1` manifest is converted to `v1`).
+pub fn parse_manifest_with_warnings(source_name: &str, text: &str) -> Result<(State, Vec<String>), ManifestError> {
     let err = |message: String| ManifestError { source_name: source_name.to_owned(), message };
     // Checked first so a wrong version is reported as such, not as the
     // unknown fields an older schema may carry.
     let probe: VersionProbe = serde_saphyr::from_str(text).map_err(|e| err(describe(&e)))?;
     match probe.api_version.as_deref() {
         Some(API_VERSION) => {}
+        Some(DEPRECATED_API_VERSION) => {
+            let state = crate::manifest_v01::parse(text).map_err(err)?;
+            validate_state(&state).map_err(err)?;
+            let warning = format!(
+                "{source_name}: apiVersion '{DEPRECATED_API_VERSION}' is deprecated; it was read as '{API_VERSION}' \
+                 (tags become a key: value map)"
+            );
+            return Ok((state, vec![warning]));
+        }
         Some(other) => {
             let line = line_of(text, "apiVersion:");
             return Err(err(format!(
@@ -41,7 +59,7 @@ pub fn parse_manifest(source_name: &str, text: &str) -> Result<State, ManifestEr
     }
     let state: State = serde_saphyr::from_str(text).map_err(|e| err(describe(&e)))?;
     validate_state(&state).map_err(err)?;
-    Ok(state)
+    Ok((state, Vec::new()))
 }
 
 /// Checks what the types alone do not: required non-empty fields.
@@ -79,7 +97,7 @@ fn line_of(text: &str, needle: &str) -> usize {
 }
 
 /// One-line description of a YAML/serde error with its position.
-fn describe(e: &serde_saphyr::Error) -> String {
+pub(crate) fn describe(e: &serde_saphyr::Error) -> String {
     let text = e.to_string();
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid YAML").trim();
     let first = first.strip_prefix("error: ").unwrap_or(first);

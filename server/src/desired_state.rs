@@ -43,11 +43,16 @@ pub fn spec_of(name: &WorkloadName, wl: &Workload) -> Option<WorkloadSpec> {
 pub fn apply_update(current: &State, new_state: &Value, update_mask: &[String]) -> Result<DesiredState, String> {
     let new_desired = new_state.get("desiredState");
     let new_version = new_desired.and_then(|d| d.get("apiVersion")).and_then(Value::as_str).unwrap_or("");
-    if !new_version.is_empty() && new_version != API_VERSION {
+    if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
+        tracing::warn!("update with the deprecated apiVersion '{new_version}' accepted as '{API_VERSION}'");
+    } else if !new_version.is_empty() && new_version != API_VERSION {
         return Err(format!("unsupported apiVersion '{new_version}', expected '{API_VERSION}'"));
     }
     let next = if update_mask.is_empty() {
-        let desired = new_desired.cloned().unwrap_or_else(|| json!({}));
+        let mut desired = new_desired.cloned().unwrap_or_else(|| json!({}));
+        if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
+            desired["apiVersion"] = json!(API_VERSION);
+        }
         serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))?
     } else {
         let mut tree = json!({ "desiredState": serde_json::to_value(current).map_err(|e| e.to_string())? });
@@ -188,6 +193,8 @@ mod tests {
         assert_eq!(next.workloads.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["b", "c"]);
         let bad = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"runtime": "podman", "agent": "a b", "runtimeConfig": "q"}}}});
         assert!(apply_update(&cur, &bad, &["desiredState.workloads.c".into()]).unwrap_err().contains("a b"));
+        let old = json!({"desiredState": {"apiVersion": "v0.1"}});
+        assert_eq!(apply_update(&cur, &old, &[]).unwrap().state.api_version, "v1", "v0.1 is read as v1");
         let wrong = json!({"desiredState": {"apiVersion": "v9"}});
         assert!(apply_update(&cur, &wrong, &[]).unwrap_err().contains("v9"));
         let missing = json!({"desiredState": {"apiVersion": "v1", "workloads": {"c": {"agent": "A"}}}});

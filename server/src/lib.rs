@@ -33,8 +33,11 @@ pub enum StartupError {
 pub fn load_startup_manifest(path: &Path) -> Result<State, StartupError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| StartupError::ReadManifest { path: path.display().to_string(), source })?;
-    let state = ank_common::manifest::parse_manifest(&path.display().to_string(), &text)
+    let (state, warnings) = ank_common::manifest::parse_manifest_with_warnings(&path.display().to_string(), &text)
         .map_err(|e| StartupError::InvalidManifest(e.to_string()))?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
     // Validated and rendered here so that a bad template stops the start.
     desired_state::DesiredState::new(state.clone()).map_err(StartupError::InvalidManifest)?;
     Ok(state)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use ank_common::complete_state::ConfigItem;
-use ank_common::manifest::parse_manifest;
+use ank_common::manifest::parse_manifest_with_warnings;
 use ank_common::messages::RequestContent;
 use ank_common::{AgentName, State, Workload, WorkloadName};
 use anyhow::Context;
@@ -55,7 +55,10 @@ pub fn read_manifests(files: &[String]) -> anyhow::Result<Vec<Manifest>> {
             let text = std::fs::read_to_string(file).with_context(|| format!("cannot read the manifest '{file}'"))?;
             (file.clone(), text)
         };
-        let state = parse_manifest(&source, &text)?;
+        let (state, warnings) = parse_manifest_with_warnings(&source, &text)?;
+        for warning in warnings {
+            eprintln!("warning: {warning}");
+        }
         manifests.push(Manifest { source, state });
     }
     Ok(manifests)
@@ -141,6 +144,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: ApplyArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ank_common::manifest::parse_manifest;
 
     fn manifest(source: &str, yaml: &str) -> Manifest {
         Manifest { source: source.into(), state: parse_manifest(source, yaml).unwrap() }
