@@ -119,6 +119,22 @@ pub enum GetCommand {
     /// The names of the configs in the desired state
     #[command(visible_alias = "configs")]
     Config(TableOutputArgs),
+    /// Follow the changes of the state (selected by field masks) until interrupted
+    Events(GetEventsArgs),
+}
+
+/// Arguments of `ank get events`.
+#[derive(Debug, Clone, Args)]
+pub struct GetEventsArgs {
+    /// Output format: YAML documents separated by ---, or one JSON object per line
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output_format: OutputFormat,
+    /// Print the current state under the masks with every event
+    #[arg(short = 'c', long = "include-current-state")]
+    pub include_current_state: bool,
+    /// Field masks selecting what to follow, e.g. workloadStates.agent_A
+    #[arg(value_name = "MASK")]
+    pub masks: Vec<String>,
 }
 
 /// `-o` of the commands that print a table.

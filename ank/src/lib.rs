@@ -31,6 +31,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Get(GetCommand::Workload(args)) => cmd::get_workloads::run(&mut ctx, args).await,
         Command::Get(GetCommand::Agent(args)) => cmd::get_agents::run(&mut ctx, args.output).await,
         Command::Get(GetCommand::Config(args)) => cmd::get_configs::run(&mut ctx, args.output).await,
+        Command::Get(GetCommand::Events(args)) => cmd::get_events::run(&mut ctx, args).await,
         Command::Delete(DeleteCommand::Workload { names }) => cmd::delete_workloads::run(&mut ctx, &names).await,
         Command::Delete(DeleteCommand::Config { names }) => cmd::delete_configs::run(&mut ctx, &names).await,
         Command::Run(RunCommand::Workload(args)) => cmd::run_workload::run(&mut ctx, args).await,

@@ -80,7 +80,7 @@ impl Fake {
                     let answer = self.script.update_answer.clone().expect("script has no update answer");
                     (answer, self.script.after_update.clone())
                 }
-                RequestContent::NotSupported(kind) => (ResponseContent::Error(kind.to_owned()), vec![]),
+                RequestContent::EventsCancel => (ResponseContent::EventsCancelAccepted, vec![]),
                 RequestContent::Logs(_) | RequestContent::LogsCancel => {
                     (ResponseContent::Error("logs are not scripted".into()), vec![])
                 }

@@ -16,6 +16,7 @@ pub mod messages;
 pub mod names;
 pub mod podman_config;
 pub mod podman_kube_config;
+pub mod timestamp;
 pub mod workload;
 
 pub use ank_proto::PROTOCOL_VERSION;

@@ -114,9 +114,23 @@ pub enum RequestContent {
     Logs(LogsRequest),
     /// Stop the log streams of the request with this request's id.
     LogsCancel,
-    /// A request kind this version does not serve yet; answered with an error
-    /// naming it.
-    NotSupported(&'static str),
+    /// End the event subscription opened with this request's id.
+    EventsCancel,
+}
+
+/// Which paths of the complete state an event added, updated or removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlteredFields {
+    pub added_fields: Vec<String>,
+    pub updated_fields: Vec<String>,
+    pub removed_fields: Vec<String>,
+}
+
+impl AlteredFields {
+    pub fn is_empty(&self) -> bool {
+        self.added_fields.is_empty() && self.updated_fields.is_empty() && self.removed_fields.is_empty()
+    }
 }
 
 /// A response with the id of its request.
@@ -143,4 +157,11 @@ pub enum ResponseContent {
     /// The log of one workload of a request ended.
     LogsStop(WorkloadInstanceName),
     LogsCancelAccepted,
+    /// One event of a subscription: the changed parts of the complete state
+    /// and which paths changed.
+    Event {
+        complete_state: Box<serde_json::Value>,
+        altered_fields: AlteredFields,
+    },
+    EventsCancelAccepted,
 }

@@ -6,6 +6,7 @@
 pub mod cli;
 mod connections;
 mod desired_state;
+mod events;
 mod grpc;
 mod log_campaigns;
 mod requests;

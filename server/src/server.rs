@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connections::{ConnId, ConnKind, Connections};
 use crate::desired_state::{self, DesiredState, StateDiff};
+use crate::events::EventSubscriptions;
 use crate::log_campaigns::LogCampaigns;
 use crate::requests;
 use crate::workload_states::WorkloadStateStore;
@@ -50,6 +51,7 @@ pub struct AnkaiosServer {
     states: WorkloadStateStore,
     conns: Connections,
     logs: LogCampaigns,
+    events: EventSubscriptions,
 }
 
 impl AnkaiosServer {
@@ -62,6 +64,7 @@ impl AnkaiosServer {
             states: WorkloadStateStore::default(),
             conns: Connections::default(),
             logs: LogCampaigns::default(),
+            events: EventSubscriptions::default(),
         };
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.desired = initial;
@@ -78,10 +81,32 @@ impl AnkaiosServer {
             };
             match cmd {
                 ServerCommand::Opened { conn, kind, tx } => self.conns.open(conn, kind, tx),
-                ServerCommand::Message { conn, msg } => self.handle_message(conn, msg),
-                ServerCommand::Closed { conn } => self.handle_closed(conn),
+                ServerCommand::Message { conn, msg } => self.with_events(|s| s.handle_message(conn, msg)),
+                ServerCommand::Closed { conn } => self.with_events(|s| s.handle_closed(conn)),
             }
         }
+    }
+
+    /// Runs `change` and sends every subscriber the events it caused. The
+    /// complete state is compared only while somebody subscribed.
+    fn with_events(&mut self, change: impl FnOnce(&mut Self)) {
+        if self.events.is_empty() {
+            return change(self);
+        }
+        let before = self.complete_state_tree();
+        change(self);
+        let after = self.complete_state_tree();
+        for event in self.events.events(&before, &after) {
+            let content = ResponseContent::Event {
+                complete_state: Box::new(event.complete_state),
+                altered_fields: event.altered_fields,
+            };
+            self.conns.send(event.conn, FromServer::Response(Response { request_id: event.request_id, content }));
+        }
+    }
+
+    fn complete_state_tree(&self) -> serde_json::Value {
+        requests::complete_state(&self.desired.state, &self.states, &self.conns, &[]).unwrap_or_default()
     }
 
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
@@ -157,6 +182,7 @@ impl AnkaiosServer {
     }
 
     fn handle_closed(&mut self, conn: ConnId) {
+        self.events.remove_where(conn, |_| true);
         let agent = self.conns.close(conn);
         self.logs_connection_closed(conn, agent.as_deref());
         if let Some(agent) = agent {
@@ -170,17 +196,26 @@ impl AnkaiosServer {
 
     fn handle_request(&mut self, conn: ConnId, request: Request) {
         let content = match request.content {
-            RequestContent::CompleteState { field_mask, .. } => {
+            RequestContent::CompleteState { field_mask, subscribe_for_events } => {
                 match requests::complete_state(&self.desired.state, &self.states, &self.conns, &field_mask) {
-                    Ok(tree) => ResponseContent::CompleteState(Box::new(tree)),
+                    Ok(tree) => {
+                        if subscribe_for_events {
+                            self.events.add(conn, request.request_id.clone(), field_mask);
+                        }
+                        ResponseContent::CompleteState(Box::new(tree))
+                    }
                     Err(e) => ResponseContent::Error(e),
                 }
             }
             RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
             RequestContent::Logs(logs) => return self.handle_logs_request(conn, request.request_id, logs),
             RequestContent::LogsCancel => return self.handle_logs_cancel(conn, request.request_id),
-            RequestContent::NotSupported(kind) => {
-                ResponseContent::Error(format!("{kind} is not supported by this server version"))
+            RequestContent::EventsCancel => {
+                if self.events.remove(conn, &request.request_id) {
+                    ResponseContent::EventsCancelAccepted
+                } else {
+                    ResponseContent::Error(format!("no event subscription with request id '{}'", request.request_id))
+                }
             }
         };
         self.conns.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));

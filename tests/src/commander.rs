@@ -53,6 +53,42 @@ impl Commander {
         }
     }
 
+    /// Opens an event subscription; returns its request id and the first
+    /// answer (the current state under the masks).
+    pub async fn subscribe_events(&mut self, masks: &[&str]) -> (String, serde_json::Value) {
+        self.next_id += 1;
+        let id = format!("events-{}", self.next_id);
+        let field_mask = masks.iter().map(|s| (*s).to_owned()).collect();
+        let content = RequestContent::CompleteState { field_mask, subscribe_for_events: true };
+        self.tx
+            .send(to_server_to_proto(&ToServer::Request(Request { request_id: id.clone(), content })))
+            .await
+            .expect("send");
+        match self.response_to(&id).await {
+            ResponseContent::CompleteState(v) => (id, *v),
+            other => panic!("expected the current state, got {other:?}"),
+        }
+    }
+
+    /// The next response under `request_id` (events of a subscription).
+    pub async fn response_to(&mut self, request_id: &str) -> ResponseContent {
+        loop {
+            if let FromServer::Response(r) = self.next().await
+                && r.request_id == request_id
+            {
+                return r.content;
+            }
+        }
+    }
+
+    /// Sends an EventsCancelRequest for `request_id`; returns the answer.
+    pub async fn cancel_events(&mut self, request_id: &str) -> ResponseContent {
+        let req =
+            ToServer::Request(Request { request_id: request_id.to_owned(), content: RequestContent::EventsCancel });
+        self.tx.send(to_server_to_proto(&req)).await.expect("send");
+        self.response_to(request_id).await
+    }
+
     async fn next(&mut self) -> FromServer {
         let wire = tokio::time::timeout(Duration::from_secs(10), self.inbound.message())
             .await

@@ -77,3 +77,44 @@ fn e2e_get_workloads_watch_shows_changes_until_interrupted() {
     let status = watch.wait().expect("ank get workloads -w ends on SIGINT");
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn e2e_get_events_prints_json_lines_until_interrupted() {
+    let agent = format!("e2e_events_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    let mut events = Command::new(bin("ank"))
+        .args([
+            "-v",
+            "--insecure",
+            "--server-url",
+            &c.url,
+            "get",
+            "events",
+            "-o",
+            "json",
+            "-c",
+            "desiredState.workloads",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ank get events");
+    let mut lines = BufReader::new(events.stdout.take().unwrap()).lines();
+    // With -v it says on stderr when the server has the subscription.
+    let mut stderr = BufReader::new(events.stderr.take().unwrap()).lines();
+    while !stderr.next().expect("ank is running").expect("readable").starts_with("subscribed to events") {}
+    std::thread::spawn(move || stderr.for_each(drop));
+    let manifest = format!(
+        "apiVersion: v1\nworkloads:\n  evt:\n    runtime: podman\n    agent: {agent}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: [\"sleep\", \"100000\"]\n"
+    );
+    let o = c.ank_stdin(&["apply", "--no-wait", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+    let line = lines.next().expect("an event").expect("readable");
+    let event: serde_json::Value = serde_json::from_str(&line).expect("one JSON object per line");
+    assert_eq!(event["addedFields"], serde_json::json!(["desiredState.workloads.evt"]), "{line}");
+    assert!(event["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{line}");
+    assert_eq!(event["completeState"]["desiredState"]["workloads"]["evt"]["agent"], agent.as_str(), "{line}");
+    let _ = Command::new("kill").args(["-INT", &events.id().to_string()]).status();
+    let status = events.wait().expect("ank get events ends on SIGINT");
+    assert!(status.success(), "{status:?}");
+}

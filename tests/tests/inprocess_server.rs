@@ -76,3 +76,47 @@ async fn server_rejects_invalid_updates_and_keeps_serving() {
     assert_eq!(other.complete_state(&["desiredState"]).await, before);
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn server_sends_events_with_altered_fields_until_cancelled() {
+    let (url, shutdown) = start_server(empty()).await;
+    let mut watcher = Commander::connect(&url).await;
+    let mut all = Commander::connect(&url).await;
+    let (id, initial) = watcher.subscribe_events(&["desiredState.workloads.*.agent"]).await;
+    assert_eq!(initial, serde_json::json!({"desiredState": {"apiVersion": "v1"}}));
+    let (all_id, _) = all.subscribe_events(&[]).await;
+
+    let mut changer = Commander::connect(&url).await;
+    changer.apply(MANIFEST).await;
+    let ResponseContent::Event { complete_state, altered_fields } = watcher.response_to(&id).await else {
+        panic!("expected an event")
+    };
+    assert_eq!(altered_fields.added_fields, ["desiredState.workloads.a.agent", "desiredState.workloads.p.agent"]);
+    assert!(altered_fields.updated_fields.is_empty() && altered_fields.removed_fields.is_empty());
+    assert_eq!(
+        *complete_state,
+        serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"a": {"agent": "absent"}, "p": {"agent": ""}}}})
+    );
+    // The unfiltered subscriber also sees the workloads and their states.
+    let ResponseContent::Event { altered_fields, .. } = all.response_to(&all_id).await else { panic!("event") };
+    assert!(altered_fields.added_fields.contains(&"desiredState.workloads.a".to_owned()), "{altered_fields:?}");
+    assert!(altered_fields.added_fields.iter().any(|f| f.starts_with("workloadStates")), "{altered_fields:?}");
+
+    changer.delete(&["p"]).await;
+    let ResponseContent::Event { altered_fields, .. } = watcher.response_to(&id).await else { panic!("event") };
+    assert_eq!(altered_fields.removed_fields, ["desiredState.workloads.p.agent"]);
+    let ResponseContent::Event { altered_fields, .. } = all.response_to(&all_id).await else { panic!("event") };
+    assert!(altered_fields.removed_fields.contains(&"desiredState.workloads.p".to_owned()), "{altered_fields:?}");
+
+    assert_eq!(watcher.cancel_events(&id).await, ResponseContent::EventsCancelAccepted);
+    let ResponseContent::Error(e) = watcher.cancel_events(&id).await else { panic!("second cancel must fail") };
+    assert!(e.contains(&id), "{e}");
+    // After the cancel a change gives this commander no event, only the
+    // other subscriber.
+    changer.delete(&["a"]).await;
+    let ResponseContent::Event { altered_fields, .. } = all.response_to(&all_id).await else { panic!("event") };
+    assert!(altered_fields.removed_fields.contains(&"desiredState.workloads.a".to_owned()), "{altered_fields:?}");
+    let state = watcher.complete_state(&["desiredState.workloads"]).await;
+    assert!(state["desiredState"]["workloads"].as_object().is_none_or(|m| m.is_empty()), "{state}");
+    shutdown.cancel();
+}

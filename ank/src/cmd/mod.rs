@@ -7,6 +7,7 @@ pub mod delete_configs;
 pub mod delete_workloads;
 pub mod get_agents;
 pub mod get_configs;
+pub mod get_events;
 pub mod get_state;
 pub mod get_workloads;
 pub mod logs;

@@ -15,8 +15,8 @@ use super::state::{
 };
 use crate::complete_state::AgentStatus;
 use crate::messages::{
-    DeleteCondition, DeletedWorkload, FromServer, LogEntry, LogsRequest, Request, RequestContent, Response,
-    ResponseContent, ToServer,
+    AlteredFields, DeleteCondition, DeletedWorkload, FromServer, LogEntry, LogsRequest, Request, RequestContent,
+    Response, ResponseContent, ToServer,
 };
 use crate::workload::{Workload, WorkloadSpec};
 
@@ -249,7 +249,7 @@ pub fn request_to_pb(r: &Request) -> pb::Request {
         })),
         RequestContent::Logs(l) => Some(C::LogsRequest(logs_request_to_pb(l))),
         RequestContent::LogsCancel => Some(C::LogsCancelRequest(pb::LogsCancelRequest {})),
-        RequestContent::NotSupported(_) => None,
+        RequestContent::EventsCancel => Some(C::EventsCancelRequest(pb::EventsCancelRequest {})),
     };
     pb::Request { request_id: r.request_id.clone(), request_content: content }
 }
@@ -267,7 +267,7 @@ pub fn request_from_pb(r: pb::Request) -> Result<Request, ConvertError> {
         },
         C::LogsRequest(l) => RequestContent::Logs(logs_request_from_pb(l)?),
         C::LogsCancelRequest(_) => RequestContent::LogsCancel,
-        C::EventsCancelRequest(_) => RequestContent::NotSupported("EventsCancelRequest"),
+        C::EventsCancelRequest(_) => RequestContent::EventsCancel,
     };
     Ok(Request { request_id: r.request_id, content })
 }
@@ -297,6 +297,18 @@ pub fn response_to_pb(r: &Response) -> pb::Response {
             C::LogsStopResponse(pb::LogsStopResponse { workload_name: Some(instance_name_to_proto(name)) })
         }
         ResponseContent::LogsCancelAccepted => C::LogsCancelAccepted(pb::LogsCancelAccepted {}),
+        ResponseContent::Event { complete_state, altered_fields } => match complete_state_from_json(complete_state) {
+            Ok(cs) => C::CompleteStateResponse(pb::CompleteStateResponse {
+                complete_state: Some(cs),
+                altered_fields: Some(pb::AlteredFields {
+                    added_fields: altered_fields.added_fields.clone(),
+                    updated_fields: altered_fields.updated_fields.clone(),
+                    removed_fields: altered_fields.removed_fields.clone(),
+                }),
+            }),
+            Err(e) => C::Error(pb::Error { message: e.to_string() }),
+        },
+        ResponseContent::EventsCancelAccepted => C::EventsCancelAccepted(pb::EventsCancelAccepted {}),
     };
     pb::Response { request_id: r.request_id.clone(), response_content: Some(content) }
 }
@@ -307,7 +319,18 @@ pub fn response_from_pb(r: pb::Response) -> Result<Response, ConvertError> {
     let content = match r.response_content.ok_or_else(|| ConvertError::missing("responseContent"))? {
         C::Error(e) => ResponseContent::Error(e.message),
         C::CompleteStateResponse(c) => {
-            ResponseContent::CompleteState(Box::new(complete_state_to_json(c.complete_state.unwrap_or_default())?))
+            let state = Box::new(complete_state_to_json(c.complete_state.unwrap_or_default())?);
+            match c.altered_fields {
+                None => ResponseContent::CompleteState(state),
+                Some(a) => ResponseContent::Event {
+                    complete_state: state,
+                    altered_fields: AlteredFields {
+                        added_fields: a.added_fields,
+                        updated_fields: a.updated_fields,
+                        removed_fields: a.removed_fields,
+                    },
+                },
+            }
         }
         C::UpdateStateSuccess(s) => ResponseContent::UpdateStateSuccess {
             added_workloads: s.added_workloads,
@@ -319,7 +342,7 @@ pub fn response_from_pb(r: pb::Response) -> Result<Response, ConvertError> {
         C::LogEntriesResponse(l) => ResponseContent::LogEntries(log_entries_from_pb(l)?),
         C::LogsStopResponse(s) => ResponseContent::LogsStop(instance_name_from_proto(s.workload_name)?),
         C::LogsCancelAccepted(_) => ResponseContent::LogsCancelAccepted,
-        other => ResponseContent::Error(format!("unexpected response kind: {other:?}")),
+        C::EventsCancelAccepted(_) => ResponseContent::EventsCancelAccepted,
     };
     Ok(Response { request_id: r.request_id, content })
 }
