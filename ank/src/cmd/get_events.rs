@@ -7,7 +7,7 @@
 use ank_common::field_mask;
 use ank_common::messages::{AlteredFields, RequestContent, ResponseContent};
 use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::cli::{GetEventsArgs, OutputFormat};
 use crate::cmd::Ctx;
@@ -113,6 +113,8 @@ async fn print_events(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn altered() -> AlteredFields {
