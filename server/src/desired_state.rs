@@ -56,8 +56,13 @@ pub fn apply_update(current: &State, new_state: &Value, update_mask: &[String]) 
         serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))?
     } else {
         let mut tree = json!({ "desiredState": serde_json::to_value(current).map_err(|e| e.to_string())? });
-        let masks: Vec<String> = update_mask.iter().filter(|m| m.starts_with("desiredState")).cloned().collect();
-        field_mask::apply_update(&mut tree, new_state, &masks);
+        let masks: Vec<String> =
+            update_mask.iter().filter(|m| m.split('.').next() == Some("desiredState")).cloned().collect();
+        // No desired-state mask (e.g. only agent tags): nothing to copy; an
+        // empty list would mean "replace everything" to apply_update.
+        if !masks.is_empty() {
+            field_mask::apply_update(&mut tree, new_state, &masks);
+        }
         if let Some(d) = tree.get_mut("desiredState") {
             d["apiVersion"] = json!(API_VERSION);
         }
@@ -242,6 +247,13 @@ mod tests {
         let bad_key = json!({"desiredState": {"apiVersion": "v1", "configs": {"a.b": "x"}}});
         let err = apply_update(&cur.state, &bad_key, &["desiredState.configs".into()]).unwrap_err();
         assert!(err.contains("config key name 'a.b'"), "{err}");
+    }
+
+    #[test]
+    fn update_with_only_agent_masks_keeps_the_desired_state() {
+        let cur = state(TWO);
+        let new = json!({"agents": {"A": {"tags": {"x": "y"}}}});
+        assert_eq!(apply_update(&cur, &new, &["agents.A.tags".into()]).unwrap().state, cur);
     }
 
     #[test]

@@ -27,6 +27,48 @@ pub fn complete_state(
     Ok(field_mask::filter(&tree, &masks))
 }
 
+/// Applies the `agents...` masks of an update: only the tags of connected
+/// agents change; agents cannot be added or removed and their status is
+/// theirs to report. Returns the agents whose tags changed.
+pub fn update_agent_tags(conns: &mut Connections, new_state: &Value, update_mask: &[String]) -> Vec<String> {
+    let masks: Vec<String> = update_mask.iter().filter(|m| m.split('.').next() == Some("agents")).cloned().collect();
+    if masks.is_empty() {
+        return Vec::new();
+    }
+    let before = conns.agents();
+    let Ok(mut tree) = serde_json::to_value(serde_json::json!({ "agents": &before })) else { return Vec::new() };
+    field_mask::apply_update(&mut tree, new_state, &masks);
+    let mut changed = Vec::new();
+    for (agent, old) in &before {
+        let tags = tree.get("agents").and_then(|a| a.get(agent)).and_then(|a| a.get("tags"));
+        let new_tags: std::collections::BTreeMap<String, String> = match tags {
+            None => Default::default(),
+            Some(t) => match serde_json::from_value(t.clone()) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("agent '{agent}': tags update ignored: {e}");
+                    continue;
+                }
+            },
+        };
+        if new_tags != old.tags
+            && let Some(attrs) = conns.agent_attributes_mut(agent)
+        {
+            attrs.tags = new_tags;
+            changed.push(agent.clone());
+        }
+    }
+    if let Some(unknown) = tree
+        .get("agents")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().filter(|k| !before.contains_key(k.as_str())).cloned().collect::<Vec<_>>())
+        && !unknown.is_empty()
+    {
+        tracing::warn!("update names agents that are not connected, ignored: {}", unknown.join(", "));
+    }
+    changed
+}
+
 /// A mask that reaches inside one execution state (`...<id>.state`) selects
 /// the whole state, so state and subState always come together.
 fn widen_state_mask(mask: &str) -> String {
@@ -57,5 +99,28 @@ mod tests {
         .unwrap();
         assert_eq!(v, serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"a": {"agent": "A"}}}}));
         assert_eq!(widen_state_mask("workloadStates.A.w.id.subState"), "workloadStates.A.w.id");
+    }
+
+    #[test]
+    fn agent_tags_change_for_connected_agents_only() {
+        let mut conns = Connections::default();
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        conns.open(1, crate::connections::ConnKind::Agent, tx);
+        let attrs =
+            ank_common::AgentAttributes { tags: [("zone".to_owned(), "a".to_owned())].into(), ..Default::default() };
+        conns.register_agent(1, "A", attrs);
+        let new = serde_json::json!({"agents": {"A": {"tags": {"zone": "b", "gpu": "yes"}, "status": {"cpuUsage": 99}}, "B": {"tags": {"x": "y"}}}});
+        let changed =
+            update_agent_tags(&mut conns, &new, &["agents.A.tags".into(), "agents.B".into(), "agents.A.status".into()]);
+        assert_eq!(changed, ["A"]);
+        let agents = conns.agents();
+        assert_eq!(agents["A"].tags.len(), 2);
+        assert_eq!(agents["A"].tags["zone"], "b");
+        assert_eq!(agents["A"].status.cpu_usage, 0, "status is the agent's to report");
+        assert!(!agents.contains_key("B"), "agents are not added by updates");
+        // A mask without a value in the new state removes one tag.
+        let changed = update_agent_tags(&mut conns, &serde_json::json!({}), &["agents.A.tags.gpu".into()]);
+        assert_eq!(changed, ["A"]);
+        assert_eq!(conns.agents()["A"].tags.keys().collect::<Vec<_>>(), ["zone"]);
     }
 }

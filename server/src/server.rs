@@ -229,6 +229,7 @@ impl AnkaiosServer {
                 return ResponseContent::Error(format!("update rejected: {e}"));
             }
         };
+        requests::update_agent_tags(&mut self.conns, new_state, update_mask);
         let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
         self.desired = next;
         self.dispatch(&diff);

@@ -157,3 +157,30 @@ async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it
     s.agent_stop.cancel();
     s.server_stop.cancel();
 }
+
+#[tokio::test]
+async fn itest_tags_of_a_connected_agent_are_writable() {
+    let s = setup().await;
+    let mut c = Commander::connect(&s.url).await;
+    for _ in 0..100 {
+        if c.complete_state(&["agents"]).await["agents"].get("agent_A").is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let new_state =
+        serde_json::json!({"agents": {"agent_A": {"tags": {"zone": "north"}}, "ghost": {"tags": {"a": "b"}}}});
+    let masks = vec!["agents.agent_A.tags".to_owned(), "agents.ghost".to_owned()];
+    let answer = c
+        .request(ank_common::messages::RequestContent::UpdateState {
+            new_state: Box::new(new_state),
+            update_mask: masks,
+        })
+        .await;
+    assert!(matches!(answer, ResponseContent::UpdateStateSuccess { .. }), "{answer:?}");
+    let agents = c.complete_state(&["agents"]).await;
+    assert_eq!(agents["agents"]["agent_A"]["tags"], serde_json::json!({"zone": "north"}), "{agents}");
+    assert!(agents["agents"].get("ghost").is_none(), "{agents}");
+    s.agent_stop.cancel();
+    s.server_stop.cancel();
+}
