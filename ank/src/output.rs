@@ -10,20 +10,43 @@ use crate::cli::OutputFormat;
 /// Spaces between two columns.
 const COLUMN_GAP: usize = 3;
 
+/// A column is not narrowed below this (or its header's width).
+const MIN_COLUMN: usize = 8;
+
+/// The width tables must fit: `COLUMNS` if set, else the terminal's when
+/// standard output is one; `None` (no limit) for pipes and files.
+pub fn terminal_width() -> Option<usize> {
+    if let Some(cols) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()) {
+        return Some(cols).filter(|c| *c > 0);
+    }
+    terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| usize::from(w.0))
+}
+
 /// Renders `header` and `rows` as plain columns separated by spaces, each
-/// as wide as its widest cell; trailing spaces are trimmed.
+/// as wide as its widest cell, narrowed to fit the terminal.
 pub fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    table_with_width(header, rows, terminal_width())
+}
+
+/// [`table`] for a given maximum line width: while too wide, the widest
+/// column is narrowed (not below its header or [`MIN_COLUMN`]) and its
+/// longer cells end in `…`. Trailing spaces are trimmed.
+pub fn table_with_width<const N: usize>(header: [&str; N], rows: &[[String; N]], max: Option<usize>) -> String {
     let mut widths = header.map(|h| h.chars().count());
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
+    if let Some(max) = max {
+        narrow(&mut widths, &header, max);
+    }
     let mut out = String::new();
     let mut line = |cells: &mut dyn Iterator<Item = &str>| {
         let mut text = String::new();
         for (i, cell) in cells.enumerate() {
-            text.push_str(cell);
+            let cell = clip(cell, widths[i]);
+            text.push_str(&cell);
             if i + 1 < N {
                 let pad = widths[i] - cell.chars().count() + COLUMN_GAP;
                 text.extend(std::iter::repeat_n(' ', pad));
@@ -37,6 +60,37 @@ pub fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String 
         line(&mut row.iter().map(String::as_str));
     }
     out
+}
+
+fn narrow<const N: usize>(widths: &mut [usize; N], header: &[&str; N], max: usize) {
+    let floor = |i: usize| header[i].chars().count().max(MIN_COLUMN);
+    loop {
+        let total: usize = widths.iter().sum::<usize>() + COLUMN_GAP * N.saturating_sub(1);
+        if total <= max {
+            return;
+        }
+        // The widest column that can still give way; the later one on ties.
+        let Some(i) = (0..N).filter(|&i| widths[i] > floor(i)).max_by_key(|&i| (widths[i], i)) else { return };
+        widths[i] -= (total - max).min(widths[i] - floor(i));
+    }
+}
+
+fn clip(cell: &str, width: usize) -> std::borrow::Cow<'_, str> {
+    if cell.chars().count() <= width {
+        return cell.into();
+    }
+    let mut s: String = cell.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s.into()
+}
+
+/// The terminal text that replaces `old` (printed last, `""` for none) by
+/// `new`: cursor up over the old lines, clear to the end, the new text.
+pub fn redraw(old: &str, new: &str) -> String {
+    match old.lines().count() {
+        0 => new.to_owned(),
+        n => format!("\x1b[{n}A\x1b[J{new}"),
+    }
 }
 
 /// One row of a workload table.
@@ -177,6 +231,26 @@ mod tests {
 
     fn row(name: &str, agent: &str, state: Option<ExecutionState>) -> WorkloadRow {
         WorkloadRow { name: name.into(), agent: agent.into(), runtime: "podman".into(), state }
+    }
+
+    #[test]
+    fn output_table_narrows_the_widest_column_to_fit() {
+        let rows = [["web".to_owned(), "Running(Ok)".to_owned(), "x".repeat(60)]];
+        let text = table_with_width(["NAME", "STATE", "ADDITIONAL INFO"], &rows, Some(40));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{text}");
+        assert!(lines[1].ends_with('…') && lines[1].starts_with("web    Running(Ok)   xxx"), "{text}");
+        // Too narrow for the floors: columns stop at their header or 8.
+        let text = table_with_width(["NAME", "STATE", "ADDITIONAL INFO"], &rows, Some(5));
+        assert_eq!(text.lines().nth(1).unwrap(), format!("web    Running…   {}…", "x".repeat(14)), "{text}");
+        // Without a limit nothing is clipped.
+        assert!(table_with_width(["N"], &[["y".repeat(300)]], None).contains(&"y".repeat(300)));
+    }
+
+    #[test]
+    fn output_redraw_moves_up_over_the_old_table() {
+        assert_eq!(redraw("", "a\n"), "a\n");
+        assert_eq!(redraw("a\nb\n", "c\n"), "\x1b[2A\x1b[Jc\n");
     }
 
     #[test]

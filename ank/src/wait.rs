@@ -123,7 +123,12 @@ fn reached(goal: Goal, state: &ExecutionState) -> bool {
 /// Follows the tracked instances on `conn` until all reached their goal:
 /// one snapshot request, then the pushed updates. Updates that arrived
 /// before the snapshot's response are older than it and applied first.
-pub async fn wait_for(conn: &mut Connection, tracker: &mut WaitTracker) -> anyhow::Result<()> {
+/// `on_change` sees the tracker after the snapshot and after every update.
+pub async fn wait_for(
+    conn: &mut Connection,
+    tracker: &mut WaitTracker,
+    on_change: &mut dyn FnMut(&WaitTracker) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     if tracker.is_empty() {
         return Ok(());
     }
@@ -141,9 +146,11 @@ pub async fn wait_for(conn: &mut Connection, tracker: &mut WaitTracker) -> anyho
     }
     let view = StateView::from_tree(&tree)?;
     tracker.apply_snapshot(&view.workload_state_list(), &view.agent_names());
+    on_change(tracker)?;
     while !tracker.is_done() {
         let states = conn.next_state_update().await.context("lost the server while waiting for the workloads")?;
         tracker.apply_update(&states);
+        on_change(tracker)?;
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ pub mod set_state;
 pub mod watch_workloads;
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use ank_common::messages::{RequestContent, ResponseContent};
@@ -117,11 +117,25 @@ pub async fn follow(
     if tracker.is_empty() {
         return Ok(());
     }
-    wait_for(conn, &mut tracker).await?;
-    if !ctx.settings.quiet {
-        ctx.print(&output::workload_table(&tracker.rows()))?;
+    if ctx.settings.quiet {
+        return wait_for(conn, &mut tracker, &mut |_| Ok(())).await;
     }
-    Ok(())
+    if !std::io::stdout().is_terminal() {
+        // Scripts and pipes get the final table only.
+        wait_for(conn, &mut tracker, &mut |_| Ok(())).await?;
+        return ctx.print(&output::workload_table(&tracker.rows()));
+    }
+    // On a terminal the table stays live: redrawn in place on every change.
+    let mut shown = String::new();
+    wait_for(conn, &mut tracker, &mut |t| {
+        let next = output::workload_table(&t.rows());
+        if next != shown {
+            ctx.print(&output::redraw(&shown, &next))?;
+            shown = next;
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// Connects, sends the update, follows it and says goodbye.

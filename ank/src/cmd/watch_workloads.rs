@@ -102,12 +102,10 @@ pub async fn run(ctx: &mut Ctx<'_>, filter: WorkloadFilter) -> anyhow::Result<()
                 continue;
             }
             if redraw_in_place {
-                // Move up over the old table and clear to the end of the screen.
-                ctx.print(&format!("\x1b[{}A\x1b[J", shown.lines().count()))?;
+                ctx.print(&output::redraw(&shown, &next))?;
             } else {
-                ctx.print("\n")?;
+                ctx.print(&format!("\n{next}"))?;
             }
-            ctx.print(&next)?;
             shown = next;
         }
     }
