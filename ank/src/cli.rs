@@ -80,6 +80,35 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Print the logs of workloads
     Logs(LogsArgs),
+    /// Print the shell code that completes ank's commands, names and masks
+    Completion {
+        /// The shell: bash, zsh, fish, elvish or powershell
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+}
+
+/// Shells `ank completion` writes code for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+impl CompletionShell {
+    /// The name clap_complete knows the shell by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bash => "bash",
+            Self::Zsh => "zsh",
+            Self::Fish => "fish",
+            Self::Elvish => "elvish",
+            Self::Powershell => "powershell",
+        }
+    }
 }
 
 /// Arguments of `ank logs`.

@@ -3,6 +3,7 @@
 //! an update followed by the wait mode.
 
 pub mod apply;
+pub mod completion;
 pub mod delete_configs;
 pub mod delete_workloads;
 pub mod get_agents;
