@@ -5,7 +5,7 @@
 
 pub mod cli;
 mod connections;
-mod desired_state;
+pub mod desired_state;
 mod events;
 mod grpc;
 mod log_campaigns;
