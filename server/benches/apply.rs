@@ -1,6 +1,7 @@
 //! One apply against a desired state of 1000 workloads on 10 agents, as the
 //! server does it: validate + render (templates from config items) + diff
 //! + fan-out (one encoded UpdateWorkload message per affected agent).
+//!
 //! `cargo bench -p ank-server --bench apply`
 
 use ank_common::State;
