@@ -4,6 +4,7 @@
 //! conversions to and from the protobuf wire types. Pure logic, no I/O.
 
 pub mod complete_state;
+pub mod config_file;
 pub mod convert;
 pub mod dependency_graph;
 pub mod execution_state;
