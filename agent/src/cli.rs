@@ -18,9 +18,9 @@ pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
 #[derive(Debug, Clone, Parser)]
 #[command(name = "ank-agent", version, about = "Ankaios-compatible agent: runs the server's workloads on this node")]
 pub struct Cli {
-    /// Unique name of this agent ([A-Za-z0-9_-]).
+    /// Unique name of this agent ([A-Za-z0-9_-]); from the config file if not given.
     #[arg(short = 'n', long)]
-    pub name: String,
+    pub name: Option<String>,
     /// URL of the server [default: https://127.0.0.1:25551, http:// with --insecure].
     #[arg(short = 's', long)]
     pub server_url: Option<String>,
@@ -46,6 +46,27 @@ pub struct Cli {
     /// Milliseconds between two retries of a failed create.
     #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
     pub create_retry_interval_ms: u64,
+    /// TOML config file [default: /etc/ankaios/ank-agent.conf, if it exists].
+    #[arg(short = 'x', long = "agent-config", value_name = "PATH")]
+    pub agent_config: Option<PathBuf>,
+    /// CA certificate (PEM) for mTLS.
+    #[arg(long = "ca_pem", env = "ANKAGENT_CA_PEM", value_name = "PATH")]
+    pub ca_pem: Option<PathBuf>,
+    /// Agent certificate (PEM) for mTLS.
+    #[arg(long = "crt_pem", env = "ANKAGENT_CRT_PEM", value_name = "PATH")]
+    pub crt_pem: Option<PathBuf>,
+    /// Agent key (PEM) for mTLS.
+    #[arg(long = "key_pem", env = "ANKAGENT_KEY_PEM", value_name = "PATH")]
+    pub key_pem: Option<PathBuf>,
+    /// CA certificate itself, from the config file's `ca_pem_content`.
+    #[arg(skip)]
+    pub ca_pem_content: Option<String>,
+    /// Agent certificate itself, from the config file's `crt_pem_content`.
+    #[arg(skip)]
+    pub crt_pem_content: Option<String>,
+    /// Agent key itself, from the config file's `key_pem_content`.
+    #[arg(skip)]
+    pub key_pem_content: Option<String>,
 }
 
 /// A command line that cannot be run.
@@ -53,6 +74,8 @@ pub struct Cli {
 pub enum CliError {
     #[error(transparent)]
     Name(#[from] ank_common::NameError),
+    #[error("the agent needs a name: give --name (-n) or set 'name' in the config file")]
+    MissingName,
     // [impl->swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1]
     #[error("TLS is not available yet in this build; start the agent with --insecure (-k)")]
     TlsUnavailable,
@@ -81,7 +104,8 @@ impl Cli {
     /// Validates the flags into the library's configuration.
     // [impl->swdd~agent-supports-cli-argument-for-insecure-communication~1]
     pub fn into_config(self) -> Result<AgentConfig, CliError> {
-        let name = ank_common::names::validate_agent_node_name(&self.name)?;
+        let name = self.name.as_deref().ok_or(CliError::MissingName)?;
+        let name = ank_common::names::validate_agent_node_name(name)?;
         if !self.insecure {
             return Err(CliError::TlsUnavailable);
         }
@@ -143,6 +167,6 @@ mod tests {
         assert!(parse(&["-n", "a", "-k", "-s", "ftp://h"]).is_err());
         assert!(parse(&["-n", "a.b", "-k"]).unwrap_err().to_string().contains("a.b"));
         assert!(Cli::try_parse_from(["ank-agent", "-n", "a", "-t", "novalue"]).is_err());
-        assert!(Cli::try_parse_from(["ank-agent", "-k"]).is_err(), "name is required");
+        assert_eq!(parse(&["-k"]).unwrap_err(), CliError::MissingName);
     }
 }

@@ -12,6 +12,7 @@
 pub mod agent_manager;
 pub mod backoff;
 pub mod cli;
+pub mod config_file;
 mod hysteresis;
 pub mod logs;
 pub mod resource_monitor;

@@ -1,14 +1,11 @@
-//! `ank-agent`: parses the command line, sets up logging and runs the agent
-//! library until SIGTERM or SIGINT.
+//! `ank-agent`: parses the command line and the config file, sets up
+//! logging and runs the agent library until SIGTERM or SIGINT.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
-
-use ank_agent::cli::Cli;
 
 fn init_logging(level: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
@@ -35,8 +32,17 @@ async fn cancel_on_signal(token: CancellationToken) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, config_file) = match ank_agent::config_file::parse_cli() {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("ank-agent: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     init_logging(&cli.log_level);
+    if let Some(path) = config_file {
+        tracing::info!("using config file '{}'", path.display());
+    }
     let config = match cli.into_config() {
         Ok(c) => c,
         Err(e) => {

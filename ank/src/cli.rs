@@ -56,6 +56,19 @@ pub struct Cli {
     /// Client key for TLS (accepted for compatibility; TLS arrives in a later release)
     #[arg(long = "key_pem", env = "ANK_KEY_PEM", value_name = "PATH")]
     pub key_pem: Option<String>,
+    /// CA certificate itself, from the config file's `ca_pem_content`
+    #[arg(skip)]
+    pub ca_pem_content: Option<String>,
+    /// Client certificate itself, from the config file's `crt_pem_content`
+    #[arg(skip)]
+    pub crt_pem_content: Option<String>,
+    /// Client key itself, from the config file's `key_pem_content`
+    #[arg(skip)]
+    pub key_pem_content: Option<String>,
+
+    /// TOML config file [default: $HOME/.config/ankaios/ank.conf, then /etc/ankaios/ank.conf, the first that exists]
+    #[arg(short = 'x', long = "ank-config", value_name = "PATH", global = true)]
+    pub ank_config: Option<std::path::PathBuf>,
 
     #[command(subcommand)]
     pub command: Command,

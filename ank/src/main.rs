@@ -1,16 +1,22 @@
 //! The `ank` binary: answers shell completion (`COMPLETE=<shell> ank`),
-//! parses the command line, runs the command on a single-threaded runtime
+//! parses the command line and the config file, runs the command on a single-threaded runtime
 //! (one call should be cheap) and turns errors into a message on stderr and
 //! a non-zero exit code.
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 
 fn main() -> ExitCode {
     // `COMPLETE=bash ank` prints the shell code; the shell then calls back here.
     clap_complete::CompleteEnv::with_factory(ank_cli::cli::Cli::command).complete();
-    let cli = ank_cli::cli::Cli::parse();
+    let cli = match ank_cli::config_file::parse_cli() {
+        Ok(cli) => cli,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(ank_cli::config_file::EXIT_BAD_CONFIG);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {

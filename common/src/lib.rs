@@ -5,6 +5,7 @@
 
 pub mod complete_state;
 pub mod config_renderer;
+pub mod config_file;
 pub mod convert;
 pub mod dependency_graph;
 pub mod execution_state;

@@ -22,6 +22,27 @@ pub struct Args {
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it.
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
+    /// TOML config file [default: /etc/ankaios/ank-server.conf, if it exists].
+    #[arg(short = 'x', long = "server-config", value_name = "PATH")]
+    pub server_config: Option<PathBuf>,
+    /// CA certificate (PEM) for mTLS.
+    #[arg(long = "ca_pem", env = "ANKSERVER_CA_PEM", value_name = "PATH")]
+    pub ca_pem: Option<PathBuf>,
+    /// Server certificate (PEM) for mTLS.
+    #[arg(long = "crt_pem", env = "ANKSERVER_CRT_PEM", value_name = "PATH")]
+    pub crt_pem: Option<PathBuf>,
+    /// Server key (PEM) for mTLS.
+    #[arg(long = "key_pem", env = "ANKSERVER_KEY_PEM", value_name = "PATH")]
+    pub key_pem: Option<PathBuf>,
+    /// CA certificate itself, from the config file's `ca_pem_content`.
+    #[arg(skip)]
+    pub ca_pem_content: Option<String>,
+    /// Server certificate itself, from the config file's `crt_pem_content`.
+    #[arg(skip)]
+    pub crt_pem_content: Option<String>,
+    /// Server key itself, from the config file's `key_pem_content`.
+    #[arg(skip)]
+    pub key_pem_content: Option<String>,
 }
 
 impl Args {

@@ -4,6 +4,7 @@
 //! tests can start a server in-process on port 0.
 
 pub mod cli;
+pub mod config_file;
 mod connections;
 pub mod desired_state;
 mod events;

@@ -1,10 +1,8 @@
-//! `ank-server` binary: parses flags, loads the startup manifest, binds and
-//! serves until SIGTERM/SIGINT.
+//! `ank-server` binary: parses flags and the config file, loads the startup
+//! manifest, binds and serves until SIGTERM/SIGINT.
 
 use std::process::ExitCode;
 
-use ank_server::cli::Args;
-use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -16,8 +14,17 @@ fn init_logging(level: &str) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let args = Args::parse();
+    let (args, config_file) = match ank_server::config_file::parse_args() {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("ank-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
     init_logging(&args.log_level);
+    if let Some(path) = config_file {
+        tracing::info!("using config file '{}'", path.display());
+    }
     if let Err(e) = args.validate() {
         eprintln!("ank-server: {e}");
         return ExitCode::from(2);

@@ -1,0 +1,219 @@
+//! The config file of `ank-agent` (`-x, --agent-config`, default
+//! [`DEFAULT_AGENT_CONFIG`] when it exists): its keys, and merging them into
+//! the parsed [`Cli`] with the precedence: flag, then environment variable,
+//! then file, then built-in default. A value is taken from the file only
+//! when clap reports that the flag was neither on the command line nor in
+//! the environment. [`Cli::into_config`] validates the merged result.
+
+use std::path::{Path, PathBuf};
+
+use ank_common::config_file::{self, ConfigFileError};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use serde::Deserialize;
+
+use crate::cli::Cli;
+
+/// Config file read when `-x` is not given, if it exists.
+pub const DEFAULT_AGENT_CONFIG: &str = "/etc/ankaios/ank-agent.conf";
+
+/// The keys of `ank-agent.conf`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfigFile {
+    /// Checked by [`config_file::parse`]; always `v1`.
+    pub version: String,
+    pub name: Option<String>,
+    pub server_url: Option<String>,
+    pub run_folder: Option<PathBuf>,
+    pub insecure: Option<bool>,
+    pub ca_pem: Option<PathBuf>,
+    pub crt_pem: Option<PathBuf>,
+    pub key_pem: Option<PathBuf>,
+    pub ca_pem_content: Option<String>,
+    pub crt_pem_content: Option<String>,
+    pub key_pem_content: Option<String>,
+    pub create_retries: Option<u32>,
+    pub create_retry_interval_ms: Option<u64>,
+    pub max_parallel_creates: Option<usize>,
+}
+
+/// Parses the process' command line (clap prints usage errors and exits)
+/// and merges the config file into it. Returns the file used, if any.
+pub fn parse_cli() -> Result<(Cli, Option<PathBuf>), ConfigFileError> {
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let used = apply(&mut cli, &matches, Path::new(DEFAULT_AGENT_CONFIG))?;
+    Ok((cli, used))
+}
+
+/// Reads the config file `-x` names, else `default_path` if it exists, and
+/// fills the values of `cli` that came from neither flag nor environment.
+pub fn apply(cli: &mut Cli, matches: &ArgMatches, default_path: &Path) -> Result<Option<PathBuf>, ConfigFileError> {
+    let defaults = [default_path.to_path_buf()];
+    let Some(path) = config_file::choose_path(cli.agent_config.as_deref(), &defaults, Path::exists)? else {
+        return Ok(None);
+    };
+    let file = read(&path)?;
+    merge(cli, matches, file);
+    Ok(Some(path))
+}
+
+/// Reads and checks one config file.
+pub fn read(path: &Path) -> Result<AgentConfigFile, ConfigFileError> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
+    let file: AgentConfigFile = config_file::parse(&label, &text)?;
+    config_file::check_path_or_content(&label, "ca_pem", file.ca_pem.is_some(), file.ca_pem_content.is_some())?;
+    config_file::check_path_or_content(&label, "crt_pem", file.crt_pem.is_some(), file.crt_pem_content.is_some())?;
+    config_file::check_path_or_content(&label, "key_pem", file.key_pem.is_some(), file.key_pem_content.is_some())?;
+    Ok(file)
+}
+
+fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
+    fill(&mut cli.name, file.name.map(Some), m, "name");
+    fill(&mut cli.server_url, file.server_url.map(Some), m, "server_url");
+    fill(&mut cli.run_folder, file.run_folder.map(Some), m, "run_folder");
+    fill(&mut cli.insecure, file.insecure, m, "insecure");
+    fill(&mut cli.create_retries, file.create_retries, m, "create_retries");
+    fill(&mut cli.create_retry_interval_ms, file.create_retry_interval_ms, m, "create_retry_interval_ms");
+    fill(&mut cli.max_parallel_creates, file.max_parallel_creates, m, "max_parallel_creates");
+    // A PEM given by flag or environment replaces the file's path and content.
+    if !given(m, "ca_pem") {
+        (cli.ca_pem, cli.ca_pem_content) = (file.ca_pem, file.ca_pem_content);
+    }
+    if !given(m, "crt_pem") {
+        (cli.crt_pem, cli.crt_pem_content) = (file.crt_pem, file.crt_pem_content);
+    }
+    if !given(m, "key_pem") {
+        (cli.key_pem, cli.key_pem_content) = (file.key_pem, file.key_pem_content);
+    }
+}
+
+/// Whether argument `id` came from the command line or the environment.
+fn given(m: &ArgMatches, id: &str) -> bool {
+    matches!(m.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable))
+}
+
+fn fill<T>(slot: &mut T, from_file: Option<T>, m: &ArgMatches, id: &str) {
+    if let Some(value) = from_file
+        && !given(m, id)
+    {
+        *slot = value;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::CliError;
+    use std::io::Write;
+    use std::time::Duration;
+
+    fn conf(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    fn resolve_with(cmd: clap::Command, argv: &[&str], default: &Path) -> Result<Cli, ConfigFileError> {
+        let m = cmd.try_get_matches_from(std::iter::once("ank-agent").chain(argv.iter().copied())).unwrap();
+        let mut cli = Cli::from_arg_matches(&m).unwrap();
+        apply(&mut cli, &m, default).map(|_| cli)
+    }
+
+    fn resolve(argv: &[&str], default: &Path) -> Result<Cli, ConfigFileError> {
+        resolve_with(Cli::command(), argv, default)
+    }
+
+    const FULL: &str = "version = 'v1'\nname = 'agent_F'\nserver_url = 'http://10.0.0.1:25551'\n\
+                        run_folder = '/run/ank'\ninsecure = true\ncreate_retries = 4\n\
+                        create_retry_interval_ms = 50\nmax_parallel_creates = 2\nkey_pem_content = 'KEY'\n";
+
+    #[test]
+    fn agent_config_file_values_used_without_flags() {
+        let f = conf(FULL);
+        let cli = resolve(&[], f.path()).unwrap();
+        assert_eq!(cli.key_pem_content.as_deref(), Some("KEY"));
+        let c = cli.into_config().unwrap();
+        assert_eq!(c.name, "agent_F", "the name from the file is enough");
+        assert_eq!(c.server_url, "http://10.0.0.1:25551");
+        assert_eq!(c.run_folder, PathBuf::from("/run/ank"));
+        assert_eq!(c.max_parallel_creates, 2);
+        assert_eq!(c.retry_policy.max_retries, 4);
+        assert_eq!(c.retry_policy.interval, Duration::from_millis(50));
+    }
+
+    #[test]
+    fn agent_config_flags_beat_the_file() {
+        let f = conf(FULL);
+        let argv = ["-n", "agent_B", "-s", "http://h:1", "--create-retries", "9", "--key_pem", "/k.pem"];
+        let cli = resolve(&argv, f.path()).unwrap();
+        assert_eq!((cli.key_pem.as_deref(), cli.key_pem_content.as_deref()), (Some(Path::new("/k.pem")), None));
+        let c = cli.into_config().unwrap();
+        assert_eq!(c.name, "agent_B");
+        assert_eq!(c.server_url, "http://h:1");
+        assert_eq!(c.retry_policy.max_retries, 9);
+        assert_eq!(c.run_folder, PathBuf::from("/run/ank"), "keys without a flag still come from the file");
+    }
+
+    #[test]
+    fn agent_config_env_beats_the_file() {
+        // The flags' real variables are remapped to names no other test
+        // uses; nextest runs each test in its own process. clap reads the
+        // variables when `.env()` is called, so they are set first.
+        // SAFETY: only this test reads or writes these variables.
+        unsafe {
+            std::env::set_var("ANKAGENT_TEST_CONFIG_FILE_RETRIES", "7");
+            std::env::set_var("ANKAGENT_TEST_CONFIG_FILE_INSECURE", "false");
+        }
+        let cmd = Cli::command()
+            .mut_arg("create_retries", |a| a.env("ANKAGENT_TEST_CONFIG_FILE_RETRIES"))
+            .mut_arg("insecure", |a| a.env("ANKAGENT_TEST_CONFIG_FILE_INSECURE"));
+        let cli = resolve_with(cmd, &[], conf(FULL).path()).unwrap();
+        assert_eq!(cli.create_retries, 7);
+        assert!(!cli.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
+        assert_eq!(cli.into_config().unwrap_err(), CliError::TlsUnavailable);
+    }
+
+    #[test]
+    fn agent_config_name_is_required_after_merging() {
+        let f = conf("version = 'v1'\ninsecure = true\n");
+        let cli = resolve(&[], f.path()).unwrap();
+        assert_eq!(cli.into_config().unwrap_err(), CliError::MissingName);
+    }
+
+    #[test]
+    fn agent_config_explicit_file_must_exist() {
+        let e = resolve(&["-x", "/nonexistent/ank-agent.conf"], Path::new("/nonexistent/default")).unwrap_err();
+        assert_eq!(e.to_string(), "config file '/nonexistent/ank-agent.conf' does not exist");
+        let explicit = conf("version = 'v1'\nname = 'from_x'\n");
+        let cli = resolve(&["--agent-config", explicit.path().to_str().unwrap()], conf(FULL).path()).unwrap();
+        assert_eq!(cli.name.as_deref(), Some("from_x"));
+        assert!(!cli.insecure, "the default file is not read when -x is given");
+    }
+
+    #[test]
+    fn agent_config_bad_files_name_file_key_and_line() {
+        let f = conf("version = 'v1'\nname = 'a'\ntags = 'x'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:3: key 'tags': unknown field", f.path().display())), "{e}");
+        let f = conf("version = 'v1'\ncreate_retries = -1\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:2: key 'create_retries': ", f.path().display())), "{e}");
+        let f = conf("name = 'a'\n");
+        let e = resolve(&[], f.path()).unwrap_err();
+        assert!(matches!(e, ConfigFileError::MissingVersion { ref path } if path == &f.path().display().to_string()));
+        let f = conf("version = 'v1'\nca_pem = '/ca'\nca_pem_content = 'CA'\n");
+        let e = resolve(&[], f.path()).unwrap_err();
+        assert!(matches!(e, ConfigFileError::PathAndContent { ref key, .. } if key == "ca_pem"), "{e}");
+    }
+
+    #[test]
+    fn agent_config_example_parses() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config/ank-agent.conf");
+        let cli = resolve(&["-x", example.to_str().unwrap()], Path::new("/nonexistent")).unwrap();
+        let c = cli.into_config().unwrap();
+        assert_eq!(c.name, "agent_A");
+    }
+}

@@ -1,0 +1,206 @@
+//! The config file of `ank-server` (`-x, --server-config`, default
+//! [`DEFAULT_SERVER_CONFIG`] when it exists): its keys, and merging them
+//! into the parsed [`Args`] with the precedence: flag, then environment
+//! variable, then file, then built-in default. A value is taken from the
+//! file only when clap reports that the flag was neither on the command
+//! line nor in the environment.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use ank_common::config_file::{self, ConfigFileError};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use serde::Deserialize;
+
+use crate::cli::Args;
+
+/// Config file read when `-x` is not given, if it exists.
+pub const DEFAULT_SERVER_CONFIG: &str = "/etc/ankaios/ank-server.conf";
+
+/// The keys of `ank-server.conf`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfigFile {
+    /// Checked by [`config_file::parse`]; always `v1`.
+    pub version: String,
+    pub startup_manifest: Option<PathBuf>,
+    pub address: Option<SocketAddr>,
+    pub insecure: Option<bool>,
+    pub ca_pem: Option<PathBuf>,
+    pub crt_pem: Option<PathBuf>,
+    pub key_pem: Option<PathBuf>,
+    pub ca_pem_content: Option<String>,
+    pub crt_pem_content: Option<String>,
+    pub key_pem_content: Option<String>,
+}
+
+/// Parses the process' command line (clap prints usage errors and exits)
+/// and merges the config file into it. Returns the file used, if any.
+pub fn parse_args() -> Result<(Args, Option<PathBuf>), ConfigFileError> {
+    let matches = Args::command().get_matches();
+    let mut args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let used = apply(&mut args, &matches, Path::new(DEFAULT_SERVER_CONFIG))?;
+    Ok((args, used))
+}
+
+/// Reads the config file `-x` names, else `default_path` if it exists, and
+/// fills the values of `args` that came from neither flag nor environment.
+pub fn apply(args: &mut Args, matches: &ArgMatches, default_path: &Path) -> Result<Option<PathBuf>, ConfigFileError> {
+    let defaults = [default_path.to_path_buf()];
+    let Some(path) = config_file::choose_path(args.server_config.as_deref(), &defaults, Path::exists)? else {
+        return Ok(None);
+    };
+    let file = read(&path)?;
+    merge(args, matches, file);
+    Ok(Some(path))
+}
+
+/// Reads and checks one config file.
+pub fn read(path: &Path) -> Result<ServerConfigFile, ConfigFileError> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
+    let file: ServerConfigFile = config_file::parse(&label, &text)?;
+    config_file::check_path_or_content(&label, "ca_pem", file.ca_pem.is_some(), file.ca_pem_content.is_some())?;
+    config_file::check_path_or_content(&label, "crt_pem", file.crt_pem.is_some(), file.crt_pem_content.is_some())?;
+    config_file::check_path_or_content(&label, "key_pem", file.key_pem.is_some(), file.key_pem_content.is_some())?;
+    Ok(file)
+}
+
+fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
+    fill(&mut args.startup_manifest, file.startup_manifest.map(Some), m, "startup_manifest");
+    fill(&mut args.address, file.address, m, "address");
+    fill(&mut args.insecure, file.insecure, m, "insecure");
+    // A PEM given by flag or environment replaces the file's path and content.
+    if !given(m, "ca_pem") {
+        (args.ca_pem, args.ca_pem_content) = (file.ca_pem, file.ca_pem_content);
+    }
+    if !given(m, "crt_pem") {
+        (args.crt_pem, args.crt_pem_content) = (file.crt_pem, file.crt_pem_content);
+    }
+    if !given(m, "key_pem") {
+        (args.key_pem, args.key_pem_content) = (file.key_pem, file.key_pem_content);
+    }
+}
+
+/// Whether argument `id` came from the command line or the environment.
+fn given(m: &ArgMatches, id: &str) -> bool {
+    matches!(m.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable))
+}
+
+fn fill<T>(slot: &mut T, from_file: Option<T>, m: &ArgMatches, id: &str) {
+    if let Some(value) = from_file
+        && !given(m, id)
+    {
+        *slot = value;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn conf(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    fn resolve_with(cmd: clap::Command, argv: &[&str], default: &Path) -> Result<Args, ConfigFileError> {
+        let m = cmd.try_get_matches_from(std::iter::once("ank-server").chain(argv.iter().copied())).unwrap();
+        let mut args = Args::from_arg_matches(&m).unwrap();
+        apply(&mut args, &m, default).map(|_| args)
+    }
+
+    fn resolve(argv: &[&str], default: &Path) -> Result<Args, ConfigFileError> {
+        resolve_with(Args::command(), argv, default)
+    }
+
+    const FULL: &str = "version = 'v1'\nstartup_manifest = '/m.yaml'\naddress = '0.0.0.0:4000'\ninsecure = true\n\
+                        ca_pem = '/ca.pem'\ncrt_pem_content = 'CRT'\n";
+
+    #[test]
+    fn server_config_file_values_used_without_flags() {
+        let f = conf(FULL);
+        let a = resolve(&[], f.path()).unwrap();
+        assert_eq!(a.startup_manifest, Some(PathBuf::from("/m.yaml")));
+        assert_eq!(a.address.to_string(), "0.0.0.0:4000");
+        assert!(a.insecure);
+        assert_eq!(a.ca_pem, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(a.crt_pem_content.as_deref(), Some("CRT"));
+        assert!(a.validate().is_ok(), "insecure from the file satisfies the TLS check");
+    }
+
+    #[test]
+    fn server_config_flags_beat_the_file() {
+        let f = conf(FULL);
+        let a = resolve(&["-a", "127.0.0.1:9", "-m", "/other.yaml", "--crt_pem", "/c.pem"], f.path()).unwrap();
+        assert_eq!(a.address.to_string(), "127.0.0.1:9");
+        assert_eq!(a.startup_manifest, Some(PathBuf::from("/other.yaml")));
+        assert_eq!(a.crt_pem, Some(PathBuf::from("/c.pem")));
+        assert_eq!(a.crt_pem_content, None, "the flag replaces the file's content too");
+        assert!(a.insecure, "keys without a flag still come from the file");
+    }
+
+    #[test]
+    fn server_config_explicit_file_beats_default_and_must_exist() {
+        let default = conf("version = 'v1'\naddress = '0.0.0.0:1'\n");
+        let explicit = conf("version = 'v1'\naddress = '0.0.0.0:2'\n");
+        let a = resolve(&["-x", explicit.path().to_str().unwrap()], default.path()).unwrap();
+        assert_eq!(a.address.to_string(), "0.0.0.0:2");
+        let e = resolve(&["-x", "/nonexistent/ank-server.conf"], default.path()).unwrap_err();
+        assert_eq!(e.to_string(), "config file '/nonexistent/ank-server.conf' does not exist");
+        let a = resolve(&[], Path::new("/nonexistent/default.conf")).unwrap();
+        assert_eq!(a.address.to_string(), "127.0.0.1:25551", "a missing default file is fine");
+    }
+
+    #[test]
+    fn server_config_env_beats_the_file() {
+        // The flags' real variables are remapped to names no other test
+        // uses; nextest runs each test in its own process. clap reads the
+        // variables when `.env()` is called, so they are set first.
+        // SAFETY: only this test reads or writes these variables.
+        unsafe {
+            std::env::set_var("ANKSERVER_TEST_CONFIG_FILE_INSECURE", "false");
+            std::env::set_var("ANKSERVER_TEST_CONFIG_FILE_CA_PEM", "/env-ca.pem");
+        }
+        let cmd = Args::command()
+            .mut_arg("insecure", |a| a.env("ANKSERVER_TEST_CONFIG_FILE_INSECURE"))
+            .mut_arg("ca_pem", |a| a.env("ANKSERVER_TEST_CONFIG_FILE_CA_PEM"));
+        let f = conf("version = 'v1'\ninsecure = true\nca_pem_content = 'CA'\naddress = '0.0.0.0:7'\n");
+        let a = resolve_with(cmd, &[], f.path()).unwrap();
+        assert!(!a.insecure, "ANKSERVER_INSECURE=false beats insecure = true");
+        assert_eq!(a.ca_pem, Some(PathBuf::from("/env-ca.pem")));
+        assert_eq!(a.ca_pem_content, None);
+        assert_eq!(a.address.to_string(), "0.0.0.0:7");
+    }
+
+    #[test]
+    fn server_config_bad_files_name_file_key_and_line() {
+        let f = conf("version = 'v1'\naddress = '0.0.0.0:1'\nlisten = 'x'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:3: key 'listen': unknown field", f.path().display())), "{e}");
+        let f = conf("version = 'v1'\n\ninsecure = 'yes'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:3: key 'insecure': ", f.path().display())), "{e}");
+        let f = conf("version = 'v1'\naddress = 'not an address'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:2: key 'address': ", f.path().display())), "{e}");
+        let f = conf("address = '0.0.0.0:1'\n");
+        let e = resolve(&[], f.path()).unwrap_err();
+        assert!(matches!(e, ConfigFileError::MissingVersion { ref path } if path == &f.path().display().to_string()));
+        let f = conf("version = 'v1'\nkey_pem = '/k'\nkey_pem_content = 'K'\n");
+        let e = resolve(&[], f.path()).unwrap_err();
+        assert!(matches!(e, ConfigFileError::PathAndContent { ref key, .. } if key == "key_pem"), "{e}");
+    }
+
+    #[test]
+    fn server_config_example_parses() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config/ank-server.conf");
+        let a = resolve(&["-x", example.to_str().unwrap()], Path::new("/nonexistent")).unwrap();
+        assert!(a.insecure);
+        assert!(a.startup_manifest.is_some());
+        assert!(a.validate().is_ok());
+    }
+}
