@@ -4,8 +4,8 @@
 //! conversions to and from the protobuf wire types. Pure logic, no I/O.
 
 pub mod complete_state;
-pub mod config_renderer;
 pub mod config_file;
+pub mod config_renderer;
 pub mod convert;
 pub mod dependency_graph;
 pub mod execution_state;
