@@ -115,6 +115,13 @@ fn alias_data(
 fn describe(e: &handlebars::RenderError) -> String {
     let text = e.to_string();
     let text = text.replace("Error rendering \"Unnamed template\" ", "");
+    // `... strict mode Some("db.port")` -> `... strict mode: 'db.port'`
+    let text = match (text.find(" Some(\""), text.rfind("\")")) {
+        (Some(start), Some(end)) if end > start => {
+            format!("{}: '{}'{}", &text[..start], &text[start + 7..end], &text[end + 2..])
+        }
+        _ => text,
+    };
     match (e.line_no, e.column_no) {
         (Some(l), Some(c)) if !text.contains("line") => format!("{text} (line {l}, column {c})"),
         _ => text,
@@ -185,7 +192,10 @@ configs:
     #[test]
     fn strict_mode_names_the_missing_key() {
         let e = render(&BASE.replace("{{conf.port}}:5432", "{{conf.nope}}:5432")).unwrap_err().to_string();
-        assert!(e.contains("workload 'db'") && e.contains("runtimeConfig") && e.contains("conf.nope"), "{e}");
+        assert!(
+            e.contains("workload 'db'") && e.contains("runtimeConfig") && e.contains("strict mode: 'conf.nope'"),
+            "{e}"
+        );
     }
 
     #[test]

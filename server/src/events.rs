@@ -82,9 +82,15 @@ pub fn altered_fields(old: &Value, new: &Value) -> AlteredFields {
     out
 }
 
+/// An execution state (`workloadStates.<agent>.<workload>.<id>`) is one
+/// leaf: state, subState and additionalInfo only make sense together.
+fn is_leaf(path: &[&str]) -> bool {
+    path.len() == 4 && path[0] == "workloadStates"
+}
+
 fn compare<'a>(old: &'a Value, new: &'a Value, path: &mut Vec<&'a str>, out: &mut AlteredFields) {
     match (old, new) {
-        (Value::Object(o), Value::Object(n)) => {
+        (Value::Object(o), Value::Object(n)) if !is_leaf(path) => {
             for (key, old_child) in o {
                 path.push(key);
                 match n.get(key) {
@@ -131,9 +137,20 @@ fn select_paths(paths: &[String], tree: &Value, masks: &[String]) -> Vec<String>
             }
         }
     }
+    for path in &mut out {
+        widen_to_leaf(path);
+    }
     out.sort();
     out.dedup();
     out
+}
+
+/// A path inside an execution state stands for the whole state.
+fn widen_to_leaf(path: &mut String) {
+    let segs: Vec<&str> = path.split('.').collect();
+    if segs.len() > 4 && segs[0] == "workloadStates" {
+        *path = segs[..4].join(".");
+    }
 }
 
 /// Whether `prefix` (which may hold `*`) matches the first segments of `path`.
@@ -189,10 +206,7 @@ mod tests {
     fn altered_fields_add_and_remove_at_first_level_update_leaves() {
         let a = altered_fields(&old(), &new());
         assert_eq!(a.added_fields, ["desiredState.workloads.a.tags.y", "desiredState.workloads.b"]);
-        assert_eq!(
-            a.updated_fields,
-            ["desiredState.workloads.a.files", "workloadStates.A.a.id1.state", "workloadStates.A.a.id1.subState"]
-        );
+        assert_eq!(a.updated_fields, ["desiredState.workloads.a.files", "workloadStates.A.a.id1"]);
         assert_eq!(a.removed_fields, ["desiredState.workloads.a.tags.x"]);
         assert!(altered_fields(&new(), &new()).is_empty());
     }
@@ -208,7 +222,7 @@ mod tests {
         let by_id = |id: &str| events.iter().find(|e| e.request_id == id).cloned();
         assert_eq!(by_id("all").unwrap().altered_fields, altered_fields(&old(), &new()));
         let states = by_id("states").unwrap();
-        assert_eq!(states.altered_fields.updated_fields.len(), 2);
+        assert_eq!(states.altered_fields.updated_fields, ["workloadStates.A.a.id1"]);
         assert!(states.altered_fields.added_fields.is_empty());
         assert_eq!(
             states.complete_state,
@@ -222,6 +236,11 @@ mod tests {
             json!({"desiredState": {"apiVersion": "v1", "workloads": {"b": {"agent": "B"}}}})
         );
         assert!(by_id("quiet").is_none(), "nothing under its mask changed");
+        // A mask inside an execution state gets the whole state.
+        subs.add(5, "sub-state".into(), vec!["workloadStates.A.a.id1.subState".into()]);
+        let events = subs.events(&old(), &new());
+        let e = events.iter().find(|e| e.request_id == "sub-state").unwrap();
+        assert_eq!(e.altered_fields.updated_fields, ["workloadStates.A.a.id1"]);
     }
 
     #[test]

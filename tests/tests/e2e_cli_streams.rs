@@ -94,6 +94,7 @@ fn e2e_get_events_prints_json_lines_until_interrupted() {
             "json",
             "-c",
             "desiredState.workloads",
+            "workloadStates",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -111,9 +112,18 @@ fn e2e_get_events_prints_json_lines_until_interrupted() {
     assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
     let line = lines.next().expect("an event").expect("readable");
     let event: serde_json::Value = serde_json::from_str(&line).expect("one JSON object per line");
-    assert_eq!(event["addedFields"], serde_json::json!(["desiredState.workloads.evt"]), "{line}");
+    assert_eq!(event["addedFields"][0], "desiredState.workloads.evt", "{line}");
     assert!(event["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{line}");
     assert_eq!(event["completeState"]["desiredState"]["workloads"]["evt"]["agent"], agent.as_str(), "{line}");
+    // Then the execution states of the new instance, up to Running.
+    loop {
+        let line = lines.next().expect("more events").expect("readable");
+        let event: serde_json::Value = serde_json::from_str(&line).expect("one JSON object per line");
+        let states = &event["completeState"]["workloadStates"][agent.as_str()]["evt"];
+        if states.as_object().is_some_and(|ids| ids.values().any(|s| s["state"] == "Running")) {
+            break;
+        }
+    }
     let _ = Command::new("kill").args(["-INT", &events.id().to_string()]).status();
     let status = events.wait().expect("ank get events ends on SIGINT");
     assert!(status.success(), "{status:?}");
