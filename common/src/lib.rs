@@ -3,6 +3,7 @@
 //! field masks, the message vocabulary between components and the
 //! conversions to and from the protobuf wire types. Pure logic, no I/O.
 
+pub mod access_rules;
 pub mod complete_state;
 pub mod config_file;
 pub mod config_renderer;

@@ -76,6 +76,9 @@ pub fn validate_state(state: &State) -> Result<(), String> {
                 .map_err(|e| format!("workload '{name}': field 'agent': {e}"))?;
         }
     }
+    for (name, wl) in &state.workloads {
+        crate::access_rules::validate(&wl.control_interface_access).map_err(|e| format!("workload '{name}': {e}"))?;
+    }
     for key in state.configs.keys() {
         crate::names::validate_config_name("config key", key).map_err(|e| format!("configs: {e}"))?;
     }
