@@ -13,6 +13,7 @@ pub mod agent_manager;
 pub mod backoff;
 pub mod cli;
 pub mod config_file;
+pub mod control_interface;
 mod hysteresis;
 pub mod logs;
 pub mod resource_monitor;

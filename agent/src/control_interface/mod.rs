@@ -1,0 +1,6 @@
+//! The control interface of workloads: the frame codec of the two FIFOs
+//! ([`framing`]) and the [`authorizer`] that decides, from a workload's
+//! access rules, which of its requests reach the server.
+
+pub mod authorizer;
+pub mod framing;
