@@ -4,3 +4,4 @@
 
 pub mod authorizer;
 pub mod framing;
+pub mod session;

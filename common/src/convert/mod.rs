@@ -6,7 +6,10 @@ mod messages;
 mod partial;
 mod state;
 
-pub use messages::{from_server_from_proto, from_server_to_proto, to_server_from_proto, to_server_to_proto};
+pub use messages::{
+    from_server_from_proto, from_server_to_proto, request_from_pb, response_to_pb, to_server_from_proto,
+    to_server_to_proto,
+};
 pub use partial::{complete_state_from_json, complete_state_to_json};
 pub use state::{
     execution_state_from_proto, execution_state_to_proto, instance_name_from_proto, instance_name_to_proto,

@@ -1,0 +1,229 @@
+//! One workload's conversation on its control interface, without I/O: the
+//! handshake (the first frame must be a Hello of our major protocol
+//! version), the decoding and authorizing of requests, the `<workload>@`
+//! prefix on request ids towards the server and its removal on the way
+//! back. The pipe tasks feed it frames and carry out its [`Action`]s.
+
+use ank_common::convert::{request_from_pb, response_to_pb};
+use ank_common::messages::{Request, Response, ResponseContent};
+use ank_proto::control_api::{self as ci, from_ankaios::FromAnkaiosEnum, to_ankaios::ToAnkaiosEnum};
+use prost::Message;
+
+use super::authorizer::Authorizer;
+
+/// What the session asks the pipe tasks to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Write this message to the workload's `input` pipe.
+    Reply(ci::FromAnkaios),
+    /// Send this request (id already prefixed) to the server.
+    Forward(Request),
+    /// Stop reading the `output` pipe (after a ConnectionClosed).
+    StopReading,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    AwaitingHello,
+    Accepted,
+    Closed,
+}
+
+/// The state of one workload's control interface.
+#[derive(Debug)]
+pub struct Session {
+    workload: String,
+    authorizer: Authorizer,
+    phase: Phase,
+}
+
+impl Session {
+    pub fn new(workload: impl Into<String>, authorizer: Authorizer) -> Self {
+        Self { workload: workload.into(), authorizer, phase: Phase::AwaitingHello }
+    }
+
+    /// Whether requests are accepted now.
+    pub fn is_accepted(&self) -> bool {
+        self.phase == Phase::Accepted
+    }
+
+    /// The workload (re)opened its pipe, e.g. after an agent restart: a new
+    /// Hello is expected.
+    pub fn reconnect(&mut self) {
+        self.phase = Phase::AwaitingHello;
+    }
+
+    /// Handles one frame read from the workload.
+    // [impl->swdd~agent-converts-control-interface-message-to-ankaios-object~1]
+    pub fn on_frame(&mut self, frame: &[u8]) -> Vec<Action> {
+        if self.phase == Phase::Closed {
+            return Vec::new();
+        }
+        let message = match ci::ToAnkaios::decode(frame) {
+            Ok(m) => m.to_ankaios_enum,
+            Err(e) => return self.close(format!("cannot decode the message: {e}")),
+        };
+        match (self.phase, message) {
+            (_, Some(ToAnkaiosEnum::Hello(hello))) => self.hello(&hello.protocol_version),
+            (Phase::AwaitingHello, _) => self.close("the first message must be a Hello".to_owned()),
+            (_, Some(ToAnkaiosEnum::Request(request))) => self.request(request),
+            (_, None) => self.close("a message without content (unknown kind?)".to_owned()),
+        }
+    }
+
+    fn hello(&mut self, version: &str) -> Vec<Action> {
+        if !ank_common::is_compatible_protocol(version) {
+            let major = ank_common::PROTOCOL_VERSION.split('.').next().unwrap_or_default();
+            return self.close(format!("Unsupported protocol version '{version}'. Currently supported '{major}'"));
+        }
+        self.phase = Phase::Accepted;
+        vec![Action::Reply(ci::FromAnkaios {
+            from_ankaios_enum: Some(FromAnkaiosEnum::ControlInterfaceAccepted(ci::ControlInterfaceAccepted {})),
+        })]
+    }
+
+    fn close(&mut self, reason: String) -> Vec<Action> {
+        tracing::warn!("workload '{}': control interface closed: {reason}", self.workload);
+        self.phase = Phase::Closed;
+        vec![
+            Action::Reply(ci::FromAnkaios {
+                from_ankaios_enum: Some(FromAnkaiosEnum::ConnectionClosed(ci::ConnectionClosed { reason })),
+            }),
+            Action::StopReading,
+        ]
+    }
+
+    fn request(&mut self, request: ank_proto::ank_base::Request) -> Vec<Action> {
+        let id = request.request_id.clone();
+        let request = match request_from_pb(request) {
+            Ok(r) => r,
+            Err(e) => return vec![error_reply(&id, format!("invalid request: {e}"))],
+        };
+        if let Err(denied) = self.authorizer.authorize(&request.content) {
+            return vec![error_reply(&id, denied)];
+        }
+        // [impl->swdd~agent-adds-workload-prefix-id-control-interface-request~1]
+        vec![Action::Forward(Request { request_id: format!("{}@{id}", self.workload), content: request.content })]
+    }
+}
+
+fn error_reply(request_id: &str, message: String) -> Action {
+    let response = Response { request_id: request_id.to_owned(), content: ResponseContent::Error(message) };
+    Action::Reply(ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::Response(response_to_pb(&response))) })
+}
+
+/// For a response from the server: the workload it belongs to and the
+/// message for its pipe, with the prefix removed. `None` if the id carries
+/// no workload prefix (the response is not for a control interface).
+// [impl->swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1]
+// [impl->swdd~agent-remove-id-prefix-forwarding-control-interface-response~1]
+pub fn route_response(response: &Response) -> Option<(String, ci::FromAnkaios)> {
+    let (workload, id) = response.request_id.split_once('@')?;
+    let stripped = Response { request_id: id.to_owned(), content: response.content.clone() };
+    let message = ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::Response(response_to_pb(&stripped))) };
+    Some((workload.to_owned(), message))
+}
+
+#[cfg(test)]
+mod tests {
+    use ank_common::messages::RequestContent;
+    use ank_common::workload::{AccessRule, ControlInterfaceAccess, ReadWrite};
+    use ank_proto::ank_base as pb;
+
+    use super::*;
+
+    fn session() -> Session {
+        let rule = AccessRule::StateRule { operation: ReadWrite::Read, filter_masks: vec!["desiredState".into()] };
+        Session::new("app", Authorizer::new(ControlInterfaceAccess { allow_rules: vec![rule], deny_rules: vec![] }))
+    }
+
+    fn hello(v: &str) -> Vec<u8> {
+        ci::ToAnkaios { to_ankaios_enum: Some(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: v.into() })) }
+            .encode_to_vec()
+    }
+
+    fn state_request(id: &str, mask: &str) -> Vec<u8> {
+        let request = pb::Request {
+            request_id: id.into(),
+            request_content: Some(pb::request::RequestContent::CompleteStateRequest(pb::CompleteStateRequest {
+                field_mask: vec![mask.into()],
+                subscribe_for_events: false,
+            })),
+        };
+        ci::ToAnkaios { to_ankaios_enum: Some(ToAnkaiosEnum::Request(request)) }.encode_to_vec()
+    }
+
+    fn closed_reason(actions: &[Action]) -> Option<String> {
+        actions.iter().find_map(|a| match a {
+            Action::Reply(ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::ConnectionClosed(c)) }) => {
+                Some(c.reason.clone())
+            }
+            _ => None,
+        })
+    }
+
+    #[test]
+    // [utest->swdd~agent-converts-control-interface-message-to-ankaios-object~1]
+    // [utest->swdd~agent-adds-workload-prefix-id-control-interface-request~1]
+    fn hello_then_allowed_requests_are_forwarded_with_the_prefix() {
+        let mut s = session();
+        let accepted = s.on_frame(&hello("1.0.0"));
+        assert!(matches!(
+            accepted.as_slice(),
+            [Action::Reply(ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::ControlInterfaceAccepted(_)) })]
+        ));
+        let actions = s.on_frame(&state_request("r1", "desiredState.workloads"));
+        let [Action::Forward(req)] = actions.as_slice() else { panic!("{actions:?}") };
+        assert_eq!(req.request_id, "app@r1");
+        assert!(matches!(req.content, RequestContent::CompleteState { .. }));
+        // Denied: an error response under the workload's own id.
+        let actions = s.on_frame(&state_request("r2", "workloadStates"));
+        let [Action::Reply(ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::Response(r)) })] =
+            actions.as_slice()
+        else {
+            panic!("{actions:?}")
+        };
+        assert_eq!(r.request_id, "r2");
+        assert!(
+            matches!(&r.response_content, Some(pb::response::ResponseContent::Error(e)) if e.message.contains("'workloadStates'"))
+        );
+        assert!(s.is_accepted());
+    }
+
+    #[test]
+    fn a_wrong_first_message_or_version_closes_the_connection_with_a_reason() {
+        let mut s = session();
+        let actions = s.on_frame(&state_request("r1", "desiredState"));
+        assert_eq!(closed_reason(&actions).as_deref(), Some("the first message must be a Hello"));
+        assert!(actions.contains(&Action::StopReading));
+        assert!(s.on_frame(&hello("1.0.0")).is_empty(), "a closed pipe is not read any more");
+        s.reconnect();
+        assert!(s.on_frame(&hello("1.0.0")).len() == 1 && s.is_accepted(), "reconnecting works");
+
+        let mut s = session();
+        let reason = closed_reason(&s.on_frame(&hello("2.0.0"))).unwrap();
+        assert_eq!(reason, "Unsupported protocol version '2.0.0'. Currently supported '1'");
+        let mut s = session();
+        s.on_frame(&hello("1.0.0"));
+        let reason = closed_reason(&s.on_frame(&[0xff, 0xff, 0xff])).unwrap();
+        assert!(reason.starts_with("cannot decode"), "{reason}");
+        let mut s = session();
+        s.on_frame(&hello("1.0.0"));
+        // A message whose only field is one we do not know (field 9).
+        let reason = closed_reason(&s.on_frame(&[0x4a, 0x00])).unwrap();
+        assert!(reason.contains("without content"), "{reason}");
+    }
+
+    #[test]
+    // [utest->swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1]
+    // [utest->swdd~agent-remove-id-prefix-forwarding-control-interface-response~1]
+    fn responses_are_routed_by_prefix_and_stripped() {
+        let response = Response { request_id: "app@r1".into(), content: ResponseContent::EventsCancelAccepted };
+        let (workload, message) = route_response(&response).unwrap();
+        assert_eq!(workload, "app");
+        let Some(FromAnkaiosEnum::Response(r)) = message.from_ankaios_enum else { panic!() };
+        assert_eq!(r.request_id, "r1");
+        let plain = Response { request_id: "ank-1".into(), content: ResponseContent::EventsCancelAccepted };
+        assert!(route_response(&plain).is_none());
+    }
+}
