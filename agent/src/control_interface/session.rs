@@ -15,7 +15,7 @@ use super::authorizer::Authorizer;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Write this message to the workload's `input` pipe.
-    Reply(ci::FromAnkaios),
+    Reply(Box<ci::FromAnkaios>),
     /// Send this request (id already prefixed) to the server.
     Forward(Request),
     /// Stop reading the `output` pipe (after a ConnectionClosed).
@@ -77,18 +77,18 @@ impl Session {
             return self.close(format!("Unsupported protocol version '{version}'. Currently supported '{major}'"));
         }
         self.phase = Phase::Accepted;
-        vec![Action::Reply(ci::FromAnkaios {
+        vec![Action::Reply(Box::new(ci::FromAnkaios {
             from_ankaios_enum: Some(FromAnkaiosEnum::ControlInterfaceAccepted(ci::ControlInterfaceAccepted {})),
-        })]
+        }))]
     }
 
     fn close(&mut self, reason: String) -> Vec<Action> {
         tracing::warn!("workload '{}': control interface closed: {reason}", self.workload);
         self.phase = Phase::Closed;
         vec![
-            Action::Reply(ci::FromAnkaios {
+            Action::Reply(Box::new(ci::FromAnkaios {
                 from_ankaios_enum: Some(FromAnkaiosEnum::ConnectionClosed(ci::ConnectionClosed { reason })),
-            }),
+            })),
             Action::StopReading,
         ]
     }
@@ -109,7 +109,9 @@ impl Session {
 
 fn error_reply(request_id: &str, message: String) -> Action {
     let response = Response { request_id: request_id.to_owned(), content: ResponseContent::Error(message) };
-    Action::Reply(ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::Response(response_to_pb(&response))) })
+    Action::Reply(Box::new(ci::FromAnkaios {
+        from_ankaios_enum: Some(FromAnkaiosEnum::Response(response_to_pb(&response))),
+    }))
 }
 
 /// For a response from the server: the workload it belongs to and the
@@ -153,11 +155,16 @@ mod tests {
         ci::ToAnkaios { to_ankaios_enum: Some(ToAnkaiosEnum::Request(request)) }.encode_to_vec()
     }
 
+    fn reply(action: &Action) -> Option<&FromAnkaiosEnum> {
+        match action {
+            Action::Reply(m) => m.from_ankaios_enum.as_ref(),
+            _ => None,
+        }
+    }
+
     fn closed_reason(actions: &[Action]) -> Option<String> {
-        actions.iter().find_map(|a| match a {
-            Action::Reply(ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::ConnectionClosed(c)) }) => {
-                Some(c.reason.clone())
-            }
+        actions.iter().find_map(|a| match reply(a) {
+            Some(FromAnkaiosEnum::ConnectionClosed(c)) => Some(c.reason.clone()),
             _ => None,
         })
     }
@@ -168,21 +175,16 @@ mod tests {
     fn hello_then_allowed_requests_are_forwarded_with_the_prefix() {
         let mut s = session();
         let accepted = s.on_frame(&hello("1.0.0"));
-        assert!(matches!(
-            accepted.as_slice(),
-            [Action::Reply(ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::ControlInterfaceAccepted(_)) })]
-        ));
+        assert_eq!(accepted.len(), 1);
+        assert!(matches!(reply(&accepted[0]), Some(FromAnkaiosEnum::ControlInterfaceAccepted(_))));
         let actions = s.on_frame(&state_request("r1", "desiredState.workloads"));
         let [Action::Forward(req)] = actions.as_slice() else { panic!("{actions:?}") };
         assert_eq!(req.request_id, "app@r1");
         assert!(matches!(req.content, RequestContent::CompleteState { .. }));
         // Denied: an error response under the workload's own id.
         let actions = s.on_frame(&state_request("r2", "workloadStates"));
-        let [Action::Reply(ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::Response(r)) })] =
-            actions.as_slice()
-        else {
-            panic!("{actions:?}")
-        };
+        let [action] = actions.as_slice() else { panic!("{actions:?}") };
+        let Some(FromAnkaiosEnum::Response(r)) = reply(action) else { panic!("{actions:?}") };
         assert_eq!(r.request_id, "r2");
         assert!(
             matches!(&r.response_content, Some(pb::response::ResponseContent::Error(e)) if e.message.contains("'workloadStates'"))
