@@ -3,5 +3,6 @@
 //! access rules, which of its requests reach the server.
 
 pub mod authorizer;
+pub mod fifo;
 pub mod framing;
 pub mod session;
