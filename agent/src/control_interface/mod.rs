@@ -5,4 +5,5 @@
 pub mod authorizer;
 pub mod fifo;
 pub mod framing;
+pub mod pipes;
 pub mod session;
