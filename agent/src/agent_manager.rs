@@ -13,6 +13,7 @@ use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState}
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::control_interface::registry::ControlInterfaces;
 use crate::hysteresis;
 use crate::logs::LogsManagerHandle;
 use crate::runtime_manager::RuntimeManagerHandle;
@@ -26,6 +27,7 @@ pub struct AgentManager {
     runtime: RuntimeManagerHandle,
     server: ServerLinkHandle,
     logs: LogsManagerHandle,
+    control_interfaces: ControlInterfaces,
     link_events: mpsc::Receiver<LinkEvent>,
     workload_states: mpsc::Receiver<WorkloadState>,
     states: HashMap<WorkloadInstanceName, ExecutionState>,
@@ -37,11 +39,21 @@ impl AgentManager {
         runtime: RuntimeManagerHandle,
         server: ServerLinkHandle,
         logs: LogsManagerHandle,
+        control_interfaces: ControlInterfaces,
         link_events: mpsc::Receiver<LinkEvent>,
         workload_states: mpsc::Receiver<WorkloadState>,
         shutdown: CancellationToken,
     ) -> Self {
-        Self { runtime, server, logs, link_events, workload_states, states: HashMap::new(), shutdown }
+        Self {
+            runtime,
+            server,
+            logs,
+            control_interfaces,
+            link_events,
+            workload_states,
+            states: HashMap::new(),
+            shutdown,
+        }
     }
 
     /// Runs until shutdown.
@@ -71,7 +83,9 @@ impl AgentManager {
                 self.runtime.update_workload_states(states);
             }
             LinkEvent::Message(FromServer::Response(r)) => {
-                tracing::debug!("response '{}' without a control interface to deliver it to", r.request_id);
+                if !self.control_interfaces.deliver(&r) {
+                    tracing::debug!("response '{}' without a control interface to deliver it to", r.request_id);
+                }
             }
             LinkEvent::Message(FromServer::LogsRequest { request_id, request }) => self.logs.start(request_id, request),
             LinkEvent::Message(FromServer::LogsCancelRequest { request_id }) => self.logs.cancel(request_id),

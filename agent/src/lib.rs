@@ -99,18 +99,21 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         .with_context(|| format!("cannot create run folder '{}'", io_folder.display()))?;
 
     let (reporter, workload_states) = StateReporter::channel(256);
+    let link_config = LinkConfig { server_url: config.server_url, agent_name: config.name.clone(), tags: config.tags };
+    let (link, server, link_events) = ServerLink::new(link_config, shutdown.clone());
+    let control_interfaces = control_interface::registry::ControlInterfaces::new(server.sender());
     let rm_config = RuntimeManagerConfig {
         agent_name: config.name.clone(),
         max_parallel_creates: config.max_parallel_creates,
         retry_policy: config.retry_policy,
         io_folder: io_folder.clone(),
+        control_interfaces: control_interfaces.clone(),
     };
     let registry = std::sync::Arc::new(runtimes.clone());
     let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, shutdown.clone()).await;
-    let link_config = LinkConfig { server_url: config.server_url, agent_name: config.name.clone(), tags: config.tags };
-    let (link, server, link_events) = ServerLink::new(link_config, shutdown.clone());
     let logs = logs::LogsManager::start(config.name.clone(), registry, server.sender(), shutdown.clone());
-    let manager = AgentManager::new(runtime, server, logs, link_events, workload_states, shutdown.clone());
+    let manager =
+        AgentManager::new(runtime, server, logs, control_interfaces, link_events, workload_states, shutdown.clone());
     let am_task = tokio::spawn(manager.run());
     let link_task = tokio::spawn(link.run());
     tracing::info!("agent '{}' started", config.name);

@@ -85,6 +85,8 @@ pub struct RuntimeManagerConfig {
     pub retry_policy: RetryPolicy,
     /// `<run folder>/<agent>_io`, where workload files go.
     pub io_folder: std::path::PathBuf,
+    /// The control interfaces of the workloads.
+    pub control_interfaces: crate::control_interface::registry::ControlInterfaces,
 }
 
 /// The task owning all workload objects of this agent.
@@ -132,6 +134,7 @@ impl RuntimeManager {
             runtime_events: event_tx,
             retry_policy: config.retry_policy,
             io_folder: config.io_folder.clone(),
+            control_interfaces: config.control_interfaces.clone(),
         };
         // [impl->swdd~agent-supports-multiple-runtime-connectors~1]
         let facades =

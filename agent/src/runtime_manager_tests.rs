@@ -53,6 +53,9 @@ async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegi
         max_parallel_creates: 4,
         retry_policy: RetryPolicy::default(),
         io_folder: io.path().to_owned(),
+        control_interfaces: crate::control_interface::registry::ControlInterfaces::new(
+            tokio::sync::mpsc::unbounded_channel().0,
+        ),
     };
     let (rm, _task) = RuntimeManager::start(config, registry, reporter, shutdown.clone()).await;
     // Like the AgentManager: own states go back to the RuntimeManager.

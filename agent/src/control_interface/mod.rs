@@ -6,4 +6,5 @@ pub mod authorizer;
 pub mod fifo;
 pub mod framing;
 pub mod pipes;
+pub mod registry;
 pub mod session;

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::policy::{self, AfterCreateFailure, RetryPolicy};
 use super::{LoopNotice, StateReporter, WorkloadCommand};
+use crate::control_interface::registry::ControlInterfaces;
 use crate::runtime_connectors::{
     CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
     StateChecker, WorkloadId,
@@ -57,6 +58,8 @@ pub(crate) struct LoopContext {
     pub retry_policy: RetryPolicy,
     /// `<run folder>/<agent>_io`: one folder per workload instance below it.
     pub io_folder: PathBuf,
+    /// The control interfaces of this agent's workloads.
+    pub control_interfaces: ControlInterfaces,
 }
 
 impl LoopContext {
@@ -226,16 +229,27 @@ impl WorkloadControlLoop {
         }
     }
 
-    /// What the runtime gets from the host for a create: the workload's files.
+    /// What the runtime gets from the host for a create: the workload's
+    /// files and its control-interface folder.
     async fn create_options(&self, spec: &WorkloadSpec) -> Result<CreateOptions, RuntimeError> {
+        let control_interface = self.open_control_interface(spec)?;
         if spec.workload.files.is_empty() {
-            return Ok(CreateOptions::default());
+            return Ok(CreateOptions { control_interface, files: Vec::new() });
         }
         let folder = self.ctx.workload_folder(&spec.instance_name);
         let files = workload_files::prepare(&folder, &spec.workload.files)
             .await
             .map_err(|e| RuntimeError::InvalidConfig(e.to_string()))?;
-        Ok(CreateOptions { control_interface: None, files })
+        Ok(CreateOptions { control_interface, files })
+    }
+
+    /// Starts (or keeps) the workload's control interface if it has allow rules.
+    fn open_control_interface(&self, spec: &WorkloadSpec) -> Result<Option<PathBuf>, RuntimeError> {
+        let access = &spec.workload.control_interface_access;
+        self.ctx
+            .control_interfaces
+            .open(&self.ctx.io_folder, &spec.instance_name, access)
+            .map_err(|e| RuntimeError::InvalidConfig(format!("cannot create the control interface pipes: {e}")))
     }
 
     async fn handle_create_failure(&mut self, instance: &WorkloadInstanceName, e: RuntimeError) {
@@ -268,6 +282,10 @@ impl WorkloadControlLoop {
             .connector(&runtime)
             .and_then(|c| c.start_state_checker(&spec.instance_name, &id, self.ctx.runtime_events.clone()));
         self.deleting = false;
+        // The pipes survived the agent's restart; serve them again.
+        if let Err(e) = self.open_control_interface(&spec) {
+            tracing::warn!("workload '{}': {e}", spec.instance_name);
+        }
         let started = state.kind == StateKind::Running;
         self.current =
             Some(Current { id, runtime, known_since: Instant::now(), last_event: None, started, _checker: checker });
@@ -316,6 +334,7 @@ impl WorkloadControlLoop {
         }
         // [impl->swdd~agent-workload-control-loop-delete-broken-allowed~1]
         if let Some(instance_name) = instance {
+            self.ctx.control_interfaces.close(&instance_name.workload_name);
             let _ = self.ctx.notices.send(LoopNotice::Deleted { instance_name });
         }
     }
