@@ -80,6 +80,22 @@ pub fn parse<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, ConfigFil
     toml::from_str(text).map_err(|e| invalid(path, text, &e, true))
 }
 
+/// Whether argument `id` came from the command line or the environment,
+/// which both beat the config file.
+pub fn given(m: &clap::ArgMatches, id: &str) -> bool {
+    use clap::parser::ValueSource;
+    matches!(m.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable))
+}
+
+/// Puts the file's value into `slot` unless flag or environment gave one.
+pub fn fill<T>(slot: &mut T, from_file: Option<T>, m: &clap::ArgMatches, id: &str) {
+    if let Some(value) = from_file
+        && !given(m, id)
+    {
+        *slot = value;
+    }
+}
+
 /// Fails when both the file `key` and its `<key>_content` are set.
 pub fn check_path_or_content(path: &str, key: &str, has_path: bool, has_content: bool) -> Result<(), ConfigFileError> {
     if has_path && has_content {

@@ -8,8 +8,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use ank_common::config_file::{self, ConfigFileError};
-use clap::parser::ValueSource;
+use ank_common::config_file::{self, ConfigFileError, fill, given};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
@@ -80,19 +79,6 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     }
     if !given(m, "key_pem") {
         (args.key_pem, args.key_pem_content) = (file.key_pem, file.key_pem_content);
-    }
-}
-
-/// Whether argument `id` came from the command line or the environment.
-fn given(m: &ArgMatches, id: &str) -> bool {
-    matches!(m.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable))
-}
-
-fn fill<T>(slot: &mut T, from_file: Option<T>, m: &ArgMatches, id: &str) {
-    if let Some(value) = from_file
-        && !given(m, id)
-    {
-        *slot = value;
     }
 }
 
