@@ -139,6 +139,7 @@ async fn run(
 }
 
 // [impl->swdd~agent-forward-responses-to-control-interface-pipe~1]
+// [impl->swdd~agent-handles-control-interface-input-pipe-not-read~1]
 async fn write(writer: &mut pipe::Sender, message: &ci::FromAnkaios, workload: &str) {
     let bytes = encode_frame(&message.encode_to_vec());
     match tokio::time::timeout(WRITE_TIMEOUT, writer.write_all(&bytes)).await {
@@ -230,6 +231,35 @@ mod tests {
         wl.to_agent.write_all(&encode_frame(&vec![0u8; 10 * 1024 * 1024])[..4]).await.unwrap();
         let FromAnkaiosEnum::ConnectionClosed(c) = wl.receive().await else { panic!("expected ConnectionClosed") };
         assert!(c.reason.contains("exceeds the limit"), "{}", c.reason);
+        handle.stop();
+    }
+
+    #[tokio::test(start_paused = true)]
+    // [utest->swdd~agent-handles-control-interface-input-pipe-not-read~1]
+    async fn a_workload_that_does_not_read_cannot_block_its_control_interface() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("lazy.abc/control_interface");
+        let rule = AccessRule::StateRule { operation: ReadWrite::Read, filter_masks: vec!["*".into()] };
+        let access = ControlInterfaceAccess { allow_rules: vec![rule], deny_rules: vec![] };
+        let (to_server, mut server) = mpsc::unbounded_channel();
+        let handle = ControlInterface::start("lazy", folder.clone(), access, to_server).unwrap();
+        let mut wl = Workload::open(&folder);
+        wl.send(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: "1.0.0".into() })).await;
+        // Far more than a pipe holds, and the workload reads none of it.
+        for i in 0..8 {
+            let big =
+                Response { request_id: format!("lazy@r{i}"), content: ResponseContent::Error("x".repeat(64 * 1024)) };
+            assert!(handle.deliver(super::super::session::route_response(&big).unwrap().1));
+        }
+        // Its requests are still read and forwarded: the blocked writes gave up.
+        let request = pb::Request {
+            request_id: "later".into(),
+            request_content: Some(pb::request::RequestContent::EventsCancelRequest(pb::EventsCancelRequest {})),
+        };
+        wl.send(ToAnkaiosEnum::Request(request)).await;
+        let forwarded = tokio::time::timeout(Duration::from_secs(30), server.recv()).await.expect("not blocked");
+        let Some(ToServer::Request(r)) = forwarded else { panic!("nothing forwarded") };
+        assert_eq!(r.request_id, "lazy@later");
         handle.stop();
     }
 }
