@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ank_common::config_file::{self, ConfigFileError, fill, given};
+use ank_common::config_file::{self, ConfigFileError, fill, fill_pem};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
@@ -78,15 +78,9 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     fill(&mut cli.create_retry_interval_ms, file.create_retry_interval_ms, m, "create_retry_interval_ms");
     fill(&mut cli.max_parallel_creates, file.max_parallel_creates, m, "max_parallel_creates");
     // A PEM given by flag or environment replaces the file's path and content.
-    if !given(m, "ca_pem") {
-        (cli.ca_pem, cli.ca_pem_content) = (file.ca_pem, file.ca_pem_content);
-    }
-    if !given(m, "crt_pem") {
-        (cli.crt_pem, cli.crt_pem_content) = (file.crt_pem, file.crt_pem_content);
-    }
-    if !given(m, "key_pem") {
-        (cli.key_pem, cli.key_pem_content) = (file.key_pem, file.key_pem_content);
-    }
+    fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
+    fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
+    fill_pem((&mut cli.key_pem, &mut cli.key_pem_content), (file.key_pem, file.key_pem_content), m, "key_pem");
 }
 
 #[cfg(test)]

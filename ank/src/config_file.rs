@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ank_common::config_file::{self, ConfigFileError, fill, given};
+use ank_common::config_file::{self, ConfigFileError, fill, fill_pem};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
@@ -109,15 +109,9 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AnkConfigFile) {
     fill(&mut cli.server_url, d.server_url.map(Some), m, "server_url");
     fill(&mut cli.insecure, d.insecure, m, "insecure");
     // A PEM given by flag or environment replaces the file's path and content.
-    if !given(m, "ca_pem") {
-        (cli.ca_pem, cli.ca_pem_content) = (d.ca_pem, d.ca_pem_content);
-    }
-    if !given(m, "crt_pem") {
-        (cli.crt_pem, cli.crt_pem_content) = (d.crt_pem, d.crt_pem_content);
-    }
-    if !given(m, "key_pem") {
-        (cli.key_pem, cli.key_pem_content) = (d.key_pem, d.key_pem_content);
-    }
+    fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (d.ca_pem, d.ca_pem_content), m, "ca_pem");
+    fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (d.crt_pem, d.crt_pem_content), m, "crt_pem");
+    fill_pem((&mut cli.key_pem, &mut cli.key_pem_content), (d.key_pem, d.key_pem_content), m, "key_pem");
 }
 
 #[cfg(test)]

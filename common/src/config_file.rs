@@ -96,6 +96,19 @@ pub fn fill<T>(slot: &mut T, from_file: Option<T>, m: &clap::ArgMatches, id: &st
     }
 }
 
+/// A PEM item (`id`): unless flag or environment gave its path, the file's
+/// path and content both replace what the command line had.
+pub fn fill_pem<P>(
+    slots: (&mut Option<P>, &mut Option<String>),
+    from_file: (Option<P>, Option<String>),
+    m: &clap::ArgMatches,
+    id: &str,
+) {
+    if !given(m, id) {
+        (*slots.0, *slots.1) = from_file;
+    }
+}
+
 /// Fails when both the file `key` and its `<key>_content` are set.
 pub fn check_path_or_content(path: &str, key: &str, has_path: bool, has_content: bool) -> Result<(), ConfigFileError> {
     if has_path && has_content {

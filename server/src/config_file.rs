@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use ank_common::config_file::{self, ConfigFileError, fill, given};
+use ank_common::config_file::{self, ConfigFileError, fill, fill_pem};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
@@ -71,15 +71,9 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.address, file.address, m, "address");
     fill(&mut args.insecure, file.insecure, m, "insecure");
     // A PEM given by flag or environment replaces the file's path and content.
-    if !given(m, "ca_pem") {
-        (args.ca_pem, args.ca_pem_content) = (file.ca_pem, file.ca_pem_content);
-    }
-    if !given(m, "crt_pem") {
-        (args.crt_pem, args.crt_pem_content) = (file.crt_pem, file.crt_pem_content);
-    }
-    if !given(m, "key_pem") {
-        (args.key_pem, args.key_pem_content) = (file.key_pem, file.key_pem_content);
-    }
+    fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
+    fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
+    fill_pem((&mut args.key_pem, &mut args.key_pem_content), (file.key_pem, file.key_pem_content), m, "key_pem");
 }
 
 #[cfg(test)]

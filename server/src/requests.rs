@@ -36,7 +36,7 @@ pub fn update_agent_tags(conns: &mut Connections, new_state: &Value, update_mask
         return Vec::new();
     }
     let before = conns.agents();
-    let Ok(mut tree) = serde_json::to_value(serde_json::json!({ "agents": &before })) else { return Vec::new() };
+    let mut tree = serde_json::json!({ "agents": &before });
     field_mask::apply_update(&mut tree, new_state, &masks);
     let mut changed = Vec::new();
     for (agent, old) in &before {

@@ -44,6 +44,19 @@ impl ServerHandle {
     }
 }
 
+/// Whether `msg` may change the complete state (and so cause events):
+/// reads, log traffic and goodbyes do not.
+fn changes_state(msg: &ToServer) -> bool {
+    match msg {
+        ToServer::AgentHello { .. } | ToServer::UpdateWorkloadState(_) | ToServer::AgentLoadStatus { .. } => true,
+        ToServer::Request(r) => matches!(r.content, RequestContent::UpdateState { .. }),
+        ToServer::CommanderHello { .. }
+        | ToServer::Goodbye
+        | ToServer::LogEntriesResponse { .. }
+        | ToServer::LogsStopResponse { .. } => false,
+    }
+}
+
 /// The server's state and its command loop.
 pub struct AnkaiosServer {
     rx: mpsc::Receiver<ServerCommand>,
@@ -81,7 +94,10 @@ impl AnkaiosServer {
             };
             match cmd {
                 ServerCommand::Opened { conn, kind, tx } => self.conns.open(conn, kind, tx),
-                ServerCommand::Message { conn, msg } => self.with_events(|s| s.handle_message(conn, msg)),
+                ServerCommand::Message { conn, msg } if changes_state(&msg) => {
+                    self.with_events(|s| s.handle_message(conn, msg))
+                }
+                ServerCommand::Message { conn, msg } => self.handle_message(conn, msg),
                 ServerCommand::Closed { conn } => self.with_events(|s| s.handle_closed(conn)),
             }
         }

@@ -104,7 +104,7 @@ async fn serve(
                         Ok(None) => break,
                         Err(e) => {
                             // The stream cannot be resynchronized: say why and stop reading.
-                            let actions = session.close_with(format!("invalid frame: {e}"));
+                            let actions = session.close(format!("invalid frame: {e}"));
                             reading &= run(actions, &mut writer, &to_server, &workload).await;
                             break;
                         }

@@ -82,12 +82,8 @@ impl Session {
         }))]
     }
 
-    /// Ends the conversation with `reason` (e.g. a broken frame).
-    pub fn close_with(&mut self, reason: String) -> Vec<Action> {
-        self.close(reason)
-    }
-
-    fn close(&mut self, reason: String) -> Vec<Action> {
+    /// Ends the conversation with `reason` (a bad first message, a broken frame).
+    pub fn close(&mut self, reason: String) -> Vec<Action> {
         tracing::warn!("workload '{}': control interface closed: {reason}", self.workload);
         self.phase = Phase::Closed;
         vec![

@@ -99,7 +99,10 @@ async fn print_events(
     loop {
         match conn.next_response(request_id).await? {
             ResponseContent::Event { complete_state, altered_fields } => {
-                current.apply(&complete_state, &altered_fields);
+                // The current state is kept only when it is printed.
+                if args.include_current_state {
+                    current.apply(&complete_state, &altered_fields);
+                }
                 let state = args.include_current_state.then_some(&current.0);
                 let now = ank_common::timestamp::now_rfc3339();
                 ctx.print(&format_event(&now, &altered_fields, state, args.output_format, first)?)?;
