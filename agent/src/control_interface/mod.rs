@@ -5,6 +5,7 @@
 pub mod authorizer;
 pub mod fifo;
 pub mod framing;
+pub mod input_pipe;
 pub mod pipes;
 pub mod registry;
 pub mod session;

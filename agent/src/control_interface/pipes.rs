@@ -3,41 +3,40 @@
 //! to the server and writes replies and the server's responses to `input`.
 //! Both ends are opened read-write, so neither open nor read waits for the
 //! workload and a workload that closes and reopens its end just goes on.
-//! A write the workload does not take within [`WRITE_TIMEOUT`] is dropped:
-//! a workload that does not read cannot block the agent.
+//! A workload that does not take a write within the input pipe's limit
+//! counts as gone ([`InputPipe`]): it cannot block the agent, and its open
+//! streams are cancelled, as they are when the interface is stopped. The
+//! pipes stay for the workload to reconnect.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use ank_common::messages::ToServer;
+use ank_common::messages::{Response, ToServer};
 use ank_common::workload::ControlInterfaceAccess;
-use ank_proto::control_api as ci;
-use prost::Message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::authorizer::Authorizer;
 use super::fifo;
-use super::framing::{FrameDecoder, encode_frame};
-use super::session::{Action, Session};
+use super::framing::FrameDecoder;
+use super::input_pipe::InputPipe;
+use super::session::{Action, Session, response_message};
 
-/// How long a write to a workload's `input` may block.
-pub const WRITE_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// Messages for one workload's `input` pipe; dropping it ends the task.
+/// Responses for one workload's `input` pipe (request ids without the
+/// prefix); stopping ends the task.
 #[derive(Debug, Clone)]
 pub struct ControlInterfaceHandle {
-    tx: mpsc::Sender<ci::FromAnkaios>,
+    tx: mpsc::Sender<Response>,
     cancel: CancellationToken,
     folder: PathBuf,
 }
 
 impl ControlInterfaceHandle {
-    /// Queues a message for the workload; false if the task is gone.
-    pub fn deliver(&self, message: ci::FromAnkaios) -> bool {
-        self.tx.try_send(message).is_ok()
+    /// Queues a response for the workload; false if the task is gone or
+    /// the workload is that far behind.
+    pub fn deliver(&self, response: Response) -> bool {
+        self.tx.try_send(response).is_ok()
     }
 
     /// The host folder to mount at `/run/ankaios/control_interface`.
@@ -45,7 +44,7 @@ impl ControlInterfaceHandle {
         &self.folder
     }
 
-    /// Stops the task; the FIFOs stay.
+    /// Stops the task, cancelling the workload's streams; the FIFOs stay.
     pub fn stop(&self) {
         self.cancel.cancel();
     }
@@ -63,12 +62,14 @@ impl ControlInterface {
         to_server: mpsc::UnboundedSender<ToServer>,
     ) -> std::io::Result<ControlInterfaceHandle> {
         fifo::create_pipes(&folder)?;
+        // [impl->swdd~agent-ensures-control-interface-output-pipe-read~1]
         let reader = pipe::OpenOptions::new().read_write(true).open_receiver(fifo::output_pipe(&folder))?;
         let writer = pipe::OpenOptions::new().read_write(true).open_sender(fifo::input_pipe(&folder))?;
         let (tx, rx) = mpsc::channel(256);
         let cancel = CancellationToken::new();
         let session = Session::new(workload, Authorizer::new(access));
-        tokio::spawn(serve(session, reader, writer, rx, to_server, cancel.clone(), workload.to_owned()));
+        let input = InputPipe::new(writer, workload);
+        tokio::spawn(serve(session, reader, input, rx, to_server, cancel.clone(), workload.to_owned()));
         Ok(ControlInterfaceHandle { tx, cancel, folder })
     }
 }
@@ -76,8 +77,8 @@ impl ControlInterface {
 async fn serve(
     mut session: Session,
     mut reader: pipe::Receiver,
-    mut writer: pipe::Sender,
-    mut rx: mpsc::Receiver<ci::FromAnkaios>,
+    mut input: InputPipe,
+    mut rx: mpsc::Receiver<Response>,
     to_server: mpsc::UnboundedSender<ToServer>,
     cancel: CancellationToken,
     workload: String,
@@ -87,7 +88,12 @@ async fn serve(
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         tokio::select! {
-            () = cancel.cancelled() => break,
+            biased;
+            () = cancel.cancelled() => {
+                run(session.cancel_streams(), &mut input, &to_server).await;
+                break;
+            }
+            // [impl->swdd~agent-listens-for-requests-from-pipe~1]
             read = reader.read(&mut buf), if reading => {
                 let n = match read {
                     Ok(0) => continue,
@@ -105,30 +111,33 @@ async fn serve(
                         Err(e) => {
                             // The stream cannot be resynchronized: say why and stop reading.
                             let actions = session.close(format!("invalid frame: {e}"));
-                            reading &= run(actions, &mut writer, &to_server, &workload).await;
+                            reading &= run(actions, &mut input, &to_server).await;
                             break;
                         }
                     };
-                    reading &= run(session.on_frame(&frame), &mut writer, &to_server, &workload).await;
+                    reading &= run(session.on_frame(&frame), &mut input, &to_server).await;
                 }
             }
-            Some(message) = rx.recv() => write(&mut writer, &message, &workload).await,
+            Some(response) = rx.recv() => {
+                session.on_response(&response);
+                if !input.send(&response_message(&response)).await {
+                    // [impl->swdd~agent-handles-control-interface-input-pipe-not-read~1]
+                    run(session.cancel_streams(), &mut input, &to_server).await;
+                }
+            }
             else => break,
         }
     }
 }
 
 /// Carries out the session's actions; false once reading must stop.
-async fn run(
-    actions: Vec<Action>,
-    writer: &mut pipe::Sender,
-    to_server: &mpsc::UnboundedSender<ToServer>,
-    workload: &str,
-) -> bool {
+async fn run(actions: Vec<Action>, input: &mut InputPipe, to_server: &mpsc::UnboundedSender<ToServer>) -> bool {
     let mut keep_reading = true;
     for action in actions {
         match action {
-            Action::Reply(message) => write(writer, &message, workload).await,
+            Action::Reply(message) => {
+                input.send(&message).await;
+            }
             Action::Forward(request) => {
                 let _ = to_server.send(ToServer::Request(request));
             }
@@ -138,27 +147,18 @@ async fn run(
     keep_reading
 }
 
-// [impl->swdd~agent-forward-responses-to-control-interface-pipe~1]
-// [impl->swdd~agent-handles-control-interface-input-pipe-not-read~1]
-async fn write(writer: &mut pipe::Sender, message: &ci::FromAnkaios, workload: &str) {
-    let bytes = encode_frame(&message.encode_to_vec());
-    match tokio::time::timeout(WRITE_TIMEOUT, writer.write_all(&bytes)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!("workload '{workload}': cannot write to its control interface: {e}"),
-        Err(_) => tracing::warn!(
-            "workload '{workload}' does not read its control interface; a message of {} bytes was dropped",
-            bytes.len()
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use ank_common::messages::{RequestContent, Response, ResponseContent};
     use ank_common::workload::{AccessRule, ReadWrite};
     use ank_proto::ank_base as pb;
-    use ank_proto::control_api::{from_ankaios::FromAnkaiosEnum, to_ankaios::ToAnkaiosEnum};
+    use std::time::Duration;
 
+    use ank_proto::control_api::{self as ci, from_ankaios::FromAnkaiosEnum, to_ankaios::ToAnkaiosEnum};
+    use prost::Message;
+    use tokio::io::AsyncWriteExt;
+
+    use super::super::framing::encode_frame;
     use super::*;
 
     struct Workload {
@@ -196,6 +196,9 @@ mod tests {
 
     #[tokio::test]
     // [utest->swdd~agent-forward-responses-to-control-interface-pipe~1]
+    // [utest->swdd~agent-listens-for-requests-from-pipe~1]
+    // [utest->swdd~agent-forward-request-from-control-interface-pipe-to-server~1]
+    // [utest->swdd~agent-ensures-control-interface-output-pipe-read~1]
     async fn control_interface_serves_hello_requests_and_responses_over_real_fifos() {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join("app.abc/control_interface");
@@ -245,12 +248,26 @@ mod tests {
         let handle = ControlInterface::start("lazy", folder.clone(), access, to_server).unwrap();
         let mut wl = Workload::open(&folder);
         wl.send(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: "1.0.0".into() })).await;
+        let subscribe = pb::Request {
+            request_id: "sub".into(),
+            request_content: Some(pb::request::RequestContent::CompleteStateRequest(pb::CompleteStateRequest {
+                field_mask: vec!["workloadStates".into()],
+                subscribe_for_events: true,
+            })),
+        };
+        wl.send(ToAnkaiosEnum::Request(subscribe)).await;
+        let Some(ToServer::Request(r)) = server.recv().await else { panic!("nothing forwarded") };
+        assert_eq!(r.request_id, "lazy@sub");
         // Far more than a pipe holds, and the workload reads none of it.
         for i in 0..8 {
             let big =
                 Response { request_id: format!("lazy@r{i}"), content: ResponseContent::Error("x".repeat(64 * 1024)) };
             assert!(handle.deliver(super::super::session::route_response(&big).unwrap().1));
         }
+        // The workload counts as gone: its subscription is cancelled.
+        let cancel = tokio::time::timeout(Duration::from_secs(30), server.recv()).await.expect("not blocked");
+        let Some(ToServer::Request(r)) = cancel else { panic!("nothing forwarded") };
+        assert_eq!((r.request_id.as_str(), r.content), ("lazy@sub", RequestContent::EventsCancel));
         // Its requests are still read and forwarded: the blocked writes gave up.
         let request = pb::Request {
             request_id: "later".into(),

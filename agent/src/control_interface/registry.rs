@@ -82,14 +82,116 @@ impl ControlInterfaces {
     /// Delivers a response to the workload its id names; false if it is
     /// none of ours.
     pub fn deliver(&self, response: &Response) -> bool {
-        let Some((workload, message)) = route_response(response) else { return false };
+        let Some((workload, response)) = route_response(response) else { return false };
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         match entries.get(&workload) {
-            Some(e) => e.handle.deliver(message),
+            Some(e) => {
+                let id = response.request_id.clone();
+                if !e.handle.deliver(response) {
+                    tracing::warn!(
+                        "workload '{workload}' is too far behind on its control interface; response '{id}' dropped"
+                    );
+                }
+                true
+            }
             None => {
                 tracing::debug!("response for workload '{workload}', which has no control interface");
                 false
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ank_common::messages::RequestContent;
+    use ank_common::workload::{AccessRule, ReadWrite};
+    use ank_proto::ank_base as pb;
+    use ank_proto::control_api::{self as ci, from_ankaios::FromAnkaiosEnum, to_ankaios::ToAnkaiosEnum};
+    use prost::Message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::unix::pipe;
+
+    use super::super::framing::{FrameDecoder, encode_frame};
+    use super::*;
+
+    fn access(mask: &str) -> ControlInterfaceAccess {
+        let rule = AccessRule::StateRule { operation: ReadWrite::Read, filter_masks: vec![mask.into()] };
+        ControlInterfaceAccess { allow_rules: vec![rule], deny_rules: vec![] }
+    }
+
+    async fn send(to_agent: &mut pipe::Sender, m: ToAnkaiosEnum) {
+        let bytes = encode_frame(&ci::ToAnkaios { to_ankaios_enum: Some(m) }.encode_to_vec());
+        to_agent.write_all(&bytes).await.unwrap();
+    }
+
+    fn subscribe(id: &str) -> ToAnkaiosEnum {
+        ToAnkaiosEnum::Request(pb::Request {
+            request_id: id.into(),
+            request_content: Some(pb::request::RequestContent::CompleteStateRequest(pb::CompleteStateRequest {
+                field_mask: vec!["workloadStates".into()],
+                subscribe_for_events: true,
+            })),
+        })
+    }
+
+    async fn next_forwarded(server: &mut mpsc::UnboundedReceiver<ToServer>) -> (String, RequestContent) {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), server.recv()).await;
+        let Ok(Some(ToServer::Request(r))) = next else { panic!("nothing forwarded") };
+        (r.request_id, r.content)
+    }
+
+    #[tokio::test]
+    // [utest->swdd~agent-create-control-interface-pipes-per-workload~1]
+    async fn interfaces_are_kept_while_the_rules_stay_and_replaced_when_they_change() {
+        let io = tempfile::tempdir().unwrap();
+        let (to_server, mut server) = mpsc::unbounded_channel();
+        let registry = ControlInterfaces::new(to_server);
+        let instance = WorkloadInstanceName::parse("app.abc.agent_A").unwrap();
+        let none = ControlInterfaceAccess::default();
+        assert_eq!(registry.open(io.path(), &instance, &none).unwrap(), None, "no allow rules, no pipes");
+        assert!(!io.path().join("app.abc").exists());
+
+        let folder = registry.open(io.path(), &instance, &access("workloadStates")).unwrap().unwrap();
+        let mut to_agent = pipe::OpenOptions::new().read_write(true).open_sender(fifo::output_pipe(&folder)).unwrap();
+        let mut from_agent =
+            pipe::OpenOptions::new().read_write(true).open_receiver(fifo::input_pipe(&folder)).unwrap();
+        send(&mut to_agent, ToAnkaiosEnum::Hello(ci::Hello { protocol_version: "1.0.0".into() })).await;
+        send(&mut to_agent, subscribe("s1")).await;
+        assert_eq!(next_forwarded(&mut server).await.0, "app@s1");
+
+        // Same rules (an update that changed something else): the same
+        // session goes on, no new Hello needed.
+        assert_eq!(registry.open(io.path(), &instance, &access("workloadStates")).unwrap(), Some(folder.clone()));
+        send(&mut to_agent, subscribe("s2")).await;
+        assert_eq!(next_forwarded(&mut server).await.0, "app@s2");
+
+        // Changed rules: the old interface stops (its streams are
+        // cancelled) and a new one awaits a Hello on the same pipes.
+        registry.open(io.path(), &instance, &access("*")).unwrap();
+        let mut cancelled = vec![next_forwarded(&mut server).await, next_forwarded(&mut server).await];
+        cancelled.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            cancelled,
+            vec![("app@s1".into(), RequestContent::EventsCancel), ("app@s2".into(), RequestContent::EventsCancel)]
+        );
+        send(&mut to_agent, subscribe("s3")).await;
+        let mut decoder = FrameDecoder::default();
+        let mut buf = vec![0u8; 4096];
+        let closed = loop {
+            if let Some(frame) = decoder.next_frame().unwrap() {
+                match ci::FromAnkaios::decode(frame.as_slice()).unwrap().from_ankaios_enum {
+                    Some(FromAnkaiosEnum::ConnectionClosed(c)) => break c.reason,
+                    _ => continue,
+                }
+            }
+            let n = from_agent.read(&mut buf).await.unwrap();
+            decoder.push(&buf[..n]);
+        };
+        assert_eq!(closed, "the first message must be a Hello");
+
+        // Deleting the workload removes its pipes.
+        registry.close("app");
+        assert!(!folder.exists());
     }
 }

@@ -2,10 +2,14 @@
 //! handshake (the first frame must be a Hello of our major protocol
 //! version), the decoding and authorizing of requests, the `<workload>@`
 //! prefix on request ids towards the server and its removal on the way
-//! back. The pipe tasks feed it frames and carry out its [`Action`]s.
+//! back, and the streams (logs, event subscriptions) the workload has
+//! open, so they can be cancelled when it goes. The pipe tasks feed it
+//! frames and responses and carry out its [`Action`]s.
+
+use std::collections::HashMap;
 
 use ank_common::convert::{request_from_pb, response_to_pb};
-use ank_common::messages::{Request, Response, ResponseContent};
+use ank_common::messages::{Request, RequestContent, Response, ResponseContent};
 use ank_proto::control_api::{self as ci, from_ankaios::FromAnkaiosEnum, to_ankaios::ToAnkaiosEnum};
 use prost::Message;
 
@@ -29,17 +33,26 @@ enum Phase {
     Closed,
 }
 
+/// A request whose responses keep coming until it is cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stream {
+    Logs,
+    Events,
+}
+
 /// The state of one workload's control interface.
 #[derive(Debug)]
 pub struct Session {
     workload: String,
     authorizer: Authorizer,
     phase: Phase,
+    /// Open streams by the workload's request id (without the prefix).
+    streams: HashMap<String, Stream>,
 }
 
 impl Session {
     pub fn new(workload: impl Into<String>, authorizer: Authorizer) -> Self {
-        Self { workload: workload.into(), authorizer, phase: Phase::AwaitingHello }
+        Self { workload: workload.into(), authorizer, phase: Phase::AwaitingHello, streams: HashMap::new() }
     }
 
     /// Whether requests are accepted now.
@@ -103,28 +116,74 @@ impl Session {
         if let Err(denied) = self.authorizer.authorize(&request.content) {
             return vec![error_reply(&id, denied)];
         }
-        // [impl->swdd~agent-adds-workload-prefix-id-control-interface-request~1]
-        vec![Action::Forward(Request { request_id: format!("{}@{id}", self.workload), content: request.content })]
+        match &request.content {
+            RequestContent::Logs(_) => {
+                self.streams.insert(id.clone(), Stream::Logs);
+            }
+            RequestContent::CompleteState { subscribe_for_events: true, .. } => {
+                self.streams.insert(id.clone(), Stream::Events);
+            }
+            RequestContent::LogsCancel | RequestContent::EventsCancel => {
+                self.streams.remove(&id);
+            }
+            RequestContent::CompleteState { .. } | RequestContent::UpdateState { .. } => {}
+        }
+        vec![self.forward(&id, request.content)]
+    }
+
+    // [impl->swdd~agent-adds-workload-prefix-id-control-interface-request~1]
+    // [impl->swdd~agent-forward-request-from-control-interface-pipe-to-server~1]
+    fn forward(&self, id: &str, content: RequestContent) -> Action {
+        Action::Forward(Request { request_id: format!("{}@{id}", self.workload), content })
+    }
+
+    /// Notes a response on its way to the workload (prefix removed): an
+    /// error or a cancel confirmation ends the stream of its id.
+    pub fn on_response(&mut self, response: &Response) {
+        if matches!(
+            response.content,
+            ResponseContent::Error(_) | ResponseContent::LogsCancelAccepted | ResponseContent::EventsCancelAccepted
+        ) {
+            self.streams.remove(&response.request_id);
+        }
+    }
+
+    /// The workload is gone (deleted, or it stopped reading): requests to
+    /// the server cancelling every stream it has open.
+    pub fn cancel_streams(&mut self) -> Vec<Action> {
+        let mut streams: Vec<_> = self.streams.drain().collect();
+        streams.sort();
+        streams
+            .into_iter()
+            .map(|(id, stream)| {
+                let content = match stream {
+                    Stream::Logs => RequestContent::LogsCancel,
+                    Stream::Events => RequestContent::EventsCancel,
+                };
+                self.forward(&id, content)
+            })
+            .collect()
     }
 }
 
 fn error_reply(request_id: &str, message: String) -> Action {
     let response = Response { request_id: request_id.to_owned(), content: ResponseContent::Error(message) };
-    Action::Reply(Box::new(ci::FromAnkaios {
-        from_ankaios_enum: Some(FromAnkaiosEnum::Response(response_to_pb(&response))),
-    }))
+    Action::Reply(Box::new(response_message(&response)))
 }
 
 /// For a response from the server: the workload it belongs to and the
-/// message for its pipe, with the prefix removed. `None` if the id carries
-/// no workload prefix (the response is not for a control interface).
+/// response with the prefix removed. `None` if the id carries no workload
+/// prefix (the response is not for a control interface).
 // [impl->swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1]
 // [impl->swdd~agent-remove-id-prefix-forwarding-control-interface-response~1]
-pub fn route_response(response: &Response) -> Option<(String, ci::FromAnkaios)> {
+pub fn route_response(response: &Response) -> Option<(String, Response)> {
     let (workload, id) = response.request_id.split_once('@')?;
-    let stripped = Response { request_id: id.to_owned(), content: response.content.clone() };
-    let message = ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::Response(response_to_pb(&stripped))) };
-    Some((workload.to_owned(), message))
+    Some((workload.to_owned(), Response { request_id: id.to_owned(), content: response.content.clone() }))
+}
+
+/// The message for the workload's `input` pipe carrying `response`.
+pub fn response_message(response: &Response) -> ci::FromAnkaios {
+    ci::FromAnkaios { from_ankaios_enum: Some(FromAnkaiosEnum::Response(response_to_pb(response))) }
 }
 
 #[cfg(test)]
@@ -222,11 +281,65 @@ mod tests {
     // [utest->swdd~agent-remove-id-prefix-forwarding-control-interface-response~1]
     fn responses_are_routed_by_prefix_and_stripped() {
         let response = Response { request_id: "app@r1".into(), content: ResponseContent::EventsCancelAccepted };
-        let (workload, message) = route_response(&response).unwrap();
+        let (workload, stripped) = route_response(&response).unwrap();
         assert_eq!(workload, "app");
-        let Some(FromAnkaiosEnum::Response(r)) = message.from_ankaios_enum else { panic!() };
+        assert_eq!(stripped.request_id, "r1");
+        let Some(FromAnkaiosEnum::Response(r)) = response_message(&stripped).from_ankaios_enum else { panic!() };
         assert_eq!(r.request_id, "r1");
         let plain = Response { request_id: "ank-1".into(), content: ResponseContent::EventsCancelAccepted };
         assert!(route_response(&plain).is_none());
+    }
+
+    fn request_frame(id: &str, content: pb::request::RequestContent) -> Vec<u8> {
+        let request = pb::Request { request_id: id.into(), request_content: Some(content) };
+        ci::ToAnkaios { to_ankaios_enum: Some(ToAnkaiosEnum::Request(request)) }.encode_to_vec()
+    }
+
+    #[test]
+    fn open_streams_are_cancelled_when_the_workload_goes() {
+        let rules = vec![
+            AccessRule::StateRule { operation: ReadWrite::Read, filter_masks: vec!["*".into()] },
+            AccessRule::LogRule { workload_names: vec!["*".into()] },
+        ];
+        let mut s =
+            Session::new("app", Authorizer::new(ControlInterfaceAccess { allow_rules: rules, deny_rules: vec![] }));
+        s.on_frame(&hello("1.0.0"));
+        let subscribe = |id: &str| {
+            request_frame(
+                id,
+                pb::request::RequestContent::CompleteStateRequest(pb::CompleteStateRequest {
+                    field_mask: vec!["workloadStates".into()],
+                    subscribe_for_events: true,
+                }),
+            )
+        };
+        let logs = pb::request::RequestContent::LogsRequest(pb::LogsRequest {
+            workload_names: vec![pb::WorkloadInstanceName {
+                workload_name: "w".into(),
+                agent_name: "a".into(),
+                id: "1".into(),
+            }],
+            ..Default::default()
+        });
+        for frame in [subscribe("e1"), subscribe("e2"), subscribe("e3"), request_frame("l1", logs)] {
+            assert!(matches!(s.on_frame(&frame).as_slice(), [Action::Forward(_)]));
+        }
+        // e1 cancelled by the workload, e2 refused by the server: neither is open any more.
+        s.on_frame(&request_frame("e1", pb::request::RequestContent::EventsCancelRequest(pb::EventsCancelRequest {})));
+        s.on_response(&Response { request_id: "e2".into(), content: ResponseContent::Error("no".into()) });
+        s.on_response(&Response { request_id: "e3".into(), content: ResponseContent::LogEntries(vec![]) });
+        let cancels: Vec<_> = s
+            .cancel_streams()
+            .into_iter()
+            .map(|a| match a {
+                Action::Forward(r) => (r.request_id, r.content),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            cancels,
+            vec![("app@e3".into(), RequestContent::EventsCancel), ("app@l1".into(), RequestContent::LogsCancel)]
+        );
+        assert!(s.cancel_streams().is_empty());
     }
 }
