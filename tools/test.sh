@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: set-up, build of the binaries the end-to-end
+# Runs the whole test suite: set-up (and, once per machine, the Python SDK
+# test image), build of the binaries the end-to-end
 # tests drive, unit + in-process + real-podman + end-to-end tests, then
 # formatting and lints. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/setup.sh
+bash tools/build-sdk-image.sh
 cargo build --bins
 python3 tools/trace-requirements.py
 cargo nextest run --workspace --no-fail-fast
