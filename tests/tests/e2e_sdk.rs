@@ -71,7 +71,9 @@ fn sdk_output(c: &Cluster) -> String {
 /// output after 120 s.
 fn wait_for_output(c: &Cluster, text: &str) {
     let ended = |c: &Cluster| {
-        c.workload_rows().into_iter().any(|(n, s)| n == "sdk" && (s.starts_with("Succeeded") || s.starts_with("Failed")))
+        c.workload_rows()
+            .into_iter()
+            .any(|(n, s)| n == "sdk" && (s.starts_with("Succeeded") || s.starts_with("Failed")))
     };
     let start = std::time::Instant::now();
     while !sdk_output(c).contains(text) && !ended(c) {

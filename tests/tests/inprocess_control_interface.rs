@@ -138,3 +138,117 @@ async fn itest_workload_reads_state_through_its_control_interface_within_its_rul
     assert!(!folder.exists());
     stop.cancel();
 }
+
+const FIVE: &str = "apiVersion: v1
+workloads:
+  good: &wl
+    runtime: podman
+    agent: agent_A
+    controlInterfaceAccess:
+      allowRules:
+        - type: StateRule
+          operation: Read
+          filterMasks: [\"desiredState.workloads\"]
+    runtimeConfig: |
+      image: localhost/busybox:latest
+  huge: *wl
+  overlong: *wl
+  garbage: *wl
+  unknown: *wl
+";
+
+async fn closed_reason(wl: &mut Pipes) -> String {
+    loop {
+        match wl.receive().await {
+            FromAnkaiosEnum::ConnectionClosed(c) => return c.reason,
+            FromAnkaiosEnum::ControlInterfaceAccepted(_) => continue,
+            other => panic!("expected ConnectionClosed, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+// [itest->swdd~agent-uses-length-delimited-protobuf-for-pipes~1]
+// [itest->swdd~agent-listens-for-requests-from-pipe~1]
+async fn itest_bad_input_on_one_control_interface_closes_it_and_the_others_keep_working() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let stop = CancellationToken::new();
+    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
+    tokio::spawn(ank_server::run(initial, listener, stop.clone()));
+    let fake = Arc::new(FakeRuntime::new());
+    let mut runtimes = RuntimeRegistry::new();
+    runtimes.register(fake.clone());
+    let run_folder = tempfile::tempdir().unwrap();
+    let config =
+        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
+    tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
+
+    let mut c = Commander::connect(&url).await;
+    c.apply(FIVE).await;
+    let mut pipes = std::collections::HashMap::new();
+    for name in ["good", "huge", "overlong", "garbage", "unknown"] {
+        c.wait_for_state(name, "Running(Ok)").await;
+        let instance = fake.created().into_iter().find(|n| n.workload_name == name).unwrap();
+        let folder = fake.options_of(&instance).unwrap().control_interface.unwrap();
+        let mut wl = Pipes::open(&folder);
+        wl.send(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: "1.0.0".into() })).await;
+        assert!(matches!(wl.receive().await, FromAnkaiosEnum::ControlInterfaceAccepted(_)), "{name}");
+        pipes.insert(name, wl);
+    }
+
+    // A whole 10 MB frame: refused at its length prefix; the agent stops
+    // reading, so the rest of the write stays pending (it is not awaited).
+    let huge = pipes.get_mut("huge").unwrap();
+    let frame = encode_frame(&vec![0x0a; 10 * 1024 * 1024]);
+    let mut writer = pipe::OpenOptions::new().read_write(true).open_sender(fifo_of(&fake, "huge")).unwrap();
+    let pending = tokio::spawn(async move { writer.write_all(&frame).await });
+    assert!(closed_reason(huge).await.contains("exceeds the limit"));
+
+    // A length prefix longer than any varint.
+    let overlong = pipes.get_mut("overlong").unwrap();
+    overlong.to_agent.write_all(&[0xff; 12]).await.unwrap();
+    let reason = closed_reason(overlong).await;
+    assert!(reason.starts_with("invalid frame"), "{reason}");
+
+    // A well-framed message that is not protobuf.
+    let garbage = pipes.get_mut("garbage").unwrap();
+    garbage.to_agent.write_all(&encode_frame(&[0xff, 0xff, 0xff, 0x07])).await.unwrap();
+    let reason = closed_reason(garbage).await;
+    assert!(reason.starts_with("cannot decode"), "{reason}");
+
+    // A ToAnkaios whose only field is one of a newer protocol (field 9).
+    let unknown = pipes.get_mut("unknown").unwrap();
+    unknown.to_agent.write_all(&encode_frame(&[0x4a, 0x01, 0x00])).await.unwrap();
+    let reason = closed_reason(unknown).await;
+    assert!(reason.contains("without content"), "{reason}");
+
+    // The good workload still gets answers, even to a request written one
+    // byte at a time.
+    let good = pipes.get_mut("good").unwrap();
+    let request = pb::Request {
+        request_id: "slow".into(),
+        request_content: Some(pb::request::RequestContent::CompleteStateRequest(pb::CompleteStateRequest {
+            field_mask: vec!["desiredState.workloads.good".into()],
+            subscribe_for_events: false,
+        })),
+    };
+    let bytes = encode_frame(&ci::ToAnkaios { to_ankaios_enum: Some(ToAnkaiosEnum::Request(request)) }.encode_to_vec());
+    for b in bytes {
+        good.to_agent.write_all(&[b]).await.unwrap();
+        tokio::task::yield_now().await;
+    }
+    let FromAnkaiosEnum::Response(r) = good.receive().await else { panic!("expected a response") };
+    assert_eq!(r.request_id, "slow");
+    assert!(matches!(r.response_content, Some(pb::response::ResponseContent::CompleteStateResponse(_))));
+    // And the agent goes on reporting: deleting a broken one works.
+    c.delete(&["garbage"]).await;
+    c.wait_for_state("garbage", "Removed").await;
+    pending.abort();
+    stop.cancel();
+}
+
+fn fifo_of(fake: &FakeRuntime, name: &str) -> std::path::PathBuf {
+    let instance = fake.created().into_iter().find(|n| n.workload_name == name).unwrap();
+    fake.options_of(&instance).unwrap().control_interface.unwrap().join("output")
+}
