@@ -245,4 +245,42 @@ mod tests {
         assert_eq!(all.authorize(&logs(&["anything"])), Ok(()));
         assert!(!name_matches("ab*ba", "aba"), "prefix and suffix may not overlap");
     }
+
+    #[test]
+    fn reference_edge_cases() {
+        let a = authorizer(
+            vec![rule(ReadWrite::ReadWrite, &["desiredState"]), rule(ReadWrite::Read, &[""])],
+            vec![rule(ReadWrite::ReadWrite, &["desiredState.workloads.secret"])],
+        );
+        // (request, allowed?) in the reference's matching rules.
+        let cases: &[(RequestContent, bool)] = &[
+            // A deny rule matches the request path or its parents, not the
+            // paths below it (as Eclipse Ankaios does).
+            (write(&["desiredState.workloads.secret.agent"]), true),
+            (read(&["desiredState.workloads.secret"]), false),
+            (read(&["desiredState.workloads"]), false),
+            // An empty rule never matches anything.
+            (read(&["workloadStates"]), false),
+            // A subscription is authorized like a read.
+            (
+                RequestContent::CompleteState {
+                    field_mask: vec!["desiredState.configs".into()],
+                    subscribe_for_events: true,
+                },
+                true,
+            ),
+            (
+                RequestContent::CompleteState {
+                    field_mask: vec!["desiredState.workloads.secret".into()],
+                    subscribe_for_events: true,
+                },
+                false,
+            ),
+            // A state rule does not grant logs.
+            (logs(&["secret"]), false),
+        ];
+        for (request, allowed) in cases {
+            assert_eq!(a.authorize(request).is_ok(), *allowed, "{request:?}");
+        }
+    }
 }
