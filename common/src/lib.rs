@@ -19,6 +19,7 @@ pub mod names;
 pub mod podman_config;
 pub mod podman_kube_config;
 pub mod timestamp;
+pub mod tls;
 pub mod workload;
 
 pub use ank_proto::PROTOCOL_VERSION;

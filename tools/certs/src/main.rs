@@ -1,0 +1,84 @@
+//! `ank-certs`: creates (or reuses) a CA in a folder and issues the
+//! certificates mTLS needs: one for `ank-server`, one per agent name, one
+//! per CLI user. Keys are written with mode 0600.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use ank_certs::{Ca, Role, Validity};
+use clap::Parser;
+
+/// Creates a CA and server, agent and CLI certificates for mTLS.
+#[derive(Debug, Parser)]
+#[command(name = "ank-certs", version)]
+struct Args {
+    /// Folder for the files; an existing ca.pem + ca-key.pem there is reused.
+    #[arg(short, long, value_name = "DIR")]
+    out: PathBuf,
+    /// Issue server.pem / server-key.pem.
+    #[arg(long)]
+    server: bool,
+    /// Subject alternative names of the server certificate (DNS names or IPs).
+    #[arg(long = "server-san", value_delimiter = ',', default_value = "localhost,127.0.0.1")]
+    server_san: Vec<String>,
+    /// Issue agent-NAME.pem / agent-NAME-key.pem (CN = the agent name).
+    #[arg(long = "agent", value_name = "NAME")]
+    agents: Vec<String>,
+    /// Issue cli-NAME.pem / cli-NAME-key.pem (CN = NAME).
+    #[arg(long = "cli", value_name = "NAME")]
+    clis: Vec<String>,
+    /// Validity of the issued certificates in days.
+    #[arg(long, default_value_t = 365)]
+    days: u32,
+}
+
+fn write(path: &Path, text: &str, secret: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mode = if secret { 0o600 } else { 0o644 };
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path)?;
+    f.write_all(text.as_bytes())?;
+    println!("{}", path.display());
+    Ok(())
+}
+
+fn run(args: &Args) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out)?;
+    let (ca_path, ca_key_path) = (args.out.join("ca.pem"), args.out.join("ca-key.pem"));
+    let ca = if ca_path.exists() && ca_key_path.exists() {
+        Ca::load(&std::fs::read_to_string(&ca_path)?, &std::fs::read_to_string(&ca_key_path)?)
+            .map_err(|e| anyhow::anyhow!("cannot use the CA in {}: {e}", args.out.display()))?
+    } else {
+        let ca = Ca::new("ank CA")?;
+        write(&ca_path, ca.cert_pem(), false)?;
+        write(&ca_key_path, ca.key_pem(), true)?;
+        ca
+    };
+    let validity = Validity::Days(args.days);
+    let issue = |role, name: &str, sans: &[String], file: &str| -> anyhow::Result<()> {
+        let issued = ca.issue(role, name, sans, validity)?;
+        write(&args.out.join(format!("{file}.pem")), &issued.cert_pem, false)?;
+        write(&args.out.join(format!("{file}-key.pem")), &issued.key_pem, true)
+    };
+    if args.server {
+        issue(Role::Server, "ank-server", &args.server_san, "server")?;
+    }
+    for name in &args.agents {
+        issue(Role::Client, name, &[], &format!("agent-{name}"))?;
+    }
+    for name in &args.clis {
+        issue(Role::Client, name, &[], &format!("cli-{name}"))?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ank-certs: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
