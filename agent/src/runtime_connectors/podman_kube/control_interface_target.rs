@@ -129,7 +129,9 @@ fn add_to_pod(spec: &mut Map<String, Value>, target: &ControlInterfaceTarget, fo
         ));
     };
     let mounts = list(container, "volumeMounts", &format!("{pod}/{}", target.container))?;
-    if mounts.iter().any(|m| m.get("mountPath").and_then(Value::as_str) == Some(CONTROL_INTERFACE_MOUNT)) {
+    if mounts.iter().any(|m| {
+        m.get("mountPath").and_then(Value::as_str).map(|p| p.trim_end_matches('/')) == Some(CONTROL_INTERFACE_MOUNT)
+    }) {
         return Err(format!(
             "the container '{}' already mounts something at {CONTROL_INTERFACE_MOUNT}",
             target.container
@@ -282,8 +284,10 @@ spec:
     #[test]
     fn control_interface_target_reads_yaml_as_kubernetes_does() {
         let manifest = format!("{WEB}  volumes:\n  - name: s\n    secret: {{secretName: s, defaultMode: 0644}}\n");
+        let manifest = manifest.replace("  - name: sidecar\n", "  - name: sidecar\n    stdin: yes\n");
         let docs = inject_into(&manifest, "web/frontend").unwrap();
         assert_eq!(docs[0]["spec"]["volumes"][0]["secret"]["defaultMode"], 0o644, "YAML 1.1 octal");
+        assert_eq!(docs[0]["spec"]["containers"][1]["stdin"], true, "YAML 1.1 boolean");
     }
 
     #[test]
@@ -340,7 +344,7 @@ metadata: {name: web}
 spec:
   containers:
   - name: frontend
-    volumeMounts: [{name: mine, mountPath: /run/ankaios/control_interface}]
+    volumeMounts: [{name: mine, mountPath: /run/ankaios/control_interface/}]
 ";
         let e = inject(manifest, Some("web/frontend"), Path::new(FOLDER)).unwrap_err();
         assert_eq!(
