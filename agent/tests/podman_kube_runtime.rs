@@ -1,5 +1,6 @@
 //! The podman-kube runtime connector against real podman: play, state via
-//! the polling checker, volumes for an agent restart, failure and down.
+//! the polling checker, volumes for an agent restart, failure and down, and
+//! the control interface mounted into the `controlInterfaceTarget`.
 
 use std::process::Command;
 use std::time::Duration;
@@ -28,11 +29,16 @@ fn manifest(pod: &str, script: &str) -> String {
 }
 
 fn spec(agent: &str, name: &str, manifest: &str) -> WorkloadSpec {
+    spec_with(agent, name, manifest, "")
+}
+
+/// A podman-kube workload spec with `extra` runtimeConfig lines.
+fn spec_with(agent: &str, name: &str, manifest: &str, extra: &str) -> WorkloadSpec {
     let indented: String = manifest.lines().map(|l| format!("  {l}\n")).collect();
     let wl = Workload {
         agent: agent.into(),
         runtime: "podman-kube".into(),
-        runtime_config: format!("downOptions: []\nmanifest: |\n{indented}"),
+        runtime_config: format!("downOptions: []\n{extra}manifest: |\n{indented}"),
         ..Default::default()
     };
     WorkloadSpec::new(&WorkloadName::new(name).unwrap(), &AgentName::new(agent).unwrap(), wl)
@@ -198,4 +204,64 @@ async fn podman_kube_delete_removes_the_remaining_pods_when_one_is_already_gone(
     assert!(o.status.success());
     rt.delete(&id).await.expect("delete");
     assert!(!exists(&p2), "the pod kube down left behind is removed too");
+}
+
+#[tokio::test]
+async fn podman_kube_mounts_the_control_interface_into_the_target_container() {
+    use nix::sys::stat::Mode;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::unix::pipe;
+
+    require_podman();
+    let agent = format!("kubeci_{}", std::process::id());
+    let (other, web) = (format!("kci-other-{}", std::process::id()), format!("kci-web-{}", std::process::id()));
+    let _cleanup = Cleanup { pods: vec![other.clone(), web.clone()], agent: agent.clone() };
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("control_interface");
+    std::fs::create_dir(&folder).unwrap();
+    for fifo in ["input", "output"] {
+        nix::unistd::mkfifo(&folder.join(fifo), Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    }
+    // Opened read-write, so that neither side waits for the other to open it.
+    let mut output = pipe::OpenOptions::new().read_write(true).open_receiver(folder.join("output")).unwrap();
+
+    // The target pod is the second document and has a second container.
+    let writer = "echo hello > /run/ankaios/control_interface/output; sleep 3600";
+    let target_pod = format!(
+        "{}  - name: sidecar\n    image: localhost/busybox:latest\n    imagePullPolicy: Never\n    command: [\"/bin/sh\", \"-c\", \"sleep 3600\"]\n",
+        manifest(&web, writer)
+    );
+    let both = format!("{}---\n{target_pod}", manifest(&other, "sleep 3600"));
+    let w = spec_with(&agent, "ci", &both, &format!("controlInterfaceTarget: {web}/main\n"));
+    let options = CreateOptions { control_interface: Some(folder.clone()), files: vec![] };
+    let id = rt_default().create(&w, &options).await.expect("kube play with the control interface");
+
+    let mut line = [0u8; 6];
+    tokio::time::timeout(WAIT, output.read_exact(&mut line)).await.expect("the container writes within 30 s").unwrap();
+    assert_eq!(&line, b"hello\n", "written by the container into the host's output FIFO");
+
+    let ls = |container: &str| {
+        let path = "/run/ankaios/control_interface";
+        let o = Command::new("podman").args(["exec", container, "/bin/ls", "-l", path]).output().unwrap();
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (ok, listing) = ls(&format!("{web}-main"));
+    assert!(ok, "the target container sees the folder");
+    let fifos: Vec<&str> = listing.lines().filter(|l| l.starts_with('p')).collect();
+    assert_eq!(fifos.len(), 2, "input and output are FIFOs in the container: {listing}");
+    assert!(fifos[0].ends_with(" input") && fifos[1].ends_with(" output"), "{listing}");
+    assert!(!ls(&format!("{web}-sidecar")).0, "the other container of the pod has no control interface");
+    assert!(!ls(&format!("{other}-main")).0, "the other pod has no control interface");
+
+    // After an agent restart the id comes from the stored (original) manifest: its `kube down` removes both pods.
+    let rt = rt_default();
+    let stored = rt.workload_id(&w.instance_name).await.unwrap().expect("id from the volumes");
+    assert_eq!(stored, id);
+    rt.delete(&stored).await.expect("kube down");
+    let exists = |p: &str| Command::new("podman").args(["pod", "exists", p]).status().unwrap().success();
+    assert!(!exists(&web) && !exists(&other), "both pods removed");
+}
+
+fn rt_default() -> PodmanKubeRuntime {
+    PodmanKubeRuntime::new(PodmanCli::default())
 }

@@ -1,7 +1,8 @@
 //! The `runtimeConfig` of the `podman-kube` runtime: `generalOptions`
 //! (before the subcommand), `playOptions` (to `podman kube play`),
-//! `downOptions` (to `podman kube down`) and `manifest` (the Kubernetes
-//! YAML); snake_case aliases accepted.
+//! `downOptions` (to `podman kube down`), `manifest` (the Kubernetes
+//! YAML) and `controlInterfaceTarget` (`<pod>/<container>` that gets the
+//! control interface mounted); snake_case aliases accepted.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,10 @@ pub struct PodmanKubeRuntimeConfig {
     #[serde(default, alias = "down_options")]
     pub down_options: Vec<String>,
     pub manifest: String,
+    /// `<pod>/<container>` of the manifest into which the agent mounts the
+    /// workload's control interface; needed only when it has one.
+    #[serde(default, alias = "control_interface_target", skip_serializing_if = "Option::is_none")]
+    pub control_interface_target: Option<String>,
 }
 
 impl PodmanKubeRuntimeConfig {
@@ -45,6 +50,15 @@ mod tests {
         assert_eq!(cfg.play_options, ["--quiet"]);
         assert_eq!(cfg.down_options, ["--force"]);
         assert_eq!(cfg.manifest, "kind: Pod\n");
+        assert_eq!(cfg.control_interface_target, None);
+    }
+
+    #[test]
+    fn podman_kube_config_reads_the_control_interface_target() {
+        let cfg = PodmanKubeRuntimeConfig::parse("manifest: x\ncontrolInterfaceTarget: web/frontend\n").unwrap();
+        assert_eq!(cfg.control_interface_target.as_deref(), Some("web/frontend"));
+        let cfg = PodmanKubeRuntimeConfig::parse("manifest: x\ncontrol_interface_target: a/b\n").unwrap();
+        assert_eq!(cfg.control_interface_target.as_deref(), Some("a/b"));
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! down`. Before playing, the runtimeConfig is kept in a volume (and the
 //! created pods in a second one, see [`volumes`]) so that a restarted agent
 //! finds its workloads again. States come from a polling checker per
-//! workload over the shared container state cache ([`state_getter`]).
+//! workload over the shared container state cache ([`state_getter`]). A
+//! control interface is mounted into the container named by
+//! `controlInterfaceTarget` ([`control_interface_target`]).
 
+pub mod control_interface_target;
 pub mod state_getter;
 pub mod volumes;
 pub mod workload_id;
@@ -114,7 +117,15 @@ impl RuntimeConnector for PodmanKubeRuntime {
         if !options.files.is_empty() {
             return Err(RuntimeError::InvalidConfig("files are not supported by the podman-kube runtime".into()));
         }
-        // TODO(issue 6): inject options.control_interface into the pod named by controlInterfaceTarget.
+        // The stored config keeps the original manifest: `kube down` needs
+        // only the pod names, which the injection does not change.
+        let played = match &options.control_interface {
+            Some(folder) => {
+                control_interface_target::inject(&cfg.manifest, cfg.control_interface_target.as_deref(), folder)
+                    .map_err(RuntimeError::InvalidConfig)?
+            }
+            None => cfg.manifest.clone(),
+        };
         let instance = spec.instance_name.to_string();
         let agent = &spec.instance_name.agent_name;
         let config_volume = format!("{instance}{}", volumes::CONFIG_SUFFIX);
@@ -123,7 +134,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
         if let Err(e) = volumes::store(&self.cli, &config_volume, agent, &spec.workload.runtime_config).await {
             tracing::warn!("workload '{instance}': cannot keep its config for an agent restart: {e}");
         }
-        let out = match self.kube(&cfg.general_options, "play", &cfg.play_options, &cfg.manifest).await {
+        let out = match self.kube(&cfg.general_options, "play", &cfg.play_options, &played).await {
             Ok(out) => out,
             Err(message) => {
                 let _ = self.kube(&cfg.general_options, "down", &cfg.down_options, &cfg.manifest).await;
@@ -300,5 +311,31 @@ mod tests {
         };
         let err = rt.create(&with_files, &options).await.unwrap_err();
         assert!(matches!(&err, RuntimeError::InvalidConfig(m) if m.contains("files are not supported")), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn podman_kube_control_interface_target_errors_come_before_calling_podman() {
+        use ank_common::workload::Workload;
+        use ank_common::{AgentName, WorkloadName};
+
+        let rt = PodmanKubeRuntime::new(PodmanCli { binary: "/nonexistent/podman".into(), stop_timeout_secs: 1 });
+        let spec = |cfg: &str| {
+            let wl = Workload { runtime: PODMAN_KUBE.into(), runtime_config: cfg.into(), ..Default::default() };
+            WorkloadSpec::new(&WorkloadName::new("k").unwrap(), &AgentName::new("a").unwrap(), wl)
+        };
+        let manifest = "manifest: |\n  kind: Pod\n  metadata: {name: web}\n  spec: {containers: [{name: main}]}\n";
+        let with_ci = CreateOptions { control_interface: Some("/tmp/ci".into()), files: vec![] };
+        let err = rt.create(&spec(manifest), &with_ci).await.unwrap_err();
+        assert!(
+            matches!(&err, RuntimeError::InvalidConfig(m) if m.contains("needs 'controlInterfaceTarget")),
+            "{err:?}"
+        );
+        let wrong = format!("{manifest}controlInterfaceTarget: web/x\n");
+        let err = rt.create(&spec(&wrong), &with_ci).await.unwrap_err();
+        let want = "controlInterfaceTarget 'web/x': the pod 'web' has no container 'x' (containers: main)";
+        assert!(matches!(&err, RuntimeError::InvalidConfig(m) if m == want), "{err:?}");
+        // Without a control interface the target is not looked at: podman is called (and missing here).
+        let err = rt.create(&spec(&wrong), &CreateOptions::default()).await.unwrap_err();
+        assert!(matches!(&err, RuntimeError::Create(_)), "{err:?}");
     }
 }
