@@ -1,10 +1,12 @@
 //! Command line of `ank-agent` (clap derive) and its validation into an
-//! [`AgentConfig`]. TLS is not available in this build: without
-//! `--insecure` the agent refuses to start.
+//! [`AgentConfig`]: mTLS with `--ca_pem`, `--crt_pem`, `--key_pem` (and
+//! an `https://` server URL), or `--insecure` (an `http://` one); with
+//! neither the agent refuses to start and says why.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use ank_common::tls::{self, PemSource};
 use clap::Parser;
 
 use crate::AgentConfig;
@@ -77,10 +79,12 @@ pub enum CliError {
     #[error("the agent needs a name: give --name (-n) or set 'name' in the config file")]
     MissingName,
     // [impl->swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1]
-    #[error("TLS is not available yet in this build; start the agent with --insecure (-k)")]
-    TlsUnavailable,
+    #[error("{0}")]
+    Tls(String),
     #[error("server url '{0}' uses https, which needs TLS; use an http:// url with --insecure")]
     HttpsWithInsecure(String),
+    #[error("server url '{0}' uses http, but certificates were given; use an https:// url")]
+    HttpWithTls(String),
     #[error("server url '{0}' must start with http:// or https://")]
     BadUrl(String),
 }
@@ -106,17 +110,29 @@ impl Cli {
     pub fn into_config(self) -> Result<AgentConfig, CliError> {
         let name = self.name.as_deref().ok_or(CliError::MissingName)?;
         let name = ank_common::names::validate_agent_node_name(name)?;
-        if !self.insecure {
-            return Err(CliError::TlsUnavailable);
+        // [impl->swdd~agent-supports-pem-file-paths-as-cli-arguments~1]
+        let tls = tls::choose(
+            self.insecure,
+            PemSource::from_parts(self.ca_pem, self.ca_pem_content),
+            PemSource::from_parts(self.crt_pem, self.crt_pem_content),
+            PemSource::from_parts(self.key_pem, self.key_pem_content),
+            "ANKAGENT",
+        )
+        .map_err(CliError::Tls)?;
+        let default_url = if tls.is_some() { DEFAULT_SERVER_URL } else { DEFAULT_INSECURE_SERVER_URL };
+        let server_url = self.server_url.unwrap_or_else(|| default_url.to_owned());
+        match (server_url.split_once("://").map(|(scheme, _)| scheme), tls.is_some()) {
+            (Some("http"), false) | (Some("https"), true) => {}
+            (Some("https"), false) => return Err(CliError::HttpsWithInsecure(server_url)),
+            (Some("http"), true) => return Err(CliError::HttpWithTls(server_url)),
+            _ => return Err(CliError::BadUrl(server_url)),
         }
-        let server_url = self.server_url.unwrap_or_else(|| DEFAULT_INSECURE_SERVER_URL.to_owned());
-        if server_url.starts_with("https://") {
-            return Err(CliError::HttpsWithInsecure(server_url));
-        }
-        if !server_url.starts_with("http://") {
-            return Err(CliError::BadUrl(server_url));
+        if let Some(sources) = &tls {
+            // Checked now so that a wrong file stops the start; read again at every connect.
+            sources.load().map_err(CliError::Tls)?;
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
+        config.tls = tls;
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
         config.tags = self.tags.into_iter().collect::<BTreeMap<_, _>>();
         config.max_parallel_creates = self.max_parallel_creates.max(1);
@@ -160,8 +176,18 @@ mod tests {
     }
 
     #[test]
+    // [utest->swdd~agent-supports-pem-file-paths-as-cli-arguments~1]
     fn cli_refuses_tls_and_https_with_insecure() {
-        assert_eq!(parse(&["-n", "a"]).unwrap_err(), CliError::TlsUnavailable);
+        let e = parse(&["-n", "a"]).unwrap_err().to_string();
+        assert!(e.starts_with("neither certificates nor --insecure given"), "{e}");
+        let e = parse(&["-n", "a", "--ca_pem", "/nope/ca.pem"]).unwrap_err().to_string();
+        assert!(e.contains("--crt_pem, --key_pem missing"), "{e}");
+        let pems = ["-n", "a", "--ca_pem", "/nope/ca.pem", "--crt_pem", "/nope/c.pem", "--key_pem", "/nope/k.pem"];
+        let e = parse(&pems).unwrap_err().to_string();
+        assert!(e.starts_with("cannot read ca_pem file '/nope/ca.pem'"), "{e}");
+        let mut http = pems.to_vec();
+        http.extend(["-s", "http://h:1"]);
+        assert_eq!(parse(&http).unwrap_err(), CliError::HttpWithTls("http://h:1".into()));
         let e = parse(&["-n", "a", "-k", "-s", "https://h:1"]).unwrap_err();
         assert!(e.to_string().contains("https"), "{e}");
         assert!(parse(&["-n", "a", "-k", "-s", "ftp://h"]).is_err());

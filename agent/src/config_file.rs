@@ -113,8 +113,9 @@ mod tests {
     #[test]
     fn agent_config_file_values_used_without_flags() {
         let f = conf(FULL);
-        let cli = resolve(&[], f.path()).unwrap();
+        let mut cli = resolve(&[], f.path()).unwrap();
         assert_eq!(cli.key_pem_content.as_deref(), Some("KEY"));
+        cli.key_pem_content = None; // a lone key with insecure = true is refused
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_F", "the name from the file is enough");
         assert_eq!(c.server_url, "http://10.0.0.1:25551");
@@ -128,8 +129,9 @@ mod tests {
     fn agent_config_flags_beat_the_file() {
         let f = conf(FULL);
         let argv = ["-n", "agent_B", "-s", "http://h:1", "--create-retries", "9", "--key_pem", "/k.pem"];
-        let cli = resolve(&argv, f.path()).unwrap();
+        let mut cli = resolve(&argv, f.path()).unwrap();
         assert_eq!((cli.key_pem.as_deref(), cli.key_pem_content.as_deref()), (Some(Path::new("/k.pem")), None));
+        cli.key_pem = None;
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_B");
         assert_eq!(c.server_url, "http://h:1");
@@ -153,7 +155,7 @@ mod tests {
         let cli = resolve_with(cmd, &[], conf(FULL).path()).unwrap();
         assert_eq!(cli.create_retries, 7);
         assert!(!cli.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
-        assert_eq!(cli.into_config().unwrap_err(), CliError::TlsUnavailable);
+        assert!(matches!(cli.into_config().unwrap_err(), CliError::Tls(e) if e.contains("incomplete mTLS")));
     }
 
     #[test]

@@ -63,6 +63,8 @@ pub struct AgentConfig {
     pub max_parallel_creates: usize,
     /// How failed creates are retried.
     pub retry_policy: RetryPolicy,
+    /// mTLS material, read at every connect; `None`: plain http.
+    pub tls: Option<ank_common::tls::TlsSources>,
 }
 
 impl AgentConfig {
@@ -75,6 +77,7 @@ impl AgentConfig {
             tags: BTreeMap::new(),
             max_parallel_creates: 10,
             retry_policy: RetryPolicy::default(),
+            tls: None,
         }
     }
 }
@@ -99,7 +102,12 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         .with_context(|| format!("cannot create run folder '{}'", io_folder.display()))?;
 
     let (reporter, workload_states) = StateReporter::channel(256);
-    let link_config = LinkConfig { server_url: config.server_url, agent_name: config.name.clone(), tags: config.tags };
+    let link_config = LinkConfig {
+        server_url: config.server_url,
+        agent_name: config.name.clone(),
+        tags: config.tags,
+        tls: config.tls,
+    };
     let (link, server, link_events) = ServerLink::new(link_config, shutdown.clone());
     let control_interfaces = control_interface::registry::ControlInterfaces::new(server.sender());
     let rm_config = RuntimeManagerConfig {

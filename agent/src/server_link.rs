@@ -18,7 +18,6 @@ use ank_proto::grpc_api::agent_connection_client::AgentConnectionClient;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
 
 use crate::backoff::Backoff;
 use crate::resource_monitor::ResourceMonitor;
@@ -66,6 +65,8 @@ pub struct LinkConfig {
     pub server_url: String,
     pub agent_name: String,
     pub tags: BTreeMap<String, String>,
+    /// mTLS material, read at every connect; `None`: plain http.
+    pub tls: Option<ank_common::tls::TlsSources>,
 }
 
 /// Why a session ended.
@@ -126,11 +127,18 @@ impl ServerLink {
 
     async fn connect(&self) -> Result<AgentConnectionClient<tonic::transport::Channel>, String> {
         // [impl->swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1]
-        let endpoint = Endpoint::from_shared(self.config.server_url.clone())
-            .map_err(|e| e.to_string())?
-            .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true);
-        let channel = endpoint.connect().await.map_err(|e| root_cause(&e))?;
+        // [impl->swdd~agent-provides-file-paths-to-communication-middleware~1]
+        // The PEM files are read at every connect: renewed certificates are
+        // used from the next connection on.
+        let pem = match &self.config.tls {
+            Some(sources) => {
+                let m = sources.load()?;
+                Some(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem })
+            }
+            None => None,
+        };
+        let endpoint = ank_proto::dial::endpoint(&self.config.server_url, pem.as_ref(), CONNECT_TIMEOUT)?;
+        let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
         Ok(AgentConnectionClient::new(channel))
     }
 
@@ -152,7 +160,7 @@ impl ServerLink {
             () = self.shutdown.cancelled() => return SessionEnd::Shutdown,
             r = client.connect_agent(ReceiverStream::new(rx)) => match r {
                 Ok(r) => r.into_inner(),
-                Err(status) => return SessionEnd::Lost(status.message().to_owned()),
+                Err(status) => return SessionEnd::Lost(error_chain(&status)),
             },
         };
         tracing::info!("connected to server '{}'", self.config.server_url);
@@ -178,7 +186,7 @@ impl ServerLink {
                 msg = inbound.message() => match msg {
                     Ok(Some(m)) => self.forward(m).await,
                     Ok(None) => return SessionEnd::Lost("server closed the stream".into()),
-                    Err(status) => return SessionEnd::Lost(format!("stream error: {}", status.message())),
+                    Err(status) => return SessionEnd::Lost(format!("stream error: {}", error_chain(&status))),
                 },
                 _ = load.tick() => {
                     let status = self.monitor.sample();
@@ -202,10 +210,17 @@ impl ServerLink {
 }
 
 /// The innermost cause of an error (tonic's own message is generic).
-fn root_cause(e: &dyn std::error::Error) -> String {
+/// Every level of an error chain ("transport error: ... : received fatal
+/// alert: UnknownCA"), levels that repeat the one before left out.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = vec![e.to_string()];
     let mut cur = e;
-    while let Some(s) = cur.source() {
-        cur = s;
+    while let Some(source) = cur.source() {
+        let text = source.to_string();
+        if !text.is_empty() && !parts.last().is_some_and(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = source;
     }
-    cur.to_string()
+    parts.join(": ")
 }

@@ -3,8 +3,10 @@
 //! verbs, and the resolution of the server URL from `--server-url` and
 //! `--insecure`.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use ank_common::tls::{self, PemSource, TlsSources};
 use clap::builder::FalseyValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -47,13 +49,13 @@ pub struct Cli {
     #[arg(short = 'q', long = "quiet", env = "ANK_QUIET", global = true, value_parser = FalseyValueParser::new())]
     pub quiet: bool,
 
-    /// CA certificate for TLS (accepted for compatibility; TLS arrives in a later release)
+    /// CA certificate (PEM) for mTLS
     #[arg(long = "ca_pem", env = "ANK_CA_PEM", value_name = "PATH")]
     pub ca_pem: Option<String>,
-    /// Client certificate for TLS (accepted for compatibility; TLS arrives in a later release)
+    /// Client certificate (PEM) for mTLS
     #[arg(long = "crt_pem", env = "ANK_CRT_PEM", value_name = "PATH")]
     pub crt_pem: Option<String>,
-    /// Client key for TLS (accepted for compatibility; TLS arrives in a later release)
+    /// Client key (PEM) for mTLS
     #[arg(long = "key_pem", env = "ANK_KEY_PEM", value_name = "PATH")]
     pub key_pem: Option<String>,
     /// CA certificate itself, from the config file's `ca_pem_content`
@@ -313,10 +315,8 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 /// Why the connection settings cannot be used.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum SettingsError {
-    #[error(
-        "TLS connections are not supported by this release (TLS arrives in a later release); use --insecure (-k) with an http:// server URL"
-    )]
-    TlsNotSupported,
+    #[error("{0}")]
+    Tls(String),
 }
 
 impl Cli {
@@ -324,8 +324,15 @@ impl Cli {
     /// chosen security mode. With `--insecure` an `https://` URL is
     /// rewritten to `http://`, because insecure means plain HTTP/2.
     pub fn resolved_server_url(&self) -> Result<String, SettingsError> {
-        if !self.insecure {
-            return Err(SettingsError::TlsNotSupported);
+        if self.tls_sources()?.is_some() {
+            return match &self.server_url {
+                None => Ok(DEFAULT_SERVER_URL.to_owned()),
+                Some(url) if url.starts_with("https://") => Ok(url.clone()),
+                Some(url) if !url.contains("://") => Ok(format!("https://{url}")),
+                Some(url) => Err(SettingsError::Tls(format!(
+                    "server url '{url}' must start with https:// when certificates are given"
+                ))),
+            };
         }
         Ok(match &self.server_url {
             None => DEFAULT_INSECURE_SERVER_URL.to_owned(),
@@ -335,6 +342,22 @@ impl Cli {
                 None => format!("http://{url}"),
             },
         })
+    }
+
+    /// The mTLS set-up, `None` with `--insecure`; an error unless exactly
+    /// one of the two is configured.
+    pub fn tls_sources(&self) -> Result<Option<TlsSources>, SettingsError> {
+        let source = |path: &Option<String>, content: &Option<String>| {
+            PemSource::from_parts(path.as_ref().map(PathBuf::from), content.clone())
+        };
+        tls::choose(
+            self.insecure,
+            source(&self.ca_pem, &self.ca_pem_content),
+            source(&self.crt_pem, &self.crt_pem_content),
+            source(&self.key_pem, &self.key_pem_content),
+            "ANK",
+        )
+        .map_err(SettingsError::Tls)
     }
 
     /// The bound on each wait for a response.
@@ -385,10 +408,16 @@ mod tests {
     }
 
     #[test]
-    fn cli_without_insecure_is_a_tls_error() {
+    fn cli_needs_certificates_or_insecure() {
         let cli = parse(&["get", "agents"]).unwrap();
         assert_eq!(cli.server_url, None);
-        assert_eq!(cli.resolved_server_url(), Err(SettingsError::TlsNotSupported));
+        let Err(SettingsError::Tls(e)) = cli.resolved_server_url() else { panic!("no error") };
+        assert!(e.starts_with("neither certificates nor --insecure given") && e.contains("ANK_CA_PEM"), "{e}");
+        let pems = ["--ca_pem", "ca.pem", "--crt_pem", "c.pem", "--key_pem", "k.pem"];
+        let cli = parse(&[&pems[..], &["get", "agents"]].concat()).unwrap();
+        assert_eq!(cli.resolved_server_url().unwrap(), "https://127.0.0.1:25551");
+        let cli = parse(&[&pems[..], &["-s", "http://h:1", "get", "agents"]].concat()).unwrap();
+        assert!(matches!(cli.resolved_server_url(), Err(SettingsError::Tls(e)) if e.contains("https://")));
     }
 
     #[test]

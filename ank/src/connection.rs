@@ -16,7 +16,6 @@ use g::command_connection_client::CommandConnectionClient;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
-use tonic::transport::Endpoint;
 
 /// How long the goodbye may take before the process exits anyway.
 const GOODBYE_GRACE: Duration = Duration::from_millis(200);
@@ -24,7 +23,7 @@ const GOODBYE_GRACE: Duration = Duration::from_millis(200);
 /// What can go wrong talking to the server.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectionError {
-    #[error("'{url}' is not a valid server URL: {reason}")]
+    #[error("cannot use server URL '{url}': {reason}")]
     InvalidUrl { url: String, reason: String },
     #[error("cannot connect to the server at {url}")]
     Connect {
@@ -60,11 +59,14 @@ pub struct Connection {
 impl Connection {
     /// Connects to `url`, opens the stream and says hello. Each step is
     /// bounded by `response_timeout`.
-    pub async fn connect(url: &str, response_timeout: Duration, verbose: bool) -> Result<Self, ConnectionError> {
-        let endpoint = Endpoint::from_shared(url.to_owned())
-            .map_err(|e| ConnectionError::InvalidUrl { url: url.to_owned(), reason: e.to_string() })?
-            .connect_timeout(response_timeout)
-            .tcp_nodelay(true);
+    pub async fn connect(
+        url: &str,
+        tls: Option<&ank_proto::dial::ClientPem>,
+        response_timeout: Duration,
+        verbose: bool,
+    ) -> Result<Self, ConnectionError> {
+        let endpoint = ank_proto::dial::endpoint(url, tls, response_timeout)
+            .map_err(|reason| ConnectionError::InvalidUrl { url: url.to_owned(), reason })?;
         let channel = match tokio::time::timeout(response_timeout, endpoint.connect()).await {
             Ok(Ok(channel)) => channel,
             Ok(Err(source)) => return Err(ConnectionError::Connect { url: url.to_owned(), source }),

@@ -44,8 +44,13 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// The exit code for `err`: [`EXIT_TIMEOUT`] when the server did not answer
-/// in time, else [`EXIT_FAILURE`].
+/// in time, the config error code for unusable connection settings (no
+/// certificates and no `--insecure`, unreadable PEM files), else
+/// [`EXIT_FAILURE`].
 pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.chain().any(|cause| cause.downcast_ref::<cli::SettingsError>().is_some()) {
+        return config_file::EXIT_BAD_CONFIG;
+    }
     let timed_out = err
         .chain()
         .any(|cause| matches!(cause.downcast_ref::<ConnectionError>(), Some(ConnectionError::Timeout { .. })));

@@ -47,9 +47,10 @@ pub struct TlsSources {
     pub key: PemSource,
 }
 
-/// Decides between mTLS and plain connections. All three items, or
-/// `--insecure` (not both): anything else is an error saying what is
-/// missing. `env` is the prefix of the binary's variables (`ANKAGENT`, ...).
+/// Decides between mTLS and plain connections: `--insecure` wins (PEM
+/// items are then ignored, as Ankaios does); otherwise all three items are
+/// needed, and an error says what is missing. `env` is the prefix of the
+/// binary's variables (`ANKAGENT`, ...).
 pub fn choose(
     insecure: bool,
     ca: Option<PemSource>,
@@ -57,16 +58,15 @@ pub fn choose(
     key: Option<PemSource>,
     env: &str,
 ) -> Result<Option<TlsSources>, String> {
+    if insecure {
+        return Ok(None);
+    }
     match (ca, crt, key) {
-        (None, None, None) if insecure => Ok(None),
         (None, None, None) => Err(format!(
             "neither certificates nor --insecure given: pass --ca_pem, --crt_pem and --key_pem \
              (or {env}_CA_PEM, {env}_CRT_PEM, {env}_KEY_PEM, or the config file's *_pem keys) for mTLS, \
              or --insecure (-k, {env}_INSECURE=true) for unencrypted connections"
         )),
-        (Some(_), Some(_), Some(_)) if insecure => {
-            Err("both --insecure and certificates given: drop one of them".to_owned())
-        }
         (Some(ca), Some(crt), Some(key)) => Ok(Some(TlsSources { ca, crt, key })),
         (ca, crt, key) => {
             let missing: Vec<&str> =
@@ -171,6 +171,6 @@ mod tests {
             choose(false, file("ca"), None, None, "ANK"),
             Err("incomplete mTLS set-up: --crt_pem, --key_pem missing (all three are needed)".into())
         );
-        assert!(choose(true, file("ca"), file("crt"), file("key"), "ANK").unwrap_err().contains("both --insecure"));
+        assert_eq!(choose(true, file("ca"), None, None, "ANK"), Ok(None), "--insecure wins");
     }
 }

@@ -1,9 +1,11 @@
 //! The Ankaios v1 wire protocol, generated from the `.proto` files in
 //! `proto/`: `ank_base` (state and requests), `control_api` (workload FIFOs)
-//! and `grpc_api` (server <-> agent/CLI streams). Nothing but generated code
-//! and the protocol version lives here.
+//! and `grpc_api` (server <-> agent/CLI streams), the protocol version, and
+//! how clients dial the server ([`dial`]).
 
 #![allow(clippy::all, clippy::pedantic, missing_docs)]
+
+pub mod dial;
 
 /// Base messages shared by every interface.
 pub mod ank_base {

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use ank_common::tls::{self, PemSource, TlsSources};
 use clap::Parser;
 
 /// The Ankaios-compatible server.
@@ -43,17 +44,31 @@ pub struct Args {
     /// Server key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
     pub key_pem_content: Option<String>,
+    /// With mTLS: accept agents whose certificate does not carry their name.
+    #[arg(long = "allow-any-agent-name", env = "ANKSERVER_ALLOW_ANY_AGENT_NAME")]
+    pub allow_any_agent_name: bool,
+    /// With mTLS: clients whose certificate carries this name (CN or SAN)
+    /// may only read the state (repeatable; env: comma-separated).
+    #[arg(long = "read-only-client", env = "ANKSERVER_READ_ONLY_CLIENTS", value_delimiter = ',', value_name = "NAME")]
+    pub read_only_clients: Vec<String>,
 }
 
 impl Args {
+    /// The mTLS set-up, `None` with `--insecure`; an error unless exactly
+    /// one of the two is configured.
+    pub fn tls_sources(&self) -> Result<Option<TlsSources>, String> {
+        tls::choose(
+            self.insecure,
+            PemSource::from_parts(self.ca_pem.clone(), self.ca_pem_content.clone()),
+            PemSource::from_parts(self.crt_pem.clone(), self.crt_pem_content.clone()),
+            PemSource::from_parts(self.key_pem.clone(), self.key_pem_content.clone()),
+            "ANKSERVER",
+        )
+    }
+
     /// Checks combinations clap cannot express.
     pub fn validate(&self) -> Result<(), String> {
-        if !self.insecure {
-            return Err("TLS is not available in this build yet: start ank-server with --insecure (-k) \
-                 or set ANKSERVER_INSECURE=true"
-                .to_owned());
-        }
-        Ok(())
+        self.tls_sources().map(|_| ())
     }
 }
 
@@ -65,7 +80,10 @@ mod tests {
     fn cli_defaults_and_insecure_requirement() {
         let a = Args::try_parse_from(["ank-server"]).unwrap();
         assert_eq!(a.address.to_string(), "127.0.0.1:25551");
-        assert!(a.validate().unwrap_err().contains("--insecure"));
+        assert!(a.validate().unwrap_err().starts_with("neither certificates nor --insecure given"));
+        let a = Args::try_parse_from(["ank-server", "--ca_pem", "ca.pem", "--crt_pem", "s.pem", "--key_pem", "k.pem"])
+            .unwrap();
+        assert!(a.tls_sources().unwrap().is_some());
         let a = Args::try_parse_from(["ank-server", "-k", "-a", "0.0.0.0:1", "-m", "x.yaml"]).unwrap();
         assert!(a.validate().is_ok());
         assert_eq!(a.startup_manifest.unwrap().to_str(), Some("x.yaml"));

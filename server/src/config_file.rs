@@ -32,6 +32,8 @@ pub struct ServerConfigFile {
     pub ca_pem_content: Option<String>,
     pub crt_pem_content: Option<String>,
     pub key_pem_content: Option<String>,
+    pub allow_any_agent_name: Option<bool>,
+    pub read_only_clients: Option<Vec<String>>,
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -70,6 +72,8 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.startup_manifest, file.startup_manifest.map(Some), m, "startup_manifest");
     fill(&mut args.address, file.address, m, "address");
     fill(&mut args.insecure, file.insecure, m, "insecure");
+    fill(&mut args.allow_any_agent_name, file.allow_any_agent_name, m, "allow_any_agent_name");
+    fill(&mut args.read_only_clients, file.read_only_clients, m, "read_only_clients");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
@@ -109,7 +113,14 @@ mod tests {
         assert!(a.insecure);
         assert_eq!(a.ca_pem, Some(PathBuf::from("/ca.pem")));
         assert_eq!(a.crt_pem_content.as_deref(), Some("CRT"));
-        assert!(a.validate().is_ok(), "insecure from the file satisfies the TLS check");
+        assert_eq!(a.tls_sources(), Ok(None), "insecure = true wins over the PEM items");
+        let f = conf(
+            "version = 'v1'\nread_only_clients = ['viewer']\nallow_any_agent_name = true\n\
+                      ca_pem = '/ca.pem'\ncrt_pem = '/s.pem'\nkey_pem_content = 'KEY'\n",
+        );
+        let a = resolve(&[], f.path()).unwrap();
+        assert!(a.tls_sources().unwrap().is_some(), "all three items from the file");
+        assert_eq!((a.read_only_clients, a.allow_any_agent_name), (vec!["viewer".to_owned()], true));
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub mod config_file;
 mod connections;
 pub mod desired_state;
 mod events;
-mod grpc;
+pub mod grpc;
 mod log_campaigns;
 mod requests;
 mod server;
@@ -47,11 +47,21 @@ pub fn load_startup_manifest(path: &Path) -> Result<State, StartupError> {
 
 /// Serves `initial` as desired state on `listener` until `shutdown` fires.
 pub async fn run(initial: State, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    run_with(initial, listener, grpc::ServeOptions::default(), shutdown).await
+}
+
+/// Like [`run`], listening with `options` (mTLS and identity rules).
+pub async fn run_with(
+    initial: State,
+    listener: TcpListener,
+    options: grpc::ServeOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
     let (handle, actor) = server::AnkaiosServer::new(initial);
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
-    let result = grpc::serve(handle, listener, shutdown.clone()).await;
+    let result = grpc::serve(handle, listener, options, shutdown.clone()).await;
     shutdown.cancel();
     actor_task.await?;
     result

@@ -1,7 +1,9 @@
 //! `ank-server` binary: parses flags and the config file, loads the startup
-//! manifest, binds and serves until SIGTERM/SIGINT.
+//! manifest and the TLS material, binds and serves until SIGTERM/SIGINT;
+//! SIGHUP reloads the certificates.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -25,10 +27,20 @@ async fn main() -> ExitCode {
     if let Some(path) = config_file {
         tracing::info!("using config file '{}'", path.display());
     }
-    if let Err(e) = args.validate() {
-        eprintln!("ank-server: {e}");
-        return ExitCode::from(2);
-    }
+    let tls = match args.tls_sources() {
+        Ok(Some(sources)) => match ank_server::grpc::tls::ServerTls::load(sources) {
+            Ok(tls) => Some(Arc::new(tls)),
+            Err(e) => {
+                eprintln!("ank-server: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("ank-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let initial = match &args.startup_manifest {
         Some(path) => match ank_server::load_startup_manifest(path) {
             Ok(state) => state,
@@ -46,14 +58,36 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tracing::info!("listening on {} (insecure)", args.address);
+    tracing::info!("listening on {} ({})", args.address, if tls.is_some() { "mTLS" } else { "insecure" });
     let shutdown = CancellationToken::new();
     tokio::spawn(wait_for_signal(shutdown.clone()));
-    match ank_server::run(initial, listener, shutdown).await {
+    if let Some(tls) = &tls {
+        tokio::spawn(reload_on_sighup(tls.clone()));
+    }
+    let policy = ank_server::grpc::identity::IdentityPolicy {
+        check_agent_names: !args.allow_any_agent_name,
+        read_only_clients: args.read_only_clients.clone(),
+    };
+    let options = ank_server::grpc::ServeOptions { tls, policy };
+    match ank_server::run_with(initial, listener, options, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ank-server: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+async fn reload_on_sighup(tls: Arc<ank_server::grpc::tls::ServerTls>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::error!("cannot install the SIGHUP handler; certificates cannot be reloaded");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match tls.reload() {
+            Ok(()) => tracing::info!("certificates reloaded; new connections use them"),
+            Err(e) => tracing::error!("certificates not reloaded, keeping the old ones: {e}"),
         }
     }
 }

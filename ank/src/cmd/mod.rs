@@ -33,6 +33,7 @@ use crate::wait::{WaitTracker, wait_for};
 pub struct Settings {
     /// The server URL, or why there is none (TLS requested).
     pub server_url: Result<String, SettingsError>,
+    pub tls: Result<Option<ank_common::tls::TlsSources>, SettingsError>,
     pub response_timeout: Duration,
     pub wait: bool,
     pub quiet: bool,
@@ -44,6 +45,7 @@ impl Settings {
     pub fn from_cli(cli: &Cli) -> Self {
         Self {
             server_url: cli.resolved_server_url(),
+            tls: cli.tls_sources(),
             response_timeout: cli.response_timeout(),
             wait: cli.wait(),
             quiet: cli.quiet,
@@ -62,7 +64,14 @@ impl Ctx<'_> {
     /// Opens the command connection to the server.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
         let url = self.settings.server_url.clone()?;
-        Ok(Connection::connect(&url, self.settings.response_timeout, self.settings.verbose).await?)
+        let pem = match self.settings.tls.clone()? {
+            Some(sources) => {
+                let m = sources.load().map_err(SettingsError::Tls)?;
+                Some(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem })
+            }
+            None => None,
+        };
+        Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.verbose).await?)
     }
 
     /// Writes `text` to the output.

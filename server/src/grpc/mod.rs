@@ -1,10 +1,14 @@
 //! The gRPC edge of the server: the AgentConnection, CliConnection and
 //! CommandConnection services. Each stream gets a connection id; inbound
 //! wire messages are converted to domain [`ToServer`] and handed to the
-//! server actor, outbound domain messages are converted back. Nothing
-//! beyond translation happens here.
+//! server actor, outbound domain messages are converted back. With mTLS
+//! ([`tls`]) the peer's certificate names are checked against the
+//! [`identity`] rules first: an agent's hello, a read-only client's writes.
 //!
 //! [`ToServer`]: ank_common::messages::ToServer
+
+pub mod identity;
+pub mod tls;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,6 +29,15 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::connections::{ConnId, ConnKind};
 use crate::server::ServerHandle;
+use identity::{IdentityPolicy, refuse_write};
+use tls::{PeerIdentity, ServerTls};
+
+/// How the server listens: plain or mTLS, and the identity rules.
+#[derive(Clone, Default)]
+pub struct ServeOptions {
+    pub tls: Option<Arc<ServerTls>>,
+    pub policy: IdentityPolicy,
+}
 
 /// Outbound queue length per stream; a client that falls this far behind is
 /// disconnected instead of growing the server's memory.
@@ -38,6 +51,7 @@ type OutStream = Pin<Box<dyn Stream<Item = Result<g::FromServer, Status>> + Send
 struct Services {
     handle: ServerHandle,
     next_conn: Arc<AtomicU64>,
+    policy: Arc<IdentityPolicy>,
 }
 
 impl Services {
@@ -46,21 +60,67 @@ impl Services {
         kind: ConnKind,
         req: Request<Streaming<g::ToServer>>,
     ) -> Result<Response<OutStream>, Status> {
+        let peer = req.extensions().get::<PeerIdentity>().cloned();
+        let mut inbound = req.into_inner();
+        // An agent's certificate must carry the name it says hello with.
+        let first = match (kind, &peer) {
+            (ConnKind::Agent, Some(_)) if self.policy.check_agent_names => {
+                let first = next_message(&mut inbound).await.ok_or_else(|| Status::cancelled("stream ended"))?;
+                if let Err(reason) = self.policy.check_agent(peer.as_ref(), &first) {
+                    tracing::warn!("agent connection refused: {reason}");
+                    return Err(Status::permission_denied(reason));
+                }
+                Some(first)
+            }
+            _ => None,
+        };
+        let read_only = self.policy.is_read_only(peer.as_ref()).then(|| peer.clone()).flatten();
         let conn: ConnId = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
-        self.handle.opened(conn, kind, tx).await;
-        tokio::spawn(forward_inbound(self.handle.clone(), conn, req.into_inner()));
+        self.handle.opened(conn, kind, tx.clone()).await;
+        if let Some(first) = first {
+            self.handle.message(conn, first).await;
+        }
+        let refusals = read_only.map(|peer| (peer, tx));
+        tokio::spawn(forward_inbound(self.handle.clone(), conn, inbound, refusals));
         let out = ReceiverStream::new(rx).map(|m| Ok(from_server_to_proto(&m)));
         Ok(Response::new(Box::pin(out)))
     }
 }
 
-/// Reads a client's stream into the server until it ends.
-async fn forward_inbound(handle: ServerHandle, conn: ConnId, mut inbound: Streaming<g::ToServer>) {
+/// The next message of a stream that this version understands; `None`
+/// when the stream ends.
+async fn next_message(inbound: &mut Streaming<g::ToServer>) -> Option<ank_common::messages::ToServer> {
+    loop {
+        match to_server_from_proto(inbound.message().await.ok()??) {
+            Ok(Some(msg)) => return Some(msg),
+            Ok(None) => continue,
+            Err(e) => tracing::warn!("{e}; message dropped"),
+        }
+    }
+}
+
+/// Reads a client's stream into the server until it ends. A read-only
+/// client's writes are answered with a refusal on its own stream.
+async fn forward_inbound(
+    handle: ServerHandle,
+    conn: ConnId,
+    mut inbound: Streaming<g::ToServer>,
+    read_only: Option<(PeerIdentity, mpsc::Sender<ank_common::messages::FromServer>)>,
+) {
     loop {
         match inbound.message().await {
             Ok(Some(wire)) => match to_server_from_proto(wire) {
-                Ok(Some(msg)) => handle.message(conn, msg).await,
+                Ok(Some(msg)) => {
+                    if let Some((peer, tx)) = &read_only
+                        && let Some(refusal) = refuse_write(peer, &msg)
+                    {
+                        tracing::info!("connection {conn}: write of read-only client {:?} refused", peer.names);
+                        let _ = tx.send(ank_common::messages::FromServer::Response(refusal)).await;
+                        continue;
+                    }
+                    handle.message(conn, msg).await
+                }
                 Ok(None) => tracing::debug!("connection {conn}: message kind not handled by this version"),
                 Err(e) => tracing::warn!("connection {conn}: {e}; message dropped"),
             },
@@ -99,14 +159,28 @@ impl CommandConnection for Services {
 }
 
 /// Serves the three services on `listener` until `shutdown` fires.
-pub async fn serve(handle: ServerHandle, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let services = Services { handle, next_conn: Arc::new(AtomicU64::new(1)) };
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let server = tonic::transport::Server::builder()
+pub async fn serve(
+    handle: ServerHandle,
+    listener: TcpListener,
+    options: ServeOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let services = Services { handle, next_conn: Arc::new(AtomicU64::new(1)), policy: Arc::new(options.policy) };
+    let router = tonic::transport::Server::builder()
         .add_service(AgentConnectionServer::new(services.clone()))
         .add_service(CliConnectionServer::new(services.clone()))
-        .add_service(CommandConnectionServer::new(services))
-        .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
+        .add_service(CommandConnectionServer::new(services));
+    let server = match options.tls {
+        Some(tls) => {
+            let incoming = tls::incoming(listener, tls, shutdown.clone());
+            Box::pin(router.serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned()))
+                as Pin<Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>>
+        }
+        None => {
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            Box::pin(router.serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned()))
+        }
+    };
     tokio::pin!(server);
     tokio::select! {
         res = &mut server => res?,

@@ -1,0 +1,51 @@
+//! How a client (agent or `ank`) dials the server: an `http://` URL
+//! without TLS, or an `https://` URL with mTLS (the CA to trust the server
+//! by, our certificate and key, all PEM).
+
+use std::time::Duration;
+
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+
+/// The PEM texts of a client's mTLS set-up.
+#[derive(Debug, Clone)]
+pub struct ClientPem {
+    pub ca: Vec<u8>,
+    pub crt: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+/// An endpoint for `url`; `tls` decides the scheme it must have.
+pub fn endpoint(url: &str, tls: Option<&ClientPem>, connect_timeout: Duration) -> Result<Endpoint, String> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| format!("invalid server url '{url}': {e}"))?
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true);
+    match (tls, url.split_once("://").map(|(scheme, _)| scheme)) {
+        (Some(pem), Some("https")) => {
+            let config = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&pem.ca))
+                .identity(Identity::from_pem(&pem.crt, &pem.key));
+            endpoint.tls_config(config).map_err(|e| format!("TLS set-up for '{url}': {e}"))
+        }
+        (Some(_), _) => Err(format!("server url '{url}' must start with https:// when certificates are given")),
+        (None, Some("http")) => Ok(endpoint),
+        (None, _) => {
+            Err(format!("server url '{url}' must start with http:// with --insecure (https:// needs certificates)"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scheme_must_match_the_tls_choice() {
+        let pem = ClientPem { ca: vec![], crt: vec![], key: vec![] };
+        let t = Duration::from_secs(1);
+        assert!(endpoint("http://127.0.0.1:1", None, t).is_ok());
+        assert!(endpoint("https://127.0.0.1:1", None, t).unwrap_err().contains("needs certificates"));
+        assert!(endpoint("http://127.0.0.1:1", Some(&pem), t).unwrap_err().contains("must start with https://"));
+        assert!(endpoint("not a url", None, t).is_err());
+    }
+}

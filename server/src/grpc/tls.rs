@@ -1,0 +1,170 @@
+//! mTLS on the server's listener: the rustls configuration (client
+//! certificates required, signed by the configured CA), reloadable on
+//! SIGHUP without touching open connections, the accept loop that runs
+//! each handshake in its own task with a time limit, and the connection
+//! type that hands tonic the peer's certificate names as [`PeerIdentity`].
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ank_common::tls::{TlsMaterial, TlsSources, identity_names};
+use rustls::RootCertStore;
+use rustls::server::{ServerConfig, WebPkiClientVerifier};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::Connected;
+
+/// How long a client gets to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who is on the other end of a TLS connection.
+#[derive(Debug, Clone)]
+pub struct PeerIdentity {
+    pub addr: SocketAddr,
+    /// The CN and SAN DNS names of the client certificate.
+    pub names: Arc<[String]>,
+}
+
+/// The server's TLS configuration, replaced as a whole on reload.
+pub struct ServerTls {
+    sources: TlsSources,
+    config: RwLock<Arc<ServerConfig>>,
+}
+
+impl ServerTls {
+    /// Loads the PEM items and builds the configuration.
+    pub fn load(sources: TlsSources) -> Result<Self, String> {
+        let config = build(&sources.load()?)?;
+        Ok(Self { sources, config: RwLock::new(Arc::new(config)) })
+    }
+
+    /// Reads the PEM items again; new connections use them, open ones are
+    /// kept. On error the old configuration stays.
+    pub fn reload(&self) -> Result<(), String> {
+        let config = build(&self.sources.load()?)?;
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+        Ok(())
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.config.read().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+}
+
+fn build(material: &TlsMaterial) -> Result<ServerConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    for ca in &material.ca {
+        roots.add(ca.clone()).map_err(|e| format!("ca_pem: unusable CA certificate: {e}"))?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| format!("ca_pem: {e}"))?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(material.chain.clone(), material.key.clone_key())
+        .map_err(|e| format!("crt_pem/key_pem: {e}"))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// Accepts TCP connections on `listener` and yields those whose TLS
+/// handshake succeeds; failed handshakes are logged with their reason.
+pub fn incoming(
+    listener: TcpListener,
+    tls: Arc<ServerTls>,
+    shutdown: CancellationToken,
+) -> ReceiverStream<Result<TlsConn, io::Error>> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        loop {
+            let (stream, addr) = tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!("cannot accept a connection: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let _ = stream.set_nodelay(true);
+            let (acceptor, tx) = (tls.acceptor(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        let names = stream
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|certs| certs.first())
+                            .and_then(|leaf| identity_names(leaf).ok())
+                            .unwrap_or_default();
+                        let peer = PeerIdentity { addr, names: names.into() };
+                        let _ = tx.send(Ok(TlsConn { inner: stream, peer })).await;
+                    }
+                    Ok(Err(e)) => tracing::warn!("TLS handshake with {addr} failed: {e}"),
+                    Err(_) => tracing::warn!("TLS handshake with {addr} did not finish within {HANDSHAKE_TIMEOUT:?}"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+/// A server-side TLS connection with its peer's identity.
+pub struct TlsConn {
+    inner: tokio_rustls::server::TlsStream<TcpStream>,
+    peer: PeerIdentity,
+}
+
+impl Connected for TlsConn {
+    type ConnectInfo = PeerIdentity;
+
+    fn connect_info(&self) -> PeerIdentity {
+        self.peer.clone()
+    }
+}
+
+impl AsyncRead for TlsConn {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
