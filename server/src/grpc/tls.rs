@@ -168,3 +168,39 @@ impl AsyncWrite for TlsConn {
         self.inner.is_write_vectored()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ank_certs::{Ca, Role, Validity};
+    use ank_common::tls::PemSource;
+
+    use super::*;
+
+    #[test]
+    fn reload_takes_new_certificates_and_keeps_the_old_ones_on_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new("test CA").unwrap();
+        let write = |name: &str| {
+            let issued = ca.issue(Role::Server, name, &["localhost".into()], Validity::Days(1)).unwrap();
+            std::fs::write(dir.path().join("crt.pem"), issued.cert_pem).unwrap();
+            std::fs::write(dir.path().join("key.pem"), issued.key_pem).unwrap();
+        };
+        std::fs::write(dir.path().join("ca.pem"), ca.cert_pem()).unwrap();
+        write("first");
+        let sources = TlsSources {
+            ca: PemSource::File(dir.path().join("ca.pem")),
+            crt: PemSource::File(dir.path().join("crt.pem")),
+            key: PemSource::File(dir.path().join("key.pem")),
+        };
+        let tls = ServerTls::load(sources).unwrap();
+        let before = tls.config.read().unwrap().clone();
+        write("second");
+        tls.reload().unwrap();
+        let after = tls.config.read().unwrap().clone();
+        assert!(!Arc::ptr_eq(&before, &after), "new connections get the new configuration");
+        std::fs::write(dir.path().join("crt.pem"), "garbage").unwrap();
+        let e = tls.reload().unwrap_err();
+        assert!(e.contains("crt_pem") && e.contains("no certificate found"), "{e}");
+        assert!(Arc::ptr_eq(&after, &tls.config.read().unwrap().clone()), "a failed reload keeps the old one");
+    }
+}
