@@ -48,6 +48,12 @@ pub struct Cli {
     /// Milliseconds between two retries of a failed create.
     #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
     pub create_retry_interval_ms: u64,
+    /// Milliseconds between two heartbeats (HTTP/2 PINGs) to the server; 0: none.
+    #[arg(long, env = "ANKAGENT_HEARTBEAT_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
+    pub heartbeat_interval_ms: u64,
+    /// Milliseconds a heartbeat may go unanswered before the agent reconnects.
+    #[arg(long, env = "ANKAGENT_HEARTBEAT_TIMEOUT_MS", default_value_t = 2000, value_name = "MS")]
+    pub heartbeat_timeout_ms: u64,
     /// TOML config file [default: /etc/ankaios/ank-agent.conf, if it exists].
     #[arg(short = 'x', long = "agent-config", value_name = "PATH")]
     pub agent_config: Option<PathBuf>,
@@ -133,6 +139,10 @@ impl Cli {
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
         config.tls = tls;
+        config.heartbeat = (self.heartbeat_interval_ms > 0).then(|| ank_proto::dial::Heartbeat {
+            interval: std::time::Duration::from_millis(self.heartbeat_interval_ms),
+            timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
+        });
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
         config.tags = self.tags.into_iter().collect::<BTreeMap<_, _>>();
         config.max_parallel_creates = self.max_parallel_creates.max(1);

@@ -34,6 +34,8 @@ pub struct AgentConfigFile {
     pub key_pem_content: Option<String>,
     pub create_retries: Option<u32>,
     pub create_retry_interval_ms: Option<u64>,
+    pub heartbeat_interval_ms: Option<u64>,
+    pub heartbeat_timeout_ms: Option<u64>,
     pub max_parallel_creates: Option<usize>,
 }
 
@@ -76,6 +78,8 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     fill(&mut cli.insecure, file.insecure, m, "insecure");
     fill(&mut cli.create_retries, file.create_retries, m, "create_retries");
     fill(&mut cli.create_retry_interval_ms, file.create_retry_interval_ms, m, "create_retry_interval_ms");
+    fill(&mut cli.heartbeat_interval_ms, file.heartbeat_interval_ms, m, "heartbeat_interval_ms");
+    fill(&mut cli.heartbeat_timeout_ms, file.heartbeat_timeout_ms, m, "heartbeat_timeout_ms");
     fill(&mut cli.max_parallel_creates, file.max_parallel_creates, m, "max_parallel_creates");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");

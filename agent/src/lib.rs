@@ -65,6 +65,8 @@ pub struct AgentConfig {
     pub retry_policy: RetryPolicy,
     /// mTLS material, read at every connect; `None`: plain http.
     pub tls: Option<ank_common::tls::TlsSources>,
+    /// How a dead server is noticed; `None`: only by TCP.
+    pub heartbeat: Option<ank_proto::dial::Heartbeat>,
 }
 
 impl AgentConfig {
@@ -78,6 +80,7 @@ impl AgentConfig {
             max_parallel_creates: 10,
             retry_policy: RetryPolicy::default(),
             tls: None,
+            heartbeat: Some(ank_proto::dial::Heartbeat::default()),
         }
     }
 }
@@ -107,6 +110,7 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         agent_name: config.name.clone(),
         tags: config.tags,
         tls: config.tls,
+        heartbeat: config.heartbeat,
     };
     let (link, server, link_events) = ServerLink::new(link_config, shutdown.clone());
     let control_interfaces = control_interface::registry::ControlInterfaces::new(server.sender());

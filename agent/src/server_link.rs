@@ -67,6 +67,8 @@ pub struct LinkConfig {
     pub tags: BTreeMap<String, String>,
     /// mTLS material, read at every connect; `None`: plain http.
     pub tls: Option<ank_common::tls::TlsSources>,
+    /// How a dead server is noticed; `None`: only by TCP.
+    pub heartbeat: Option<ank_proto::dial::Heartbeat>,
 }
 
 /// Why a session ended.
@@ -137,7 +139,8 @@ impl ServerLink {
             }
             None => None,
         };
-        let endpoint = ank_proto::dial::endpoint(&self.config.server_url, pem.as_ref(), CONNECT_TIMEOUT)?;
+        let endpoint =
+            ank_proto::dial::endpoint(&self.config.server_url, pem.as_ref(), CONNECT_TIMEOUT, self.config.heartbeat)?;
         let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
         Ok(AgentConnectionClient::new(channel))
     }

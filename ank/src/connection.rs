@@ -65,7 +65,7 @@ impl Connection {
         response_timeout: Duration,
         verbose: bool,
     ) -> Result<Self, ConnectionError> {
-        let endpoint = ank_proto::dial::endpoint(url, tls, response_timeout)
+        let endpoint = ank_proto::dial::endpoint(url, tls, response_timeout, None)
             .map_err(|reason| ConnectionError::InvalidUrl { url: url.to_owned(), reason })?;
         let channel = match tokio::time::timeout(response_timeout, endpoint.connect()).await {
             Ok(Ok(channel)) => channel,

@@ -1,6 +1,7 @@
 //! How a client (agent or `ank`) dials the server: an `http://` URL
 //! without TLS, or an `https://` URL with mTLS (the CA to trust the server
-//! by, our certificate and key, all PEM).
+//! by, our certificate and key, all PEM), and the [`Heartbeat`] that finds
+//! a silently dead link (HTTP/2 PINGs, answered by any gRPC peer).
 
 use std::time::Duration;
 
@@ -14,12 +15,37 @@ pub struct ClientPem {
     pub key: Vec<u8>,
 }
 
+/// Heartbeats on a connection: a PING every `interval`; a peer that does
+/// not answer one within `timeout` is taken as gone and the connection
+/// closed, so a link cut without FIN or RST is noticed within
+/// `interval + timeout` instead of TCP's minutes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Self { interval: Duration::from_secs(1), timeout: Duration::from_secs(2) }
+    }
+}
+
 /// An endpoint for `url`; `tls` decides the scheme it must have.
-pub fn endpoint(url: &str, tls: Option<&ClientPem>, connect_timeout: Duration) -> Result<Endpoint, String> {
-    let endpoint = Endpoint::from_shared(url.to_owned())
+pub fn endpoint(
+    url: &str,
+    tls: Option<&ClientPem>,
+    connect_timeout: Duration,
+    heartbeat: Option<Heartbeat>,
+) -> Result<Endpoint, String> {
+    let mut endpoint = Endpoint::from_shared(url.to_owned())
         .map_err(|e| format!("invalid server url '{url}': {e}"))?
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true);
+    if let Some(h) = heartbeat {
+        endpoint =
+            endpoint.http2_keep_alive_interval(h.interval).keep_alive_timeout(h.timeout).keep_alive_while_idle(true);
+    }
     match (tls, url.split_once("://").map(|(scheme, _)| scheme)) {
         (Some(pem), Some("https")) => {
             let config = ClientTlsConfig::new()
@@ -43,9 +69,9 @@ mod tests {
     fn the_scheme_must_match_the_tls_choice() {
         let pem = ClientPem { ca: vec![], crt: vec![], key: vec![] };
         let t = Duration::from_secs(1);
-        assert!(endpoint("http://127.0.0.1:1", None, t).is_ok());
-        assert!(endpoint("https://127.0.0.1:1", None, t).unwrap_err().contains("needs certificates"));
-        assert!(endpoint("http://127.0.0.1:1", Some(&pem), t).unwrap_err().contains("must start with https://"));
-        assert!(endpoint("not a url", None, t).is_err());
+        assert!(endpoint("http://127.0.0.1:1", None, t, Some(Heartbeat::default())).is_ok());
+        assert!(endpoint("https://127.0.0.1:1", None, t, None).unwrap_err().contains("needs certificates"));
+        assert!(endpoint("http://127.0.0.1:1", Some(&pem), t, None).unwrap_err().contains("must start with https://"));
+        assert!(endpoint("not a url", None, t, None).is_err());
     }
 }

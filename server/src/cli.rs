@@ -51,6 +51,23 @@ pub struct Args {
     /// may only read the state (repeatable; env: comma-separated).
     #[arg(long = "read-only-client", env = "ANKSERVER_READ_ONLY_CLIENTS", value_delimiter = ',', value_name = "NAME")]
     pub read_only_clients: Vec<String>,
+    /// Milliseconds between two heartbeats (HTTP/2 PINGs) to each agent and client; 0: none.
+    #[arg(
+        long = "heartbeat-interval-ms",
+        env = "ANKSERVER_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 1000,
+        value_name = "MS"
+    )]
+    pub heartbeat_interval_ms: u64,
+    /// Milliseconds a heartbeat may go unanswered before the peer counts as gone
+    /// (an agent becomes AgentDisconnected).
+    #[arg(
+        long = "heartbeat-timeout-ms",
+        env = "ANKSERVER_HEARTBEAT_TIMEOUT_MS",
+        default_value_t = 2000,
+        value_name = "MS"
+    )]
+    pub heartbeat_timeout_ms: u64,
 }
 
 impl Args {
@@ -64,6 +81,14 @@ impl Args {
             PemSource::from_parts(self.key_pem.clone(), self.key_pem_content.clone()),
             "ANKSERVER",
         )
+    }
+
+    /// The heartbeat settings; `None` when switched off (interval 0).
+    pub fn heartbeat(&self) -> Option<ank_proto::dial::Heartbeat> {
+        (self.heartbeat_interval_ms > 0).then(|| ank_proto::dial::Heartbeat {
+            interval: std::time::Duration::from_millis(self.heartbeat_interval_ms),
+            timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
+        })
     }
 
     /// Checks combinations clap cannot express.

@@ -68,7 +68,7 @@ async fn main() -> ExitCode {
         check_agent_names: !args.allow_any_agent_name,
         read_only_clients: args.read_only_clients.clone(),
     };
-    let options = ank_server::grpc::ServeOptions { tls, policy };
+    let options = ank_server::grpc::ServeOptions { tls, policy, heartbeat: args.heartbeat() };
     match ank_server::run_with(initial, listener, options, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -37,6 +37,8 @@ use tls::{PeerIdentity, ServerTls};
 pub struct ServeOptions {
     pub tls: Option<Arc<ServerTls>>,
     pub policy: IdentityPolicy,
+    /// How silently dead agents and clients are noticed; `None`: only by TCP.
+    pub heartbeat: Option<ank_proto::dial::Heartbeat>,
 }
 
 /// Outbound queue length per stream; a client that falls this far behind is
@@ -166,7 +168,10 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let services = Services { handle, next_conn: Arc::new(AtomicU64::new(1)), policy: Arc::new(options.policy) };
+    let heartbeat = options.heartbeat;
     let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(heartbeat.map(|h| h.interval))
+        .http2_keepalive_timeout(heartbeat.map(|h| h.timeout))
         .add_service(AgentConnectionServer::new(services.clone()))
         .add_service(CliConnectionServer::new(services.clone()))
         .add_service(CommandConnectionServer::new(services));
