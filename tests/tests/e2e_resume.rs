@@ -92,3 +92,23 @@ fn e2e_resume_applies_changes_made_while_the_agent_was_away() {
     assert!(!after.contains_key("drop"), "deleted workload removed: {after:?}");
     assert!(c.workload_rows().iter().all(|(n, _)| n != "drop"), "no ghost row: {:?}", c.workload_rows());
 }
+
+/// Processes whose command line mentions `needle` (from /proc).
+fn processes_with(needle: &str) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+        .filter(|cmd| cmd.contains(needle))
+        .collect()
+}
+
+#[test]
+fn e2e_a_killed_agent_leaves_no_podman_events_process_behind() {
+    let agent = format!("e2e_orphan_{}", std::process::id());
+    let mut c = ank_tests::binaries::Cluster::start(&agent, None);
+    let needle = format!("label=agent={agent}");
+    c.wait_until(std::time::Duration::from_secs(10), |_| !processes_with(&needle).is_empty());
+    c.kill_agent();
+    c.wait_until(std::time::Duration::from_secs(10), |_| processes_with(&needle).is_empty());
+}

@@ -114,6 +114,21 @@ impl PodmanCli {
         cmd
     }
 
+    /// A command for a long-running podman child (`events`, `logs -f`): it
+    /// also gets SIGTERM when the agent dies without dropping it (kill -9),
+    /// so no orphan keeps running.
+    pub(crate) fn long_running_command(&self, args: &[String]) -> Command {
+        let mut cmd = self.command(args);
+        // SAFETY: the closure runs in the forked child before exec and only
+        // makes the prctl system call, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(std::io::Error::from)
+            });
+        }
+        cmd
+    }
+
     /// Runs podman with `args`; returns its stdout, or its trimmed stderr as error.
     pub async fn exec(&self, args: &[String]) -> Result<String, PodmanError> {
         let command = args.first().cloned().unwrap_or_default();
@@ -203,7 +218,7 @@ impl PodmanCli {
             .into_iter()
             .map(str::to_owned)
             .collect();
-        self.command(&args)
+        self.long_running_command(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -36,7 +36,7 @@ pub fn log_args(options: &LogOptions) -> Vec<String> {
 // [impl->swdd~podman-uses-podman-cli~1]
 pub fn stream(cli: &PodmanCli, args: Vec<String>) -> Result<LogLines, RuntimeError> {
     let mut child = cli
-        .command(&args)
+        .long_running_command(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
