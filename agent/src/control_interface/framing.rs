@@ -9,7 +9,7 @@ use thiserror::Error;
 /// Largest frame accepted from a workload by default.
 pub const MAX_FRAME_LEN: usize = 4 * 1024 * 1024;
 /// A u64 varint has at most 10 bytes.
-const MAX_VARINT_LEN: usize = 10;
+pub const MAX_VARINT_LEN: usize = 10;
 
 /// Why the byte stream cannot be framed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -43,6 +43,13 @@ impl FrameDecoder {
     /// Adds bytes read from the pipe.
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes held that are not part of a returned frame yet. Once
+    /// [`FrameDecoder::next_frame`] has returned `Ok(None)` this is below
+    /// the limit plus [`MAX_VARINT_LEN`] (the fuzz target checks it).
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
     }
 
     /// The next whole frame, `None` until enough bytes arrived. The size is
