@@ -9,12 +9,13 @@
 //!
 //! Invariants checked: no panic; frame boundaries and lengths agree with
 //! prost's length-delimited decoding; a decoder error is only reported for
-//! a prefix that is too long or a length above the limit, and while none
-//! is reported the decoder never holds more than the limit plus a prefix;
-//! the session answers each frame as its protocol says (Hello first, one
-//! forward or one error response per request, the `<workload>@` prefix,
-//! nothing beyond the access rules); a ConnectionClosed always comes with
-//! StopReading and after it the session produces no further actions.
+//! a prefix that is too long or beyond 64 bits or a length above the
+//! limit, and while none is reported the decoder never holds more than the
+//! limit plus a prefix; the session answers each frame as its protocol
+//! says (Hello first, one forward or one error response per request, the
+//! `<workload>@` prefix, nothing beyond the access rules); a
+//! ConnectionClosed always comes with StopReading and after it the session
+//! produces no further actions.
 
 #![no_main]
 
@@ -167,6 +168,11 @@ fn check_error(bytes: &[u8], error: &FrameError, limit: usize) {
     match error {
         FrameError::PrefixTooLong => {
             assert!(bytes.len() >= MAX_VARINT_LEN && bytes[..MAX_VARINT_LEN].iter().all(|b| b & 0x80 != 0));
+        }
+        FrameError::PrefixOverflow => {
+            assert!(bytes.len() >= MAX_VARINT_LEN && bytes[..MAX_VARINT_LEN - 1].iter().all(|b| b & 0x80 != 0));
+            assert!(bytes[MAX_VARINT_LEN - 1] > 1 && bytes[MAX_VARINT_LEN - 1] & 0x80 == 0);
+            assert!(prost::decode_length_delimiter(bytes).is_err());
         }
         FrameError::TooLarge { len, max } => {
             assert_eq!(*max, limit);
