@@ -1,21 +1,24 @@
 //! Length-delimited protobuf frames on the control-interface pipes: a
 //! varint byte count, then that many bytes. [`FrameDecoder`] takes bytes
 //! in whatever pieces the pipe delivers and yields whole frames; a length
-//! prefix longer than a varint can be, or a frame larger than the limit,
-//! is an error (the pipe is then closed, never buffered without bound).
+//! prefix that is no u64 varint (longer than ten bytes or beyond 64 bits),
+//! or a frame larger than the limit, is an error (the pipe is then closed,
+//! never buffered without bound).
 
 use thiserror::Error;
 
 /// Largest frame accepted from a workload by default.
 pub const MAX_FRAME_LEN: usize = 4 * 1024 * 1024;
 /// A u64 varint has at most 10 bytes.
-const MAX_VARINT_LEN: usize = 10;
+pub const MAX_VARINT_LEN: usize = 10;
 
 /// Why the byte stream cannot be framed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum FrameError {
     #[error("length prefix longer than {MAX_VARINT_LEN} bytes")]
     PrefixTooLong,
+    #[error("length prefix beyond 64 bits")]
+    PrefixOverflow,
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
     TooLarge { len: u64, max: usize },
 }
@@ -45,6 +48,13 @@ impl FrameDecoder {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Bytes held that are not part of a returned frame yet. Once
+    /// [`FrameDecoder::next_frame`] has returned `Ok(None)` this is below
+    /// the limit plus [`MAX_VARINT_LEN`] (the fuzz target checks it).
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     /// The next whole frame, `None` until enough bytes arrived. The size is
     /// checked as soon as the prefix is complete, before the body arrives.
     pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
@@ -68,6 +78,11 @@ fn read_varint(buf: &[u8]) -> Result<Option<(u64, usize)>, FrameError> {
     for (i, byte) in buf.iter().enumerate() {
         if i >= MAX_VARINT_LEN {
             return Err(FrameError::PrefixTooLong);
+        }
+        // A last (tenth) byte holds only bit 63; more would be cut off
+        // silently and frame the stream at a wrong length (prost rejects it too).
+        if i == MAX_VARINT_LEN - 1 && byte & 0x80 == 0 && *byte > 1 {
+            return Err(FrameError::PrefixOverflow);
         }
         value |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
@@ -145,5 +160,25 @@ mod tests {
         let mut d = FrameDecoder::default();
         d.push(&[0x80, 0x80]);
         assert_eq!(d.next_frame(), Ok(None), "an incomplete prefix waits");
+    }
+
+    #[test]
+    // Found by fuzz/fuzz_targets/control_interface_frames.rs: a ten-byte
+    // prefix whose last byte has more than bit 63 was truncated, e.g. to 0
+    // (an empty frame) for nine 0x80 and a 0x02.
+    fn ten_byte_prefixes_beyond_64_bits_are_errors_as_in_prost() {
+        for last in [0x02u8, 0x05, 0x7f] {
+            let mut prefix = vec![0x80u8; 9];
+            prefix.push(last);
+            assert!(prost::decode_length_delimiter(prefix.as_slice()).is_err());
+            let mut d = FrameDecoder::default();
+            d.push(&prefix);
+            d.push(&[0u8; 16]);
+            assert_eq!(d.next_frame(), Err(FrameError::PrefixOverflow), "last byte {last:#x}");
+        }
+        // Bit 63 alone still decodes (as the too large length it is).
+        let mut d = FrameDecoder::default();
+        d.push(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]);
+        assert_eq!(d.next_frame(), Err(FrameError::TooLarge { len: 1 << 63, max: MAX_FRAME_LEN }));
     }
 }
