@@ -34,7 +34,38 @@ pub const API_VERSION: &str = "v1";
 
 /// Whether a peer's protocol version shares our major number.
 pub fn is_compatible_protocol(version: &str) -> bool {
-    let ours = PROTOCOL_VERSION.split('.').next();
-    let theirs = version.split('.').next();
-    theirs.is_some_and(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit())) && ours == theirs
+    let major = |v: &str| semver_major(v);
+    major(version).is_some() && major(version) == major(PROTOCOL_VERSION)
+}
+
+/// The major number of a semantic version `MAJOR.MINOR.PATCH[-pre][+build]`
+/// (numbers without leading zeros); `None` if `v` is not one.
+fn semver_major(v: &str) -> Option<u64> {
+    let core = v.split_once('+').map_or(v, |(c, _)| c);
+    let (core, pre) = core.split_once('-').map_or((core, None), |(c, p)| (c, Some(p)));
+    if pre.is_some_and(|p| p.is_empty() || p.split('.').any(str::is_empty)) {
+        return None;
+    }
+    let numbers: Vec<&str> = core.split('.').collect();
+    let valid =
+        |n: &&str| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && (n.len() == 1 || !n.starts_with('0'));
+    if numbers.len() != 3 || !numbers.iter().all(valid) {
+        return None;
+    }
+    numbers[0].parse().ok()
+}
+
+#[cfg(test)]
+mod protocol_tests {
+    use super::*;
+
+    #[test]
+    fn protocol_versions_compare_by_semver_major() {
+        for ok in ["1.0.0", "1.0.1", "1.1.0-pre", "1.2.3+build.5"] {
+            assert!(is_compatible_protocol(ok), "{ok}");
+        }
+        for bad in ["0.7.0", "2.0.0", "1", "1.0", "1.garbage", "01.0.0", "1.0.0-", "", "v1.0.0"] {
+            assert!(!is_compatible_protocol(bad), "{bad}");
+        }
+    }
 }
