@@ -81,23 +81,38 @@ impl Pipes {
     }
 }
 
+/// An in-process server and agent `agent_A` on a fake runtime, and a
+/// commander connected to the server.
+struct Cluster {
+    stop: CancellationToken,
+    fake: Arc<FakeRuntime>,
+    run_folder: tempfile::TempDir,
+    c: Commander,
+}
+
+impl Cluster {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stop = CancellationToken::new();
+        let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
+        tokio::spawn(ank_server::run(initial, listener, stop.clone()));
+        let fake = Arc::new(FakeRuntime::new());
+        let mut runtimes = RuntimeRegistry::new();
+        runtimes.register(fake.clone());
+        let run_folder = tempfile::tempdir().unwrap();
+        let config =
+            AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
+        tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
+        let c = Commander::connect(&url).await;
+        Self { stop, fake, run_folder, c }
+    }
+}
+
 #[tokio::test]
 // [itest->swdd~agent-create-control-interface-pipes-per-workload~1]
 async fn itest_workload_reads_state_through_its_control_interface_within_its_rules() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let stop = CancellationToken::new();
-    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
-    tokio::spawn(ank_server::run(initial, listener, stop.clone()));
-    let fake = Arc::new(FakeRuntime::new());
-    let mut runtimes = RuntimeRegistry::new();
-    runtimes.register(fake.clone());
-    let run_folder = tempfile::tempdir().unwrap();
-    let config =
-        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
-    tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
-
-    let mut c = Commander::connect(&url).await;
+    let Cluster { stop, fake, run_folder, mut c } = Cluster::start().await;
     c.apply(MANIFEST).await;
     c.wait_for_state("app", "Running(Ok)").await;
     c.wait_for_state("plain", "Running(Ok)").await;
@@ -171,20 +186,7 @@ async fn closed_reason(wl: &mut Pipes) -> String {
 // [itest->swdd~agent-uses-length-delimited-protobuf-for-pipes~1]
 // [itest->swdd~agent-listens-for-requests-from-pipe~1]
 async fn itest_bad_input_on_one_control_interface_closes_it_and_the_others_keep_working() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let stop = CancellationToken::new();
-    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
-    tokio::spawn(ank_server::run(initial, listener, stop.clone()));
-    let fake = Arc::new(FakeRuntime::new());
-    let mut runtimes = RuntimeRegistry::new();
-    runtimes.register(fake.clone());
-    let run_folder = tempfile::tempdir().unwrap();
-    let config =
-        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
-    tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
-
-    let mut c = Commander::connect(&url).await;
+    let Cluster { stop, fake, run_folder: _run_folder, mut c } = Cluster::start().await;
     c.apply(FIVE).await;
     let mut pipes = std::collections::HashMap::new();
     for name in ["good", "huge", "overlong", "garbage", "unknown"] {
