@@ -139,10 +139,8 @@ impl Cli {
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
         config.tls = tls;
-        config.heartbeat = (self.heartbeat_interval_ms > 0).then(|| ank_proto::dial::Heartbeat {
-            interval: std::time::Duration::from_millis(self.heartbeat_interval_ms),
-            timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
-        });
+        config.heartbeat =
+            ank_proto::dial::Heartbeat::from_millis(self.heartbeat_interval_ms, self.heartbeat_timeout_ms);
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
         config.tags = self.tags.into_iter().collect::<BTreeMap<_, _>>();
         config.max_parallel_creates = self.max_parallel_creates.max(1);

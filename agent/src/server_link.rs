@@ -132,13 +132,7 @@ impl ServerLink {
         // [impl->swdd~agent-provides-file-paths-to-communication-middleware~1]
         // The PEM files are read at every connect: renewed certificates are
         // used from the next connection on.
-        let pem = match &self.config.tls {
-            Some(sources) => {
-                let m = sources.load()?;
-                Some(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem })
-            }
-            None => None,
-        };
+        let pem = self.config.tls.as_ref().map(ank_common::tls::TlsSources::client_pem).transpose()?;
         let endpoint =
             ank_proto::dial::endpoint(&self.config.server_url, pem.as_ref(), CONNECT_TIMEOUT, self.config.heartbeat)?;
         let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;

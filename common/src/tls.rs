@@ -107,6 +107,12 @@ impl TlsSources {
         check_validity(&chain[0], &self.crt.describe("crt_pem"))?;
         Ok(TlsMaterial { ca, chain, key, ca_pem, crt_pem, key_pem })
     }
+
+    /// Loads the items for a client's connection (checked as by [`load`](Self::load)).
+    pub fn client_pem(&self) -> Result<ank_proto::dial::ClientPem, String> {
+        let m = self.load()?;
+        Ok(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem })
+    }
 }
 
 fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {

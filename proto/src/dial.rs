@@ -25,6 +25,17 @@ pub struct Heartbeat {
     pub timeout: Duration,
 }
 
+impl Heartbeat {
+    /// From the millisecond settings of the binaries; an interval of 0
+    /// switches heartbeats off.
+    pub fn from_millis(interval_ms: u64, timeout_ms: u64) -> Option<Self> {
+        (interval_ms > 0).then(|| Self {
+            interval: Duration::from_millis(interval_ms),
+            timeout: Duration::from_millis(timeout_ms.max(1)),
+        })
+    }
+}
+
 impl Default for Heartbeat {
     fn default() -> Self {
         Self { interval: Duration::from_secs(1), timeout: Duration::from_secs(2) }

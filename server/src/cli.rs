@@ -85,10 +85,7 @@ impl Args {
 
     /// The heartbeat settings; `None` when switched off (interval 0).
     pub fn heartbeat(&self) -> Option<ank_proto::dial::Heartbeat> {
-        (self.heartbeat_interval_ms > 0).then(|| ank_proto::dial::Heartbeat {
-            interval: std::time::Duration::from_millis(self.heartbeat_interval_ms),
-            timeout: std::time::Duration::from_millis(self.heartbeat_timeout_ms.max(1)),
-        })
+        ank_proto::dial::Heartbeat::from_millis(self.heartbeat_interval_ms, self.heartbeat_timeout_ms)
     }
 
     /// Checks combinations clap cannot express.

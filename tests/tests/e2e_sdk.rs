@@ -126,7 +126,8 @@ fn e2e_python_sdk_reconnects_after_an_agent_restart() {
     assert!(o.status.success(), "apply failed: {}", String::from_utf8_lossy(&o.stderr));
     wait_for_output(&c, "waiting for an agent restart");
     c.kill_agent();
-    std::thread::sleep(Duration::from_secs(2));
+    // The SDK notices the agent is gone before the agent comes back.
+    wait_for_output(&c, "agent away");
     c.start_agent();
     wait_for_output(&c, "ALL OK");
     c.wait_until(Duration::from_secs(30), |c| {

@@ -64,13 +64,8 @@ impl Ctx<'_> {
     /// Opens the command connection to the server.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
         let url = self.settings.server_url.clone()?;
-        let pem = match self.settings.tls.clone()? {
-            Some(sources) => {
-                let m = sources.load().map_err(SettingsError::Tls)?;
-                Some(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem })
-            }
-            None => None,
-        };
+        let sources = self.settings.tls.clone()?;
+        let pem = sources.as_ref().map(|s| s.client_pem().map_err(SettingsError::Tls)).transpose()?;
         Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.verbose).await?)
     }
 

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ank_common::convert::{from_server_to_proto, to_server_from_proto};
+use ank_common::messages::{FromServer, ToServer};
 use ank_proto::grpc_api as g;
 use g::agent_connection_server::{AgentConnection, AgentConnectionServer};
 use g::cli_connection_server::{CliConnection, CliConnectionServer};
@@ -64,10 +65,11 @@ impl Services {
     ) -> Result<Response<OutStream>, Status> {
         let peer = req.extensions().get::<PeerIdentity>().cloned();
         let mut inbound = req.into_inner();
+        let conn: ConnId = self.next_conn.fetch_add(1, Ordering::Relaxed);
         // An agent's certificate must carry the name it says hello with.
         let first = match (kind, &peer) {
             (ConnKind::Agent, Some(_)) if self.policy.check_agent_names => {
-                let first = next_message(&mut inbound).await.ok_or_else(|| Status::cancelled("stream ended"))?;
+                let first = next_message(&mut inbound, conn).await.ok_or_else(|| Status::cancelled("stream ended"))?;
                 if let Err(reason) = self.policy.check_agent(peer.as_ref(), &first) {
                     tracing::warn!("agent connection refused: {reason}");
                     return Err(Status::permission_denied(reason));
@@ -76,28 +78,34 @@ impl Services {
             }
             _ => None,
         };
-        let read_only = self.policy.is_read_only(peer.as_ref()).then(|| peer.clone()).flatten();
-        let conn: ConnId = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         self.handle.opened(conn, kind, tx.clone()).await;
         if let Some(first) = first {
             self.handle.message(conn, first).await;
         }
-        let refusals = read_only.map(|peer| (peer, tx));
-        tokio::spawn(forward_inbound(self.handle.clone(), conn, inbound, refusals));
+        let read_only = peer.filter(|p| self.policy.is_read_only(Some(p))).map(|p| (p, tx));
+        tokio::spawn(forward_inbound(self.handle.clone(), conn, inbound, read_only));
         let out = ReceiverStream::new(rx).map(|m| Ok(from_server_to_proto(&m)));
         Ok(Response::new(Box::pin(out)))
     }
 }
 
 /// The next message of a stream that this version understands; `None`
-/// when the stream ends.
-async fn next_message(inbound: &mut Streaming<g::ToServer>) -> Option<ank_common::messages::ToServer> {
+/// when the stream ends or fails.
+async fn next_message(inbound: &mut Streaming<g::ToServer>, conn: ConnId) -> Option<ToServer> {
     loop {
-        match to_server_from_proto(inbound.message().await.ok()??) {
+        let wire = match inbound.message().await {
+            Ok(Some(wire)) => wire,
+            Ok(None) => return None,
+            Err(status) => {
+                tracing::debug!("connection {conn}: stream error: {status}");
+                return None;
+            }
+        };
+        match to_server_from_proto(wire) {
             Ok(Some(msg)) => return Some(msg),
-            Ok(None) => continue,
-            Err(e) => tracing::warn!("{e}; message dropped"),
+            Ok(None) => tracing::debug!("connection {conn}: message kind not handled by this version"),
+            Err(e) => tracing::warn!("connection {conn}: {e}; message dropped"),
         }
     }
 }
@@ -108,30 +116,17 @@ async fn forward_inbound(
     handle: ServerHandle,
     conn: ConnId,
     mut inbound: Streaming<g::ToServer>,
-    read_only: Option<(PeerIdentity, mpsc::Sender<ank_common::messages::FromServer>)>,
+    read_only: Option<(PeerIdentity, mpsc::Sender<FromServer>)>,
 ) {
-    loop {
-        match inbound.message().await {
-            Ok(Some(wire)) => match to_server_from_proto(wire) {
-                Ok(Some(msg)) => {
-                    if let Some((peer, tx)) = &read_only
-                        && let Some(refusal) = refuse_write(peer, &msg)
-                    {
-                        tracing::info!("connection {conn}: write of read-only client {:?} refused", peer.names);
-                        let _ = tx.send(ank_common::messages::FromServer::Response(refusal)).await;
-                        continue;
-                    }
-                    handle.message(conn, msg).await
-                }
-                Ok(None) => tracing::debug!("connection {conn}: message kind not handled by this version"),
-                Err(e) => tracing::warn!("connection {conn}: {e}; message dropped"),
-            },
-            Ok(None) => break,
-            Err(status) => {
-                tracing::debug!("connection {conn}: stream error: {status}");
-                break;
-            }
+    while let Some(msg) = next_message(&mut inbound, conn).await {
+        if let Some((peer, tx)) = &read_only
+            && let Some(refusal) = refuse_write(peer, &msg)
+        {
+            tracing::info!("connection {conn}: write of read-only client {:?} refused", peer.names);
+            let _ = tx.send(FromServer::Response(refusal)).await;
+            continue;
         }
+        handle.message(conn, msg).await;
     }
     handle.closed(conn).await;
 }
