@@ -14,6 +14,11 @@ pub struct Args {
     /// Manifest loaded as the initial desired state.
     #[arg(short = 'm', long = "startup-manifest", visible_alias = "startup-config", value_name = "PATH")]
     pub startup_manifest: Option<PathBuf>,
+    /// File that keeps the desired state across restarts: loaded at start
+    /// when it exists (the startup manifest is then not used), rewritten
+    /// atomically after every accepted change.
+    #[arg(long = "state-file", env = "ANKSERVER_STATE_FILE", value_name = "PATH")]
+    pub state_file: Option<PathBuf>,
     /// Address to listen on, with port.
     #[arg(short = 'a', long = "address", default_value = "127.0.0.1:25551", value_name = "ADDR")]
     pub address: SocketAddr,

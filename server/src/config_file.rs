@@ -24,6 +24,7 @@ pub struct ServerConfigFile {
     /// Checked by [`config_file::parse`]; always `v1`.
     pub version: String,
     pub startup_manifest: Option<PathBuf>,
+    pub state_file: Option<PathBuf>,
     pub address: Option<SocketAddr>,
     pub insecure: Option<bool>,
     pub ca_pem: Option<PathBuf>,
@@ -72,6 +73,7 @@ pub fn read(path: &Path) -> Result<ServerConfigFile, ConfigFileError> {
 
 fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.startup_manifest, file.startup_manifest.map(Some), m, "startup_manifest");
+    fill(&mut args.state_file, file.state_file.map(Some), m, "state_file");
     fill(&mut args.address, file.address, m, "address");
     fill(&mut args.insecure, file.insecure, m, "insecure");
     fill(&mut args.allow_any_agent_name, file.allow_any_agent_name, m, "allow_any_agent_name");
@@ -105,7 +107,7 @@ mod tests {
         resolve_with(Args::command(), argv, default)
     }
 
-    const FULL: &str = "version = 'v1'\nstartup_manifest = '/m.yaml'\naddress = '0.0.0.0:4000'\ninsecure = true\n\
+    const FULL: &str = "version = 'v1'\nstartup_manifest = '/m.yaml'\nstate_file = '/var/lib/s.json'\naddress = '0.0.0.0:4000'\ninsecure = true\n\
                         ca_pem = '/ca.pem'\ncrt_pem_content = 'CRT'\n";
 
     #[test]
@@ -113,6 +115,7 @@ mod tests {
         let f = conf(FULL);
         let a = resolve(&[], f.path()).unwrap();
         assert_eq!(a.startup_manifest, Some(PathBuf::from("/m.yaml")));
+        assert_eq!(a.state_file, Some(PathBuf::from("/var/lib/s.json")));
         assert_eq!(a.address.to_string(), "0.0.0.0:4000");
         assert!(a.insecure);
         assert_eq!(a.ca_pem, Some(PathBuf::from("/ca.pem")));

@@ -38,6 +38,16 @@ pub fn spec_of(name: &WorkloadName, wl: &Workload) -> Option<WorkloadSpec> {
     Some(WorkloadSpec::new(name, &agent, wl.clone()))
 }
 
+/// Whether `instance` is exactly an instance the rendered `state` wants
+/// (same workload, agent and runtime configuration).
+pub fn wants_instance(state: &State, instance: &ank_common::WorkloadInstanceName) -> bool {
+    state
+        .workloads
+        .get_key_value(instance.workload_name.as_str())
+        .and_then(|(name, wl)| spec_of(name, wl))
+        .is_some_and(|spec| spec.instance_name == *instance)
+}
+
 /// Applies an update request to `current`, returning the validated and
 /// rendered result.
 pub fn apply_update(current: &State, new_state: &Value, update_mask: &[String]) -> Result<DesiredState, String> {
@@ -173,6 +183,20 @@ mod tests {
         }}});
         let err = apply_update(&cur, &new, &[]).unwrap_err();
         assert!(err.contains("dependency cycle: a -> b -> a"), "{err}");
+    }
+
+    #[test]
+    fn only_the_exact_desired_instance_is_wanted() {
+        let s = state("apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n");
+        let (name, wl) = s.workloads.iter().next().unwrap();
+        let wanted = spec_of(name, wl).unwrap().instance_name;
+        assert!(wants_instance(&s, &wanted));
+        let other_config = ank_common::WorkloadInstanceName { id: "0".repeat(64), ..wanted.clone() };
+        assert!(!wants_instance(&s, &other_config));
+        let other_agent = ank_common::WorkloadInstanceName { agent_name: "B".into(), ..wanted.clone() };
+        assert!(!wants_instance(&s, &other_agent));
+        let deleted = ank_common::WorkloadInstanceName { workload_name: "gone".into(), ..wanted };
+        assert!(!wants_instance(&s, &deleted));
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod grpc;
 mod log_campaigns;
 mod requests;
 mod server;
+pub mod state_file;
 mod workload_states;
 
 use std::path::Path;
@@ -21,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use server::ServerHandle;
+use state_file::{StateFile, StateFileError};
 
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +31,42 @@ pub enum StartupError {
     ReadManifest { path: String, source: std::io::Error },
     #[error("invalid startup manifest: {0}")]
     InvalidManifest(String),
+    #[error(transparent)]
+    StateFile(#[from] StateFileError),
+}
+
+/// Where the initial desired state came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialSource {
+    /// The state file of an earlier run.
+    StateFile,
+    /// The startup manifest.
+    StartupManifest,
+    /// Neither: an empty state.
+    Empty,
+}
+
+/// The initial desired state: the state file when it exists (the startup
+/// manifest only seeds a server that has no saved state yet), else the
+/// startup manifest, else nothing. A new state file is written at once, so
+/// that the state a server starts with is the one a restart finds.
+pub fn initial_state(
+    state_file: Option<&StateFile>,
+    startup_manifest: Option<&Path>,
+) -> Result<(State, InitialSource), StartupError> {
+    if let Some(file) = state_file
+        && let Some(saved) = file.load()?
+    {
+        return Ok((saved.state, InitialSource::StateFile));
+    }
+    let (state, source) = match startup_manifest {
+        Some(path) => (load_startup_manifest(path)?, InitialSource::StartupManifest),
+        None => (State { api_version: ank_common::API_VERSION.to_owned(), ..Default::default() }, InitialSource::Empty),
+    };
+    if let Some(file) = state_file {
+        file.save(&state)?;
+    }
+    Ok((state, source))
 }
 
 /// Reads and validates the startup manifest.
@@ -47,19 +85,21 @@ pub fn load_startup_manifest(path: &Path) -> Result<State, StartupError> {
 
 /// Serves `initial` as desired state on `listener` until `shutdown` fires.
 pub async fn run(initial: State, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
-    run_with(initial, listener, grpc::ServeOptions::default(), shutdown).await
+    run_with(initial, None, listener, grpc::ServeOptions::default(), shutdown).await
 }
 
-/// Like [`run`], listening with `options` (mTLS and identity rules).
+/// Like [`run`], listening with `options` (mTLS and identity rules) and
+/// saving every accepted desired state in `state_file`.
 pub async fn run_with(
     initial: State,
+    state_file: Option<StateFile>,
     listener: TcpListener,
     options: grpc::ServeOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
-    let (handle, actor) = server::AnkaiosServer::new(initial);
+    let (handle, actor) = server::AnkaiosServer::new(initial, state_file);
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let result = grpc::serve(handle, listener, options, shutdown.clone()).await;
     shutdown.cancel();
@@ -87,5 +127,34 @@ mod tests {
         );
         let e = load_startup_manifest(&dir.path().join("nope.yaml")).unwrap_err().to_string();
         assert!(e.starts_with("cannot read startup manifest") && e.contains("nope.yaml"), "{e}");
+    }
+
+    #[test]
+    fn the_state_file_wins_over_the_startup_manifest_and_is_seeded_by_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = dir.path().join("m.yaml");
+        std::fs::write(
+            &manifest,
+            "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: A\n    runtimeConfig: \"image: x\"\n",
+        )
+        .unwrap();
+        let file = StateFile::new(dir.path().join("state.json"));
+        let (first, source) = initial_state(Some(&file), Some(&manifest)).unwrap();
+        assert_eq!(source, InitialSource::StartupManifest);
+        assert!(first.workloads.contains_key("w"));
+        assert_eq!(file.load().unwrap().unwrap().state, first, "seeded at once");
+
+        let saved = State { api_version: "v1".into(), ..Default::default() };
+        file.save(&saved).unwrap();
+        let (again, source) = initial_state(Some(&file), Some(&manifest)).unwrap();
+        assert_eq!((again, source), (saved, InitialSource::StateFile));
+
+        std::fs::write(file.path(), "not json").unwrap();
+        let e = initial_state(Some(&file), Some(&manifest)).unwrap_err().to_string();
+        assert!(e.contains("is not a valid saved state"), "{e}");
+        assert_eq!(std::fs::read_to_string(file.path()).unwrap(), "not json", "a broken file is never overwritten");
+
+        let (_, source) = initial_state(None, None).unwrap();
+        assert_eq!(source, InitialSource::Empty);
     }
 }

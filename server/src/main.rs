@@ -41,15 +41,16 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let initial = match &args.startup_manifest {
-        Some(path) => match ank_server::load_startup_manifest(path) {
-            Ok(state) => state,
-            Err(e) => {
-                eprintln!("ank-server: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-        None => ank_common::State { api_version: ank_common::API_VERSION.to_owned(), ..Default::default() },
+    let state_file = args.state_file.clone().map(ank_server::state_file::StateFile::new);
+    let initial = match ank_server::initial_state(state_file.as_ref(), args.startup_manifest.as_deref()) {
+        Ok((state, source)) => {
+            log_initial_source(source, &args);
+            state
+        }
+        Err(e) => {
+            eprintln!("ank-server: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     let listener = match tokio::net::TcpListener::bind(args.address).await {
         Ok(l) => l,
@@ -69,11 +70,26 @@ async fn main() -> ExitCode {
         read_only_clients: args.read_only_clients.clone(),
     };
     let options = ank_server::grpc::ServeOptions { tls, policy, heartbeat: args.heartbeat() };
-    match ank_server::run_with(initial, listener, options, shutdown).await {
+    match ank_server::run_with(initial, state_file, listener, options, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ank-server: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+fn log_initial_source(source: ank_server::InitialSource, args: &ank_server::cli::Args) {
+    let file = args.state_file.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+    match (source, &args.startup_manifest) {
+        (ank_server::InitialSource::StateFile, Some(m)) => {
+            tracing::info!("desired state loaded from state file '{file}'; startup manifest '{}' not used", m.display())
+        }
+        (ank_server::InitialSource::StateFile, None) => tracing::info!("desired state loaded from state file '{file}'"),
+        (ank_server::InitialSource::StartupManifest, _) | (ank_server::InitialSource::Empty, _) => {
+            if args.state_file.is_some() {
+                tracing::info!("desired state saved to state file '{file}' from now on");
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::events::EventSubscriptions;
 use crate::log_campaigns::LogCampaigns;
 use crate::requests;
+use crate::state_file::StateFile;
 use crate::workload_states::WorkloadStateStore;
 
 mod logs;
@@ -65,11 +66,15 @@ pub struct AnkaiosServer {
     conns: Connections,
     logs: LogCampaigns,
     events: EventSubscriptions,
+    /// Where accepted desired states are saved, if anywhere.
+    state_file: Option<StateFile>,
 }
 
 impl AnkaiosServer {
-    /// Creates the actor with an initial, validated desired state.
-    pub fn new(initial: DesiredState) -> (ServerHandle, Self) {
+    /// Creates the actor with an initial, validated desired state; with a
+    /// `state_file`, every accepted change is saved there before it is
+    /// acknowledged or sent to an agent.
+    pub fn new(initial: DesiredState, state_file: Option<StateFile>) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
         let mut server = Self {
             rx,
@@ -78,6 +83,7 @@ impl AnkaiosServer {
             conns: Connections::default(),
             logs: LogCampaigns::default(),
             events: EventSubscriptions::default(),
+            state_file,
         };
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.desired = initial;
@@ -180,8 +186,18 @@ impl AnkaiosServer {
             tracing::warn!("connection {conn}: workload states from a stream that is no agent ignored");
             return;
         };
-        // An agent speaks only for its own workloads.
-        let accepted: Vec<WorkloadState> = states.into_iter().filter(|s| s.instance_name.agent_name == agent).collect();
+        // An agent speaks only for its own workloads, and only for those the
+        // server wants or still lists: after a partition or a server restart
+        // the agent re-sends states of workloads deleted meanwhile, which it
+        // is about to remove; they must not come back as ghost rows.
+        let accepted: Vec<WorkloadState> = states
+            .into_iter()
+            .filter(|s| s.instance_name.agent_name == agent)
+            .filter(|s| {
+                self.states.contains(&s.instance_name)
+                    || desired_state::wants_instance(&self.desired.rendered, &s.instance_name)
+            })
+            .collect();
         let changed: Vec<WorkloadState> = accepted.into_iter().filter(|s| self.states.record(s)).collect();
         if !changed.is_empty() {
             self.conns.broadcast(Some(&agent), &FromServer::UpdateWorkloadState(changed));
@@ -245,6 +261,14 @@ impl AnkaiosServer {
                 return ResponseContent::Error(format!("update rejected: {e}"));
             }
         };
+        if next.state != self.desired.state
+            && let Some(file) = &self.state_file
+            && let Err(e) = file.save(&next.state)
+        {
+            // Not saved means not accepted: a restart must not lose it.
+            tracing::error!("update rejected: {e}");
+            return ResponseContent::Error(format!("update rejected: {e}"));
+        }
         requests::update_agent_tags(&mut self.conns, new_state, update_mask);
         let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
         self.desired = next;

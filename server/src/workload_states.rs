@@ -33,6 +33,11 @@ impl WorkloadStateStore {
         true
     }
 
+    /// Whether the instance has an entry.
+    pub fn contains(&self, n: &WorkloadInstanceName) -> bool {
+        self.map.get(&n.agent_name).and_then(|w| w.get(&n.workload_name)).is_some_and(|ids| ids.contains_key(&n.id))
+    }
+
     /// Drops an instance's entry; returns whether it existed.
     pub fn remove(&mut self, n: &WorkloadInstanceName) -> bool {
         let Some(by_name) = self.map.get_mut(&n.agent_name) else { return false };
@@ -100,7 +105,9 @@ mod tests {
         assert_eq!(changed.len(), 1);
         assert_eq!(s.map()["A"]["w"]["1"], ExecutionState::agent_disconnected());
         assert_eq!(s.all_except(Some("A")).len(), 1);
+        assert!(s.contains(&name("w", "A")));
         assert!(s.record(&WorkloadState::new(name("w", "A"), ExecutionState::removed())));
         assert!(!s.map().contains_key("A"));
+        assert!(!s.contains(&name("w", "A")));
     }
 }

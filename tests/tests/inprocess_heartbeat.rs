@@ -1,7 +1,9 @@
 //! Dead-peer detection: an agent whose link is cut silently (a proxy that
 //! stops forwarding but keeps both sockets open: no FIN, no RST) is marked
 //! disconnected by the server's heartbeats, not after TCP's minutes. The
-//! agent keeps its workload and comes back when the link does.
+//! agent keeps its workload and comes back when the link does, and changes
+//! made while it was away are applied then (ankaios#358), without ghost
+//! rows for the workloads deleted meanwhile.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,15 +55,24 @@ async fn agent_listed(c: &mut Commander) -> bool {
     c.complete_state(&["agents"]).await["agents"].get("agent_A").is_some()
 }
 
-#[tokio::test]
-async fn itest_a_silently_cut_agent_is_disconnected_by_heartbeats_and_comes_back() {
+/// A server with fast heartbeats and one agent `agent_A` on a fake
+/// runtime, linked through a silent proxy.
+struct Partitioned {
+    server_url: String,
+    cut: Arc<AtomicBool>,
+    fake: Arc<FakeRuntime>,
+    stop: CancellationToken,
+    _run_folder: tempfile::TempDir,
+}
+
+async fn partitioned_cluster() -> Partitioned {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server_addr = listener.local_addr().unwrap().to_string();
     let stop = CancellationToken::new();
     let heartbeat = Heartbeat { interval: Duration::from_millis(100), timeout: Duration::from_millis(200) };
     let options = ank_server::grpc::ServeOptions { heartbeat: Some(heartbeat), ..Default::default() };
     let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
-    tokio::spawn(ank_server::run_with(initial, listener, options, stop.clone()));
+    tokio::spawn(ank_server::run_with(initial, None, listener, options, stop.clone()));
 
     let cut = Arc::new(AtomicBool::new(false));
     let proxy = silent_proxy(server_addr.clone(), cut.clone()).await;
@@ -75,10 +86,23 @@ async fn itest_a_silently_cut_agent_is_disconnected_by_heartbeats_and_comes_back
         ..AgentConfig::new("agent_A", proxy)
     };
     tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
+    Partitioned { server_url: format!("http://{server_addr}"), cut, fake, stop, _run_folder: run_folder }
+}
 
-    let mut c = Commander::connect(&format!("http://{server_addr}")).await;
-    c.apply("apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: |\n      image: x\n")
-        .await;
+fn manifest(names: &[&str]) -> String {
+    let body: String = names
+        .iter()
+        .map(|n| format!("  {n}:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: |\n      image: x\n"))
+        .collect();
+    format!("apiVersion: v1\nworkloads:\n{body}")
+}
+
+#[tokio::test]
+async fn itest_a_silently_cut_agent_is_disconnected_by_heartbeats_and_comes_back() {
+    let p = partitioned_cluster().await;
+    let (cut, fake) = (p.cut.clone(), p.fake.clone());
+    let mut c = Commander::connect(&p.server_url).await;
+    c.apply(&manifest(&["w"])).await;
     c.wait_for_state("w", "Running(Ok)").await;
     assert!(agent_listed(&mut c).await);
 
@@ -92,5 +116,43 @@ async fn itest_a_silently_cut_agent_is_disconnected_by_heartbeats_and_comes_back
     c.wait_for_state("w", "Running(Ok)").await;
     assert!(agent_listed(&mut c).await);
     assert_eq!(fake.created().len(), 1, "the workload was not created again");
-    stop.cancel();
+    p.stop.cancel();
+}
+
+#[tokio::test]
+async fn itest_changes_made_during_a_partition_are_applied_when_it_heals() {
+    let p = partitioned_cluster().await;
+    let mut c = Commander::connect(&p.server_url).await;
+    c.apply(&manifest(&["keep", "gone"])).await;
+    c.wait_for_state("keep", "Running(Ok)").await;
+    c.wait_for_state("gone", "Running(Ok)").await;
+
+    p.cut.store(true, Ordering::SeqCst);
+    c.wait_for_state("keep", "AgentDisconnected").await;
+    c.delete(&["gone"]).await;
+    c.wait_for_state("gone", "Removed").await;
+    c.apply(&manifest(&["new"])).await;
+    c.wait_for_state("new", "Pending(Initial)").await;
+    // Every state the server sends from here on is recorded by `c`.
+    let seen_before_heal = c.states.len();
+
+    p.cut.store(false, Ordering::SeqCst);
+    c.wait_for_state("new", "Running(Ok)").await;
+    c.wait_for_state("keep", "Running(Ok)").await;
+    let deleted = || p.fake.deleted().iter().any(|i| i.workload_name == "gone");
+    for _ in 0..100 {
+        if deleted() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(deleted(), "the workload deleted during the partition was removed on the agent");
+    let created: Vec<String> = p.fake.created().iter().map(|i| i.workload_name.clone()).collect();
+    assert_eq!(created, ["gone", "keep", "new"], "'keep' was never created again");
+    let ghosts: Vec<_> =
+        c.states[seen_before_heal..].iter().filter(|s| s.instance_name.workload_name == "gone").collect();
+    assert!(ghosts.is_empty(), "no state of 'gone' came back after the heal: {ghosts:?}");
+    let rows = c.complete_state(&["workloadStates"]).await;
+    assert!(rows["workloadStates"]["agent_A"].get("gone").is_none(), "no ghost row: {rows}");
+    p.stop.cancel();
 }

@@ -120,3 +120,57 @@ async fn server_sends_events_with_altered_fields_until_cancelled() {
     assert!(state["desiredState"]["workloads"].as_object().is_none_or(|m| m.is_empty()), "{state}");
     shutdown.cancel();
 }
+
+/// Starts a server that saves its desired state in `file`.
+async fn start_saving_server(file: &std::path::Path) -> (String, CancellationToken) {
+    let state_file = ank_server::state_file::StateFile::new(file);
+    let (initial, _) = ank_server::initial_state(Some(&state_file), None).expect("initial state");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let shutdown = CancellationToken::new();
+    let options = ank_server::grpc::ServeOptions::default();
+    tokio::spawn(ank_server::run_with(initial, Some(state_file), listener, options, shutdown.clone()));
+    (url, shutdown)
+}
+
+#[tokio::test]
+async fn server_saves_every_accepted_state_and_a_restart_serves_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state.json");
+    let (url, shutdown) = start_saving_server(&file).await;
+    let mut c = Commander::connect(&url).await;
+    assert!(matches!(c.apply(MANIFEST).await, ResponseContent::UpdateStateSuccess { .. }));
+    let before = c.complete_state(&["desiredState"]).await;
+    shutdown.cancel();
+
+    let (url, shutdown) = start_saving_server(&file).await;
+    let mut c = Commander::connect(&url).await;
+    assert_eq!(c.complete_state(&["desiredState"]).await, before, "same desired state after the restart");
+    let states = c.complete_state(&["workloadStates.absent.a"]).await;
+    let instance = states["workloadStates"]["absent"]["a"].as_object().expect("a state for 'a'");
+    let s = instance.values().next().unwrap();
+    assert_eq!(
+        (&s["state"], &s["subState"]),
+        (&serde_json::json!("Pending"), &serde_json::json!("Initial")),
+        "{states}"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn server_refuses_an_update_it_cannot_save_and_keeps_the_old_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let (url, shutdown) = start_saving_server(&sub.join("state.json")).await;
+    let mut c = Commander::connect(&url).await;
+    std::fs::remove_dir_all(&sub).unwrap();
+    let ResponseContent::Error(e) = c.apply(MANIFEST).await else { panic!("an unsaved update was accepted") };
+    assert!(e.starts_with("update rejected: cannot write state file") && e.contains("sub/state.json"), "{e}");
+    let state = c.complete_state(&["desiredState.workloads"]).await;
+    assert!(
+        state["desiredState"].get("workloads").is_none_or(|w| w.as_object().is_some_and(|m| m.is_empty())),
+        "{state}"
+    );
+    shutdown.cancel();
+}
