@@ -23,7 +23,7 @@ pub struct Cli {
     #[arg(short = 's', long = "server-url", env = "ANK_SERVER_URL")]
     pub server_url: Option<String>,
 
-    /// Connect without TLS (the only mode this release supports)
+    /// Connect without TLS (otherwise --ca_pem, --crt_pem and --key_pem are needed)
     #[arg(short = 'k', long = "insecure", env = "ANK_INSECURE", global = true, value_parser = FalseyValueParser::new())]
     pub insecure: bool,
 

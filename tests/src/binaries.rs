@@ -1,10 +1,14 @@
 //! A cluster of the built binaries for end-to-end tests: `ank-server` and
-//! one `ank-agent` on a free port, and `ank` invocations against them.
-//! Processes are killed and the agent's containers removed on drop.
+//! one `ank-agent` on a free port, and `ank` invocations against them;
+//! optionally on two test hosts ([`TestNet`]), the server (and `ank`) on one
+//! and the agent on the other. Processes are killed and the agent's
+//! containers removed on drop.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::netns::TestNet;
 
 /// The folder holding the built binaries (`target/debug` for `cargo test`).
 pub fn bin_dir() -> PathBuf {
@@ -27,8 +31,28 @@ pub struct Cluster {
     pub run_folder: tempfile::TempDir,
     server: Option<Child>,
     agent_proc: Option<Child>,
-    /// Extra `ank-agent` arguments.
-    agent_args: Vec<String>,
+    /// How `ank-server` is started (program and arguments).
+    server_cmd: Vec<String>,
+    /// How `ank-agent` is started, without `--run-folder`.
+    agent_cmd: Vec<String>,
+    /// Prefix for programs on the server host (`ank`).
+    on_server_host: Vec<String>,
+}
+
+/// What a [`Cluster`] is started with.
+#[derive(Default)]
+pub struct ClusterOptions<'a> {
+    pub manifest: Option<&'a Path>,
+    pub server_args: &'a [&'a str],
+    pub agent_args: &'a [&'a str],
+    /// Two test hosts instead of loopback.
+    pub net: Option<&'a TestNet>,
+}
+
+fn command(argv: &[String]) -> Command {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    cmd
 }
 
 impl Cluster {
@@ -40,35 +64,75 @@ impl Cluster {
 
     /// Like [`Cluster::start`], with extra arguments for `ank-agent`.
     pub fn start_with(agent: &str, manifest: Option<&Path>, agent_args: &[&str]) -> Self {
+        Self::start_opts(agent, ClusterOptions { manifest, agent_args, ..Default::default() })
+    }
+
+    /// Starts a cluster as `opts` say and waits until the agent is listed.
+    pub fn start_opts(agent: &str, opts: ClusterOptions<'_>) -> Self {
         crate::require_podman();
         let port = crate::free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let mut server = Command::new(bin("ank-server"));
-        server.args(["--insecure", "--address", &addr]);
-        if let Some(m) = manifest {
-            server.arg("--startup-manifest").arg(m);
+        let host = opts.net.map_or_else(|| "127.0.0.1".to_owned(), |n| n.server_ip.clone());
+        let addr = format!("{host}:{port}");
+        let on_server_host = opts.net.map(TestNet::on_server_host).unwrap_or_default();
+        let on_agent_host = opts.net.map(TestNet::on_agent_host).unwrap_or_default();
+        let path = |name: &str| bin(name).display().to_string();
+        let mut server_cmd = on_server_host.clone();
+        server_cmd.extend([path("ank-server"), "--insecure".into(), "--address".into(), addr.clone()]);
+        if let Some(m) = opts.manifest {
+            server_cmd.extend(["--startup-manifest".into(), m.display().to_string()]);
         }
-        let server = server.stderr(Stdio::null()).spawn().expect("spawn ank-server");
-        let run_folder = tempfile::tempdir().expect("temp run folder");
+        server_cmd.extend(opts.server_args.iter().map(|a| a.to_string()));
         let url = format!("http://{addr}");
-        let agent_args = agent_args.iter().map(|a| a.to_string()).collect();
-        let mut c =
-            Self { url, agent: agent.to_owned(), run_folder, server: Some(server), agent_proc: None, agent_args };
+        let mut agent_cmd = on_agent_host;
+        agent_cmd.extend([path("ank-agent"), "--insecure".into(), "--name".into(), agent.to_owned()]);
+        agent_cmd.extend(["--server-url".into(), url.clone()]);
+        agent_cmd.extend(opts.agent_args.iter().map(|a| a.to_string()));
+        let run_folder = tempfile::tempdir().expect("temp run folder");
+        let mut c = Self {
+            url,
+            agent: agent.to_owned(),
+            run_folder,
+            server: None,
+            agent_proc: None,
+            server_cmd,
+            agent_cmd,
+            on_server_host,
+        };
+        c.start_server();
         c.start_agent();
-        c.wait_until(Duration::from_secs(20), |c| {
+        c.wait_for_agent(Duration::from_secs(20));
+        c
+    }
+
+    /// Starts the server (again); a running one is killed first.
+    pub fn start_server(&mut self) {
+        self.kill_server();
+        let server = command(&self.server_cmd).stderr(Stdio::null()).spawn().expect("spawn ank-server");
+        self.server = Some(server);
+    }
+
+    /// Kills the server with SIGKILL.
+    pub fn kill_server(&mut self) {
+        if let Some(mut child) = self.server.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Waits until `ank get agents` lists the agent.
+    pub fn wait_for_agent(&self, limit: Duration) {
+        self.wait_until(limit, |c| {
             let o = c.ank(&["get", "agents"]);
             o.status.success() && String::from_utf8_lossy(&o.stdout).contains(&c.agent)
         });
-        c
     }
 
     /// Starts the agent (again); a running one is killed first.
     pub fn start_agent(&mut self) {
         self.kill_agent();
-        let agent_proc = Command::new(bin("ank-agent"))
-            .args(["--insecure", "--name", &self.agent, "--server-url", &self.url, "--run-folder"])
+        let agent_proc = command(&self.agent_cmd)
+            .arg("--run-folder")
             .arg(self.run_folder.path())
-            .args(&self.agent_args)
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn ank-agent");
@@ -92,8 +156,10 @@ impl Cluster {
     /// Runs `ank` with `stdin` as standard input.
     pub fn ank_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
         use std::io::Write;
-        let mut cmd = Command::new(bin("ank"));
-        cmd.args(["--insecure", "--server-url", &self.url]).args(args);
+        let mut argv = self.on_server_host.clone();
+        argv.extend([bin("ank").display().to_string(), "--insecure".into(), "--server-url".into(), self.url.clone()]);
+        let mut cmd = command(&argv);
+        cmd.args(args);
         cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn ank");
@@ -113,7 +179,9 @@ impl Cluster {
             .filter_map(|l| {
                 let mut t = l.split_whitespace();
                 let name = t.next()?.to_owned();
-                let state = t.find(|x| x.contains('('))?.to_owned();
+                let state = t
+                    .find(|x| x.contains('(') || ["AgentDisconnected", "NotScheduled", "Removed"].contains(x))?
+                    .to_owned();
                 Some((name, state))
             })
             .collect()

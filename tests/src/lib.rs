@@ -1,10 +1,12 @@
 //! Helpers shared by the integration and end-to-end suites: a test
 //! commander speaking the gRPC protocol to an in-process server, and a
 //! cluster of the built binaries (`ank-server`, `ank-agent`, `ank`) with
-//! real podman, cleaned up on drop.
+//! real podman, cleaned up on drop, optionally on two test hosts in
+//! network namespaces.
 
 pub mod binaries;
 pub mod commander;
+pub mod netns;
 
 /// Panics with a clear message unless `podman` is on PATH: real-podman
 /// tests fail, never skip, when it is missing.

@@ -1,12 +1,14 @@
 //! End to end with the built binaries and real podman: an agent killed with
-//! SIGKILL and started again takes over its running containers without
-//! restarting them, replaces those whose configuration changed meanwhile and
-//! removes those deleted meanwhile.
+//! SIGKILL under 50 running workloads and started again takes over its
+//! containers without restarting them, replaces those whose configuration
+//! changed meanwhile and removes those deleted meanwhile. A server killed
+//! with SIGKILL and started again from its `--state-file` serves the same
+//! desired state, and its agent reconnects without restarting anything.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ank_tests::binaries::Cluster;
+use ank_tests::binaries::{Cluster, ClusterOptions};
 
 const IMAGE: &str = "localhost/busybox:latest";
 
@@ -40,16 +42,16 @@ fn all_running(c: &Cluster, names: &[String]) -> bool {
 #[test]
 // [stest->swdd~agent-existing-workloads-resume-existing~2]
 // [stest->swdd~agent-resume-workload~2]
-fn e2e_resume_after_kill_9_keeps_10_containers_running_untouched() {
+fn e2e_resume_after_kill_9_keeps_50_containers_running_untouched() {
     let agent = format!("e2e_resume_{}", std::process::id());
     let mut c = Cluster::start(&agent, None);
-    let names: Vec<String> = (0..10).map(|i| format!("w{i}")).collect();
+    let names: Vec<String> = (0..50).map(|i| format!("w{i}")).collect();
     let specs: Vec<(&str, u32)> = names.iter().map(|n| (n.as_str(), 100_000)).collect();
     let o = c.ank_stdin(&["apply", "-"], Some(&manifest(&agent, &specs)));
     assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
-    c.wait_until(Duration::from_secs(60), |c| all_running(c, &names));
+    c.wait_until(Duration::from_secs(120), |c| all_running(c, &names));
     let before = containers_by_workload(&c);
-    assert_eq!(before.len(), 10, "{before:?}");
+    assert_eq!(before.len(), 50, "{before:?}");
 
     c.kill_agent();
     c.wait_until(Duration::from_secs(20), |c| {
@@ -57,9 +59,39 @@ fn e2e_resume_after_kill_9_keeps_10_containers_running_untouched() {
         o.status.success() && !String::from_utf8_lossy(&o.stdout).contains(&c.agent)
     });
     c.start_agent();
-    c.wait_until(Duration::from_secs(30), |c| all_running(c, &names));
+    c.wait_until(Duration::from_secs(60), |c| all_running(c, &names));
     let after = containers_by_workload(&c);
-    assert_eq!(after, before, "same containers, none restarted");
+    assert_eq!(after, before, "same containers, none restarted, none lost");
+    assert_eq!(c.workload_rows().len(), 50, "every workload listed once");
+}
+
+#[test]
+fn e2e_a_server_restarted_from_its_state_file_serves_the_same_state_and_restarts_nothing() {
+    let agent = format!("e2e_srv_restart_{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let state_file = dir.path().join("state.json");
+    let server_args = ["--state-file", state_file.to_str().unwrap()];
+    let mut c = Cluster::start_opts(&agent, ClusterOptions { server_args: &server_args, ..Default::default() });
+    let names: Vec<String> = (0..5).map(|i| format!("w{i}")).collect();
+    let specs: Vec<(&str, u32)> = names.iter().map(|n| (n.as_str(), 100_000)).collect();
+    let with_config = format!("{}configs:\n  greeting:\n    text: hello\n", manifest(&agent, &specs));
+    let o = c.ank_stdin(&["apply", "-"], Some(&with_config));
+    assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+    c.wait_until(Duration::from_secs(60), |c| all_running(c, &names));
+    let desired = |c: &Cluster| {
+        let o = c.ank(&["get", "state", "-o", "json", "desiredState"]);
+        assert!(o.status.success(), "get state: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("json state")
+    };
+    let state_before = desired(&c);
+    let before = containers_by_workload(&c);
+
+    c.kill_server();
+    c.start_server();
+    c.wait_for_agent(Duration::from_secs(20));
+    c.wait_until(Duration::from_secs(30), |c| all_running(c, &names));
+    assert_eq!(desired(&c), state_before, "the same desired state, configs included");
+    assert_eq!(containers_by_workload(&c), before, "no workload restarted");
 }
 
 #[test]
