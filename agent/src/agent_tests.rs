@@ -1,6 +1,7 @@
 //! In-process tests of the whole agent ([`crate::run`]) against a scripted
 //! fake gRPC server and the FakeRuntime: hello, ServerHello, state reports,
-//! reconnect with full re-send, skipped bad messages, Goodbye on shutdown.
+//! reconnect with full re-send, skipped bad messages, Goodbye on shutdown,
+//! messages above the size limit in both directions.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -183,4 +184,54 @@ async fn agent_connects_runs_workloads_reconnects_and_says_goodbye() {
     assert_eq!(conn.next().await, ToServer::Goodbye);
     tokio::time::timeout(WAIT, agent).await.expect("agent stops").unwrap().unwrap();
     assert_eq!(fake.containers().len(), 1, "workloads keep running after the agent stops");
+}
+
+#[tokio::test]
+async fn agent_survives_oversized_messages_both_ways() {
+    let (url, mut conns) = start_server().await;
+    let run_folder = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeRuntime::new());
+    let mut registry = RuntimeRegistry::new();
+    registry.register(fake.clone());
+    let mut config = AgentConfig::new(AGENT, url);
+    config.run_folder = run_folder.path().to_owned();
+    let shutdown = CancellationToken::new();
+    let agent = tokio::spawn(crate::run(config, registry, shutdown.clone()));
+
+    let mut conn = accept(&mut conns).await;
+    assert!(matches!(conn.next().await, ToServer::AgentHello { .. }));
+    let a = spec("a");
+    conn.send(&FromServer::ServerHello(vec![a.clone()])).await;
+    conn.states_until(|s| s.execution_state == ExecutionState::running()).await;
+
+    // Log lines too large for one message are dropped, not sent: the
+    // session goes on and the stop response still arrives.
+    fake.push_log(&a.instance_name, &"x".repeat(ank_proto::MAX_MESSAGE_BYTES + 1)).await;
+    let request = ank_common::messages::LogsRequest {
+        workload_names: vec![a.instance_name.clone()],
+        follow: false,
+        tail: -1,
+        since: None,
+        until: None,
+    };
+    conn.send(&FromServer::LogsRequest { request_id: "r1".into(), request }).await;
+    let next = conn.next().await;
+    assert!(matches!(next, ToServer::LogsStopResponse { ref request_id, .. } if request_id == "r1"), "{next:?}");
+
+    // A message from the server above the limit ends the session; the agent
+    // reconnects and re-sends its states.
+    let mut big = spec("big");
+    big.workload.runtime_config = "x".repeat(ank_proto::MAX_MESSAGE_BYTES + 1);
+    conn.send(&FromServer::UpdateWorkload { added: vec![big], deleted: vec![] }).await;
+    let mut conn = accept(&mut conns).await;
+    assert!(matches!(conn.next().await, ToServer::AgentHello { .. }));
+    assert_eq!(
+        conn.next().await,
+        ToServer::UpdateWorkloadState(vec![WorkloadState::new(a.instance_name.clone(), ExecutionState::running())])
+    );
+    assert_eq!(fake.created(), vec![a.instance_name.clone()], "the oversized workload was never read");
+
+    shutdown.cancel();
+    assert_eq!(conn.next().await, ToServer::Goodbye);
+    tokio::time::timeout(WAIT, agent).await.expect("agent stops").unwrap().unwrap();
 }

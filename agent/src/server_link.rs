@@ -3,18 +3,25 @@
 //! wire types: it converts `ToServer` / `FromServer` at this edge, logs and
 //! skips messages that do not convert, reconnects with [`Backoff`] (first
 //! retry within ~50 ms, cap 2 s, reset after a successful connection), sends
-//! `AgentHello` on every connect and `AgentLoadStatus` every 2 s.
+//! `AgentHello` on every connect and `AgentLoadStatus` every 2 s. Messages
+//! are limited to [`MAX_MESSAGE_BYTES`] both ways: one too large to send is
+//! dropped with a warning (a workload's request is answered with an error
+//! instead), one too large from the server ends the session with a warning
+//! and the link reconnects.
 //!
 //! In: `ToServer` via [`ServerLinkHandle`] (from the `AgentManager`).
 //! Out: `LinkEvent`s (connected, messages) to the `AgentManager`.
+//!
+//! [`MAX_MESSAGE_BYTES`]: ank_proto::MAX_MESSAGE_BYTES
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ank_common::convert::{from_server_from_proto, to_server_to_proto};
-use ank_common::messages::{FromServer, ToServer};
+use ank_common::messages::{FromServer, Response, ResponseContent, ToServer};
 use ank_proto::grpc_api;
 use ank_proto::grpc_api::agent_connection_client::AgentConnectionClient;
+use ank_proto::limits::{MAX_MESSAGE_BYTES, MessageTooLarge, check_size, is_too_large};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -136,7 +143,9 @@ impl ServerLink {
         let endpoint =
             ank_proto::dial::endpoint(&self.config.server_url, pem.as_ref(), CONNECT_TIMEOUT, self.config.heartbeat)?;
         let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
-        Ok(AgentConnectionClient::new(channel))
+        Ok(AgentConnectionClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES))
     }
 
     async fn session(&mut self, backoff: &mut Backoff) -> SessionEnd {
@@ -176,13 +185,22 @@ impl ServerLink {
                     return SessionEnd::Shutdown;
                 }
                 Some(msg) = self.outbound.recv() => {
-                    if tx.send(to_server_to_proto(&msg)).await.is_err() {
+                    let wire = to_server_to_proto(&msg);
+                    if let Err(too_large) = check_size(&wire) {
+                        self.refuse_oversized(msg, too_large).await;
+                        continue;
+                    }
+                    if tx.send(wire).await.is_err() {
                         return SessionEnd::Lost("request stream closed".into());
                     }
                 }
                 msg = inbound.message() => match msg {
                     Ok(Some(m)) => self.forward(m).await,
                     Ok(None) => return SessionEnd::Lost("server closed the stream".into()),
+                    Err(status) if is_too_large(&status) => {
+                        tracing::warn!("a message from the server is too large, reconnecting: {}", status.message());
+                        return SessionEnd::Lost(format!("message too large: {}", status.message()));
+                    }
                     Err(status) => return SessionEnd::Lost(format!("stream error: {}", error_chain(&status))),
                 },
                 _ = load.tick() => {
@@ -192,6 +210,20 @@ impl ServerLink {
                 }
             }
         }
+    }
+
+    /// A message too large for the server is not sent: tonic would end the
+    /// whole session on it. A workload's request gets an error response
+    /// through the usual way back to its control interface.
+    async fn refuse_oversized(&self, msg: ToServer, too_large: MessageTooLarge) {
+        let ToServer::Request(request) = msg else {
+            tracing::warn!("a message to the server was dropped: {too_large}");
+            return;
+        };
+        tracing::warn!("request '{}' not sent to the server: {too_large}", request.request_id);
+        let content = ResponseContent::Error(format!("the request cannot be sent to the server: {too_large}"));
+        let response = FromServer::Response(Response { request_id: request.request_id, content });
+        let _ = self.events.send(LinkEvent::Message(response)).await;
     }
 
     /// Converts one wire message; bad ones are logged and skipped.

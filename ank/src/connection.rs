@@ -3,7 +3,11 @@
 //! id, and the workload-state updates the server pushes in between. Wire
 //! types are converted to the domain messages of `ank_common` right here;
 //! the commands only see [`RequestContent`], [`ResponseContent`] and
-//! [`WorkloadState`]s.
+//! [`WorkloadState`]s. Messages are limited to [`MAX_MESSAGE_BYTES`] both
+//! ways, as on the server: a request too large is refused here, naming its
+//! size and the limit.
+//!
+//! [`MAX_MESSAGE_BYTES`]: ank_proto::MAX_MESSAGE_BYTES
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -12,6 +16,7 @@ use ank_common::WorkloadState;
 use ank_common::convert::{ConvertError, from_server_from_proto, to_server_to_proto};
 use ank_common::messages::{FromServer, Request, RequestContent, ResponseContent, ToServer};
 use ank_proto::grpc_api as g;
+use ank_proto::limits::{MAX_MESSAGE_BYTES, MessageTooLarge, check_size};
 use g::command_connection_client::CommandConnectionClient;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -43,6 +48,8 @@ pub enum ConnectionError {
     Invalid(#[from] ConvertError),
     #[error("the new state cannot be sent: {0}")]
     Unencodable(ConvertError),
+    #[error("the request cannot be sent: {0}")]
+    TooLarge(MessageTooLarge),
 }
 
 /// An open command connection.
@@ -76,7 +83,9 @@ impl Connection {
         let hello = ToServer::CommanderHello { protocol_version: ank_common::PROTOCOL_VERSION.to_owned() };
         // The channel is fresh and has room, so this cannot fail or block.
         tx.try_send(to_server_to_proto(&hello)).map_err(|_| ConnectionError::Closed)?;
-        let mut client = CommandConnectionClient::new(channel);
+        let mut client = CommandConnectionClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let response = tokio::time::timeout(response_timeout, client.connect_command(ReceiverStream::new(rx)))
             .await
             .map_err(|_| ConnectionError::Timeout { what: "the command stream", after: response_timeout })?
@@ -186,7 +195,10 @@ impl Connection {
 
     async fn send(&mut self, msg: &ToServer) -> Result<(), ConnectionError> {
         let tx = self.tx.as_ref().ok_or(ConnectionError::Closed)?;
-        tx.send(to_server_to_proto(msg)).await.map_err(|_| ConnectionError::Closed)
+        let wire = to_server_to_proto(msg);
+        // tonic would fail the whole stream on it, with a vaguer error.
+        check_size(&wire).map_err(ConnectionError::TooLarge)?;
+        tx.send(wire).await.map_err(|_| ConnectionError::Closed)
     }
 
     /// The next message this version understands.

@@ -332,3 +332,21 @@ async fn fake_server_set_state_with_an_invalid_value_fails_naming_it_and_sends_n
         .count();
     assert_eq!(sent_updates, 0, "nothing reaches the server");
 }
+
+#[tokio::test]
+async fn fake_server_apply_of_a_manifest_above_the_message_limit_names_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("big.yaml");
+    let config = "a".repeat(ank_proto::MAX_MESSAGE_BYTES);
+    std::fs::write(
+        &file,
+        format!("apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: \"{config}\"\n"),
+    )
+    .unwrap();
+    let (addr, received) = start(Script::default()).await;
+    let out = ank(args(addr, &["--no-wait", "apply", &file.display().to_string()])).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("exceeds the limit of {} bytes", ank_proto::MAX_MESSAGE_BYTES)), "{err}");
+    assert!(updates(&received).is_empty(), "nothing above the limit reaches the server");
+}

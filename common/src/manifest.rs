@@ -71,9 +71,14 @@ pub fn validate_state(state: &State) -> Result<(), String> {
         if wl.runtime.is_empty() {
             return Err(format!("workload '{name}': field 'runtime' must not be empty"));
         }
-        if !wl.agent.contains("{{") {
-            crate::names::AgentName::new(wl.agent.as_str())
-                .map_err(|e| format!("workload '{name}': field 'agent': {e}"))?;
+        // A template is rendered only for a workload with config aliases;
+        // without them the value is the agent name as written.
+        let templated = wl.agent.contains("{{") && !wl.configs.is_empty();
+        if !templated {
+            crate::names::AgentName::new(wl.agent.as_str()).map_err(|e| {
+                let hint = if wl.agent.contains("{{") { " (a template needs the workload's configs)" } else { "" };
+                format!("workload '{name}': field 'agent': {e}{hint}")
+            })?;
         }
     }
     for (name, wl) in &state.workloads {
@@ -162,6 +167,20 @@ mod tests {
     fn manifest_error_broken_yaml_names_line() {
         let e = parse_manifest("m.yaml", "apiVersion: v1\nworkloads:\n  a: [\n").unwrap_err().to_string();
         assert!(e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn manifest_error_templated_agent_without_configs_is_an_invalid_name() {
+        // Found by the manifest_parser fuzz target: the template was never
+        // rendered, so the literal '{{...}}' passed as agent and the server
+        // silently left the workload unscheduled.
+        let text = GOOD.replace("agent: agent_A", "agent: \"{{where.agent}}\"");
+        let e = parse_manifest("m.yaml", &text).unwrap_err().to_string();
+        assert!(e.contains("workload 'nginx': field 'agent': agent name '{{where.agent}}' is invalid"), "{e}");
+        assert!(e.contains("a template needs the workload's configs"), "{e}");
+        let with_configs =
+            format!("{text}    configs:\n      where: placement\nconfigs:\n  placement:\n    agent: agent_A\n");
+        assert_eq!(parse_manifest("m.yaml", &with_configs).unwrap().workloads["nginx"].agent, "{{where.agent}}");
     }
 
     #[test]

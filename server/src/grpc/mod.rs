@@ -4,8 +4,14 @@
 //! server actor, outbound domain messages are converted back. With mTLS
 //! ([`tls`]) the peer's certificate names are checked against the
 //! [`identity`] rules first: an agent's hello, a read-only client's writes.
+//! Every message in either direction is limited to [`MAX_MESSAGE_BYTES`]: a
+//! client that sends a larger one gets its stream ended with
+//! ResourceExhausted naming the size and the limit; a response too large to
+//! send is answered with an error response instead, any other message too
+//! large ends the stream the same way.
 //!
 //! [`ToServer`]: ank_common::messages::ToServer
+//! [`MAX_MESSAGE_BYTES`]: ank_proto::MAX_MESSAGE_BYTES
 
 pub mod identity;
 pub mod tls;
@@ -16,13 +22,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ank_common::convert::{from_server_to_proto, to_server_from_proto};
-use ank_common::messages::{FromServer, ToServer};
+use ank_common::messages::{self, FromServer, ResponseContent, ToServer};
 use ank_proto::grpc_api as g;
+use ank_proto::limits::{MAX_MESSAGE_BYTES, check_size, is_too_large, too_large_status};
 use g::agent_connection_server::{AgentConnection, AgentConnectionServer};
 use g::cli_connection_server::{CliConnection, CliConnectionServer};
 use g::command_connection_server::{CommandConnection, CommandConnectionServer};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::{Stream, StreamExt, wrappers::ReceiverStream};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
@@ -69,7 +76,7 @@ impl Services {
         // An agent's certificate must carry the name it says hello with.
         let first = match (kind, &peer) {
             (ConnKind::Agent, Some(_)) if self.policy.check_agent_names => {
-                let first = next_message(&mut inbound, conn).await.ok_or_else(|| Status::cancelled("stream ended"))?;
+                let first = next_message(&mut inbound, conn).await?.ok_or_else(|| Status::cancelled("stream ended"))?;
                 if let Err(reason) = self.policy.check_agent(peer.as_ref(), &first) {
                     tracing::warn!("agent connection refused: {reason}");
                     return Err(Status::permission_denied(reason));
@@ -84,26 +91,57 @@ impl Services {
             self.handle.message(conn, first).await;
         }
         let read_only = peer.filter(|p| self.policy.is_read_only(Some(p))).map(|p| (p, tx));
-        tokio::spawn(forward_inbound(self.handle.clone(), conn, inbound, read_only));
-        let out = ReceiverStream::new(rx).map(|m| Ok(from_server_to_proto(&m)));
+        // Why the stream ends, if the client broke it (an oversized message):
+        // sent after what is queued, once the server has let go of the stream.
+        let (end_tx, end_rx) = oneshot::channel::<Status>();
+        tokio::spawn(forward_inbound(self.handle.clone(), conn, inbound, read_only, end_tx));
+        let end = tokio_stream::iter([end_rx]).then(|rx| rx).filter_map(|status| status.ok().map(Err));
+        let out = ReceiverStream::new(rx).map(move |m| to_wire(conn, m)).chain(end);
         Ok(Response::new(Box::pin(out)))
     }
 }
 
-/// The next message of a stream that this version understands; `None`
-/// when the stream ends or fails.
-async fn next_message(inbound: &mut Streaming<g::ToServer>, conn: ConnId) -> Option<ToServer> {
+/// The wire form of `m`, within [`MAX_MESSAGE_BYTES`]: a response too large
+/// becomes an error response to the same request, so the client learns why
+/// and the stream goes on; any other message too large ends the stream
+/// with ResourceExhausted.
+fn to_wire(conn: ConnId, m: FromServer) -> Result<g::FromServer, Status> {
+    let wire = from_server_to_proto(&m);
+    let Err(too_large) = check_size(&wire) else { return Ok(wire) };
+    if let FromServer::Response(r) = m {
+        tracing::warn!("connection {conn}: response to request '{}' not sent: {too_large}", r.request_id);
+        let content = ResponseContent::Error(format!("the response cannot be sent: {too_large}"));
+        let error =
+            from_server_to_proto(&FromServer::Response(messages::Response { request_id: r.request_id, content }));
+        if check_size(&error).is_ok() {
+            return Ok(error);
+        }
+    } else {
+        tracing::warn!("connection {conn}: closing the stream, a message for it is too large: {too_large}");
+    }
+    Err(too_large.into())
+}
+
+/// The next message of a stream that this version understands; `Ok(None)`
+/// when the stream ends, the stream's error when it fails. An oversized
+/// message fails it with ResourceExhausted naming the size and the limit.
+async fn next_message(inbound: &mut Streaming<g::ToServer>, conn: ConnId) -> Result<Option<ToServer>, Status> {
     loop {
         let wire = match inbound.message().await {
             Ok(Some(wire)) => wire,
-            Ok(None) => return None,
+            Ok(None) => return Ok(None),
+            Err(status) if is_too_large(&status) => {
+                let status = too_large_status(&status);
+                tracing::warn!("connection {conn}: closing the stream: {}", status.message());
+                return Err(status);
+            }
             Err(status) => {
                 tracing::debug!("connection {conn}: stream error: {status}");
-                return None;
+                return Err(status);
             }
         };
         match to_server_from_proto(wire) {
-            Ok(Some(msg)) => return Some(msg),
+            Ok(Some(msg)) => return Ok(Some(msg)),
             Ok(None) => tracing::debug!("connection {conn}: message kind not handled by this version"),
             Err(e) => tracing::warn!("connection {conn}: {e}; message dropped"),
         }
@@ -111,14 +149,27 @@ async fn next_message(inbound: &mut Streaming<g::ToServer>, conn: ConnId) -> Opt
 }
 
 /// Reads a client's stream into the server until it ends. A read-only
-/// client's writes are answered with a refusal on its own stream.
+/// client's writes are answered with a refusal on its own stream. When the
+/// client broke the stream with an oversized message, `end` gets the status
+/// that tells it so.
 async fn forward_inbound(
     handle: ServerHandle,
     conn: ConnId,
     mut inbound: Streaming<g::ToServer>,
     read_only: Option<(PeerIdentity, mpsc::Sender<FromServer>)>,
+    end: oneshot::Sender<Status>,
 ) {
-    while let Some(msg) = next_message(&mut inbound, conn).await {
+    loop {
+        let msg = match next_message(&mut inbound, conn).await {
+            Ok(Some(msg)) => msg,
+            Ok(None) => break,
+            Err(status) => {
+                if status.code() == tonic::Code::ResourceExhausted {
+                    let _ = end.send(status);
+                }
+                break;
+            }
+        };
         if let Some((peer, tx)) = &read_only
             && let Some(refusal) = refuse_write(peer, &msg)
         {
@@ -167,9 +218,21 @@ pub async fn serve(
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(heartbeat.map(|h| h.interval))
         .http2_keepalive_timeout(heartbeat.map(|h| h.timeout))
-        .add_service(AgentConnectionServer::new(services.clone()))
-        .add_service(CliConnectionServer::new(services.clone()))
-        .add_service(CommandConnectionServer::new(services));
+        .add_service(
+            AgentConnectionServer::new(services.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(
+            CliConnectionServer::new(services.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(
+            CommandConnectionServer::new(services)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        );
     let server = match options.tls {
         Some(tls) => {
             let incoming = tls::incoming(listener, tls, shutdown.clone());
