@@ -20,13 +20,34 @@ pub struct DesiredState {
     pub rendered: State,
 }
 
+/// The largest desired state, as encoded on the wire: three quarters of
+/// what one gRPC message may carry, leaving the rest of a complete-state
+/// answer for workload states and agents. A larger state could be stored but
+/// not read back whole, nor handed to an agent in one ServerHello.
+pub const MAX_DESIRED_STATE_BYTES: usize = ank_proto::MAX_MESSAGE_BYTES / 4 * 3;
+
 impl DesiredState {
     /// Validates and renders `state`; the error names the problem.
     pub fn new(state: State) -> Result<Self, String> {
         ank_common::manifest::validate_state(&state)?;
         let rendered = ConfigRenderer::new().render_state(&state).map_err(|e| e.to_string())?;
+        let size = encoded_size(&state)?.max(encoded_size(&rendered)?);
+        if size > MAX_DESIRED_STATE_BYTES {
+            return Err(format!(
+                "the desired state would take {size} bytes on the wire, more than the {MAX_DESIRED_STATE_BYTES} bytes allowed (3/4 of the {} byte message limit)",
+                ank_proto::MAX_MESSAGE_BYTES
+            ));
+        }
         Ok(Self { state, rendered })
     }
+}
+
+/// Bytes `state` takes as the desired state of a complete-state message.
+fn encoded_size(state: &State) -> Result<usize, String> {
+    use prost::Message;
+    let tree = json!({ "desiredState": serde_json::to_value(state).map_err(|e| e.to_string())? });
+    let pb = ank_common::convert::complete_state_from_json(&tree).map_err(|e| e.to_string())?;
+    Ok(pb.encoded_len())
 }
 
 /// The spec an agent gets for a workload, or `None` if it is not scheduled.
@@ -183,6 +204,17 @@ mod tests {
         }}});
         let err = apply_update(&cur, &new, &[]).unwrap_err();
         assert!(err.contains("dependency cycle: a -> b -> a"), "{err}");
+    }
+
+    #[test]
+    fn a_desired_state_beyond_the_size_limit_is_refused_naming_sizes() {
+        let big = "x".repeat(MAX_DESIRED_STATE_BYTES / 2);
+        let one = format!("apiVersion: v1\nconfigs:\n  a: {big}\n");
+        assert!(DesiredState::new(state(&one)).is_ok());
+        let two = format!("apiVersion: v1\nconfigs:\n  a: {big}\n  b: {big}\n");
+        let e = DesiredState::new(state(&two)).unwrap_err();
+        assert!(e.starts_with("the desired state would take 31457"), "{e}");
+        assert!(e.ends_with("more than the 3145728 bytes allowed (3/4 of the 4194304 byte message limit)"), "{e}");
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The gRPC message limit (`ank_proto::MAX_MESSAGE_BYTES`) against an
 //! in-process server: a client that sends a larger message gets its stream
 //! ended with ResourceExhausted naming the size and the limit, while the
-//! server keeps serving others; a response too large to send becomes an
-//! error response; an agent whose ServerHello would be too large is
-//! refused and is served again once the state is small enough.
+//! server keeps serving others; updates that together would grow the
+//! desired state beyond what one message carries are refused, so the state
+//! can always be read whole and handed to an agent in one ServerHello.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,29 +88,36 @@ async fn message_limit_oversized_request_ends_only_its_own_stream() {
 }
 
 #[tokio::test]
-async fn message_limit_response_too_large_is_answered_with_an_error() {
+async fn message_limit_updates_that_would_grow_the_state_beyond_it_are_refused() {
     let (url, shutdown) = start_server().await;
     let mut c = Commander::connect(&url).await;
-    // Two updates within the limit make a state beyond it.
-    for name in ["one", "two", "three"] {
+    // Each update fits in a message; together they would not fit in one
+    // complete-state answer.
+    for name in ["one", "two"] {
         let answer = c.request(add_workload(name, "", MAX_MESSAGE_BYTES / 3)).await;
         assert!(matches!(answer, ResponseContent::UpdateStateSuccess { .. }), "{answer:?}");
     }
-    let answer = c.request(RequestContent::CompleteState { field_mask: vec![], subscribe_for_events: false }).await;
-    let ResponseContent::Error(e) = answer else { panic!("expected an error, got a response of its own") };
-    assert!(e.contains(&format!("exceeds the limit of {MAX_MESSAGE_BYTES} bytes")), "{e}");
-    // The same stream goes on.
-    let state = c.complete_state(&["desiredState.workloads.one.agent"]).await;
-    assert_eq!(state, json!({"desiredState": {"apiVersion": "v1", "workloads": {"one": {"agent": ""}}}}));
+    let answer = c.request(add_workload("three", "", MAX_MESSAGE_BYTES / 3)).await;
+    let ResponseContent::Error(e) = answer else { panic!("a state beyond the limit was accepted: {answer:?}") };
+    assert!(e.starts_with("update rejected: the desired state would take "), "{e}");
+    assert!(e.contains("more than the 3145728 bytes allowed (3/4 of the 4194304 byte message limit)"), "{e}");
+    // The state is as before, and it can still be read whole.
+    let ResponseContent::CompleteState(state) =
+        c.request(RequestContent::CompleteState { field_mask: vec![], subscribe_for_events: false }).await
+    else {
+        panic!("the whole state cannot be read")
+    };
+    let names: Vec<&String> = state["desiredState"]["workloads"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["one", "two"]);
     shutdown.cancel();
 }
 
 #[tokio::test]
-async fn message_limit_agent_with_a_too_large_server_hello_is_served_once_it_fits() {
+async fn message_limit_an_agent_gets_the_largest_allowed_state_in_its_hello() {
     let (url, server_stop) = start_server().await;
     let mut c = Commander::connect(&url).await;
     for name in ["one", "two"] {
-        let answer = c.request(add_workload(name, "agent_A", MAX_MESSAGE_BYTES * 2 / 3)).await;
+        let answer = c.request(add_workload(name, "agent_A", MAX_MESSAGE_BYTES * 35 / 100)).await;
         assert!(matches!(answer, ResponseContent::UpdateStateSuccess { .. }), "{answer:?}");
     }
     let fake = Arc::new(FakeRuntime::new());
@@ -122,14 +129,9 @@ async fn message_limit_agent_with_a_too_large_server_hello_is_served_once_it_fit
     let agent_stop = CancellationToken::new();
     let agent = tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
 
-    // The agent's hello is answered by the end of its stream; it retries.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(fake.created().is_empty());
-    assert!(!agent.is_finished(), "the agent keeps running");
-
-    c.delete(&["two"]).await;
     c.wait_for_state("one", "Running(Ok)").await;
-    assert_eq!(fake.created().len(), 1);
+    c.wait_for_state("two", "Running(Ok)").await;
+    assert_eq!(fake.created().len(), 2);
     agent_stop.cancel();
     tokio::time::timeout(WAIT, agent).await.expect("agent stops").expect("no panic").expect("clean stop");
     server_stop.cancel();
