@@ -105,3 +105,30 @@ impl Connections {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_second_stream_of_an_agent_replaces_the_first_in_one_step() {
+        let mut conns = Connections::default();
+        let (tx1, mut rx1) = mpsc::channel(4);
+        let (tx2, mut rx2) = mpsc::channel(4);
+        conns.open(1, ConnKind::Agent, tx1);
+        conns.register_agent(1, "A", AgentAttributes::default());
+        conns.open(2, ConnKind::Agent, tx2);
+        conns.register_agent(2, "A", AgentAttributes::default());
+        // The old stream is dropped: its client sees the end.
+        assert!(rx1.recv().await.is_none());
+        assert_eq!(conns.agent_of(2).as_deref(), Some("A"));
+        assert!(conns.is_connected("A"));
+        // The old stream's close does not disconnect the agent.
+        assert_eq!(conns.close(1), None);
+        assert!(conns.is_connected("A"));
+        conns.send_to_agent("A", FromServer::ServerHello(Vec::new()));
+        assert!(matches!(rx2.recv().await, Some(FromServer::ServerHello(_))));
+        assert_eq!(conns.close(2).as_deref(), Some("A"));
+        assert!(!conns.is_connected("A"));
+    }
+}

@@ -164,6 +164,27 @@ fn e2e_mtls_admits_valid_identities_and_refuses_the_others_with_clear_errors() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("the certificate expired on"), "{}", text(&o));
+    // A client that presents it anyway (not one of ours, which refuse to):
+    // the server's handshake refuses it.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let pem = ank_proto::dial::ClientPem {
+        ca: std::fs::read(certs.path("ca.pem")).unwrap(),
+        crt: std::fs::read(certs.path("expired.pem")).unwrap(),
+        key: std::fs::read(certs.path("expired-key.pem")).unwrap(),
+    };
+    let refused = rt.block_on(async {
+        let endpoint = ank_proto::dial::endpoint(&url, Some(&pem), Duration::from_secs(5), None).unwrap();
+        match endpoint.connect().await {
+            Err(e) => e.to_string(),
+            Ok(channel) => {
+                let mut client = ank_proto::grpc_api::command_connection_client::CommandConnectionClient::new(channel);
+                client.connect_command(tokio_stream::iter(Vec::new())).await.unwrap_err().to_string()
+            }
+        }
+    });
+    assert!(!refused.is_empty());
+    let server_log = server.wait_for_log("invalid peer certificate: certificate expired");
+    assert!(server_log.contains("TLS handshake with 127.0.0.1:"), "{server_log}");
 
     // A name that is not in the certificate.
     let liar = agent(&certs, "agent_B", "agent_A", &url, &logs.path().join("liar.log"));
@@ -172,7 +193,6 @@ fn e2e_mtls_admits_valid_identities_and_refuses_the_others_with_clear_errors() {
     liar.wait_for_log(reason);
 
     // A client without a certificate: the server's handshake refuses it.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let ca = std::fs::read(certs.path("ca.pem")).unwrap();
     let err = rt.block_on(async {
         let tls = tonic::transport::ClientTlsConfig::new().ca_certificate(tonic::transport::Certificate::from_pem(ca));
