@@ -1,0 +1,197 @@
+//! Checks of the packaged files: the default configs through the config
+//! readers of `ank-server`, `ank-agent` and `ank`; the units against the
+//! configs (config paths, state and run folders, stop timeout); postinst
+//! against the certificates the configs name; the startup manifest through
+//! the manifest parser.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clap::{CommandFactory, FromArgMatches};
+
+fn packaged(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(packaged(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// The `Key=value` settings of a unit file, every value of a repeated key
+/// in order (sections are not told apart: our keys are unique to one).
+fn unit(name: &str) -> BTreeMap<String, Vec<String>> {
+    let mut keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in read(&format!("systemd/{name}")).lines().map(str::trim) {
+        if line.is_empty() || line.starts_with(['#', ';', '[']) {
+            continue;
+        }
+        let (k, v) = line.split_once('=').unwrap_or_else(|| panic!("{name}: not a setting: '{line}'"));
+        keys.entry(k.trim().to_owned()).or_default().push(v.trim().to_owned());
+    }
+    keys
+}
+
+/// The one value of `key`; panics when it is missing or repeated.
+fn one<'a>(unit: &'a BTreeMap<String, Vec<String>>, key: &str) -> &'a str {
+    match unit.get(key).map(Vec::as_slice) {
+        Some([v]) => v,
+        other => panic!("{key}: expected one value, found {other:?}"),
+    }
+}
+
+fn toml_table(rel: &str) -> toml::Table {
+    read(rel).parse().unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn int(table: &toml::Table, key: &str) -> i64 {
+    table.get(key).and_then(toml::Value::as_integer).unwrap_or_else(|| panic!("integer '{key}' missing"))
+}
+
+fn string<'a>(table: &'a toml::Table, key: &str) -> &'a str {
+    table.get(key).and_then(toml::Value::as_str).unwrap_or_else(|| panic!("string '{key}' missing"))
+}
+
+/// `TimeoutStopSec=` in milliseconds (plain seconds, as our units write it).
+fn stop_timeout_ms(unit: &BTreeMap<String, Vec<String>>) -> i64 {
+    let secs: i64 = one(unit, "TimeoutStopSec").parse().expect("TimeoutStopSec in plain seconds");
+    secs * 1000
+}
+
+/// The `-x` file of `ExecStart=`, which must name `binary`.
+fn exec_config(unit: &BTreeMap<String, Vec<String>>, binary: &str) -> String {
+    let exec: Vec<&str> = one(unit, "ExecStart").split_whitespace().collect();
+    assert_eq!(exec.first(), Some(&binary), "ExecStart: {exec:?}");
+    let x = exec.iter().position(|a| *a == "-x").unwrap_or_else(|| panic!("no -x in ExecStart: {exec:?}"));
+    exec[x + 1].to_owned()
+}
+
+/// What the units have in common.
+fn assert_notify_daemon(unit: &BTreeMap<String, Vec<String>>) {
+    for (key, value) in [
+        ("Type", "notify"),
+        ("NotifyAccess", "main"),
+        ("WatchdogSec", "30s"),
+        ("Restart", "on-failure"),
+        ("RestartSec", "2"),
+        ("Wants", "network-online.target"),
+        ("WantedBy", "multi-user.target"),
+    ] {
+        assert_eq!(one(unit, key), value, "{key}");
+    }
+    assert!(one(unit, "After").split_whitespace().any(|t| t == "network-online.target"));
+}
+
+#[test]
+fn server_config_is_accepted_by_ank_server_and_matches_its_unit() {
+    let conf = packaged("etc/ankaios/ank-server.conf");
+    let argv = ["ank-server", "-x", conf.to_str().unwrap()];
+    let m = ank_server::cli::Args::command().try_get_matches_from(argv).unwrap();
+    let mut args = ank_server::cli::Args::from_arg_matches(&m).unwrap();
+    let used = ank_server::config_file::apply(&mut args, &m, Path::new("/nonexistent")).unwrap();
+    assert_eq!(used.as_deref(), Some(conf.as_path()));
+    args.validate().unwrap();
+    assert!(args.tls_sources().unwrap().is_some(), "mTLS, not insecure");
+    assert_eq!(args.address.to_string(), "127.0.0.1:25551");
+    assert_eq!(args.startup_manifest.as_deref(), Some(Path::new("/etc/ankaios/state.yaml")));
+    assert_eq!(args.ca_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/ca.pem")));
+    assert_eq!(args.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/server.pem")));
+    assert_eq!(args.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/server-key.pem")));
+
+    let file = toml_table("etc/ankaios/ank-server.conf");
+    let unit = unit("ank-server.service");
+    assert_notify_daemon(&unit);
+    assert_eq!(exec_config(&unit, "/usr/bin/ank-server"), ank_server::config_file::DEFAULT_SERVER_CONFIG);
+    let state_file = args.state_file.expect("state_file");
+    assert_eq!(state_file.parent(), Some(Path::new("/var/lib").join(one(&unit, "StateDirectory")).as_path()));
+    assert_eq!(Path::new(string(&file, "run_folder")), Path::new("/run").join(one(&unit, "RuntimeDirectory")));
+    assert!(int(&file, "shutdown_grace_ms") < stop_timeout_ms(&unit), "grace within TimeoutStopSec");
+    assert_eq!(one(&unit, "ExecReload"), "/bin/kill -HUP $MAINPID");
+    for (key, value) in [("ProtectSystem", "strict"), ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes")] {
+        assert_eq!(one(&unit, key), value, "{key}");
+    }
+    assert_eq!(unit.get("CapabilityBoundingSet").map(Vec::as_slice), Some(&[String::new()][..]), "no capabilities");
+}
+
+#[test]
+fn agent_config_is_accepted_by_ank_agent_and_matches_its_unit() {
+    let conf = packaged("etc/ankaios/ank-agent.conf");
+    let argv = ["ank-agent", "-x", conf.to_str().unwrap()];
+    let m = ank_agent::cli::Cli::command().try_get_matches_from(argv).unwrap();
+    let mut cli = ank_agent::cli::Cli::from_arg_matches(&m).unwrap();
+    let used = ank_agent::config_file::apply(&mut cli, &m, Path::new("/nonexistent")).unwrap();
+    assert_eq!(used.as_deref(), Some(conf.as_path()));
+    assert_eq!(cli.name.as_deref(), Some("agent_A"));
+    assert_eq!(cli.server_url.as_deref(), Some("https://127.0.0.1:25551"));
+    assert!(!cli.insecure);
+    assert_eq!(cli.ca_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/ca.pem")));
+    assert_eq!(cli.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A.pem")));
+    assert_eq!(cli.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A-key.pem")));
+
+    let file = toml_table("etc/ankaios/ank-agent.conf");
+    let unit = unit("ank-agent.service");
+    assert_notify_daemon(&unit);
+    assert_eq!(exec_config(&unit, "/usr/bin/ank-agent"), ank_agent::config_file::DEFAULT_AGENT_CONFIG);
+    let run_folder = cli.run_folder.expect("run_folder");
+    assert_eq!(run_folder, Path::new("/run").join(one(&unit, "RuntimeDirectory")), "not under PrivateTmp's /tmp");
+    assert_eq!(one(&unit, "RuntimeDirectoryPreserve"), "yes", "workloads' FIFOs outlive the agent");
+    assert_eq!(one(&unit, "TimeoutStartSec"), "infinity", "READY=1 waits for a server");
+    let postinst = read("debian/postinst");
+    assert!(
+        postinst.contains("systemctl --no-block \"$action\" ank-agent.service"),
+        "postinst must not wait for the agent"
+    );
+    assert!(int(&file, "shutdown_grace_ms") < stop_timeout_ms(&unit), "grace within TimeoutStopSec");
+    assert_eq!(file.get("stop_workloads_on_shutdown").and_then(toml::Value::as_bool), Some(false));
+    // Ordering only: the agent runs without a local server on other nodes.
+    assert!(one(&unit, "After").split_whitespace().any(|t| t == "ank-server.service"));
+    for key in ["Requires", "BindsTo", "Requisite", "PartOf"] {
+        assert!(!unit.contains_key(key), "{key} would tie the agent to a local server");
+    }
+    // No own mount namespace: podman's mounts must reach the host.
+    for key in
+        ["ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices", "ReadWritePaths", "ProtectKernelTunables"]
+    {
+        assert!(!unit.contains_key(key), "{key} gives the agent its own mount namespace");
+    }
+    assert_eq!(one(&unit, "KillMode"), "process", "a stop leaves the workloads running");
+}
+
+#[test]
+fn ank_config_is_accepted_by_ank() {
+    let conf = packaged("etc/ankaios/ank.conf");
+    let argv = ["ank", "-x", conf.to_str().unwrap(), "get", "workloads"];
+    let m = ank_cli::cli::Cli::command().try_get_matches_from(argv).unwrap();
+    let mut cli = ank_cli::cli::Cli::from_arg_matches(&m).unwrap();
+    let used = ank_cli::config_file::apply(&mut cli, &m, &[]).unwrap();
+    assert_eq!(used.as_deref(), Some(conf.as_path()));
+    assert!(cli.tls_sources().unwrap().is_some(), "mTLS, not insecure");
+    assert_eq!(cli.resolved_server_url().unwrap(), "https://127.0.0.1:25551");
+    assert_eq!(cli.crt_pem.as_deref(), Some("/etc/ankaios/certs/cli-admin.pem"));
+    assert_eq!(cli.key_pem.as_deref(), Some("/etc/ankaios/certs/cli-admin-key.pem"));
+    assert_eq!(
+        packaged("etc/ankaios/ank.conf").file_name(),
+        Path::new(ank_cli::config_file::SYSTEM_ANK_CONFIG).file_name()
+    );
+}
+
+#[test]
+fn postinst_makes_the_certificates_the_configs_name() {
+    let postinst = read("debian/postinst");
+    let call = postinst.lines().skip_while(|l| !l.trim_start().starts_with("ank-certs ")).take(2).collect::<String>();
+    for arg in ["--out \"$certs\"", "--server ", "--server-san localhost,127.0.0.1", "--agent agent_A", "--cli admin"] {
+        assert!(call.contains(arg), "postinst's ank-certs call lacks '{arg}': {call}");
+    }
+    assert!(postinst.contains("certs=/etc/ankaios/certs"));
+    assert_eq!(postinst.matches("#DEBHELPER#").count(), 1, "cargo-deb inserts its scripts at every token");
+    assert_eq!(read("debian/postrm").matches("#DEBHELPER#").count(), 1);
+}
+
+#[test]
+fn startup_manifest_runs_hello_on_agent_a() {
+    let state = ank_common::manifest::parse_manifest("state.yaml", &read("etc/ankaios/state.yaml")).unwrap();
+    assert_eq!(state.workloads.len(), 1);
+    let (name, hello) = state.workloads.iter().next().unwrap();
+    assert_eq!(name.as_str(), "hello");
+    assert_eq!((hello.agent.as_str(), hello.runtime.as_str()), ("agent_A", "podman"));
+    assert!(hello.runtime_config.contains("image: localhost/busybox:latest"), "{}", hello.runtime_config);
+}
