@@ -153,6 +153,15 @@ fn key_at(text: &str, span: Range<usize>) -> Option<String> {
     }
 }
 
+/// The default run folder of both daemons: `$TMPDIR/ankaios`, or
+/// `/tmp/ankaios` without TMPDIR.
+pub fn default_run_folder() -> PathBuf {
+    std::env::var_os("TMPDIR")
+        .filter(|t| !t.is_empty())
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+        .join("ankaios")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
