@@ -80,13 +80,13 @@ pub struct Cli {
     pub key_pem: Option<PathBuf>,
     /// CA certificate itself, from the config file's `ca_pem_content`.
     #[arg(skip)]
-    pub ca_pem_content: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
     /// Agent certificate itself, from the config file's `crt_pem_content`.
     #[arg(skip)]
-    pub crt_pem_content: Option<String>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
     /// Agent key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
-    pub key_pem_content: Option<String>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
 }
 
 /// A command line that cannot be run.

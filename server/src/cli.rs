@@ -54,13 +54,13 @@ pub struct Args {
     pub key_pem: Option<PathBuf>,
     /// CA certificate itself, from the config file's `ca_pem_content`.
     #[arg(skip)]
-    pub ca_pem_content: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
     /// Server certificate itself, from the config file's `crt_pem_content`.
     #[arg(skip)]
-    pub crt_pem_content: Option<String>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
     /// Server key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
-    pub key_pem_content: Option<String>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
     /// With mTLS: accept agents whose certificate does not carry their name.
     #[arg(long = "allow-any-agent-name", env = "ANKSERVER_ALLOW_ANY_AGENT_NAME")]
     pub allow_any_agent_name: bool,
