@@ -4,16 +4,20 @@
 //! server; after every (re)connect it re-sends the full set.
 //!
 //! In: `LinkEvent`s from the server link, `WorkloadState`s from the control
-//! loops. Out: requests to the `RuntimeManager`, `ToServer` to the link.
+//! loops, liveness pings and the request to stop every workload before the
+//! agent exits. Out: requests to the `RuntimeManager`, `ToServer` to the
+//! link, and the agent's health on its [`HealthBoard`].
 
 use std::collections::HashMap;
 
+use ank_common::daemon::Ping;
 use ank_common::messages::{FromServer, ToServer};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::control_interface::registry::ControlInterfaces;
+use crate::health::HealthBoard;
 use crate::hysteresis;
 use crate::logs::LogsManagerHandle;
 use crate::runtime_manager::RuntimeManagerHandle;
@@ -21,6 +25,20 @@ use crate::server_link::{LinkEvent, ServerLinkHandle};
 
 /// Most states batched into one `UpdateWorkloadState`.
 const MAX_BATCH: usize = 64;
+
+/// How the `AgentManager` is watched, told to stop its workloads and shut down.
+#[derive(Debug)]
+pub struct Supervision {
+    /// Liveness pings (watchdog, `--check`), answered from the loop.
+    pub pings: mpsc::Receiver<Ping>,
+    /// Where the agent's health is published.
+    pub health: HealthBoard,
+    /// A message here stops every workload of this node; from then on the
+    /// server's workload updates are ignored.
+    pub stop_all: mpsc::Receiver<()>,
+    /// Ends the loop.
+    pub shutdown: CancellationToken,
+}
 
 /// The agent's hub task.
 pub struct AgentManager {
@@ -31,6 +49,8 @@ pub struct AgentManager {
     link_events: mpsc::Receiver<LinkEvent>,
     workload_states: mpsc::Receiver<WorkloadState>,
     states: HashMap<WorkloadInstanceName, ExecutionState>,
+    supervision: Supervision,
+    stopping: bool,
     shutdown: CancellationToken,
 }
 
@@ -42,8 +62,9 @@ impl AgentManager {
         control_interfaces: ControlInterfaces,
         link_events: mpsc::Receiver<LinkEvent>,
         workload_states: mpsc::Receiver<WorkloadState>,
-        shutdown: CancellationToken,
+        supervision: Supervision,
     ) -> Self {
+        let shutdown = supervision.shutdown.clone();
         Self {
             runtime,
             server,
@@ -52,6 +73,8 @@ impl AgentManager {
             link_events,
             workload_states,
             states: HashMap::new(),
+            supervision,
+            stopping: false,
             shutdown,
         }
     }
@@ -64,6 +87,10 @@ impl AgentManager {
                 () = self.shutdown.cancelled() => break,
                 Some(ev) = self.link_events.recv() => self.handle_link_event(ev).await,
                 Some(state) = self.workload_states.recv() => self.handle_workload_state(state),
+                Some(ping) = self.supervision.pings.recv() => {
+                    let _ = ping.send(());
+                }
+                Some(()) = self.supervision.stop_all.recv(), if !self.stopping => self.stop_all_workloads().await,
                 else => break,
             }
         }
@@ -71,8 +98,21 @@ impl AgentManager {
 
     async fn handle_link_event(&mut self, ev: LinkEvent) {
         match ev {
-            LinkEvent::Connected => self.handle_connected(),
-            LinkEvent::Message(FromServer::ServerHello(specs)) => self.runtime.server_hello(specs).await,
+            LinkEvent::Connected => {
+                self.supervision.health.connected();
+                self.handle_connected()
+            }
+            LinkEvent::Message(FromServer::ServerHello(specs)) => {
+                self.supervision.health.server_hello();
+                if self.stopping {
+                    tracing::info!("stopping: the server's {} workloads are not started again", specs.len());
+                } else {
+                    self.runtime.server_hello(specs).await
+                }
+            }
+            LinkEvent::Message(FromServer::UpdateWorkload { .. }) if self.stopping => {
+                tracing::info!("stopping: a workload update of the server is ignored")
+            }
             LinkEvent::Message(FromServer::UpdateWorkload { added, deleted }) => {
                 self.runtime.update_workload(added, deleted).await
             }
@@ -89,8 +129,20 @@ impl AgentManager {
             }
             LinkEvent::Message(FromServer::LogsRequest { request_id, request }) => self.logs.start(request_id, request),
             LinkEvent::Message(FromServer::LogsCancelRequest { request_id }) => self.logs.cancel(request_id),
-            LinkEvent::Disconnected => self.logs.cancel_all(),
+            LinkEvent::Disconnected => {
+                self.supervision.health.disconnected();
+                self.logs.cancel_all()
+            }
         }
+    }
+
+    /// Stops and removes every workload of this node, as a ServerHello
+    /// without workloads would; their states still go to the server.
+    async fn stop_all_workloads(&mut self) {
+        self.stopping = true;
+        self.supervision.health.stopping();
+        tracing::info!("stopping all {} workloads of this agent before it exits", self.states.len());
+        self.runtime.server_hello(Vec::new()).await;
     }
 
     /// Re-sends the full set of current states after a (re)connect.
@@ -119,6 +171,7 @@ impl AgentManager {
             }
         }
         if !batch.is_empty() {
+            self.supervision.health.workloads(&self.states);
             self.runtime.update_workload_states(batch.clone());
             self.server.send(ToServer::UpdateWorkloadState(batch));
         }

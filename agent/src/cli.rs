@@ -54,6 +54,18 @@ pub struct Cli {
     /// Milliseconds a heartbeat may go unanswered before the agent reconnects.
     #[arg(long, env = "ANKAGENT_HEARTBEAT_TIMEOUT_MS", default_value_t = 2000, value_name = "MS")]
     pub heartbeat_timeout_ms: u64,
+    /// Longest time a shutdown (SIGTERM) may take, stopping the workloads
+    /// if asked to included; then the agent exits anyway.
+    #[arg(long, env = "ANKAGENT_SHUTDOWN_GRACE_MS", default_value_t = 20_000, value_name = "MS")]
+    pub shutdown_grace_ms: u64,
+    /// Stop and remove this node's workloads when the agent is stopped
+    /// [default: they keep running and the next start takes them over].
+    #[arg(long, env = "ANKAGENT_STOP_WORKLOADS_ON_SHUTDOWN", value_parser = clap::builder::BoolishValueParser::new())]
+    pub stop_workloads_on_shutdown: bool,
+    /// Do not start: ask the running agent of this name (same run folder)
+    /// whether it is connected to its server; exit 0 if so, 1 if not.
+    #[arg(long)]
+    pub check: bool,
     /// TOML config file [default: /etc/ankaios/ank-agent.conf, if it exists].
     #[arg(short = 'x', long = "agent-config", value_name = "PATH")]
     pub agent_config: Option<PathBuf>,
@@ -68,13 +80,13 @@ pub struct Cli {
     pub key_pem: Option<PathBuf>,
     /// CA certificate itself, from the config file's `ca_pem_content`.
     #[arg(skip)]
-    pub ca_pem_content: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
     /// Agent certificate itself, from the config file's `crt_pem_content`.
     #[arg(skip)]
-    pub crt_pem_content: Option<String>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
     /// Agent key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
-    pub key_pem_content: Option<String>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
 }
 
 /// A command line that cannot be run.
@@ -104,13 +116,18 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
 
 /// `$TMPDIR/ankaios`, or `/tmp/ankaios` without TMPDIR.
 pub fn default_run_folder() -> PathBuf {
-    std::env::var_os("TMPDIR")
-        .filter(|t| !t.is_empty())
-        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
-        .join("ankaios")
+    ank_common::config_file::default_run_folder()
 }
 
 impl Cli {
+    /// The health socket `--check` asks: `<run folder>/ank-agent-<name>.sock`.
+    pub fn health_socket(&self) -> Result<PathBuf, CliError> {
+        let name = self.name.as_deref().ok_or(CliError::MissingName)?;
+        let name = ank_common::names::validate_agent_node_name(name)?;
+        let folder = self.run_folder.clone().unwrap_or_else(default_run_folder);
+        Ok(crate::health::socket_path(&folder, name.as_str()))
+    }
+
     /// Validates the flags into the library's configuration.
     // [impl->swdd~agent-supports-cli-argument-for-insecure-communication~1]
     pub fn into_config(self) -> Result<AgentConfig, CliError> {
@@ -143,6 +160,8 @@ impl Cli {
             ank_proto::dial::Heartbeat::from_millis(self.heartbeat_interval_ms, self.heartbeat_timeout_ms);
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
         config.tags = self.tags.into_iter().collect::<BTreeMap<_, _>>();
+        config.shutdown_grace = std::time::Duration::from_millis(self.shutdown_grace_ms);
+        config.stop_workloads_on_shutdown = self.stop_workloads_on_shutdown;
         config.max_parallel_creates = self.max_parallel_creates.max(1);
         config.retry_policy = crate::RetryPolicy {
             max_retries: self.create_retries,

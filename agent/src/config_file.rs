@@ -29,14 +29,16 @@ pub struct AgentConfigFile {
     pub ca_pem: Option<PathBuf>,
     pub crt_pem: Option<PathBuf>,
     pub key_pem: Option<PathBuf>,
-    pub ca_pem_content: Option<String>,
-    pub crt_pem_content: Option<String>,
-    pub key_pem_content: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
     pub create_retries: Option<u32>,
     pub create_retry_interval_ms: Option<u64>,
     pub heartbeat_interval_ms: Option<u64>,
     pub heartbeat_timeout_ms: Option<u64>,
     pub max_parallel_creates: Option<usize>,
+    pub shutdown_grace_ms: Option<u64>,
+    pub stop_workloads_on_shutdown: Option<bool>,
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -81,6 +83,8 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     fill(&mut cli.heartbeat_interval_ms, file.heartbeat_interval_ms, m, "heartbeat_interval_ms");
     fill(&mut cli.heartbeat_timeout_ms, file.heartbeat_timeout_ms, m, "heartbeat_timeout_ms");
     fill(&mut cli.max_parallel_creates, file.max_parallel_creates, m, "max_parallel_creates");
+    fill(&mut cli.shutdown_grace_ms, file.shutdown_grace_ms, m, "shutdown_grace_ms");
+    fill(&mut cli.stop_workloads_on_shutdown, file.stop_workloads_on_shutdown, m, "stop_workloads_on_shutdown");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");

@@ -14,6 +14,7 @@ pub mod backoff;
 pub mod cli;
 pub mod config_file;
 pub mod control_interface;
+pub mod health;
 mod hysteresis;
 pub mod logs;
 pub mod resource_monitor;
@@ -39,14 +40,17 @@ use tokio_util::sync::CancellationToken;
 
 pub use runtime_connectors::RuntimeRegistry;
 
-use agent_manager::AgentManager;
+use agent_manager::{AgentManager, Supervision};
 use runtime_manager::{RuntimeManager, RuntimeManagerConfig};
 use server_link::{LinkConfig, ServerLink};
 use workload::StateReporter;
 pub use workload::policy::RetryPolicy;
 
-/// How long [`run`] waits for its tasks after shutdown.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// The tasks always get this long to say Goodbye after the workloads.
+const MIN_TASK_GRACE: Duration = Duration::from_millis(500);
+
+/// Default of [`AgentConfig::shutdown_grace`].
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// Everything the agent needs to run.
 #[derive(Debug, Clone)]
@@ -67,6 +71,12 @@ pub struct AgentConfig {
     pub tls: Option<ank_common::tls::TlsSources>,
     /// How a dead server is noticed; `None`: only by TCP.
     pub heartbeat: Option<ank_proto::dial::Heartbeat>,
+    /// The longest a shutdown may take (stopping the workloads, if asked,
+    /// and then the tasks); after it the agent exits anyway.
+    pub shutdown_grace: Duration,
+    /// Stop and remove every workload of this node at shutdown (default:
+    /// leave them running; the next agent start takes them over).
+    pub stop_workloads_on_shutdown: bool,
 }
 
 impl AgentConfig {
@@ -81,6 +91,8 @@ impl AgentConfig {
             retry_policy: RetryPolicy::default(),
             tls: None,
             heartbeat: Some(ank_proto::dial::Heartbeat::default()),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            stop_workloads_on_shutdown: false,
         }
     }
 }
@@ -92,10 +104,29 @@ pub fn default_runtimes() -> RuntimeRegistry {
 
 /// Runs the agent until `shutdown` is cancelled: connects (and reconnects)
 /// to the server, runs its workloads with `runtimes`, reports their states.
-/// On shutdown it says Goodbye and leaves all workloads running.
+/// On shutdown it says Goodbye and leaves all workloads running (unless
+/// [`AgentConfig::stop_workloads_on_shutdown`]).
+pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let (health, _) = health::HealthBoard::new(&config.server_url);
+    let (_pinger, pings) = ank_common::daemon::Pinger::channel();
+    run_supervised(config, runtimes, shutdown, health, pings).await
+}
+
+/// Like [`run`], publishing the agent's health on `health` and answering
+/// liveness pings from `pings` (the daemon's watchdog and `--check`).
+///
+/// One shutdown path: when `shutdown` fires, the workloads are stopped
+/// first if the config says so, then every task is cancelled (the link
+/// says Goodbye) and awaited, all within [`AgentConfig::shutdown_grace`].
 // [impl->swdd~agent-shall-use-interfaces-to-server~1]
 // [impl->swdd~agent-uses-async-channels~1]
-pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run_supervised(
+    config: AgentConfig,
+    runtimes: RuntimeRegistry,
+    shutdown: CancellationToken,
+    health: health::HealthBoard,
+    pings: tokio::sync::mpsc::Receiver<ank_common::daemon::Ping>,
+) -> anyhow::Result<()> {
     let name = ank_common::names::validate_agent_node_name(&config.name)?;
     tonic::transport::Endpoint::from_shared(config.server_url.clone())
         .with_context(|| format!("invalid server url '{}'", config.server_url))?;
@@ -104,6 +135,9 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         .await
         .with_context(|| format!("cannot create run folder '{}'", io_folder.display()))?;
 
+    // The tasks stop on `tasks`, which fires only after the optional stop of
+    // the workloads, so that their last states still reach the server.
+    let tasks = CancellationToken::new();
     let (reporter, workload_states) = StateReporter::channel(256);
     let link_config = LinkConfig {
         server_url: config.server_url,
@@ -112,7 +146,7 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         tls: config.tls,
         heartbeat: config.heartbeat,
     };
-    let (link, server, link_events) = ServerLink::new(link_config, shutdown.clone());
+    let (link, server, link_events) = ServerLink::new(link_config, tasks.clone());
     let control_interfaces = control_interface::registry::ControlInterfaces::new(server.sender());
     let rm_config = RuntimeManagerConfig {
         agent_name: config.name.clone(),
@@ -122,23 +156,44 @@ pub async fn run(config: AgentConfig, runtimes: RuntimeRegistry, shutdown: Cance
         control_interfaces: control_interfaces.clone(),
     };
     let registry = std::sync::Arc::new(runtimes.clone());
-    let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, shutdown.clone()).await;
-    let logs = logs::LogsManager::start(config.name.clone(), registry, server.sender(), shutdown.clone());
+    let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, tasks.clone()).await;
+    let logs = logs::LogsManager::start(config.name.clone(), registry, server.sender(), tasks.clone());
+    let (stop_all, stop_all_rx) = tokio::sync::mpsc::channel(1);
+    let mut health_rx = health.subscribe();
+    let supervision = Supervision { pings, health, stop_all: stop_all_rx, shutdown: tasks.clone() };
     let manager =
-        AgentManager::new(runtime, server, logs, control_interfaces, link_events, workload_states, shutdown.clone());
+        AgentManager::new(runtime, server, logs, control_interfaces, link_events, workload_states, supervision);
     let am_task = tokio::spawn(manager.run());
     let link_task = tokio::spawn(link.run());
     tracing::info!("agent '{}' started", config.name);
 
     shutdown.cancelled().await;
-    tracing::info!("agent '{}' shutting down; workloads keep running", config.name);
+    let deadline = tokio::time::Instant::now() + config.shutdown_grace;
+    if config.stop_workloads_on_shutdown {
+        let _ = stop_all.send(()).await;
+        let all_gone = health_rx.wait_for(|h| h.workloads == 0);
+        match tokio::time::timeout_at(deadline, all_gone).await {
+            Ok(_) => tracing::info!("agent '{}': all workloads stopped", config.name),
+            Err(_) => tracing::warn!(
+                "agent '{}': shutdown grace of {:?} elapsed before all workloads stopped",
+                config.name,
+                config.shutdown_grace
+            ),
+        }
+    } else {
+        tracing::info!("agent '{}' shutting down; workloads keep running", config.name);
+    }
+    tasks.cancel();
     let all = async {
         let _ = link_task.await;
         let _ = am_task.await;
         let _ = rm_task.await;
     };
-    if tokio::time::timeout(SHUTDOWN_GRACE, all).await.is_err() {
-        tracing::warn!("shutdown grace period of {SHUTDOWN_GRACE:?} elapsed");
+    if tokio::time::timeout_at(deadline.max(tokio::time::Instant::now() + MIN_TASK_GRACE), all).await.is_err() {
+        tracing::warn!(
+            "shutdown grace of {:?} elapsed; exiting without waiting for the remaining tasks",
+            config.shutdown_grace
+        );
     }
     Ok(())
 }

@@ -1,20 +1,12 @@
 //! `ank-agent`: parses the command line and the config file, sets up
-//! logging and runs the agent library until SIGTERM or SIGINT.
+//! logging, and either answers `--check` or runs the agent library as a
+//! systemd-friendly daemon (readiness, status, watchdog, health socket)
+//! until SIGTERM or SIGINT.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use ank_common::daemon::{self, HealthSocket, Notifier, Pinger};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
-
-fn init_logging(level: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-}
 
 /// Cancels `token` on the first SIGTERM or SIGINT.
 async fn cancel_on_signal(token: CancellationToken) {
@@ -24,8 +16,8 @@ async fn cancel_on_signal(token: CancellationToken) {
         return;
     };
     tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
     }
     token.cancel();
 }
@@ -39,7 +31,19 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&cli.log_level);
+    if cli.check {
+        return match cli.health_socket() {
+            Ok(path) => ExitCode::from(daemon::health::run_check("ank-agent", &path).await),
+            Err(e) => {
+                eprintln!("ank-agent: error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    if let Err(e) = daemon::logging::init(&cli.log_level) {
+        eprintln!("ank-agent: error: {e}");
+        return ExitCode::from(2);
+    }
     if let Some(path) = config_file {
         tracing::info!("using config file '{}'", path.display());
     }
@@ -52,8 +56,31 @@ async fn main() -> ExitCode {
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    match ank_agent::run(config, ank_agent::default_runtimes(), shutdown).await {
-        Ok(()) => ExitCode::SUCCESS,
+
+    let (board, health) = ank_agent::health::HealthBoard::new(&config.server_url);
+    let (pinger, pings) = Pinger::channel();
+    let socket_path = ank_agent::health::socket_path(&config.run_folder, &config.name);
+    match HealthSocket::bind(&socket_path) {
+        Ok(socket) => {
+            tokio::spawn(socket.serve(health.clone(), pinger.clone(), shutdown.clone()));
+        }
+        Err(e) => tracing::error!("no health socket '{}', so --check cannot work: {e}", socket_path.display()),
+    }
+    let supervisor = tokio::spawn(daemon::supervisor::supervise(
+        Notifier::from_env(),
+        health,
+        pinger,
+        daemon::notify::watchdog_interval(),
+        shutdown.clone(),
+    ));
+    let result = ank_agent::run_supervised(config, ank_agent::default_runtimes(), shutdown.clone(), board, pings).await;
+    shutdown.cancel();
+    let _ = supervisor.await;
+    match result {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("ank-agent: error: {e:#}");
             ExitCode::FAILURE

@@ -60,13 +60,13 @@ pub struct Cli {
     pub key_pem: Option<String>,
     /// CA certificate itself, from the config file's `ca_pem_content`
     #[arg(skip)]
-    pub ca_pem_content: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
     /// Client certificate itself, from the config file's `crt_pem_content`
     #[arg(skip)]
-    pub crt_pem_content: Option<String>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
     /// Client key itself, from the config file's `key_pem_content`
     #[arg(skip)]
-    pub key_pem_content: Option<String>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
 
     /// TOML config file [default: $HOME/.config/ankaios/ank.conf, then /etc/ankaios/ank.conf, the first that exists]
     #[arg(short = 'x', long = "ank-config", value_name = "PATH", global = true)]
@@ -347,7 +347,7 @@ impl Cli {
     /// The mTLS set-up, `None` with `--insecure`; an error unless exactly
     /// one of the two is configured.
     pub fn tls_sources(&self) -> Result<Option<TlsSources>, SettingsError> {
-        let source = |path: &Option<String>, content: &Option<String>| {
+        let source = |path: &Option<String>, content: &Option<ank_common::tls::PemText>| {
             PemSource::from_parts(path.as_ref().map(PathBuf::from), content.clone())
         };
         tls::choose(

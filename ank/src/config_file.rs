@@ -43,9 +43,9 @@ pub struct ServerContext {
     pub ca_pem: Option<String>,
     pub crt_pem: Option<String>,
     pub key_pem: Option<String>,
-    pub ca_pem_content: Option<String>,
-    pub crt_pem_content: Option<String>,
-    pub key_pem_content: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
 }
 
 /// The files tried without `-x`, in order: the user's, then the system's.

@@ -99,8 +99,8 @@ pub fn fill<T>(slot: &mut T, from_file: Option<T>, m: &clap::ArgMatches, id: &st
 /// A PEM item (`id`): unless flag or environment gave its path, the file's
 /// path and content both replace what the command line had.
 pub fn fill_pem<P>(
-    slots: (&mut Option<P>, &mut Option<String>),
-    from_file: (Option<P>, Option<String>),
+    slots: (&mut Option<P>, &mut Option<crate::tls::PemText>),
+    from_file: (Option<P>, Option<crate::tls::PemText>),
     m: &clap::ArgMatches,
     id: &str,
 ) {
@@ -151,6 +151,15 @@ fn key_at(text: &str, span: Range<usize>) -> Option<String> {
         Some(table) => Some(format!("{table}.{key}")),
         None => Some(key),
     }
+}
+
+/// The default run folder of both daemons: `$TMPDIR/ankaios`, or
+/// `/tmp/ankaios` without TMPDIR.
+pub fn default_run_folder() -> PathBuf {
+    std::env::var_os("TMPDIR")
+        .filter(|t| !t.is_empty())
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+        .join("ankaios")
 }
 
 #[cfg(test)]

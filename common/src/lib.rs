@@ -1,13 +1,17 @@
 //! Domain model shared by `ank-server`, `ank-agent` and `ank`: validated
 //! names, workloads, execution states, the complete state, manifest parsing,
 //! field masks, the message vocabulary between components and the
-//! conversions to and from the protobuf wire types. Pure logic, no I/O.
+//! conversions to and from the protobuf wire types. Pure logic, no I/O,
+//! except the systemd integration of the daemons in [`daemon`] (feature
+//! `daemon`).
 
 pub mod access_rules;
 pub mod complete_state;
 pub mod config_file;
 pub mod config_renderer;
 pub mod convert;
+#[cfg(feature = "daemon")]
+pub mod daemon;
 pub mod dependency_graph;
 pub mod execution_state;
 pub mod field_mask;

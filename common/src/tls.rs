@@ -10,16 +10,47 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+/// PEM text given inline (a config file's `*_pem_content`). Its `Debug`
+/// shows only its length, so a key never reaches a log line.
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct PemText(String);
+
+impl std::fmt::Debug for PemText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PemText(<{} bytes>)", self.0.len())
+    }
+}
+
+impl std::ops::Deref for PemText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for PemText {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl From<&str> for PemText {
+    fn from(s: &str) -> Self {
+        Self(s.to_owned())
+    }
+}
+
 /// Where one PEM item comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PemSource {
     File(PathBuf),
-    Content(String),
+    Content(PemText),
 }
 
 impl PemSource {
     /// From a path (flag, env, config file) or inline content (config file).
-    pub fn from_parts(path: Option<PathBuf>, content: Option<String>) -> Option<Self> {
+    pub fn from_parts(path: Option<PathBuf>, content: Option<PemText>) -> Option<Self> {
         path.map(PemSource::File).or(content.map(PemSource::Content))
     }
 
@@ -161,6 +192,15 @@ pub fn identity_names(cert: &[u8]) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_pem_text_never_shows_in_debug_output() {
+        let key = PemSource::Content("-----BEGIN PRIVATE KEY-----\nSECRETBODY\n-----END PRIVATE KEY-----\n".into());
+        let sources = TlsSources { ca: key.clone(), crt: key.clone(), key };
+        let shown = format!("{sources:?}");
+        assert!(!shown.contains("SECRETBODY"), "{shown}");
+        assert!(shown.contains("PemText(<65 bytes>)"), "{shown}");
+    }
 
     fn file(p: &str) -> Option<PemSource> {
         Some(PemSource::File(p.into()))

@@ -19,6 +19,18 @@ pub struct Args {
     /// atomically after every accepted change.
     #[arg(long = "state-file", env = "ANKSERVER_STATE_FILE", value_name = "PATH")]
     pub state_file: Option<PathBuf>,
+    /// Folder of the health socket `--check` asks (ank-server.sock)
+    /// [default: $TMPDIR/ankaios or /tmp/ankaios].
+    #[arg(long = "run-folder", env = "ANKSERVER_RUN_FOLDER", value_name = "PATH")]
+    pub run_folder: Option<PathBuf>,
+    /// Longest time a shutdown (SIGTERM) may take; open streams are closed
+    /// after it.
+    #[arg(long = "shutdown-grace-ms", env = "ANKSERVER_SHUTDOWN_GRACE_MS", default_value_t = 5000, value_name = "MS")]
+    pub shutdown_grace_ms: u64,
+    /// Do not start: ask the running server (same run folder) whether it
+    /// serves; exit 0 if so, 1 if not.
+    #[arg(long = "check")]
+    pub check: bool,
     /// Address to listen on, with port.
     #[arg(short = 'a', long = "address", default_value = "127.0.0.1:25551", value_name = "ADDR")]
     pub address: SocketAddr,
@@ -42,13 +54,13 @@ pub struct Args {
     pub key_pem: Option<PathBuf>,
     /// CA certificate itself, from the config file's `ca_pem_content`.
     #[arg(skip)]
-    pub ca_pem_content: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
     /// Server certificate itself, from the config file's `crt_pem_content`.
     #[arg(skip)]
-    pub crt_pem_content: Option<String>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
     /// Server key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
-    pub key_pem_content: Option<String>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
     /// With mTLS: accept agents whose certificate does not carry their name.
     #[arg(long = "allow-any-agent-name", env = "ANKSERVER_ALLOW_ANY_AGENT_NAME")]
     pub allow_any_agent_name: bool,
@@ -91,6 +103,12 @@ impl Args {
     /// The heartbeat settings; `None` when switched off (interval 0).
     pub fn heartbeat(&self) -> Option<ank_proto::dial::Heartbeat> {
         ank_proto::dial::Heartbeat::from_millis(self.heartbeat_interval_ms, self.heartbeat_timeout_ms)
+    }
+
+    /// The health socket of this server.
+    pub fn health_socket(&self) -> PathBuf {
+        let folder = self.run_folder.clone().unwrap_or_else(ank_common::config_file::default_run_folder);
+        crate::health::socket_path(&folder)
     }
 
     /// Checks combinations clap cannot express.

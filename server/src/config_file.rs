@@ -30,13 +30,15 @@ pub struct ServerConfigFile {
     pub ca_pem: Option<PathBuf>,
     pub crt_pem: Option<PathBuf>,
     pub key_pem: Option<PathBuf>,
-    pub ca_pem_content: Option<String>,
-    pub crt_pem_content: Option<String>,
-    pub key_pem_content: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
     pub allow_any_agent_name: Option<bool>,
     pub read_only_clients: Option<Vec<String>>,
     pub heartbeat_interval_ms: Option<u64>,
     pub heartbeat_timeout_ms: Option<u64>,
+    pub run_folder: Option<PathBuf>,
+    pub shutdown_grace_ms: Option<u64>,
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -80,6 +82,8 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.read_only_clients, file.read_only_clients, m, "read_only_clients");
     fill(&mut args.heartbeat_interval_ms, file.heartbeat_interval_ms, m, "heartbeat_interval_ms");
     fill(&mut args.heartbeat_timeout_ms, file.heartbeat_timeout_ms, m, "heartbeat_timeout_ms");
+    fill(&mut args.run_folder, file.run_folder.map(Some), m, "run_folder");
+    fill(&mut args.shutdown_grace_ms, file.shutdown_grace_ms, m, "shutdown_grace_ms");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");

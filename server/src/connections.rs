@@ -70,6 +70,11 @@ impl Connections {
         self.agents.get_mut(agent).map(|(_, a)| a)
     }
 
+    /// How many agents are connected.
+    pub fn agent_count(&self) -> usize {
+        self.agents.len()
+    }
+
     pub fn agents(&self) -> BTreeMap<String, AgentAttributes> {
         self.agents.iter().map(|(n, (_, a))| (n.clone(), a.clone())).collect()
     }

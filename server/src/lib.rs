@@ -9,6 +9,7 @@ mod connections;
 pub mod desired_state;
 mod events;
 pub mod grpc;
+pub mod health;
 mod log_campaigns;
 mod requests;
 mod server;
@@ -21,7 +22,7 @@ use ank_common::State;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use server::ServerHandle;
+pub use server::{ServerCounts, ServerHandle};
 use state_file::{StateFile, StateFileError};
 
 /// Errors that stop the server from starting.
@@ -97,14 +98,33 @@ pub async fn run_with(
     options: grpc::ServeOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let (_handle, serving) = start(initial, state_file, listener, options, shutdown)?;
+    serving.await
+}
+
+/// Starts the server actor on `initial` and returns its handle (for the
+/// daemon's status and liveness pings) and the future that serves on
+/// `listener` until `shutdown` fires: one shutdown path, the gRPC streams
+/// get [`grpc::ServeOptions::shutdown_grace`] to end, then the actor stops.
+pub fn start(
+    initial: State,
+    state_file: Option<StateFile>,
+    listener: TcpListener,
+    options: grpc::ServeOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(ServerHandle, impl std::future::Future<Output = anyhow::Result<()>>)> {
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
     let (handle, actor) = server::AnkaiosServer::new(initial, state_file);
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
-    let result = grpc::serve(handle, listener, options, shutdown.clone()).await;
-    shutdown.cancel();
-    actor_task.await?;
-    result
+    let grpc_handle = handle.clone();
+    let serving = async move {
+        let result = grpc::serve(grpc_handle, listener, options, shutdown.clone()).await;
+        shutdown.cancel();
+        actor_task.await?;
+        result
+    };
+    Ok((handle, serving))
 }
 
 #[cfg(test)]

@@ -1,18 +1,15 @@
-//! `ank-server` binary: parses flags and the config file, loads the startup
-//! manifest and the TLS material, binds and serves until SIGTERM/SIGINT;
-//! SIGHUP reloads the certificates.
+//! `ank-server` binary: parses flags and the config file, then either
+//! answers `--check` or loads the startup manifest and the TLS material,
+//! binds and serves as a systemd-friendly daemon (readiness, status,
+//! watchdog, health socket) until SIGTERM/SIGINT; SIGHUP reloads the
+//! certificates.
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
+use ank_common::daemon::{self, HealthSocket, Notifier};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
-
-fn init_logging(level: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
-}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -23,7 +20,13 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&args.log_level);
+    if args.check {
+        return ExitCode::from(daemon::health::run_check("ank-server", &args.health_socket()).await);
+    }
+    if let Err(e) = daemon::logging::init(&args.log_level) {
+        eprintln!("ank-server: {e}");
+        return ExitCode::from(2);
+    }
     if let Some(path) = config_file {
         tracing::info!("using config file '{}'", path.display());
     }
@@ -59,7 +62,12 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tracing::info!("listening on {} ({})", args.address, if tls.is_some() { "mTLS" } else { "insecure" });
+    let listening = format!(
+        "{} ({})",
+        listener.local_addr().map_or_else(|_| args.address.to_string(), |a| a.to_string()),
+        if tls.is_some() { "mTLS" } else { "insecure" }
+    );
+    tracing::info!("listening on {listening}");
     let shutdown = CancellationToken::new();
     tokio::spawn(wait_for_signal(shutdown.clone()));
     if let Some(tls) = &tls {
@@ -69,14 +77,58 @@ async fn main() -> ExitCode {
         check_agent_names: !args.allow_any_agent_name,
         read_only_clients: args.read_only_clients.clone(),
     };
-    let options = ank_server::grpc::ServeOptions { tls, policy, heartbeat: args.heartbeat() };
-    match ank_server::run_with(initial, state_file, listener, options, shutdown).await {
-        Ok(()) => ExitCode::SUCCESS,
+    let options = ank_server::grpc::ServeOptions {
+        tls,
+        policy,
+        heartbeat: args.heartbeat(),
+        shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
+    };
+    let (handle, serving) = match ank_server::start(initial, state_file, listener, options, shutdown.clone()) {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!("ank-server: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let supervisor = supervise(&handle, &args, listening, &shutdown);
+    let result = serving.await;
+    shutdown.cancel();
+    let _ = supervisor.await;
+    match result {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("ank-server: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Starts the health socket and the systemd supervisor; the returned task
+/// ends after STOPPING=1 was sent.
+fn supervise(
+    handle: &ank_server::ServerHandle,
+    args: &ank_server::cli::Args,
+    listening: String,
+    shutdown: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let health = ank_server::health::follow(handle.counts(), listening);
+    let socket_path = args.health_socket();
+    match HealthSocket::bind(&socket_path) {
+        Ok(socket) => {
+            tokio::spawn(socket.serve(health.clone(), handle.pinger(), shutdown.clone()));
+        }
+        Err(e) => tracing::error!("no health socket '{}', so --check cannot work: {e}", socket_path.display()),
+    }
+    tokio::spawn(daemon::supervisor::supervise(
+        Notifier::from_env(),
+        health,
+        handle.pinger(),
+        daemon::notify::watchdog_interval(),
+        shutdown.clone(),
+    ))
 }
 
 fn log_initial_source(source: ank_server::InitialSource, args: &ank_server::cli::Args) {
@@ -115,9 +167,8 @@ async fn wait_for_signal(shutdown: CancellationToken) {
         return;
     };
     tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+        _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT received; shutting down"),
     }
-    tracing::info!("shutting down");
     shutdown.cancel();
 }

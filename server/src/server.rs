@@ -1,12 +1,15 @@
 //! The `AnkaiosServer` actor: owns the desired state, the workload-state
 //! store and the connection registry. The gRPC layer feeds it
 //! [`ServerCommand`]s through a [`ServerHandle`]; it answers by queueing
-//! `FromServer` messages on the streams' outbound channels.
+//! `FromServer` messages on the streams' outbound channels. It publishes
+//! its [`ServerCounts`] (for the daemon's status line) and answers liveness
+//! pings (for the watchdog and `--check`).
 
+use ank_common::daemon::{Ping, Pinger};
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
 use ank_common::{AgentAttributes, AgentStatus, ExecutionState, WorkloadInstanceName, WorkloadState};
 use std::collections::BTreeMap;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::connections::{ConnId, ConnKind, Connections};
@@ -27,13 +30,34 @@ pub enum ServerCommand {
     Closed { conn: ConnId },
 }
 
+/// What the server's status line counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerCounts {
+    /// Connected agents.
+    pub agents: usize,
+    /// Workloads in the desired state.
+    pub workloads: usize,
+}
+
 /// Cheap, cloneable handle to the server actor.
 #[derive(Clone)]
 pub struct ServerHandle {
     tx: mpsc::Sender<ServerCommand>,
+    counts: watch::Receiver<ServerCounts>,
+    pinger: Pinger,
 }
 
 impl ServerHandle {
+    /// The counts, updated whenever they change.
+    pub fn counts(&self) -> watch::Receiver<ServerCounts> {
+        self.counts.clone()
+    }
+
+    /// Pings the actor's loop.
+    pub fn pinger(&self) -> Pinger {
+        self.pinger.clone()
+    }
+
     pub async fn opened(&self, conn: ConnId, kind: ConnKind, tx: mpsc::Sender<FromServer>) {
         let _ = self.tx.send(ServerCommand::Opened { conn, kind, tx }).await;
     }
@@ -68,6 +92,8 @@ pub struct AnkaiosServer {
     events: EventSubscriptions,
     /// Where accepted desired states are saved, if anywhere.
     state_file: Option<StateFile>,
+    counts: watch::Sender<ServerCounts>,
+    pings: mpsc::Receiver<Ping>,
 }
 
 impl AnkaiosServer {
@@ -76,6 +102,8 @@ impl AnkaiosServer {
     /// acknowledged or sent to an agent.
     pub fn new(initial: DesiredState, state_file: Option<StateFile>) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
+        let (counts_tx, counts) = watch::channel(ServerCounts::default());
+        let (pinger, pings) = Pinger::channel();
         let mut server = Self {
             rx,
             desired: DesiredState::default(),
@@ -84,11 +112,14 @@ impl AnkaiosServer {
             logs: LogCampaigns::default(),
             events: EventSubscriptions::default(),
             state_file,
+            counts: counts_tx,
+            pings,
         };
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.desired = initial;
         server.record_initial_states(&diff);
-        (ServerHandle { tx }, server)
+        server.publish_counts();
+        (ServerHandle { tx, counts, pinger }, server)
     }
 
     /// Processes commands until `shutdown` fires or every handle is gone.
@@ -96,6 +127,10 @@ impl AnkaiosServer {
         loop {
             let cmd = tokio::select! {
                 _ = shutdown.cancelled() => break,
+                Some(ping) = self.pings.recv() => {
+                    let _ = ping.send(());
+                    continue;
+                }
                 cmd = self.rx.recv() => match cmd { Some(c) => c, None => break },
             };
             match cmd {
@@ -106,7 +141,13 @@ impl AnkaiosServer {
                 ServerCommand::Message { conn, msg } => self.handle_message(conn, msg),
                 ServerCommand::Closed { conn } => self.with_events(|s| s.handle_closed(conn)),
             }
+            self.publish_counts();
         }
+    }
+
+    fn publish_counts(&self) {
+        let now = ServerCounts { agents: self.conns.agent_count(), workloads: self.desired.state.workloads.len() };
+        self.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
     }
 
     /// Runs `change` and sends every subscriber the events it caused. The

@@ -76,8 +76,10 @@ impl Cluster {
         let on_server_host = opts.net.map(TestNet::on_server_host).unwrap_or_default();
         let on_agent_host = opts.net.map(TestNet::on_agent_host).unwrap_or_default();
         let path = |name: &str| bin(name).display().to_string();
+        let run_folder = tempfile::tempdir().expect("temp run folder");
         let mut server_cmd = on_server_host.clone();
         server_cmd.extend([path("ank-server"), "--insecure".into(), "--address".into(), addr.clone()]);
+        server_cmd.extend(["--run-folder".into(), run_folder.path().display().to_string()]);
         if let Some(m) = opts.manifest {
             server_cmd.extend(["--startup-manifest".into(), m.display().to_string()]);
         }
@@ -87,7 +89,6 @@ impl Cluster {
         agent_cmd.extend([path("ank-agent"), "--insecure".into(), "--name".into(), agent.to_owned()]);
         agent_cmd.extend(["--server-url".into(), url.clone()]);
         agent_cmd.extend(opts.agent_args.iter().map(|a| a.to_string()));
-        let run_folder = tempfile::tempdir().expect("temp run folder");
         let mut c = Self {
             url,
             agent: agent.to_owned(),
@@ -137,6 +138,21 @@ impl Cluster {
             .spawn()
             .expect("spawn ank-agent");
         self.agent_proc = Some(agent_proc);
+    }
+
+    /// Stops the agent with SIGTERM, as systemd does, and returns how it
+    /// exited; panics if it takes longer than `limit`.
+    pub fn terminate_agent(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let mut child = self.agent_proc.take().expect("a running agent");
+        crate::signal(&child, "TERM");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait for ank-agent") {
+                return status;
+            }
+            assert!(start.elapsed() < limit, "ank-agent did not stop within {limit:?} after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Kills the agent with SIGKILL (no goodbye, no cleanup), leaving its

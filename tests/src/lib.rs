@@ -18,6 +18,16 @@ pub fn require_podman() {
     );
 }
 
+/// Sends `SIG<name>` (e.g. "TERM") to a child process with `kill(1)`.
+pub fn signal(child: &std::process::Child, name: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(child.id().to_string())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -{name} {} failed", child.id());
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");

@@ -41,19 +41,27 @@ use identity::{IdentityPolicy, refuse_write};
 use tls::{PeerIdentity, ServerTls};
 
 /// How the server listens: plain or mTLS, and the identity rules.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ServeOptions {
     pub tls: Option<Arc<ServerTls>>,
     pub policy: IdentityPolicy,
     /// How silently dead agents and clients are noticed; `None`: only by TCP.
     pub heartbeat: Option<ank_proto::dial::Heartbeat>,
+    /// How long open streams get to finish after shutdown was requested.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self { tls: None, policy: IdentityPolicy::default(), heartbeat: None, shutdown_grace: DEFAULT_SHUTDOWN_GRACE }
+    }
 }
 
 /// Outbound queue length per stream; a client that falls this far behind is
 /// disconnected instead of growing the server's memory.
 const OUTBOUND_QUEUE: usize = 1024;
-/// How long open streams get to finish after shutdown was requested.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Default of [`ServeOptions::shutdown_grace`].
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 type OutStream = Pin<Box<dyn Stream<Item = Result<g::FromServer, Status>> + Send>>;
 
@@ -215,6 +223,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let services = Services { handle, next_conn: Arc::new(AtomicU64::new(1)), policy: Arc::new(options.policy) };
     let heartbeat = options.heartbeat;
+    let grace = options.shutdown_grace;
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(heartbeat.map(|h| h.interval))
         .http2_keepalive_timeout(heartbeat.map(|h| h.timeout))
@@ -247,8 +256,8 @@ pub async fn serve(
     tokio::pin!(server);
     tokio::select! {
         res = &mut server => res?,
-        _ = async { shutdown.cancelled().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
-            tracing::info!("open streams did not finish within {SHUTDOWN_GRACE:?}; closing them");
+        _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::info!("open streams did not finish within the shutdown grace of {grace:?}; closing them");
         }
     }
     Ok(())

@@ -128,7 +128,7 @@ mod tests {
         TlsSources {
             ca: PemSource::File(dir.join("ca.pem")),
             crt: PemSource::File(dir.join("crt.pem")),
-            key: PemSource::Content(issued.key_pem.clone()),
+            key: PemSource::Content(issued.key_pem.clone().into()),
         }
     }
 
@@ -169,7 +169,7 @@ mod tests {
         let e = s.load().unwrap_err();
         assert!(e.starts_with("cannot read key_pem file") && e.contains("missing.pem"), "{e}");
         std::fs::write(dir.path().join("ca.pem"), "hello").unwrap();
-        s.key = PemSource::Content(good.key_pem);
+        s.key = PemSource::Content(good.key_pem.into());
         let e = s.load().unwrap_err();
         assert!(e.contains("ca_pem") && e.contains("no certificate found"), "{e}");
     }

@@ -111,6 +111,11 @@ impl PodmanCli {
     pub(crate) fn command(&self, args: &[String]) -> Command {
         let mut cmd = Command::new(&self.binary);
         cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+        // The agent's own systemd notification socket and watchdog are not
+        // podman's (conmon would otherwise send READY=1 and MAINPID= there).
+        for var in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
+            cmd.env_remove(var);
+        }
         cmd
     }
 
