@@ -39,21 +39,9 @@ fn one<'a>(unit: &'a BTreeMap<String, Vec<String>>, key: &str) -> &'a str {
     }
 }
 
-fn toml_table(rel: &str) -> toml::Table {
-    read(rel).parse().unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
-
-fn int(table: &toml::Table, key: &str) -> i64 {
-    table.get(key).and_then(toml::Value::as_integer).unwrap_or_else(|| panic!("integer '{key}' missing"))
-}
-
-fn string<'a>(table: &'a toml::Table, key: &str) -> &'a str {
-    table.get(key).and_then(toml::Value::as_str).unwrap_or_else(|| panic!("string '{key}' missing"))
-}
-
 /// `TimeoutStopSec=` in milliseconds (plain seconds, as our units write it).
-fn stop_timeout_ms(unit: &BTreeMap<String, Vec<String>>) -> i64 {
-    let secs: i64 = one(unit, "TimeoutStopSec").parse().expect("TimeoutStopSec in plain seconds");
+fn stop_timeout_ms(unit: &BTreeMap<String, Vec<String>>) -> u64 {
+    let secs: u64 = one(unit, "TimeoutStopSec").parse().expect("TimeoutStopSec in plain seconds");
     secs * 1000
 }
 
@@ -97,14 +85,14 @@ fn server_config_is_accepted_by_ank_server_and_matches_its_unit() {
     assert_eq!(args.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/server.pem")));
     assert_eq!(args.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/server-key.pem")));
 
-    let file = toml_table("etc/ankaios/ank-server.conf");
     let unit = unit("ank-server.service");
     assert_notify_daemon(&unit);
     assert_eq!(exec_config(&unit, "/usr/bin/ank-server"), ank_server::config_file::DEFAULT_SERVER_CONFIG);
-    let state_file = args.state_file.expect("state_file");
+    let state_file = args.state_file.clone().expect("state_file");
     assert_eq!(state_file.parent(), Some(Path::new("/var/lib").join(one(&unit, "StateDirectory")).as_path()));
-    assert_eq!(Path::new(string(&file, "run_folder")), Path::new("/run").join(one(&unit, "RuntimeDirectory")));
-    assert!(int(&file, "shutdown_grace_ms") < stop_timeout_ms(&unit), "grace within TimeoutStopSec");
+    assert_eq!(args.run_folder, Some(Path::new("/run").join(one(&unit, "RuntimeDirectory"))));
+    assert_eq!(args.health_socket(), Path::new("/run/ank-server/ank-server.sock"));
+    assert!(args.shutdown_grace_ms < stop_timeout_ms(&unit), "grace within TimeoutStopSec");
     assert_eq!(one(&unit, "ExecReload"), "/bin/kill -HUP $MAINPID");
     for (key, value) in [("ProtectSystem", "strict"), ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes")] {
         assert_eq!(one(&unit, key), value, "{key}");
@@ -127,12 +115,11 @@ fn agent_config_is_accepted_by_ank_agent_and_matches_its_unit() {
     assert_eq!(cli.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A.pem")));
     assert_eq!(cli.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A-key.pem")));
 
-    let file = toml_table("etc/ankaios/ank-agent.conf");
     let unit = unit("ank-agent.service");
     assert_notify_daemon(&unit);
     assert_eq!(exec_config(&unit, "/usr/bin/ank-agent"), ank_agent::config_file::DEFAULT_AGENT_CONFIG);
-    let run_folder = cli.run_folder.expect("run_folder");
-    assert_eq!(run_folder, Path::new("/run").join(one(&unit, "RuntimeDirectory")), "not under PrivateTmp's /tmp");
+    assert_eq!(cli.run_folder, Some(Path::new("/run").join(one(&unit, "RuntimeDirectory"))), "not in /tmp");
+    assert_eq!(cli.health_socket().unwrap(), Path::new("/run/ankaios/ank-agent-agent_A.sock"));
     assert_eq!(one(&unit, "RuntimeDirectoryPreserve"), "yes", "workloads' FIFOs outlive the agent");
     assert_eq!(one(&unit, "TimeoutStartSec"), "infinity", "READY=1 waits for a server");
     let postinst = read("debian/postinst");
@@ -140,8 +127,8 @@ fn agent_config_is_accepted_by_ank_agent_and_matches_its_unit() {
         postinst.contains("systemctl --no-block \"$action\" ank-agent.service"),
         "postinst must not wait for the agent"
     );
-    assert!(int(&file, "shutdown_grace_ms") < stop_timeout_ms(&unit), "grace within TimeoutStopSec");
-    assert_eq!(file.get("stop_workloads_on_shutdown").and_then(toml::Value::as_bool), Some(false));
+    assert!(cli.shutdown_grace_ms < stop_timeout_ms(&unit), "grace within TimeoutStopSec");
+    assert!(!cli.stop_workloads_on_shutdown, "a stop of the agent leaves the workloads running");
     // Ordering only: the agent runs without a local server on other nodes.
     assert!(one(&unit, "After").split_whitespace().any(|t| t == "ank-server.service"));
     for key in ["Requires", "BindsTo", "Requisite", "PartOf"] {
