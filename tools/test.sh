@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: set-up (and, once per machine, the Python SDK
-# test image), build of the binaries the end-to-end tests drive, unit +
-# in-process + real-podman + end-to-end tests, a short fuzz run of every
+# test image and the systemd test image), build of the binaries the
+# end-to-end tests drive and of the dev .deb the systemd test installs, unit
+# + in-process + real-podman + end-to-end tests, a short fuzz run of every
 # fuzz target (FUZZ_SECONDS each), then formatting and lints. Exits non-zero
 # on any failure.
 set -euo pipefail
@@ -9,7 +10,9 @@ cd "$(dirname "$0")/.."
 
 bash tools/setup.sh
 bash tools/build-sdk-image.sh
+bash tools/build-systemd-image.sh
 cargo build --bins
+bash tools/build-deb.sh --profile dev
 python3 tools/trace-requirements.py
 cargo nextest run --workspace --no-fail-fast
 bash tools/fuzz.sh
