@@ -7,6 +7,8 @@
 
 use std::net::IpAddr;
 
+pub mod cli;
+
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     SanType,

@@ -2,35 +2,12 @@
 //! certificates mTLS needs: one for `ank-server`, one per agent name, one
 //! per CLI user. Keys are written with mode 0600.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
+use ank_certs::cli::Args;
 use ank_certs::{Ca, Role, Validity};
 use clap::Parser;
-
-/// Creates a CA and server, agent and CLI certificates for mTLS.
-#[derive(Debug, Parser)]
-#[command(name = "ank-certs", version)]
-struct Args {
-    /// Folder for the files; an existing ca.pem + ca-key.pem there is reused.
-    #[arg(short, long, value_name = "DIR")]
-    out: PathBuf,
-    /// Issue server.pem / server-key.pem.
-    #[arg(long)]
-    server: bool,
-    /// Subject alternative names of the server certificate (DNS names or IPs).
-    #[arg(long = "server-san", value_delimiter = ',', default_value = "localhost,127.0.0.1")]
-    server_san: Vec<String>,
-    /// Issue agent-NAME.pem / agent-NAME-key.pem (CN = the agent name).
-    #[arg(long = "agent", value_name = "NAME")]
-    agents: Vec<String>,
-    /// Issue cli-NAME.pem / cli-NAME-key.pem (CN = NAME).
-    #[arg(long = "cli", value_name = "NAME")]
-    clis: Vec<String>,
-    /// Validity of the issued certificates in days.
-    #[arg(long, default_value_t = 365)]
-    days: u32,
-}
 
 fn write(path: &Path, text: &str, secret: bool) -> anyhow::Result<()> {
     use std::io::Write;

@@ -1,7 +1,7 @@
-//! Man pages from the clap models of the three binaries: `ank(1)` with one
-//! page per subcommand (`ank-get(1)`, `ank-get-workload(1)`, ...),
-//! `ank-server(8)` and `ank-agent(8)`. Used by `ank-docgen DIR` and by
-//! packaging.
+//! Man pages from the clap models of the binaries: `ank(1)` with one page
+//! per subcommand (`ank-get(1)`, `ank-get-workload(1)`, ...),
+//! `ank-server(8)`, `ank-agent(8)` and `ank-certs(1)`. Used by
+//! `ank-docgen DIR` and by packaging (`tools/build-deb.sh`).
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +16,7 @@ pub fn write_man_pages(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     write_tree(&ank, "ank", "1", dir, &mut written)?;
     write_page(ank_server::cli::Args::command(), "ank-server", "8", dir, &mut written)?;
     write_page(ank_agent::cli::Cli::command(), "ank-agent", "8", dir, &mut written)?;
+    write_page(ank_certs::cli::Args::command(), "ank-certs", "1", dir, &mut written)?;
     Ok(written)
 }
 
@@ -55,9 +56,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pages = write_man_pages(dir.path()).unwrap();
         let names: Vec<String> = pages.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        for expected in
-            ["ank.1", "ank-apply.1", "ank-get-workload.1", "ank-get-events.1", "ank-server.8", "ank-agent.8"]
-        {
+        for expected in [
+            "ank.1",
+            "ank-apply.1",
+            "ank-get-workload.1",
+            "ank-get-events.1",
+            "ank-server.8",
+            "ank-agent.8",
+            "ank-certs.1",
+        ] {
             assert!(names.iter().any(|n| n == expected), "{expected} missing in {names:?}");
         }
         let apply = std::fs::read_to_string(dir.path().join("ank-apply.1")).unwrap();
@@ -65,5 +72,7 @@ mod tests {
         assert!(apply.contains("\\-\\-agent") || apply.contains("--agent"), "{apply}");
         let server = std::fs::read_to_string(dir.path().join("ank-server.8")).unwrap();
         assert!(server.contains("startup\\-manifest") || server.contains("startup-manifest"), "{server}");
+        let certs = std::fs::read_to_string(dir.path().join("ank-certs.1")).unwrap();
+        assert!(certs.contains("server\\-san") || certs.contains("server-san"), "{certs}");
     }
 }

@@ -1,4 +1,4 @@
-//! `ank-docgen DIR`: writes the man pages of ank, ank-server and ank-agent
+//! `ank-docgen DIR`: writes the man pages of ank, ank-server, ank-agent and ank-certs
 //! into DIR.
 
 use std::process::ExitCode;
