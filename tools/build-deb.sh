@@ -4,7 +4,8 @@
 # ank-certs), the systemd units, default configs and maintainer scripts of
 # packaging/, the man pages (ank-docgen, gzipped) and the shell completions
 # (ank completion). Installs the pinned cargo-deb first if it is missing.
-# Prints the path of the .deb and its Installed-Size.
+# Runs lintian on a release package where lintian is installed. Prints the
+# path of the .deb and its Installed-Size.
 #
 #   tools/build-deb.sh [--profile release|dev]     (default: release)
 #
@@ -74,5 +75,9 @@ fast=()
 CARGO_TARGET_DIR=$stage cargo deb -p ank-packaging --no-build --strip "${fast[@]}" -o "$out/" </dev/null >/dev/null
 deb=$(ls "$out"/*.deb 2>/dev/null | head -n 1)
 [ -n "$deb" ] || { echo "build-deb: cargo deb wrote no .deb into $out" >&2; exit 1; }
+if [ "$profile" = release ] && command -v lintian >/dev/null; then
+  echo "build-deb: lintian (fails on errors; overrides in packaging/debian/lintian-overrides)"
+  lintian --fail-on error "$deb"
+fi
 echo "build-deb: $deb"
 echo "build-deb: Installed-Size: $(dpkg-deb -f "$deb" Installed-Size) KiB"

@@ -182,3 +182,18 @@ fn startup_manifest_runs_hello_on_agent_a() {
     assert_eq!((hello.agent.as_str(), hello.runtime.as_str()), ("agent_A", "podman"));
     assert!(hello.runtime_config.contains("image: localhost/busybox:latest"), "{}", hello.runtime_config);
 }
+
+#[test]
+fn changelog_names_this_version_and_the_packages_maintainer() {
+    let changelog = read("debian/changelog");
+    let first = changelog.lines().next().unwrap_or_default();
+    assert!(first.starts_with(&format!("ank ({}-1) ", env!("CARGO_PKG_VERSION"))), "{first}");
+    let cargo = read("Cargo.toml");
+    let maintainer = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("maintainer = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("maintainer in [package.metadata.deb]");
+    let signature = changelog.lines().find(|l| l.starts_with(" -- ")).expect("signature line");
+    assert!(signature.starts_with(&format!(" -- {maintainer}  ")), "{signature}");
+}
