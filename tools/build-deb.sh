@@ -73,7 +73,7 @@ mkdir -p "$out"
 fast=()
 [ "$profile" = dev ] && fast=(--fast)  # a test package: quick over small
 CARGO_TARGET_DIR=$stage cargo deb -p ank-packaging --no-build --strip "${fast[@]}" -o "$out/" </dev/null >/dev/null
-deb=$(ls "$out"/*.deb 2>/dev/null | head -n 1)
+deb=$(find "$out" -maxdepth 1 -name "*.deb" | head -n 1)
 [ -n "$deb" ] || { echo "build-deb: cargo deb wrote no .deb into $out" >&2; exit 1; }
 if [ "$profile" = release ] && command -v lintian >/dev/null; then
   echo "build-deb: lintian (fails on errors; overrides in packaging/debian/lintian-overrides)"
