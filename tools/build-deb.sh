@@ -35,7 +35,8 @@ if [ "$(cargo deb --version 2>/dev/null | awk '{print $2}')" != "$CARGO_DEB_VERS
 fi
 
 target_dir=$(cargo metadata --format-version 1 --no-deps </dev/null \
-  | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+  | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
+[ -d "$(dirname "$target_dir")" ] || { echo "build-deb: cannot tell the target folder from cargo metadata" >&2; exit 1; }
 case "$profile" in
   release)
     echo "build-deb: building the packaged binaries (release profile)"
