@@ -97,7 +97,8 @@ impl HealthBoard {
     }
 
     fn publish(&self) {
-        let counts = format!("{} workloads ({} running)", self.workloads, self.running);
+        let noun = if self.workloads == 1 { "workload" } else { "workloads" };
+        let counts = format!("{} {noun} ({} running)", self.workloads, self.running);
         let url = &self.server_url;
         let status = match self.link {
             _ if self.stopping => format!("stopping, {counts}"),
@@ -175,6 +176,7 @@ mod tests {
         assert!(!rx.has_changed().unwrap());
         board.workloads(&states(1, 0));
         assert!(rx.has_changed().unwrap());
+        assert!(rx.borrow().status.ends_with("1 workload (1 running)"), "{}", rx.borrow().status);
         rx.borrow_and_update();
         board.disconnected();
         rx.borrow_and_update();

@@ -113,7 +113,7 @@ fn e2e_daemons_notify_systemd_and_answer_check() {
     assert!(text(&o).contains("nothing answers on"), "{}", text(&o));
 
     let mut server_cmd = Command::new(bin("ank-server"));
-    server_cmd.args(["--insecure", "--address", &addr, "--run-folder", &run]);
+    server_cmd.args(["--insecure", "--address", &addr, "--run-folder", &run, "--shutdown-grace-ms", "60000"]);
     server_cmd.env("NOTIFY_SOCKET", &server_systemd.path).env("WATCHDOG_USEC", "1000000");
     let mut server = Daemon::spawn(server_cmd, dir.path().join("server.log"));
     let ready = server_systemd.wait_for("READY=1", Duration::from_secs(10));
@@ -148,14 +148,18 @@ fn e2e_daemons_notify_systemd_and_answer_check() {
         format!("ank-agent: connected to server http://{addr}, 0 workloads (0 running)")
     );
 
-    // The server goes: the agent keeps running but is no longer healthy.
-    server.kill();
+    // The server stops: its streams close at once, not after the grace
+    // period; the agent keeps running but is no longer healthy.
+    let status = server.terminate(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}\n{}", server.log());
+    server_systemd.wait_for("STOPPING=1", Duration::from_secs(1));
+    assert!(!server.log().contains("did not finish"), "{}", server.log());
     agent_systemd.wait_for("STATUS=disconnected from server", Duration::from_secs(10));
     let o = check("ank-agent", &agent_check);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("not healthy: disconnected from server"), "{}", text(&o));
     let o = check("ank-server", &["--run-folder", &run]);
-    assert_eq!(o.status.code(), Some(1), "a killed server does not answer: {}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "a stopped server does not answer: {}", text(&o));
 
     let status = agent.terminate(Duration::from_secs(10));
     assert!(status.success(), "SIGTERM is a clean stop: {status:?}\n{}", agent.log());

@@ -3,8 +3,8 @@
 //! as `info,ank_agent::runtime_manager=debug`), one event per line (line
 //! breaks inside a message are written as `\n`), on stderr. When stderr is
 //! the journal (`JOURNAL_STREAM` names stderr's device and inode, as
-//! systemd sets it), lines carry no timestamp and no colours but a syslog
-//! priority prefix (`<3>` error … `<7>` debug/trace) that journald turns
+//! systemd sets it), lines carry no timestamp, level name or colours but a
+//! syslog priority prefix (`<3>` error … `<7>` debug/trace) that journald turns
 //! into the entry's priority; on a terminal they are coloured.
 
 use std::io::Write;
@@ -71,7 +71,8 @@ pub fn init(level: &str) -> Result<LogStyle, String> {
         .with_writer(LineWriter { style })
         .with_ansi(style == LogStyle::Terminal);
     let result = match style {
-        LogStyle::Journal => builder.without_time().try_init(),
+        // The priority prefix says the level.
+        LogStyle::Journal => builder.without_time().with_level(false).try_init(),
         LogStyle::Terminal | LogStyle::Plain => builder.try_init(),
     };
     result.map_err(|e| format!("cannot set up logging: {e}"))?;

@@ -70,6 +70,9 @@ struct Services {
     handle: ServerHandle,
     next_conn: Arc<AtomicU64>,
     policy: Arc<IdentityPolicy>,
+    /// Ends every stream's reading at shutdown, so that the streams close
+    /// at once instead of waiting for their clients.
+    shutdown: CancellationToken,
 }
 
 impl Services {
@@ -102,7 +105,14 @@ impl Services {
         // Why the stream ends, if the client broke it (an oversized message):
         // sent after what is queued, once the server has let go of the stream.
         let (end_tx, end_rx) = oneshot::channel::<Status>();
-        tokio::spawn(forward_inbound(self.handle.clone(), conn, inbound, read_only, end_tx));
+        let reader = forward_inbound(self.handle.clone(), conn, inbound, read_only, end_tx);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = reader => {}
+            }
+        });
         let end = tokio_stream::iter([end_rx]).then(|rx| rx).filter_map(|status| status.ok().map(Err));
         let out = ReceiverStream::new(rx).map(move |m| to_wire(conn, m)).chain(end);
         Ok(Response::new(Box::pin(out)))
@@ -221,7 +231,12 @@ pub async fn serve(
     options: ServeOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let services = Services { handle, next_conn: Arc::new(AtomicU64::new(1)), policy: Arc::new(options.policy) };
+    let services = Services {
+        handle,
+        next_conn: Arc::new(AtomicU64::new(1)),
+        policy: Arc::new(options.policy),
+        shutdown: shutdown.clone(),
+    };
     let heartbeat = options.heartbeat;
     let grace = options.shutdown_grace;
     let router = tonic::transport::Server::builder()
