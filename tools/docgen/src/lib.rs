@@ -1,7 +1,10 @@
 //! Man pages from the clap models of the three binaries: `ank(1)` with one
 //! page per subcommand (`ank-get(1)`, `ank-get-workload(1)`, ...),
 //! `ank-server(8)` and `ank-agent(8)`. Used by `ank-docgen DIR` and by
-//! packaging.
+//! packaging. [`markdown`] writes the same models as `docs/cli-reference.md`
+//! (`ank-docgen --markdown FILE`).
+
+pub mod markdown;
 
 use std::path::{Path, PathBuf};
 
