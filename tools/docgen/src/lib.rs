@@ -1,15 +1,15 @@
 //! Man pages from the clap models of the three binaries: `ank(1)` with one
 //! page per subcommand (`ank-get(1)`, `ank-get-workload(1)`, ...),
 //! `ank-server(8)` and `ank-agent(8)`. Used by `ank-docgen DIR` and by
-//! packaging. [`markdown`] writes the same models as `docs/cli-reference.md`
-//! (`ank-docgen --markdown FILE`).
-
-pub mod markdown;
+//! packaging.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::CommandFactory;
+
+/// The same models as Markdown: `docs/cli-reference.md` (`ank-docgen --markdown FILE`).
+pub mod markdown;
 
 /// Writes every page into `dir` (created if missing); returns their paths.
 pub fn write_man_pages(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {

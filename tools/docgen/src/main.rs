@@ -1,6 +1,7 @@
 //! `ank-docgen DIR`: writes the man pages of ank, ank-server and ank-agent
-//! into DIR. `ank-docgen --markdown FILE`: writes the Markdown command-line
-//! reference (docs/cli-reference.md) into FILE, or to standard output for `-`.
+//! into DIR.
+//! `ank-docgen --markdown FILE`: writes the Markdown command-line reference
+//! (docs/cli-reference.md) into FILE, or to standard output for `-`.
 
 use std::process::ExitCode;
 
