@@ -11,7 +11,8 @@ use clap::{Arg, ArgAction, Command, CommandFactory};
 /// The command that rewrites the committed reference.
 pub const REGENERATE: &str = "cargo run -p ank-docgen -- --markdown docs/cli-reference.md";
 
-/// The binaries in the order the reference lists them.
+/// The binaries in the order the reference lists them. `ank-certs` can be
+/// added here as soon as its clap model is public (`ank_certs::cli::Args`).
 fn binaries() -> Vec<Command> {
     vec![ank_cli::cli::Cli::command(), ank_server::cli::Args::command(), ank_agent::cli::Cli::command()]
 }
@@ -33,8 +34,8 @@ pub fn cli_reference() -> String {
          run `{REGENERATE}`; a unit test of `ank-docgen` fails while this file and the definitions differ.\n"
     );
     out.push_str(
-        "Every command also takes `-h, --help` (`-h` short help, `--help` the full text); the three binaries \
-         take `-V, --version`. Precedence of a setting: command-line flag, then environment variable, then \
+        "Every command also takes `-h, --help` (`-h` short help, `--help` the full text), and each program \
+         takes `-V, --version`. Precedence of a setting: command-line flag, then environment variable, then \
          config file ([config-files.md](config-files.md)), then the default shown here. Man pages with the \
          same content: `cargo run -p ank-docgen -- DIR`.\n\n",
     );
