@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::CommandFactory;
 
+/// The same models as Markdown: `docs/cli-reference.md` (`ank-docgen --markdown FILE`).
+pub mod markdown;
+
 /// Writes every page into `dir` (created if missing); returns their paths.
 pub fn write_man_pages(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create '{}'", dir.display()))?;

@@ -1,23 +1,45 @@
 //! `ank-docgen DIR`: writes the man pages of ank, ank-server, ank-agent and ank-certs
 //! into DIR.
+//! `ank-docgen --markdown FILE`: writes the Markdown command-line reference
+//! (docs/cli-reference.md) into FILE, or to standard output for `-`.
 
 use std::process::ExitCode;
 
+const USAGE: &str = "usage: ank-docgen DIR | ank-docgen --markdown FILE";
+
 fn main() -> ExitCode {
-    let Some(dir) = std::env::args_os().nth(1) else {
-        eprintln!("usage: ank-docgen DIR");
-        return ExitCode::from(2);
-    };
-    match ank_docgen::write_man_pages(std::path::Path::new(&dir)) {
-        Ok(pages) => {
-            for p in pages {
-                println!("{}", p.display());
-            }
-            ExitCode::SUCCESS
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let result = match args.as_slice() {
+        [flag, file] if flag == "--markdown" => write_markdown(std::path::Path::new(file)),
+        [dir] if !dir.to_string_lossy().starts_with('-') => write_man_pages(std::path::Path::new(dir)),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
         }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ank-docgen: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    for page in ank_docgen::write_man_pages(dir)? {
+        println!("{}", page.display());
+    }
+    Ok(())
+}
+
+fn write_markdown(file: &std::path::Path) -> anyhow::Result<()> {
+    let text = ank_docgen::markdown::cli_reference();
+    if file.as_os_str() == "-" {
+        print!("{text}");
+        return Ok(());
+    }
+    std::fs::write(file, text).map_err(|e| anyhow::anyhow!("cannot write '{}': {e}", file.display()))?;
+    println!("{}", file.display());
+    Ok(())
 }
