@@ -14,7 +14,12 @@ pub const REGENERATE: &str = "cargo run -p ank-docgen -- --markdown docs/cli-ref
 /// The binaries in the order the reference lists them. `ank-certs` can be
 /// added here as soon as its clap model is public (`ank_certs::cli::Args`).
 fn binaries() -> Vec<Command> {
-    vec![ank_cli::cli::Cli::command(), ank_server::cli::Args::command(), ank_agent::cli::Cli::command()]
+    vec![
+        ank_cli::cli::Cli::command(),
+        ank_server::cli::Args::command(),
+        ank_agent::cli::Cli::command(),
+        ank_certs::cli::Args::command(),
+    ]
 }
 
 /// The whole reference as Markdown.
