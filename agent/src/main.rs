@@ -8,16 +8,27 @@ use std::process::ExitCode;
 use ank_common::daemon::{self, HealthSocket, Notifier, Pinger};
 use tokio_util::sync::CancellationToken;
 
-/// Cancels `token` on the first SIGTERM or SIGINT.
+/// Cancels `token` on the first SIGTERM or SIGINT. SIGHUP (`systemctl
+/// reload`) must not kill the agent: it has nothing to reload, as it reads
+/// its certificates at every connect.
 async fn cancel_on_signal(token: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
+    else {
         tracing::error!("cannot install signal handlers");
         return;
     };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+    loop {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP received: nothing to reload (certificates are read at every connect)");
+                continue;
+            }
+        }
+        break;
     }
     token.cancel();
 }

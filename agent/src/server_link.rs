@@ -117,7 +117,7 @@ impl ServerLink {
                     }
                     let delay = backoff.next_delay();
                     if first_failure {
-                        tracing::info!("no connection to server '{}': {reason}; retrying", self.config.server_url);
+                        tracing::warn!("no connection to server '{}': {reason}; retrying", self.config.server_url);
                     } else {
                         tracing::debug!("still no connection: {reason}; retry in {delay:?}");
                     }

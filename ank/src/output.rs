@@ -111,13 +111,27 @@ pub fn workload_table(rows: &[WorkloadRow]) -> String {
         .iter()
         .map(|r| {
             let (state, info) = match &r.state {
-                Some(s) => (s.kind.to_string(), s.additional_info.clone()),
+                Some(s) => (s.kind.to_string(), one_line(&s.additional_info)),
                 None => (String::new(), String::new()),
             };
             [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, info]
         })
         .collect();
     table(["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "ADDITIONAL INFO"], &cells)
+}
+
+/// A multi-line additional info (podman's whole error output) as one table
+/// cell: its last `Error:` line when it has one, else its lines joined by
+/// "; ". `-o yaml` shows it whole.
+fn one_line(info: &str) -> String {
+    let lines: Vec<&str> = info.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if lines.len() <= 1 {
+        return lines.first().copied().unwrap_or_default().to_owned();
+    }
+    match lines.iter().rev().find(|l| l.starts_with("Error:")) {
+        Some(error) => (*error).to_owned(),
+        None => lines.join("; "),
+    }
 }
 
 /// One row of the agent table.
@@ -201,6 +215,15 @@ pub fn agent_records(rows: &[AgentRow]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multi_line_additional_info_becomes_one_cell() {
+        let podman = "Trying to pull localhost/nope:latest...\nError: initializing source docker://localhost/nope:latest: connection refused\n";
+        assert_eq!(one_line(podman), "Error: initializing source docker://localhost/nope:latest: connection refused");
+        assert_eq!(one_line("first\n\n second \n"), "first; second");
+        assert_eq!(one_line("single"), "single");
+        assert_eq!(one_line(""), "");
+    }
 
     #[test]
     fn table_records_for_output_yaml_and_json() {

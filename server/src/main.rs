@@ -70,9 +70,7 @@ async fn main() -> ExitCode {
     tracing::info!("listening on {listening}");
     let shutdown = CancellationToken::new();
     tokio::spawn(wait_for_signal(shutdown.clone()));
-    if let Some(tls) = &tls {
-        tokio::spawn(reload_on_sighup(tls.clone()));
-    }
+    tokio::spawn(reload_on_sighup(tls.clone()));
     let policy = ank_server::grpc::identity::IdentityPolicy {
         check_agent_names: !args.allow_any_agent_name,
         read_only_clients: args.read_only_clients.clone(),
@@ -146,13 +144,19 @@ fn log_initial_source(source: ank_server::InitialSource, args: &ank_server::cli:
     }
 }
 
-async fn reload_on_sighup(tls: Arc<ank_server::grpc::tls::ServerTls>) {
+/// SIGHUP reloads the certificates; without them (insecure) it is logged
+/// and ignored, never fatal.
+async fn reload_on_sighup(tls: Option<Arc<ank_server::grpc::tls::ServerTls>>) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         tracing::error!("cannot install the SIGHUP handler; certificates cannot be reloaded");
         return;
     };
     while hup.recv().await.is_some() {
+        let Some(tls) = &tls else {
+            tracing::info!("SIGHUP received: nothing to reload (insecure, no certificates)");
+            continue;
+        };
         match tls.reload() {
             Ok(()) => tracing::info!("certificates reloaded; new connections use them"),
             Err(e) => tracing::error!("certificates not reloaded, keeping the old ones: {e}"),

@@ -7,7 +7,7 @@
 
 use ank_common::daemon::{Ping, Pinger};
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
-use ank_common::{AgentAttributes, AgentStatus, ExecutionState, WorkloadInstanceName, WorkloadState};
+use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -260,7 +260,18 @@ impl AnkaiosServer {
         self.logs_connection_closed(conn, agent.as_deref());
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
-            let changed = self.states.mark_agent_disconnected(&agent);
+            let mut changed = self.states.mark_agent_disconnected(&agent);
+            // Workloads the server still wants whose rows went with the
+            // agent (it removed them, e.g. stopping at its shutdown) are
+            // shown as AgentDisconnected too, never as gone.
+            for spec in desired_state::specs_for_agent(&self.desired.rendered, &agent) {
+                if !self.states.contains(&spec.instance_name) {
+                    let state =
+                        WorkloadState::new(spec.instance_name, ExecutionState::new(StateKind::AgentDisconnected));
+                    self.states.record(&state);
+                    changed.push(state);
+                }
+            }
             if !changed.is_empty() {
                 self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
             }

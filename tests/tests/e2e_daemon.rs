@@ -148,6 +148,19 @@ fn e2e_daemons_notify_systemd_and_answer_check() {
         format!("ank-agent: connected to server http://{addr}, 0 workloads (0 running)")
     );
 
+    // `systemctl reload` sends SIGHUP: neither daemon may die of it.
+    signal(agent.child.as_ref().unwrap(), "HUP");
+    signal(server.child.as_ref().unwrap(), "HUP");
+    let start = Instant::now();
+    while !(agent.log().contains("SIGHUP received") && server.log().contains("SIGHUP received")) {
+        assert!(start.elapsed() < Duration::from_secs(10), "SIGHUP not logged:\n{}\n{}", agent.log(), server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (binary, args) in [("ank-server", &["--run-folder", run.as_str()][..]), ("ank-agent", &agent_check[..])] {
+        let o = check(binary, args);
+        assert_eq!(o.status.code(), Some(0), "{binary} alive after SIGHUP: {}", text(&o));
+    }
+
     // The server stops: its streams close at once, not after the grace
     // period; the agent keeps running but is no longer healthy.
     let status = server.terminate(Duration::from_secs(10));
@@ -266,7 +279,8 @@ fn e2e_sigterm_leaves_workloads_running_unless_told_to_stop_them() {
     });
     assert!(stopping.terminate_agent(Duration::from_secs(25)).success());
     assert!(stopping.containers().is_empty(), "stopped and removed: {:?}", stopping.containers());
+    // Still wanted by the server: shown as AgentDisconnected, not gone.
     stopping.wait_until(Duration::from_secs(5), |c| {
-        c.workload_rows().iter().all(|(n, s)| n != "go" || s == "AgentDisconnected")
+        c.workload_rows().iter().any(|(n, s)| n == "go" && s == "AgentDisconnected")
     });
 }

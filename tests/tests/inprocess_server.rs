@@ -174,3 +174,40 @@ async fn server_refuses_an_update_it_cannot_save_and_keeps_the_old_state() {
     );
     shutdown.cancel();
 }
+
+/// Opens an agent stream for `name` and says hello; returns the stream
+/// (kept open by holding the sender) after the ServerHello arrived.
+async fn agent_stream(
+    url: &str,
+    name: &str,
+) -> (tokio::sync::mpsc::Sender<ank_proto::grpc_api::ToServer>, tonic::Streaming<ank_proto::grpc_api::FromServer>) {
+    use ank_common::convert::{from_server_from_proto, to_server_to_proto};
+    use ank_common::messages::{FromServer, ToServer};
+    use ank_proto::grpc_api::agent_connection_client::AgentConnectionClient;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let hello = ToServer::AgentHello {
+        agent_name: name.into(),
+        protocol_version: ank_common::PROTOCOL_VERSION.into(),
+        tags: Default::default(),
+    };
+    tx.send(to_server_to_proto(&hello)).await.unwrap();
+    let mut client = AgentConnectionClient::connect(url.to_owned()).await.unwrap();
+    let mut inbound = client.connect_agent(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let first = inbound.message().await.unwrap().expect("a ServerHello");
+    assert!(matches!(from_server_from_proto(first), Ok(Some(FromServer::ServerHello(_)))));
+    (tx, inbound)
+}
+
+#[tokio::test]
+async fn a_replaced_agent_stream_ends_so_that_its_agent_notices() {
+    let (url, shutdown) = start_server(empty()).await;
+    let (_keep_first, mut first) = agent_stream(&url, "twice").await;
+    let (_keep_second, mut second) = agent_stream(&url, "twice").await;
+    // The first stream ends although its client still holds it open.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), first.message()).await;
+    assert!(matches!(ended, Ok(Ok(None)) | Ok(Err(_))), "the replaced stream must end, got {ended:?}");
+    // The server stops: the remaining stream ends at once, not after a grace period.
+    shutdown.cancel();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(1), second.message()).await;
+    assert!(matches!(ended, Ok(Ok(None)) | Ok(Err(_))), "streams end at shutdown, got {ended:?}");
+}

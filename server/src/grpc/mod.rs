@@ -101,10 +101,14 @@ impl Services {
         if let Some(first) = first {
             self.handle.message(conn, first).await;
         }
-        let read_only = peer.filter(|p| self.policy.is_read_only(Some(p))).map(|p| (p, tx));
+        // Weak: the stream ends as soon as the server lets go of it (it was
+        // replaced, or the server stops), whatever the client still sends.
+        let read_only = peer.filter(|p| self.policy.is_read_only(Some(p))).map(|p| (p, tx.downgrade()));
+        drop(tx);
         // Why the stream ends, if the client broke it (an oversized message):
-        // sent after what is queued, once the server has let go of the stream.
-        let (end_tx, end_rx) = oneshot::channel::<Status>();
+        // sent after what is queued, once the server has let go of the stream
+        // (the reader sends it before it reports the stream closed).
+        let (end_tx, mut end_rx) = oneshot::channel::<Status>();
         let reader = forward_inbound(self.handle.clone(), conn, inbound, read_only, end_tx);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
@@ -113,7 +117,7 @@ impl Services {
                 () = reader => {}
             }
         });
-        let end = tokio_stream::iter([end_rx]).then(|rx| rx).filter_map(|status| status.ok().map(Err));
+        let end = tokio_stream::iter([()]).filter_map(move |()| end_rx.try_recv().ok().map(Err));
         let out = ReceiverStream::new(rx).map(move |m| to_wire(conn, m)).chain(end);
         Ok(Response::new(Box::pin(out)))
     }
@@ -174,7 +178,7 @@ async fn forward_inbound(
     handle: ServerHandle,
     conn: ConnId,
     mut inbound: Streaming<g::ToServer>,
-    read_only: Option<(PeerIdentity, mpsc::Sender<FromServer>)>,
+    read_only: Option<(PeerIdentity, mpsc::WeakSender<FromServer>)>,
     end: oneshot::Sender<Status>,
 ) {
     loop {
@@ -192,6 +196,7 @@ async fn forward_inbound(
             && let Some(refusal) = refuse_write(peer, &msg)
         {
             tracing::info!("connection {conn}: write of read-only client {:?} refused", peer.names);
+            let Some(tx) = tx.upgrade() else { break };
             let _ = tx.send(FromServer::Response(refusal)).await;
             continue;
         }
