@@ -85,16 +85,5 @@ async fn main() -> ExitCode {
         shutdown.clone(),
     ));
     let result = ank_agent::run_supervised(config, ank_agent::default_runtimes(), shutdown.clone(), board, pings).await;
-    shutdown.cancel();
-    let _ = supervisor.await;
-    match result {
-        Ok(()) => {
-            tracing::info!("stopped");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("ank-agent: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    ExitCode::from(daemon::finish("ank-agent", result, &shutdown, supervisor).await)
 }

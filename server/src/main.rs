@@ -90,18 +90,7 @@ async fn main() -> ExitCode {
     };
     let supervisor = supervise(&handle, &args, listening, &shutdown);
     let result = serving.await;
-    shutdown.cancel();
-    let _ = supervisor.await;
-    match result {
-        Ok(()) => {
-            tracing::info!("stopped");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("ank-server: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    ExitCode::from(daemon::finish("ank-server", result, &shutdown, supervisor).await)
 }
 
 /// Starts the health socket and the systemd supervisor; the returned task
