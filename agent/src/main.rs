@@ -71,12 +71,7 @@ async fn main() -> ExitCode {
     let (board, health) = ank_agent::health::HealthBoard::new(&config.server_url);
     let (pinger, pings) = Pinger::channel();
     let socket_path = ank_agent::health::socket_path(&config.run_folder, &config.name);
-    match HealthSocket::bind(&socket_path) {
-        Ok(socket) => {
-            tokio::spawn(socket.serve(health.clone(), pinger.clone(), shutdown.clone()));
-        }
-        Err(e) => tracing::error!("no health socket '{}', so --check cannot work: {e}", socket_path.display()),
-    }
+    HealthSocket::spawn_at(&socket_path, health.clone(), pinger.clone(), shutdown.clone());
     let supervisor = tokio::spawn(daemon::supervisor::supervise(
         Notifier::from_env(),
         health,

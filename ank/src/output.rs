@@ -125,9 +125,6 @@ pub fn workload_table(rows: &[WorkloadRow]) -> String {
 /// "; ". `-o yaml` shows it whole.
 fn one_line(info: &str) -> String {
     let lines: Vec<&str> = info.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    if lines.len() <= 1 {
-        return lines.first().copied().unwrap_or_default().to_owned();
-    }
     match lines.iter().rev().find(|l| l.starts_with("Error:")) {
         Some(error) => (*error).to_owned(),
         None => lines.join("; "),

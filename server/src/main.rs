@@ -103,12 +103,7 @@ fn supervise(
 ) -> tokio::task::JoinHandle<()> {
     let health = ank_server::health::follow(handle.counts(), listening);
     let socket_path = args.health_socket();
-    match HealthSocket::bind(&socket_path) {
-        Ok(socket) => {
-            tokio::spawn(socket.serve(health.clone(), handle.pinger(), shutdown.clone()));
-        }
-        Err(e) => tracing::error!("no health socket '{}', so --check cannot work: {e}", socket_path.display()),
-    }
+    HealthSocket::spawn_at(&socket_path, health.clone(), handle.pinger(), shutdown.clone());
     tokio::spawn(daemon::supervisor::supervise(
         Notifier::from_env(),
         health,

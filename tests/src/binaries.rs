@@ -143,16 +143,7 @@ impl Cluster {
     /// Stops the agent with SIGTERM, as systemd does, and returns how it
     /// exited; panics if it takes longer than `limit`.
     pub fn terminate_agent(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let mut child = self.agent_proc.take().expect("a running agent");
-        crate::signal(&child, "TERM");
-        let start = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().expect("wait for ank-agent") {
-                return status;
-            }
-            assert!(start.elapsed() < limit, "ank-agent did not stop within {limit:?} after SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        crate::terminate(self.agent_proc.take().expect("a running agent"), limit)
     }
 
     /// Kills the agent with SIGKILL (no goodbye, no cleanup), leaving its

@@ -28,6 +28,20 @@ pub fn signal(child: &std::process::Child, name: &str) {
     assert!(ok, "kill -{name} {} failed", child.id());
 }
 
+/// Stops `child` with SIGTERM, as systemd does, and returns how it exited;
+/// panics if it is still running after `limit` (polled every 50 ms).
+pub fn terminate(mut child: std::process::Child, limit: std::time::Duration) -> std::process::ExitStatus {
+    signal(&child, "TERM");
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            return status;
+        }
+        assert!(start.elapsed() < limit, "pid {} did not stop within {limit:?} after SIGTERM", child.id());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");

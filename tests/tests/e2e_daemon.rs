@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ank_certs::{Ca, Role, Validity};
 use ank_tests::binaries::{Cluster, bin};
-use ank_tests::{free_port, signal};
+use ank_tests::{free_port, signal, terminate};
 
 /// A notification socket standing in for systemd's.
 struct FakeSystemd {
@@ -64,16 +64,7 @@ impl Daemon {
     }
 
     fn terminate(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
-        signal(&child, "TERM");
-        let start = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(start.elapsed() < limit, "no exit within {limit:?} after SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        terminate(self.child.take().expect("running"), limit)
     }
 
     fn kill(&mut self) {

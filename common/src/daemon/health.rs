@@ -55,6 +55,17 @@ impl HealthSocket {
         Ok(Self { listener, path: path.to_owned() })
     }
 
+    /// Binds `path` and serves on it in a task; a socket that cannot be
+    /// bound is logged (the daemon runs on, only `--check` cannot reach it).
+    pub fn spawn_at(path: &Path, health: watch::Receiver<Health>, pinger: Pinger, shutdown: CancellationToken) {
+        match Self::bind(path) {
+            Ok(socket) => {
+                tokio::spawn(socket.serve(health, pinger, shutdown));
+            }
+            Err(e) => tracing::error!("no health socket '{}', so --check cannot work: {e}", path.display()),
+        }
+    }
+
     /// Serves the latest `health` to every connection until `shutdown`.
     pub async fn serve(self, health: watch::Receiver<Health>, pinger: Pinger, shutdown: CancellationToken) {
         loop {
