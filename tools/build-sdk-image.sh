@@ -27,9 +27,7 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 # The Debian mirror the host itself uses.
-mirror=$(grep -rhoE '^(URIs:|deb) *https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
-  | head -n1 | grep -oE 'https?://[^ ]+' || true)
-mirror=${mirror:-http://deb.debian.org/debian}
+mirror=$(bash "$(dirname "$0")/debian-mirror.sh")
 
 work=$(mktemp -d)
 trap '$SUDO rm -rf "$work"' EXIT
