@@ -10,6 +10,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         unsafe { std::env::set_var("PROTOC", protoc) };
     }
     println!("cargo:rerun-if-env-changed=PROTOC");
+    // Printing any rerun-if line replaces cargo's default of rerunning on
+    // every change in the package, so the protos are named too.
+    println!("cargo:rerun-if-changed=proto");
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)

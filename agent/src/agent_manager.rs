@@ -1,19 +1,26 @@
 //! [`AgentManager`]: the agent's hub. It dispatches messages from the server
 //! to the `RuntimeManager`, keeps the latest state of every workload instance
 //! of this agent (dropping duplicates) and forwards state changes to the
-//! server; after every (re)connect it re-sends the full set.
+//! server; after every (re)connect and every ServerHello it re-sends the
+//! full set. Every report
+//! carries the generation of the spec it is about (`observedGeneration`)
+//! and the Applied / Available / Health conditions; the first report of an
+//! instance after a workload message is passed on even when it repeats the
+//! last one, so every resync of the server gets its answer.
 //!
 //! In: `LinkEvent`s from the server link, `WorkloadState`s from the control
 //! loops, liveness pings and the request to stop every workload before the
 //! agent exits. Out: requests to the `RuntimeManager`, `ToServer` to the
 //! link, and the agent's health on its [`HealthBoard`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use ank_common::conditions::{self, InstanceStatus, RuntimeHealth};
 use ank_common::daemon::Ping;
 use ank_common::messages::{FromServer, ToServer};
+use ank_common::workload::WorkloadSpec;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::control_interface::registry::ControlInterfaces;
@@ -49,6 +56,14 @@ pub struct AgentManager {
     link_events: mpsc::Receiver<LinkEvent>,
     workload_states: mpsc::Receiver<WorkloadState>,
     states: HashMap<WorkloadInstanceName, ExecutionState>,
+    /// The generation of every instance's spec, as the server said.
+    generations: HashMap<WorkloadInstanceName, u64>,
+    /// Instances whose next report is passed on even if it repeats.
+    answer_due: HashSet<WorkloadInstanceName>,
+    /// Instances deleted and not added again: their generation is
+    /// forgotten once they are removed.
+    retiring: HashSet<WorkloadInstanceName>,
+    runtime_health: watch::Receiver<RuntimeHealth>,
     supervision: Supervision,
     stopping: bool,
     shutdown: CancellationToken,
@@ -65,6 +80,7 @@ impl AgentManager {
         supervision: Supervision,
     ) -> Self {
         let shutdown = supervision.shutdown.clone();
+        let runtime_health = runtime.runtime_health();
         Self {
             runtime,
             server,
@@ -73,6 +89,10 @@ impl AgentManager {
             link_events,
             workload_states,
             states: HashMap::new(),
+            generations: HashMap::new(),
+            answer_due: HashSet::new(),
+            retiring: HashSet::new(),
+            runtime_health,
             supervision,
             stopping: false,
             shutdown,
@@ -87,6 +107,7 @@ impl AgentManager {
                 () = self.shutdown.cancelled() => break,
                 Some(ev) = self.link_events.recv() => self.handle_link_event(ev).await,
                 Some(state) = self.workload_states.recv() => self.handle_workload_state(state),
+                Ok(()) = self.runtime_health.changed() => self.send_all(),
                 Some(ping) = self.supervision.pings.recv() => {
                     let _ = ping.send(());
                 }
@@ -100,10 +121,15 @@ impl AgentManager {
         match ev {
             LinkEvent::Connected => {
                 self.supervision.health.connected();
-                self.handle_connected()
+                self.send_all()
             }
             LinkEvent::Message(FromServer::ServerHello(specs)) => {
                 self.supervision.health.server_hello();
+                let listed: HashSet<&WorkloadInstanceName> = specs.iter().map(|s| &s.instance_name).collect();
+                let states = &self.states;
+                self.generations.retain(|n, _| listed.contains(n) || states.contains_key(n));
+                self.note_generations(&specs);
+                self.send_all();
                 if self.stopping {
                     tracing::info!("stopping: the server's {} workloads are not started again", specs.len());
                 } else {
@@ -114,6 +140,11 @@ impl AgentManager {
                 tracing::info!("stopping: a workload update of the server is ignored")
             }
             LinkEvent::Message(FromServer::UpdateWorkload { added, deleted }) => {
+                for d in &deleted {
+                    self.answer_due.insert(d.instance_name.clone());
+                    self.retiring.insert(d.instance_name.clone());
+                }
+                self.note_generations(&added);
                 self.runtime.update_workload(added, deleted).await
             }
             // [impl->swdd~agent-handles-update-workload-state-requests~1]
@@ -145,13 +176,33 @@ impl AgentManager {
         self.runtime.server_hello(Vec::new()).await;
     }
 
-    /// Re-sends the full set of current states after a (re)connect.
-    fn handle_connected(&mut self) {
+    /// Remembers the generations of `specs`; their next reports answer.
+    fn note_generations(&mut self, specs: &[WorkloadSpec]) {
+        for s in specs {
+            self.generations.insert(s.instance_name.clone(), s.generation);
+            self.answer_due.insert(s.instance_name.clone());
+            self.retiring.remove(&s.instance_name);
+        }
+    }
+
+    /// Sends the full set of current states (after a (re)connect and a
+    /// ServerHello, or when the runtime's health changed).
+    fn send_all(&mut self) {
         let all: Vec<WorkloadState> =
-            self.states.iter().map(|(n, s)| WorkloadState::new(n.clone(), s.clone())).collect();
+            self.states.iter().map(|(n, s)| self.reported(WorkloadState::new(n.clone(), s.clone()))).collect();
         for chunk in all.chunks(MAX_BATCH) {
             self.server.send(ToServer::UpdateWorkloadState(chunk.to_vec()));
         }
+    }
+
+    /// A state as the server gets it: with the generation of its spec and
+    /// the conditions it implies.
+    // [feature H4: an agent reports Applied, Available and Health]
+    fn reported(&self, state: WorkloadState) -> WorkloadState {
+        let generation = self.generations.get(&state.instance_name).copied().unwrap_or(0);
+        let conditions =
+            conditions::agent_conditions(&state.execution_state, generation, &self.runtime_health.borrow());
+        state.with_status(InstanceStatus { observed_generation: generation, conditions, ..Default::default() })
     }
 
     /// Passes states of this agent's workloads (and any queued behind the
@@ -177,15 +228,29 @@ impl AgentManager {
         }
     }
 
-    /// Stores a state after the hysteresis; `None` when it is dropped.
+    /// Stores a state after the hysteresis and returns it as reported
+    /// (with generation and conditions); `None` when it is dropped.
     // [impl->swdd~agent-stores-workload-states-of-its-workloads~1]
     fn store(&mut self, state: WorkloadState) -> Option<WorkloadState> {
-        let passed = hysteresis::transition(self.states.get(&state.instance_name), &state.execution_state)?;
+        let answer = self.answer_due.remove(&state.instance_name);
+        let passed = match hysteresis::transition(self.states.get(&state.instance_name), &state.execution_state) {
+            Some(passed) => passed,
+            // A repeat that answers a workload message of the server.
+            None if answer && self.states.get(&state.instance_name) == Some(&state.execution_state) => {
+                state.execution_state.clone()
+            }
+            None => return None,
+        };
+        // Stamped before a removal forgets the generation.
+        let reported = self.reported(WorkloadState::new(state.instance_name.clone(), passed.clone()));
         if passed.kind == StateKind::Removed {
             self.states.remove(&state.instance_name);
+            if self.retiring.remove(&state.instance_name) {
+                self.generations.remove(&state.instance_name);
+            }
         } else {
-            self.states.insert(state.instance_name.clone(), passed.clone());
+            self.states.insert(state.instance_name, passed);
         }
-        Some(WorkloadState::new(state.instance_name, passed))
+        Some(reported)
     }
 }

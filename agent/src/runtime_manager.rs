@@ -13,11 +13,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use ank_common::conditions::RuntimeHealth;
 use ank_common::execution_state::Pending;
 use ank_common::messages::DeletedWorkload;
 use ank_common::workload::WorkloadSpec;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +47,7 @@ pub struct RuntimeManagerHandle {
     /// Unbounded: the manager reports states to the `AgentManager` while the
     /// `AgentManager` feeds states back; two bounded channels could deadlock.
     states: mpsc::UnboundedSender<Vec<WorkloadState>>,
+    health: watch::Receiver<RuntimeHealth>,
 }
 
 impl std::fmt::Debug for Request {
@@ -67,6 +69,12 @@ impl RuntimeManagerHandle {
     // [impl->swdd~agent-handles-update-workload-requests~1]
     pub async fn update_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
         let _ = self.requests.send(Request::Update { added, deleted }).await;
+    }
+
+    /// Whether the runtimes can be reached: the first unreachable one's
+    /// reason, else Reachable.
+    pub fn runtime_health(&self) -> watch::Receiver<RuntimeHealth> {
+        self.health.clone()
     }
 
     /// New execution states, of this agent's workloads or of others'.
@@ -103,6 +111,9 @@ pub struct RuntimeManager {
     states: mpsc::UnboundedReceiver<Vec<WorkloadState>>,
     runtime_events: mpsc::Receiver<RuntimeEvent>,
     notices: mpsc::UnboundedReceiver<LoopNotice>,
+    /// Runtimes that could not be reached, with the reason.
+    unreachable: BTreeMap<String, String>,
+    health: watch::Sender<RuntimeHealth>,
     shutdown: CancellationToken,
 }
 
@@ -116,15 +127,18 @@ impl RuntimeManager {
         shutdown: CancellationToken,
     ) -> (RuntimeManagerHandle, JoinHandle<()>) {
         let (event_tx, runtime_events) = mpsc::channel(RUNTIME_EVENT_CAPACITY);
+        let mut unreachable = BTreeMap::new();
         for connector in registry.iter() {
             if let Err(e) = connector.start_state_watcher(&config.agent_name, event_tx.clone(), shutdown.clone()).await
             {
                 tracing::error!("state watcher of runtime '{}' did not start: {e}", connector.name());
+                unreachable.insert(connector.name().to_owned(), e.to_string());
             }
         }
         let (tx, requests) = mpsc::channel(16);
         let (states_tx, states) = mpsc::unbounded_channel();
         let (notice_tx, notices) = mpsc::unbounded_channel();
+        let (health_tx, health) = watch::channel(overall_health(&unreachable));
         let registry = Arc::new(registry);
         let ctx = LoopContext {
             registry: registry.clone(),
@@ -151,9 +165,12 @@ impl RuntimeManager {
             states,
             runtime_events,
             notices,
+            unreachable,
+            health: health_tx,
             shutdown,
         };
-        (RuntimeManagerHandle { requests: tx, states: states_tx }, tokio::spawn(manager.run()))
+        let handle = RuntimeManagerHandle { requests: tx, states: states_tx, health };
+        (handle, tokio::spawn(manager.run()))
     }
 
     async fn run(mut self) {
@@ -425,6 +442,15 @@ impl RuntimeManager {
                     object.sender().snapshot(runtime.clone(), taken_at, workloads.clone());
                 }
             }
+            // [feature H4: the agent's Health condition]
+            RuntimeEvent::Health { runtime, health } => {
+                match health {
+                    RuntimeHealth::Reachable => self.unreachable.remove(&runtime),
+                    RuntimeHealth::Unreachable(why) => self.unreachable.insert(runtime, why),
+                };
+                let now = overall_health(&self.unreachable);
+                self.health.send_if_modified(|h| std::mem::replace(h, now.clone()) != now);
+            }
         }
     }
 
@@ -438,6 +464,14 @@ impl RuntimeManager {
                 }
             }
         }
+    }
+}
+
+/// The agent's runtime health: the first unreachable runtime, if any.
+fn overall_health(unreachable: &BTreeMap<String, String>) -> RuntimeHealth {
+    match unreachable.iter().next() {
+        Some((runtime, why)) => RuntimeHealth::Unreachable(format!("runtime '{runtime}': {why}")),
+        None => RuntimeHealth::Reachable,
     }
 }
 

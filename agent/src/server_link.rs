@@ -160,6 +160,7 @@ impl ServerLink {
             agent_name: self.config.agent_name.clone(),
             protocol_version: ank_common::PROTOCOL_VERSION.to_owned(),
             tags: self.config.tags.clone(),
+            reports_conditions: true,
         };
         let _ = tx.send(to_server_to_proto(&hello)).await;
         let mut inbound = tokio::select! {

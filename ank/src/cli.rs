@@ -95,6 +95,8 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Print the logs of workloads
     Logs(LogsArgs),
+    /// Wait until workloads meet a condition (Ready or Available)
+    Wait(WaitArgs),
     /// Print the shell code that completes ank's commands, names and masks
     Completion {
         /// The shell: bash, zsh, fish, elvish or powershell
@@ -179,6 +181,45 @@ pub struct GetEventsArgs {
     /// Field masks selecting what to follow, e.g. workloadStates.agent_A
     #[arg(value_name = "MASK")]
     pub masks: Vec<String>,
+}
+
+/// Arguments of `ank wait`.
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    /// What to wait for: workload/NAME (repeatable)
+    #[arg(value_name = "workload/NAME", required = true, value_parser = parse_wait_target)]
+    pub targets: Vec<String>,
+    /// The condition: Ready (available at the current generation) or Available
+    #[arg(long = "for", value_name = "CONDITION", default_value = "Ready", value_parser = ["Ready", "Available"])]
+    pub condition: String,
+    /// How long to wait, e.g. 60s, 5m, 500ms (a bare number is seconds)
+    #[arg(long = "timeout", value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
+}
+
+/// `workload/NAME` -> NAME.
+fn parse_wait_target(s: &str) -> Result<String, String> {
+    let name = s
+        .strip_prefix("workload/")
+        .or_else(|| s.strip_prefix("workloads/"))
+        .ok_or_else(|| format!("'{s}' is not of the form workload/NAME"))?;
+    ank_common::WorkloadName::new(name).map_err(|e| e.to_string())?;
+    Ok(name.to_owned())
+}
+
+/// `60s`, `5m`, `1h`, `500ms` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("'{s}' is not a duration like 60s, 5m or 500ms"))?;
+    let ms = match unit {
+        "ms" => n,
+        "" | "s" => n.saturating_mul(1000),
+        "m" => n.saturating_mul(60_000),
+        "h" => n.saturating_mul(3_600_000),
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m or h)")),
+    };
+    Ok(std::time::Duration::from_millis(ms))
 }
 
 /// `-o` of the commands that print a table.
@@ -462,5 +503,11 @@ mod tests {
             parse(&["delete", "workloads"]).unwrap_err().kind(),
             clap::error::ErrorKind::MissingRequiredArgument
         );
+        let cli = parse(&["wait", "workload/web", "--for", "Ready", "--timeout", "5m"]).unwrap();
+        let Command::Wait(w) = cli.command else { panic!("not wait") };
+        assert_eq!((w.targets, w.condition, w.timeout.as_secs()), (vec!["web".to_owned()], "Ready".to_owned(), 300));
+        assert!(parse(&["wait", "web"]).is_err(), "the kind is required");
+        assert!(parse(&["wait", "workload/web", "--timeout", "5 parsecs"]).is_err());
+        assert_eq!(parse_duration("500ms"), Ok(std::time::Duration::from_millis(500)));
     }
 }

@@ -39,6 +39,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Set(SetCommand::State(args)) => cmd::set_state::run(&mut ctx, args).await,
         Command::Apply(args) => cmd::apply::run(&mut ctx, args).await,
         Command::Logs(args) => cmd::logs::run(&mut ctx, args).await,
+        Command::Wait(args) => cmd::wait_condition::run(&mut ctx, args).await,
         Command::Completion { shell } => cmd::completion::run(&mut ctx, shell),
     }
 }

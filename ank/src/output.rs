@@ -3,6 +3,7 @@
 //! Pure functions from data to text; the commands decide where it goes.
 
 use ank_common::ExecutionState;
+use ank_common::conditions::{ConditionType, InstanceStatus};
 use anyhow::Context;
 
 use crate::cli::OutputFormat;
@@ -94,30 +95,42 @@ pub fn redraw(old: &str, new: &str) -> String {
 }
 
 /// One row of a workload table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkloadRow {
     pub name: String,
     pub agent: String,
     pub runtime: String,
     /// `None` while no state is known yet.
     pub state: Option<ExecutionState>,
+    /// Generation and conditions (empty from an Ankaios server).
+    pub status: InstanceStatus,
+}
+
+impl WorkloadRow {
+    /// A condition's status for the READY / AVAILABLE columns; empty when
+    /// the server does not report it.
+    fn condition_cell(&self, kind: ConditionType) -> String {
+        self.status.condition(kind).map(|c| c.status.as_str().to_owned()).unwrap_or_default()
+    }
 }
 
 /// The workload table, rows sorted by workload name, then agent.
 pub fn workload_table(rows: &[WorkloadRow]) -> String {
     let mut rows: Vec<&WorkloadRow> = rows.iter().collect();
     rows.sort_by(|a, b| (&a.name, &a.agent).cmp(&(&b.name, &b.agent)));
-    let cells: Vec<[String; 5]> = rows
+    let cells: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
             let (state, info) = match &r.state {
                 Some(s) => (s.kind.to_string(), one_line(&s.additional_info)),
                 None => (String::new(), String::new()),
             };
-            [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, info]
+            let ready = r.condition_cell(ConditionType::Ready);
+            let available = r.condition_cell(ConditionType::Available);
+            [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, ready, available, info]
         })
         .collect();
-    table(["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "ADDITIONAL INFO"], &cells)
+    table(["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "READY", "AVAILABLE", "ADDITIONAL INFO"], &cells)
 }
 
 /// A multi-line additional info (podman's whole error output) as one table
@@ -182,12 +195,18 @@ pub fn workload_records(rows: &[WorkloadRow]) -> serde_json::Value {
     serde_json::Value::Array(
         rows.iter()
             .map(|r| {
-                serde_json::json!({
+                let mut record = serde_json::json!({
                     "name": r.name,
                     "agent": r.agent,
                     "runtime": r.runtime,
                     "executionState": r.state,
-                })
+                });
+                if let (Some(map), Ok(serde_json::Value::Object(status))) =
+                    (record.as_object_mut(), serde_json::to_value(&r.status))
+                {
+                    map.extend(status);
+                }
+                record
             })
             .collect(),
     )
@@ -225,12 +244,13 @@ mod tests {
     #[test]
     fn table_records_for_output_yaml_and_json() {
         let rows = [
-            WorkloadRow { name: "b".into(), agent: "A".into(), runtime: "podman".into(), state: None },
+            WorkloadRow { name: "b".into(), agent: "A".into(), runtime: "podman".into(), ..Default::default() },
             WorkloadRow {
                 name: "a".into(),
                 agent: "A".into(),
                 runtime: "podman".into(),
                 state: Some(ExecutionState::running()),
+                status: InstanceStatus { generation: 2, ..Default::default() },
             },
         ];
         let json = records(&workload_records(&rows), OutputFormat::Json).unwrap();
@@ -239,6 +259,7 @@ mod tests {
         assert_eq!(v[0]["executionState"]["state"], "Running");
         assert_eq!(v[0]["executionState"]["subState"], "Ok");
         assert!(v[1]["executionState"].is_null());
+        assert_eq!(v[0]["generation"], 2);
         let yaml = records(
             &agent_records(&[AgentRow { name: "A".into(), workloads: 2, cpu_usage: Some(3), free_memory: None }]),
             OutputFormat::Yaml,
@@ -250,7 +271,7 @@ mod tests {
     use ank_common::execution_state::Pending;
 
     fn row(name: &str, agent: &str, state: Option<ExecutionState>) -> WorkloadRow {
-        WorkloadRow { name: name.into(), agent: agent.into(), runtime: "podman".into(), state }
+        WorkloadRow { name: name.into(), agent: agent.into(), runtime: "podman".into(), state, ..Default::default() }
     }
 
     #[test]
@@ -290,12 +311,26 @@ mod tests {
             row("db", "agent_A", Some(ExecutionState::running())),
             row("new", "agent_A", None),
         ];
+        let mut rows = rows;
+        rows[1].status.conditions = ank_common::conditions::agent_conditions(
+            &ExecutionState::running(),
+            1,
+            &ank_common::conditions::RuntimeHealth::Reachable,
+        );
+        let ready = ank_common::conditions::ready(&rows[1].status, 1);
+        rows[1].status.conditions.push(ready);
         let text = workload_table(&rows);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("WORKLOAD NAME   AGENT"), "{text}");
         assert!(lines[1].starts_with("db ") && lines[1].contains("Running(Ok)"), "{text}");
         assert!(lines[2].starts_with("new "), "{text}");
-        assert!(lines[3].starts_with("web ") && lines[3].ends_with("Pending(Starting)   Retry 1"), "{text}");
+        assert!(
+            lines[3].starts_with("web ") && lines[3].contains("Pending(Starting)") && lines[3].ends_with(" Retry 1"),
+            "{text}"
+        );
+        let ready_col = lines[0].find("READY").unwrap();
+        assert_eq!(lines[1].find("True"), Some(ready_col), "{text}");
+        assert_eq!(lines[1][lines[0].find("AVAILABLE").unwrap()..].split_whitespace().next(), Some("True"));
         let state_col = lines[0].find("EXECUTION STATE").unwrap();
         assert_eq!(lines[1].find("Running(Ok)"), Some(state_col));
         assert_eq!(lines[3].find("Pending(Starting)"), Some(state_col));

@@ -60,13 +60,13 @@ impl StateView {
         let mut out = Vec::new();
         for (agent, by_name) in &self.workload_states {
             for (name, by_id) in by_name {
-                for (id, state) in by_id {
+                for (id, entry) in by_id {
                     let instance = ank_common::WorkloadInstanceName {
                         workload_name: name.clone(),
                         agent_name: agent.clone(),
                         id: id.clone(),
                     };
-                    out.push(WorkloadState::new(instance, state.clone()));
+                    out.push(WorkloadState::new(instance, entry.state.clone()).with_status(entry.status.clone()));
                 }
             }
         }

@@ -108,6 +108,7 @@ impl WaitTracker {
                 agent: i.agent_name.clone(),
                 runtime: self.runtimes.get(&i.workload_name).cloned().unwrap_or_default(),
                 state: t.state.clone(),
+                ..Default::default()
             })
             .collect()
     }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::conditions::InstanceStatus;
 use crate::execution_state::ExecutionState;
 use crate::names::WorkloadName;
 use crate::workload::{Workload, WorkloadState};
@@ -31,8 +32,25 @@ pub struct State {
     pub configs: BTreeMap<String, ConfigItem>,
 }
 
+/// One instance in the complete state: its execution state
+/// (`state`, `subState`, `additionalInfo`) and, beside it, its generation
+/// and conditions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceEntry {
+    #[serde(flatten)]
+    pub state: ExecutionState,
+    #[serde(flatten)]
+    pub status: InstanceStatus,
+}
+
+impl From<ExecutionState> for InstanceEntry {
+    fn from(state: ExecutionState) -> Self {
+        Self { state, status: InstanceStatus::default() }
+    }
+}
+
 /// agent -> workload name -> instance id -> state.
-pub type WorkloadStatesMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, ExecutionState>>>;
+pub type WorkloadStatesMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, InstanceEntry>>>;
 
 /// Resource figures an agent reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +70,13 @@ pub struct AgentAttributes {
     pub status: AgentStatus,
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// State reports the server dropped as stale or from the future.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_stale_reports: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Desired state, workload states and agents.
@@ -72,15 +97,13 @@ impl CompleteState {
         let mut out = Vec::new();
         for (agent, by_name) in &self.workload_states {
             for (name, by_id) in by_name {
-                for (id, state) in by_id {
-                    out.push(WorkloadState::new(
-                        crate::WorkloadInstanceName {
-                            workload_name: name.clone(),
-                            agent_name: agent.clone(),
-                            id: id.clone(),
-                        },
-                        state.clone(),
-                    ));
+                for (id, entry) in by_id {
+                    let instance = crate::WorkloadInstanceName {
+                        workload_name: name.clone(),
+                        agent_name: agent.clone(),
+                        id: id.clone(),
+                    };
+                    out.push(WorkloadState::new(instance, entry.state.clone()).with_status(entry.status.clone()));
                 }
             }
         }

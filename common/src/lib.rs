@@ -7,6 +7,7 @@
 
 pub mod access_rules;
 pub mod complete_state;
+pub mod conditions;
 pub mod config_file;
 pub mod config_renderer;
 pub mod convert;
@@ -27,7 +28,8 @@ pub mod tls;
 pub mod workload;
 
 pub use ank_proto::PROTOCOL_VERSION;
-pub use complete_state::{AgentAttributes, AgentStatus, CompleteState, State, WorkloadStatesMap};
+pub use complete_state::{AgentAttributes, AgentStatus, CompleteState, InstanceEntry, State, WorkloadStatesMap};
+pub use conditions::InstanceStatus;
 pub use execution_state::{ExecutionState, StateKind};
 pub use instance_name::WorkloadInstanceName;
 pub use names::{AgentName, NameError, WorkloadName};

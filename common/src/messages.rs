@@ -68,6 +68,8 @@ pub enum ToServer {
         agent_name: String,
         protocol_version: String,
         tags: BTreeMap<String, String>,
+        /// Reports generations and conditions (this orchestrator's agents).
+        reports_conditions: bool,
     },
     CommanderHello {
         protocol_version: String,

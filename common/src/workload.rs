@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::conditions::InstanceStatus;
 use crate::execution_state::ExecutionState;
 use crate::instance_name::WorkloadInstanceName;
 use crate::names::{AgentName, WorkloadName};
@@ -114,19 +115,39 @@ fn agent_field<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(s)
 }
 
-/// A workload as handed to one agent: its rendered spec and instance name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A workload as handed to one agent: its rendered spec and instance name,
+/// and the generation of that spec (0 when the server did not say).
+///
+/// Two specs are equal when they run the same thing: the generation is
+/// left out, so a server that restarted and counts from 1 again does not
+/// make an agent replace what it runs.
+#[derive(Debug, Clone)]
 pub struct WorkloadSpec {
     pub instance_name: WorkloadInstanceName,
     pub workload: Workload,
+    pub generation: u64,
 }
+
+impl PartialEq for WorkloadSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.instance_name == other.instance_name && self.workload == other.workload
+    }
+}
+
+impl Eq for WorkloadSpec {}
 
 impl WorkloadSpec {
     /// Builds the spec of `name` with its instance name from the rendered
     /// runtime config.
     pub fn new(name: &WorkloadName, agent: &AgentName, workload: Workload) -> Self {
         let instance_name = WorkloadInstanceName::new(name, agent, &workload.runtime_config);
-        Self { instance_name, workload }
+        Self { instance_name, workload, generation: 0 }
+    }
+
+    /// The same spec at `generation`.
+    pub fn at_generation(mut self, generation: u64) -> Self {
+        self.generation = generation;
+        self
     }
 
     /// The workload's name.
@@ -135,15 +156,23 @@ impl WorkloadSpec {
     }
 }
 
-/// The reported execution state of one workload instance.
+/// The reported execution state of one workload instance, with the
+/// generation and conditions this orchestrator adds (empty from Ankaios).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadState {
     pub instance_name: WorkloadInstanceName,
     pub execution_state: ExecutionState,
+    pub status: InstanceStatus,
 }
 
 impl WorkloadState {
     pub fn new(instance_name: WorkloadInstanceName, execution_state: ExecutionState) -> Self {
-        Self { instance_name, execution_state }
+        Self { instance_name, execution_state, status: InstanceStatus::default() }
+    }
+
+    /// The same state with `status`.
+    pub fn with_status(mut self, status: InstanceStatus) -> Self {
+        self.status = status;
+        self
     }
 }

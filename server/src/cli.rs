@@ -85,6 +85,14 @@ pub struct Args {
         value_name = "MS"
     )]
     pub heartbeat_timeout_ms: u64,
+    /// Seconds after the last report confirming a Ready workload at which
+    /// the server re-sends its spec to the agent.
+    #[arg(long = "resync-ready-s", env = "ANKSERVER_RESYNC_READY_S", default_value_t = 1800, value_name = "S")]
+    pub resync_ready_s: u64,
+    /// The same for a workload that is not Ready (lost messages heal
+    /// within this time).
+    #[arg(long = "resync-not-ready-s", env = "ANKSERVER_RESYNC_NOT_READY_S", default_value_t = 10, value_name = "S")]
+    pub resync_not_ready_s: u64,
 }
 
 impl Args {
@@ -103,6 +111,14 @@ impl Args {
     /// The heartbeat settings; `None` when switched off (interval 0).
     pub fn heartbeat(&self) -> Option<ank_proto::dial::Heartbeat> {
         ank_proto::dial::Heartbeat::from_millis(self.heartbeat_interval_ms, self.heartbeat_timeout_ms)
+    }
+
+    /// When unconfirmed specs are re-sent.
+    pub fn resync(&self) -> crate::server::ResyncSettings {
+        crate::server::ResyncSettings {
+            ready: std::time::Duration::from_secs(self.resync_ready_s.max(1)),
+            not_ready: std::time::Duration::from_secs(self.resync_not_ready_s.max(1)),
+        }
     }
 
     /// The health socket of this server.

@@ -39,6 +39,8 @@ pub struct ServerConfigFile {
     pub heartbeat_timeout_ms: Option<u64>,
     pub run_folder: Option<PathBuf>,
     pub shutdown_grace_ms: Option<u64>,
+    pub resync_ready_s: Option<u64>,
+    pub resync_not_ready_s: Option<u64>,
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -84,6 +86,8 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.heartbeat_timeout_ms, file.heartbeat_timeout_ms, m, "heartbeat_timeout_ms");
     fill(&mut args.run_folder, file.run_folder.map(Some), m, "run_folder");
     fill(&mut args.shutdown_grace_ms, file.shutdown_grace_ms, m, "shutdown_grace_ms");
+    fill(&mut args.resync_ready_s, file.resync_ready_s, m, "resync_ready_s");
+    fill(&mut args.resync_not_ready_s, file.resync_not_ready_s, m, "resync_not_ready_s");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");

@@ -8,6 +8,7 @@ pub mod config_file;
 mod connections;
 pub mod desired_state;
 mod events;
+mod generations;
 pub mod grpc;
 pub mod health;
 mod log_campaigns;
@@ -22,7 +23,7 @@ use ank_common::State;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use server::{ServerCounts, ServerHandle};
+pub use server::{ResyncSettings, ServerCounts, ServerHandle};
 use state_file::{StateFile, StateFileError};
 
 /// Errors that stop the server from starting.
@@ -115,7 +116,7 @@ pub fn start(
 ) -> anyhow::Result<(ServerHandle, impl std::future::Future<Output = anyhow::Result<()>>)> {
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
-    let (handle, actor) = server::AnkaiosServer::new(initial, state_file);
+    let (handle, actor) = server::AnkaiosServer::new(initial, state_file, options.resync);
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let grpc_handle = handle.clone();
     let serving = async move {

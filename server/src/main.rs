@@ -80,6 +80,7 @@ async fn main() -> ExitCode {
         policy,
         heartbeat: args.heartbeat(),
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
+        resync: args.resync(),
     };
     let (handle, serving) = match ank_server::start(initial, state_file, listener, options, shutdown.clone()) {
         Ok(started) => started,

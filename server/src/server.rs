@@ -15,12 +15,16 @@ use tokio_util::sync::CancellationToken;
 use crate::connections::{ConnId, ConnKind, Connections};
 use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::events::EventSubscriptions;
+use crate::generations::Generations;
 use crate::log_campaigns::LogCampaigns;
 use crate::requests;
 use crate::state_file::StateFile;
-use crate::workload_states::WorkloadStateStore;
+use crate::workload_states::{Ingest, WorkloadStateStore};
 
 mod logs;
+mod resync;
+
+pub use resync::ResyncSettings;
 
 /// What the gRPC layer reports to the server.
 #[derive(Debug)]
@@ -94,13 +98,20 @@ pub struct AnkaiosServer {
     state_file: Option<StateFile>,
     counts: watch::Sender<ServerCounts>,
     pings: mpsc::Receiver<Ping>,
+    /// The generation of every desired workload.
+    generations: Generations,
+    /// Agents seen in this server's life, and whether they report
+    /// generations and conditions (this orchestrator's agents) or not
+    /// (Ankaios agents).
+    agent_kinds: BTreeMap<String, bool>,
+    resync: ResyncSettings,
 }
 
 impl AnkaiosServer {
     /// Creates the actor with an initial, validated desired state; with a
     /// `state_file`, every accepted change is saved there before it is
     /// acknowledged or sent to an agent.
-    pub fn new(initial: DesiredState, state_file: Option<StateFile>) -> (ServerHandle, Self) {
+    pub fn new(initial: DesiredState, state_file: Option<StateFile>, resync: ResyncSettings) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
         let (counts_tx, counts) = watch::channel(ServerCounts::default());
         let (pinger, pings) = Pinger::channel();
@@ -114,8 +125,12 @@ impl AnkaiosServer {
             state_file,
             counts: counts_tx,
             pings,
+            generations: Generations::default(),
+            agent_kinds: BTreeMap::new(),
+            resync,
         };
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
+        server.generations.advance(&server.desired.rendered, &initial.rendered, |_| 0);
         server.desired = initial;
         server.record_initial_states(&diff);
         server.publish_counts();
@@ -124,9 +139,15 @@ impl AnkaiosServer {
 
     /// Processes commands until `shutdown` fires or every handle is gone.
     pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut resync = tokio::time::interval(self.resync.tick());
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let cmd = tokio::select! {
                 _ = shutdown.cancelled() => break,
+                _ = resync.tick() => {
+                    self.with_events(|s| s.resync_due(tokio::time::Instant::now()));
+                    continue;
+                }
                 Some(ping) = self.pings.recv() => {
                     let _ = ping.send(());
                     continue;
@@ -174,8 +195,8 @@ impl AnkaiosServer {
 
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
         match msg {
-            ToServer::AgentHello { agent_name, protocol_version, tags } => {
-                self.handle_agent_hello(conn, &agent_name, &protocol_version, tags)
+            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions } => {
+                self.handle_agent_hello(conn, &agent_name, &protocol_version, tags, reports_conditions)
             }
             ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
@@ -190,7 +211,14 @@ impl AnkaiosServer {
     }
 
     // [impl->swdd~agent-sends-hello~1]
-    fn handle_agent_hello(&mut self, conn: ConnId, agent: &str, version: &str, tags: BTreeMap<String, String>) {
+    fn handle_agent_hello(
+        &mut self,
+        conn: ConnId,
+        agent: &str,
+        version: &str,
+        tags: BTreeMap<String, String>,
+        reports_conditions: bool,
+    ) {
         if self.conns.kind(conn) != Some(ConnKind::Agent) {
             tracing::warn!("connection {conn}: AgentHello on a non-agent stream ignored");
             return;
@@ -206,9 +234,12 @@ impl AnkaiosServer {
             return;
         }
         tracing::info!("agent '{agent}' connected");
-        self.conns.register_agent(conn, agent, AgentAttributes { status: AgentStatus::default(), tags });
-        let specs = desired_state::specs_for_agent(&self.desired.rendered, agent);
+        let attributes = AgentAttributes { status: AgentStatus::default(), tags, dropped_stale_reports: 0 };
+        self.conns.register_agent(conn, agent, attributes);
+        self.agent_kinds.insert(agent.to_owned(), reports_conditions);
+        let specs = self.stamped(desired_state::specs_for_agent(&self.desired.rendered, agent));
         self.conns.send(conn, FromServer::ServerHello(specs));
+        self.finish_deletions_after_hello(conn, agent, reports_conditions);
         let others = self.states.all_except(Some(agent));
         if !others.is_empty() {
             self.conns.send(conn, FromServer::UpdateWorkloadState(others));
@@ -235,11 +266,40 @@ impl AnkaiosServer {
             .into_iter()
             .filter(|s| s.instance_name.agent_name == agent)
             .filter(|s| {
-                self.states.contains(&s.instance_name)
-                    || desired_state::wants_instance(&self.desired.rendered, &s.instance_name)
+                let wanted = desired_state::wants_instance(&self.desired.rendered, &s.instance_name);
+                // An instance being deleted only goes its way out: a report
+                // of it running that the agent sent before it learnt of the
+                // deletion (a full set after a reconnect) is not news.
+                let leaving = matches!(s.execution_state.kind, StateKind::Stopping(_) | StateKind::Removed);
+                let stopping =
+                    matches!(self.states.state_of(&s.instance_name).execution_state.kind, StateKind::Stopping(_));
+                wanted || (self.states.contains(&s.instance_name) && (leaving || !stopping))
             })
             .collect();
-        let changed: Vec<WorkloadState> = accepted.into_iter().filter(|s| self.states.record(s)).collect();
+        let mut changed = Vec::new();
+        for s in accepted {
+            let n = &s.instance_name;
+            let generation = desired_state::wants_instance(&self.desired.rendered, n)
+                .then(|| self.generations.of(&n.workload_name))
+                .flatten();
+            match self.states.ingest(&s, generation) {
+                Ingest::Accepted(true) => changed.push(self.states.state_of(n)),
+                Ingest::Accepted(false) => {}
+                Ingest::Stale | Ingest::Future => {
+                    tracing::debug!(
+                        "report of '{n}' at generation {} dropped (current {generation:?})",
+                        s.status.observed_generation
+                    );
+                    if let Some(attrs) = self.conns.agent_attributes_mut(&agent) {
+                        attrs.dropped_stale_reports += 1;
+                    }
+                }
+                Ingest::Invalid(missing) => tracing::warn!(
+                    "agent '{agent}': report of '{n}' without the {} condition ignored",
+                    missing.as_str()
+                ),
+            }
+        }
         if !changed.is_empty() {
             self.conns.broadcast(Some(&agent), &FromServer::UpdateWorkloadState(changed));
         }
@@ -260,7 +320,9 @@ impl AnkaiosServer {
         self.logs_connection_closed(conn, agent.as_deref());
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
-            let mut changed = self.states.mark_agent_disconnected(&agent);
+            let desired = &self.desired.rendered;
+            let mut changed =
+                self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));
             // Workloads the server still wants whose rows went with the
             // agent (it removed them, e.g. stopping at its shutdown) are
             // shown as AgentDisconnected too, never as gone.
@@ -323,6 +385,8 @@ impl AnkaiosServer {
         }
         requests::update_agent_tags(&mut self.conns, new_state, update_mask);
         let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
+        let states = &self.states;
+        self.generations.advance(&self.desired.rendered, &next.rendered, |name| states.max_generation(name));
         self.desired = next;
         self.dispatch(&diff);
         ResponseContent::UpdateStateSuccess {
@@ -338,16 +402,13 @@ impl AnkaiosServer {
             if self.conns.is_connected(agent) {
                 continue;
             }
-            // Nobody will report these as removed: the server does.
             for d in deleted {
-                if self.states.remove(&d.instance_name) {
-                    changed.push(WorkloadState::new(d.instance_name.clone(), ExecutionState::removed()));
-                }
+                changed.extend(self.forget_or_wait(agent, &d.instance_name));
             }
         }
         let agents: std::collections::BTreeSet<&String> = diff.added.keys().chain(diff.deleted.keys()).collect();
         for agent in agents {
-            let added = diff.added.get(agent).cloned().unwrap_or_default();
+            let added = self.stamped(diff.added.get(agent).cloned().unwrap_or_default());
             let deleted = diff.deleted.get(agent).cloned().unwrap_or_default();
             self.conns.send_to_agent(agent, FromServer::UpdateWorkload { added, deleted });
         }
@@ -362,9 +423,10 @@ impl AnkaiosServer {
     fn record_initial_states(&mut self, diff: &StateDiff) -> Vec<WorkloadState> {
         let mut changed = Vec::new();
         for spec in diff.added.values().flatten() {
-            let s = WorkloadState::new(spec.instance_name.clone(), ExecutionState::pending_initial());
+            let mut s = WorkloadState::new(spec.instance_name.clone(), ExecutionState::pending_initial());
+            s.status.generation = self.generations.of(spec.name()).unwrap_or(0);
             if self.states.record(&s) {
-                changed.push(s);
+                changed.push(self.states.state_of(&spec.instance_name));
             }
         }
         for name in &diff.unscheduled {

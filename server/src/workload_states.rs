@@ -1,45 +1,218 @@
 //! The store of reported execution states: agent -> workload -> instance id
-//! -> state, with the transitions the server itself decides (Pending(Initial)
-//! on add, AgentDisconnected on a lost agent, removal after Removed).
+//! -> state with its generation and conditions, the transitions the server
+//! itself decides (Pending(Initial) on add, AgentDisconnected on a lost
+//! agent, removal after Removed), and the generation guard for agent
+//! reports (see [`WorkloadStateStore::ingest`]). It also remembers, per
+//! instance, when its availability was last confirmed and last re-sent,
+//! which the TTL resync reads.
 
-use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState, WorkloadStatesMap};
+use std::collections::HashMap;
+
+use ank_common::conditions::{self, Condition, ConditionStatus, ConditionType, InstanceStatus, RuntimeHealth};
+use ank_common::timestamp::now_rfc3339;
+use ank_common::{ExecutionState, InstanceEntry, StateKind, WorkloadInstanceName, WorkloadState, WorkloadStatesMap};
+use tokio::time::Instant;
+
+/// The outcome of one agent report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingest {
+    /// Stored; `true` if anything visible changed.
+    Accepted(bool),
+    /// observedGeneration below the one already accepted: dropped.
+    Stale,
+    /// observedGeneration above the workload's generation: dropped.
+    Future,
+    /// A condition the agent must report is missing: dropped.
+    Invalid(ConditionType),
+}
+
+/// When an instance was last confirmed and last re-sent.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// The last report that confirmed or changed its availability (or the
+    /// entry's creation).
+    pub confirmed: Instant,
+    /// The last resync of its spec, if any.
+    pub resent: Option<Instant>,
+}
+
+impl Timing {
+    fn new(now: Instant) -> Self {
+        Self { confirmed: now, resent: None }
+    }
+
+    /// The later of the two: a resync is due this long after it.
+    pub fn last_activity(&self) -> Instant {
+        self.resent.map_or(self.confirmed, |r| r.max(self.confirmed))
+    }
+}
 
 /// Reported states of all workload instances.
 #[derive(Debug, Default)]
 pub struct WorkloadStateStore {
     map: WorkloadStatesMap,
+    timing: HashMap<WorkloadInstanceName, Timing>,
 }
 
 impl WorkloadStateStore {
-    /// Records a state; `Removed` deletes the entry. Returns whether
-    /// anything changed.
+    /// Records a state the server decides (the instance's generation and
+    /// conditions stay); `Removed` deletes the entry. A new entry inherits
+    /// the availability of another instance of the same workload (the one
+    /// it replaces), so an update never makes a working workload look
+    /// broken. Returns whether anything changed.
     pub fn record(&mut self, s: &WorkloadState) -> bool {
         let n = &s.instance_name;
-        if s.execution_state.kind == ank_common::StateKind::Removed {
+        if s.execution_state.kind == StateKind::Removed {
             return self.remove(n);
         }
-        let slot = self
-            .map
+        let inherited = (!self.contains(n)).then(|| self.inherited_availability(n)).flatten();
+        let slot = self.slot(n);
+        let mut changed = slot.state != s.execution_state;
+        slot.state = s.execution_state.clone();
+        if s.status.generation != 0 && slot.status.generation != s.status.generation {
+            slot.status.generation = s.status.generation;
+            changed = true;
+        }
+        if let Some(available) = inherited {
+            slot.status.conditions.push(available);
+            changed = true;
+        }
+        self.timing.entry(n.clone()).or_insert_with(|| Timing::new(Instant::now()));
+        changed | self.refresh_ready(n)
+    }
+
+    fn slot(&mut self, n: &WorkloadInstanceName) -> &mut InstanceEntry {
+        self.map
             .entry(n.agent_name.clone())
             .or_default()
             .entry(n.workload_name.clone())
             .or_default()
             .entry(n.id.clone())
-            .or_insert_with(|| ExecutionState::new(ank_common::StateKind::Removed));
-        if *slot == s.execution_state {
+            .or_insert_with(|| ExecutionState::new(StateKind::Removed).into())
+    }
+
+    fn entry(&self, n: &WorkloadInstanceName) -> Option<&InstanceEntry> {
+        self.map.get(&n.agent_name)?.get(&n.workload_name)?.get(&n.id)
+    }
+
+    fn entry_mut(&mut self, n: &WorkloadInstanceName) -> Option<&mut InstanceEntry> {
+        self.map.get_mut(&n.agent_name)?.get_mut(&n.workload_name)?.get_mut(&n.id)
+    }
+
+    /// The Available condition of another instance of `n`'s workload.
+    fn inherited_availability(&self, n: &WorkloadInstanceName) -> Option<Condition> {
+        self.map
+            .values()
+            .filter_map(|by_name| by_name.get(&n.workload_name))
+            .flat_map(|by_id| by_id.values())
+            .find_map(|e| e.status.condition(ConditionType::Available).cloned())
+    }
+
+    /// Takes in an agent's report. `generation` is the workload's current
+    /// generation when the desired state still has this instance. Reports
+    /// from the future or older than the last accepted one are dropped, as
+    /// are reports lacking one of Applied / Available / Health; a report
+    /// without any (an Ankaios agent) gets conditions derived from its state.
+    // [feature H2: generation-guarded status ingestion]
+    pub fn ingest(&mut self, report: &WorkloadState, generation: Option<u64>) -> Ingest {
+        let n = &report.instance_name;
+        let r = &report.status;
+        if let Some(missing) = r.missing_agent_condition() {
+            return Ingest::Invalid(missing);
+        }
+        let observed = r.observed_generation;
+        if r.is_extended() {
+            if generation.is_some_and(|g| observed > g) {
+                return Ingest::Future;
+            }
+            if self.entry(n).is_some_and(|e| observed < e.status.observed_generation) {
+                return Ingest::Stale;
+            }
+        }
+        if report.execution_state.kind == StateKind::Removed {
+            return Ingest::Accepted(self.remove(n));
+        }
+        let mut changed = self.record(&WorkloadState::new(n.clone(), report.execution_state.clone()));
+        let now = now_rfc3339();
+        let Some(entry) = self.entry_mut(n) else { return Ingest::Accepted(changed) };
+        if let Some(g) = generation
+            && entry.status.generation != g
+        {
+            entry.status.generation = g;
+            changed = true;
+        }
+        let reported = if r.is_extended() {
+            if entry.status.observed_generation != observed {
+                entry.status.observed_generation = observed;
+                changed = true;
+            }
+            r.conditions.clone()
+        } else {
+            let at = entry.status.generation;
+            conditions::agent_conditions(&report.execution_state, at, &RuntimeHealth::Reachable)
+        };
+        let mut confirmed = false;
+        for c in reported.into_iter().filter(|c| c.kind != ConditionType::Ready) {
+            let kind = c.kind;
+            let merged = conditions::merge(&mut entry.status.conditions, c, &now);
+            confirmed |= merged && kind == ConditionType::Available;
+            changed |= merged;
+        }
+        if confirmed && let Some(t) = self.timing.get_mut(n) {
+            t.confirmed = Instant::now();
+        }
+        Ingest::Accepted(changed | self.refresh_ready(n))
+    }
+
+    /// Recomputes an instance's Ready condition from its Available one and
+    /// its generation; returns whether it changed.
+    pub fn refresh_ready(&mut self, n: &WorkloadInstanceName) -> bool {
+        let Some(entry) = self.entry_mut(n) else { return false };
+        let mut ready = conditions::ready(&entry.status, entry.status.generation);
+        match entry.state.kind {
+            StateKind::AgentDisconnected => {
+                ready = Condition::new(ConditionType::Ready, ConditionStatus::False, 0, "AgentDisconnected", "")
+            }
+            StateKind::Stopping(_) => {
+                ready = Condition::new(ConditionType::Ready, ConditionStatus::False, 0, "Deleting", "")
+            }
+            _ => {}
+        }
+        ready.observed_generation = entry.status.generation;
+        conditions::set(&mut entry.status.conditions, ready, &now_rfc3339())
+    }
+
+    /// Sets an instance's generation and its Ready; returns whether it changed.
+    #[cfg(test)]
+    pub fn set_generation(&mut self, n: &WorkloadInstanceName, generation: u64) -> bool {
+        let Some(entry) = self.entry_mut(n) else { return false };
+        if entry.status.generation == generation {
             return false;
         }
-        *slot = s.execution_state.clone();
+        entry.status.generation = generation;
+        self.refresh_ready(n);
         true
     }
 
     /// Whether the instance has an entry.
     pub fn contains(&self, n: &WorkloadInstanceName) -> bool {
-        self.map.get(&n.agent_name).and_then(|w| w.get(&n.workload_name)).is_some_and(|ids| ids.contains_key(&n.id))
+        self.entry(n).is_some()
+    }
+
+    /// The highest generation any instance of `workload` was at.
+    pub fn max_generation(&self, workload: &str) -> u64 {
+        self.map
+            .values()
+            .filter_map(|by_name| by_name.get(workload))
+            .flat_map(|by_id| by_id.values())
+            .map(|e| e.status.generation)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Drops an instance's entry; returns whether it existed.
     pub fn remove(&mut self, n: &WorkloadInstanceName) -> bool {
+        self.timing.remove(n);
         let Some(by_name) = self.map.get_mut(&n.agent_name) else { return false };
         let Some(by_id) = by_name.get_mut(&n.workload_name) else { return false };
         let existed = by_id.remove(&n.id).is_some();
@@ -52,33 +225,98 @@ impl WorkloadStateStore {
         existed
     }
 
-    /// Sets every state of `agent` to AgentDisconnected; returns the changes.
-    pub fn mark_agent_disconnected(&mut self, agent: &str) -> Vec<WorkloadState> {
+    /// Marks every instance of `agent`: AgentDisconnected, or
+    /// Stopping(WaitingToStop) for those `wanted` says are being deleted
+    /// (they stay until the agent confirms their removal); Health becomes
+    /// Unknown. Returns the changes.
+    // [feature H7: finalized before forget]
+    pub fn mark_agent_disconnected(
+        &mut self,
+        agent: &str,
+        wanted: impl Fn(&WorkloadInstanceName) -> bool,
+    ) -> Vec<WorkloadState> {
+        let names: Vec<WorkloadInstanceName> =
+            self.all_except(None).into_iter().map(|s| s.instance_name).filter(|n| n.agent_name == agent).collect();
         let mut changed = Vec::new();
-        let Some(by_name) = self.map.get_mut(agent) else { return changed };
-        for (wl, by_id) in by_name.iter_mut() {
-            for (id, state) in by_id.iter_mut() {
-                let disconnected = ExecutionState::agent_disconnected();
-                if *state != disconnected {
-                    *state = disconnected.clone();
-                    changed.push(WorkloadState::new(
-                        WorkloadInstanceName {
-                            workload_name: wl.clone(),
-                            agent_name: agent.to_owned(),
-                            id: id.clone(),
-                        },
-                        disconnected,
-                    ));
-                }
+        for n in names {
+            let marked = if wanted(&n) {
+                self.mark(&n, ExecutionState::agent_disconnected())
+            } else {
+                self.mark_waiting_to_stop(&n, agent)
+            };
+            if marked {
+                changed.push(self.state_of(&n));
             }
         }
         changed
+    }
+
+    /// Sets a state the server decides and Health=Unknown with the reason.
+    fn mark(&mut self, n: &WorkloadInstanceName, state: ExecutionState) -> bool {
+        let Some(entry) = self.entry_mut(n) else { return false };
+        let mut changed = entry.state != state;
+        entry.state = state;
+        let health = Condition::new(ConditionType::Health, ConditionStatus::Unknown, 0, "AgentDisconnected", "");
+        changed |= conditions::set(&mut entry.status.conditions, health, &now_rfc3339());
+        changed | self.refresh_ready(n)
+    }
+
+    /// Marks an instance being deleted while its agent is away.
+    pub fn mark_waiting_to_stop(&mut self, n: &WorkloadInstanceName, agent: &str) -> bool {
+        let state = ExecutionState::with_info(
+            StateKind::Stopping(ank_common::execution_state::Stopping::WaitingToStop),
+            format!("agent '{agent}' is disconnected; removed once it confirms"),
+        );
+        self.mark(n, state)
+    }
+
+    /// One instance as a state message.
+    pub fn state_of(&self, n: &WorkloadInstanceName) -> WorkloadState {
+        match self.entry(n) {
+            Some(e) => WorkloadState::new(n.clone(), e.state.clone()).with_status(e.status.clone()),
+            None => WorkloadState::new(n.clone(), ExecutionState::removed()),
+        }
+    }
+
+    /// The status (generation, conditions) of an instance.
+    pub fn status(&self, n: &WorkloadInstanceName) -> Option<&InstanceStatus> {
+        self.entry(n).map(|e| &e.status)
+    }
+
+    /// When an instance was last confirmed and re-sent.
+    pub fn timing(&self, n: &WorkloadInstanceName) -> Option<Timing> {
+        self.timing.get(n).copied()
+    }
+
+    /// Notes a resync of the instance.
+    pub fn note_resync(&mut self, n: &WorkloadInstanceName, at: Instant) {
+        if let Some(t) = self.timing.get_mut(n) {
+            t.resent = Some(at);
+        }
+        if let Some(e) = self.entry_mut(n) {
+            e.status.resyncs += 1;
+        }
     }
 
     /// All states, optionally excluding one agent's.
     pub fn all_except(&self, agent: Option<&str>) -> Vec<WorkloadState> {
         let cs = ank_common::CompleteState { workload_states: self.map.clone(), ..Default::default() };
         cs.workload_state_list().into_iter().filter(|s| Some(s.instance_name.agent_name.as_str()) != agent).collect()
+    }
+
+    /// The instance names of one agent.
+    pub fn instances_of(&self, agent: &str) -> Vec<WorkloadInstanceName> {
+        let Some(by_name) = self.map.get(agent) else { return Vec::new() };
+        by_name
+            .iter()
+            .flat_map(|(wl, by_id)| {
+                by_id.keys().map(|id| WorkloadInstanceName {
+                    workload_name: wl.clone(),
+                    agent_name: agent.to_owned(),
+                    id: id.clone(),
+                })
+            })
+            .collect()
     }
 
     /// The whole map, for complete-state responses.
@@ -88,26 +326,5 @@ impl WorkloadStateStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn name(w: &str, a: &str) -> WorkloadInstanceName {
-        WorkloadInstanceName { workload_name: w.into(), agent_name: a.into(), id: "1".into() }
-    }
-
-    #[test]
-    fn state_store_records_removes_and_disconnects() {
-        let mut s = WorkloadStateStore::default();
-        assert!(s.record(&WorkloadState::new(name("w", "A"), ExecutionState::running())));
-        assert!(!s.record(&WorkloadState::new(name("w", "A"), ExecutionState::running())));
-        s.record(&WorkloadState::new(name("v", "B"), ExecutionState::running()));
-        let changed = s.mark_agent_disconnected("A");
-        assert_eq!(changed.len(), 1);
-        assert_eq!(s.map()["A"]["w"]["1"], ExecutionState::agent_disconnected());
-        assert_eq!(s.all_except(Some("A")).len(), 1);
-        assert!(s.contains(&name("w", "A")));
-        assert!(s.record(&WorkloadState::new(name("w", "A"), ExecutionState::removed())));
-        assert!(!s.map().contains_key("A"));
-        assert!(!s.contains(&name("w", "A")));
-    }
-}
+#[path = "workload_states_tests.rs"]
+mod tests;

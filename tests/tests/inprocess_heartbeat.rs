@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ank_agent::runtime_connectors::fake::FakeRuntime;
 use ank_agent::{AgentConfig, RuntimeRegistry};
+use ank_common::StateKind;
 use ank_proto::dial::Heartbeat;
 use ank_tests::commander::Commander;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -130,7 +131,8 @@ async fn itest_changes_made_during_a_partition_are_applied_when_it_heals() {
     p.cut.store(true, Ordering::SeqCst);
     c.wait_for_state("keep", "AgentDisconnected").await;
     c.delete(&["gone"]).await;
-    c.wait_for_state("gone", "Removed").await;
+    // [itest of feature H7] It stays visible until the agent confirms.
+    c.wait_for_state("gone", "Stopping(WaitingToStop)").await;
     c.apply(&manifest(&["new"])).await;
     c.wait_for_state("new", "Pending(Initial)").await;
     // Every state the server sends from here on is recorded by `c`.
@@ -139,6 +141,7 @@ async fn itest_changes_made_during_a_partition_are_applied_when_it_heals() {
     p.cut.store(false, Ordering::SeqCst);
     c.wait_for_state("new", "Running(Ok)").await;
     c.wait_for_state("keep", "Running(Ok)").await;
+    c.wait_for_state("gone", "Removed").await;
     let deleted = || p.fake.deleted().iter().any(|i| i.workload_name == "gone");
     for _ in 0..100 {
         if deleted() {
@@ -149,8 +152,12 @@ async fn itest_changes_made_during_a_partition_are_applied_when_it_heals() {
     assert!(deleted(), "the workload deleted during the partition was removed on the agent");
     let created: Vec<String> = p.fake.created().iter().map(|i| i.workload_name.clone()).collect();
     assert_eq!(created, ["gone", "keep", "new"], "'keep' was never created again");
-    let ghosts: Vec<_> =
-        c.states[seen_before_heal..].iter().filter(|s| s.instance_name.workload_name == "gone").collect();
+    // After the heal 'gone' only goes its way out: never running again.
+    let ghosts: Vec<_> = c.states[seen_before_heal..]
+        .iter()
+        .filter(|s| s.instance_name.workload_name == "gone")
+        .filter(|s| !matches!(s.execution_state.kind, StateKind::Stopping(_) | StateKind::Removed))
+        .collect();
     assert!(ghosts.is_empty(), "no state of 'gone' came back after the heal: {ghosts:?}");
     let rows = c.complete_state(&["workloadStates"]).await;
     assert!(rows["workloadStates"]["agent_A"].get("gone").is_none(), "no ghost row: {rows}");

@@ -219,6 +219,15 @@ impl FakeRuntime {
         self.emit(instance.clone(), id.clone(), observed).await;
     }
 
+    /// Makes the runtime (un)reachable, as a podman whose CLI or socket
+    /// stopped answering would be.
+    pub async fn set_health(&self, health: ank_common::conditions::RuntimeHealth) {
+        let sink = self.lock().sink.clone();
+        if let Some(sink) = sink {
+            let _ = sink.send(RuntimeEvent::Health { runtime: self.name().to_owned(), health }).await;
+        }
+    }
+
     async fn emit(&self, instance_name: WorkloadInstanceName, workload_id: WorkloadId, observed: Observed) {
         let sink = self.lock().sink.clone();
         if let Some(sink) = sink {

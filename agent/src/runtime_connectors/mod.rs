@@ -145,6 +145,8 @@ pub enum RuntimeEvent {
     /// All containers of this agent in runtime `runtime`, as listed by a
     /// reconcile that started at `taken_at`.
     Snapshot { runtime: String, taken_at: Instant, workloads: Vec<ListedWorkload> },
+    /// Whether runtime `runtime` can be reached; sent when that changes.
+    Health { runtime: String, health: ank_common::conditions::RuntimeHealth },
 }
 
 /// Where watchers send their [`RuntimeEvent`]s.

@@ -40,6 +40,7 @@ pub fn workload_rows(view: &StateView, filter: &WorkloadFilter) -> Vec<WorkloadR
             name: s.instance_name.workload_name,
             agent: s.instance_name.agent_name,
             state: Some(s.execution_state),
+            status: s.status,
         })
         .filter(|r| filter.matches(r))
         .collect();

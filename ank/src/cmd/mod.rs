@@ -14,6 +14,7 @@ pub mod get_workloads;
 pub mod logs;
 pub mod run_workload;
 pub mod set_state;
+pub mod wait_condition;
 pub mod watch_workloads;
 
 use std::collections::BTreeMap;

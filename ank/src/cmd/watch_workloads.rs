@@ -44,6 +44,7 @@ impl WatchTable {
                 name,
                 agent: s.instance_name.agent_name.clone(),
                 state: Some(s.execution_state.clone()),
+                status: s.status.clone(),
             };
             self.rows.insert(key, row);
         }

@@ -26,16 +26,18 @@ fn added_to_pb(s: &WorkloadSpec) -> g::AddedWorkload {
     g::AddedWorkload {
         instance_name: Some(instance_name_to_proto(&s.instance_name)),
         workload: Some(workload_to_pb(partial)),
+        generation: s.generation,
     }
 }
 
 fn added_from_pb(a: g::AddedWorkload) -> Result<WorkloadSpec, ConvertError> {
     let instance_name = instance_name_from_proto(a.instance_name)?;
+    let generation = a.generation;
     let partial = workload_from_pb(a.workload.ok_or_else(|| ConvertError::missing("workload"))?)?;
     let value = serde_json::to_value(partial).map_err(|e| ConvertError(e.to_string()))?;
     let workload: Workload = serde_json::from_value(value)
         .map_err(|e| ConvertError(format!("workload '{}': {e}", instance_name.workload_name)))?;
-    Ok(WorkloadSpec { instance_name, workload })
+    Ok(WorkloadSpec { instance_name, workload, generation })
 }
 
 fn deleted_to_pb(d: &DeletedWorkload) -> g::DeletedWorkload {
@@ -122,11 +124,14 @@ pub fn from_server_from_proto(m: g::FromServer) -> Result<Option<FromServer>, Co
 pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
     use g::to_server::ToServerEnum as T;
     let e = match m {
-        ToServer::AgentHello { agent_name, protocol_version, tags } => T::AgentHello(g::AgentHello {
-            agent_name: agent_name.clone(),
-            protocol_version: protocol_version.clone(),
-            tags: Some(pb::Tags { tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }),
-        }),
+        ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions } => {
+            T::AgentHello(g::AgentHello {
+                agent_name: agent_name.clone(),
+                protocol_version: protocol_version.clone(),
+                tags: Some(pb::Tags { tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }),
+                reports_conditions: *reports_conditions,
+            })
+        }
         ToServer::CommanderHello { protocol_version } => {
             T::CommanderHello(g::CommanderHello { protocol_version: protocol_version.clone() })
         }
@@ -163,6 +168,7 @@ pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertE
             agent_name: h.agent_name,
             protocol_version: h.protocol_version,
             tags: h.tags.map(|t| t.tags.into_iter().collect()).unwrap_or_default(),
+            reports_conditions: h.reports_conditions,
         },
         T::CommanderHello(h) => ToServer::CommanderHello { protocol_version: h.protocol_version },
         T::UpdateWorkloadState(s) => ToServer::UpdateWorkloadState(
@@ -407,6 +413,7 @@ mod tests {
                 id: "1".into(),
             }),
             workload: Some(w),
+            generation: 1,
         };
         let e = added_from_pb(a).unwrap_err().to_string();
         assert!(e.contains("a.b"), "{e}");

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ConvertError;
-use super::state::{execution_state_from_proto, execution_state_to_proto};
-use crate::complete_state::{AgentStatus, ConfigItem, WorkloadStatesMap};
+use super::state::{status_from_proto, status_to_proto};
+use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry, WorkloadStatesMap};
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
 
 #[derive(Serialize, Deserialize, Default)]
@@ -45,6 +45,8 @@ struct PartialAgent {
     status: Option<AgentStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tags: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dropped_stale_reports: Option<u64>,
 }
 
 /// A workload of which any field may be absent.
@@ -84,7 +86,8 @@ pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertErr
                         cpu_usage: s.cpu_usage.map_or(0, |c| c.cpu_usage),
                         free_memory: s.free_memory.map_or(0, |m| m.free_memory),
                     });
-                    (name, PartialAgent { status, tags: attr.tags.map(|t| t.tags.into_iter().collect()) })
+                    let tags = attr.tags.map(|t| t.tags.into_iter().collect());
+                    (name, PartialAgent { status, tags, dropped_stale_reports: attr.dropped_stale_reports })
                 })
                 .collect()
         }),
@@ -106,7 +109,7 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
                         .into_iter()
                         .map(|(wl, ids)| {
                             let id_state_map =
-                                ids.into_iter().map(|(id, s)| (id, execution_state_to_proto(&s))).collect();
+                                ids.into_iter().map(|(id, e)| (id, status_to_proto(&e.state, &e.status))).collect();
                             (wl, pb::ExecutionsStatesForId { id_state_map })
                         })
                         .collect();
@@ -122,7 +125,8 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
                         cpu_usage: Some(pb::CpuUsage { cpu_usage: s.cpu_usage }),
                         free_memory: Some(pb::FreeMemory { free_memory: s.free_memory }),
                     });
-                    (name, pb::AgentAttributes { status, tags: a.tags.map(tags_to_pb) })
+                    let tags = a.tags.map(tags_to_pb);
+                    (name, pb::AgentAttributes { status, tags, dropped_stale_reports: a.dropped_stale_reports })
                 })
                 .collect(),
         }),
@@ -141,7 +145,8 @@ fn states_from_pb(m: pb::WorkloadStatesMap) -> Result<WorkloadStatesMap, Convert
         for (wl, ids) in wls.wl_name_state_map {
             let mut by_id = BTreeMap::new();
             for (id, s) in ids.id_state_map {
-                by_id.insert(id, execution_state_from_proto(Some(s))?);
+                let (state, status) = status_from_proto(Some(s))?;
+                by_id.insert(id, InstanceEntry { state, status });
             }
             by_name.insert(wl, by_id);
         }

@@ -4,6 +4,7 @@ use ank_proto::ank_base as pb;
 use pb::execution_state::ExecutionStateEnum as E;
 
 use super::ConvertError;
+use crate::conditions::{Condition, ConditionStatus, ConditionType, InstanceStatus};
 use crate::execution_state::{ExecutionState, Failed, Pending, StateKind, Stopping};
 use crate::instance_name::WorkloadInstanceName;
 use crate::names::{AgentName, WorkloadName};
@@ -49,7 +50,72 @@ pub fn execution_state_to_proto(s: &ExecutionState) -> pb::ExecutionState {
         StateKind::NotScheduled => E::NotScheduled(pb::NotScheduled::NotScheduled as i32),
         StateKind::Removed => E::Removed(pb::Removed::Removed as i32),
     };
-    pb::ExecutionState { additional_info: Some(s.additional_info.clone()), execution_state_enum: Some(e) }
+    pb::ExecutionState {
+        additional_info: Some(s.additional_info.clone()),
+        execution_state_enum: Some(e),
+        ..Default::default()
+    }
+}
+
+/// An execution state with this orchestrator's generation and conditions.
+pub fn status_to_proto(s: &ExecutionState, status: &InstanceStatus) -> pb::ExecutionState {
+    let nonzero = |n: u64| (n != 0).then_some(n);
+    pb::ExecutionState {
+        observed_generation: nonzero(status.observed_generation),
+        conditions: status.conditions.iter().map(condition_to_proto).collect(),
+        generation: nonzero(status.generation),
+        resyncs: nonzero(status.resyncs),
+        ..execution_state_to_proto(s)
+    }
+}
+
+/// The execution state and the extensions of a wire execution state.
+pub fn status_from_proto(s: Option<pb::ExecutionState>) -> Result<(ExecutionState, InstanceStatus), ConvertError> {
+    let s = s.ok_or_else(|| ConvertError::missing("executionState"))?;
+    let status = InstanceStatus {
+        generation: s.generation.unwrap_or(0),
+        observed_generation: s.observed_generation.unwrap_or(0),
+        conditions: s.conditions.iter().map(condition_from_proto).collect::<Result<_, _>>()?,
+        resyncs: s.resyncs.unwrap_or(0),
+    };
+    Ok((execution_state_from_proto(Some(s))?, status))
+}
+
+fn condition_to_proto(c: &Condition) -> pb::Condition {
+    let status = match c.status {
+        ConditionStatus::Unknown => pb::ConditionStatus::ConditionUnknown,
+        ConditionStatus::True => pb::ConditionStatus::ConditionTrue,
+        ConditionStatus::False => pb::ConditionStatus::ConditionFalse,
+    };
+    pb::Condition {
+        r#type: c.kind.as_str().to_owned(),
+        status: status as i32,
+        observed_generation: c.observed_generation,
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        last_transition_time: c.last_transition_time.clone(),
+        last_updated_time: c.last_updated_time.clone(),
+    }
+}
+
+fn condition_from_proto(c: &pb::Condition) -> Result<Condition, ConvertError> {
+    let kind = ConditionType::parse(&c.r#type)
+        .ok_or_else(|| ConvertError(format!("unknown condition type '{}'", c.r#type)))?;
+    let status = match pb::ConditionStatus::try_from(c.status) {
+        Ok(pb::ConditionStatus::ConditionTrue) => ConditionStatus::True,
+        Ok(pb::ConditionStatus::ConditionFalse) => ConditionStatus::False,
+        Ok(pb::ConditionStatus::ConditionUnknown) => ConditionStatus::Unknown,
+        Err(_) => return Err(ConvertError(format!("condition {}: unknown status {}", c.r#type, c.status))),
+    };
+    Ok(Condition {
+        kind,
+        status,
+        observed_generation: c.observed_generation,
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        last_transition_time: c.last_transition_time.clone(),
+        last_updated_time: c.last_updated_time.clone(),
+    })
 }
 
 fn sub<T: TryFrom<i32>>(v: i32, what: &str) -> Result<T, ConvertError> {
@@ -89,15 +155,13 @@ pub fn execution_state_from_proto(s: Option<pb::ExecutionState>) -> Result<Execu
 pub fn workload_state_to_proto(s: &WorkloadState) -> pb::WorkloadState {
     pb::WorkloadState {
         instance_name: Some(instance_name_to_proto(&s.instance_name)),
-        execution_state: Some(execution_state_to_proto(&s.execution_state)),
+        execution_state: Some(status_to_proto(&s.execution_state, &s.status)),
     }
 }
 
 pub fn workload_state_from_proto(s: pb::WorkloadState) -> Result<WorkloadState, ConvertError> {
-    Ok(WorkloadState {
-        instance_name: instance_name_from_proto(s.instance_name)?,
-        execution_state: execution_state_from_proto(s.execution_state)?,
-    })
+    let (execution_state, status) = status_from_proto(s.execution_state)?;
+    Ok(WorkloadState { instance_name: instance_name_from_proto(s.instance_name)?, execution_state, status })
 }
 
 #[cfg(test)]
@@ -125,8 +189,30 @@ mod tests {
     fn state_mapping_uses_wire_enum_numbers() {
         let p = execution_state_to_proto(&ExecutionState::new(StateKind::Pending(Pending::StartingFailed)));
         assert_eq!(p.execution_state_enum, Some(E::Pending(8)));
-        let bad = pb::ExecutionState { additional_info: None, execution_state_enum: Some(E::Failed(77)) };
+        let bad = pb::ExecutionState { execution_state_enum: Some(E::Failed(77)), ..Default::default() };
         assert!(execution_state_from_proto(Some(bad)).is_err());
         assert!(execution_state_from_proto(None).is_err());
+    }
+
+    #[test]
+    fn generations_and_conditions_travel_beside_the_state() {
+        use crate::conditions::{RuntimeHealth, agent_conditions};
+        let status = InstanceStatus {
+            generation: 3,
+            observed_generation: 2,
+            conditions: agent_conditions(&ExecutionState::running(), 2, &RuntimeHealth::Reachable),
+            resyncs: 1,
+        };
+        let s = WorkloadState::new(
+            WorkloadInstanceName { workload_name: "w".into(), agent_name: "A".into(), id: "1".into() },
+            ExecutionState::running(),
+        )
+        .with_status(status);
+        let pb = workload_state_to_proto(&s);
+        assert_eq!(pb.execution_state.as_ref().unwrap().observed_generation, Some(2));
+        assert_eq!(workload_state_from_proto(pb).unwrap(), s);
+        // An Ankaios report has none of them.
+        let plain = execution_state_to_proto(&ExecutionState::running());
+        assert_eq!(status_from_proto(Some(plain)).unwrap().1, InstanceStatus::default());
     }
 }

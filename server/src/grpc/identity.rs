@@ -67,7 +67,12 @@ mod tests {
     }
 
     fn hello(name: &str) -> ToServer {
-        ToServer::AgentHello { agent_name: name.into(), protocol_version: "1.0.0".into(), tags: Default::default() }
+        ToServer::AgentHello {
+            agent_name: name.into(),
+            protocol_version: "1.0.0".into(),
+            tags: Default::default(),
+            reports_conditions: true,
+        }
     }
 
     #[test]

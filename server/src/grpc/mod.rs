@@ -49,11 +49,19 @@ pub struct ServeOptions {
     pub heartbeat: Option<ank_proto::dial::Heartbeat>,
     /// How long open streams get to finish after shutdown was requested.
     pub shutdown_grace: Duration,
+    /// When unconfirmed specs are re-sent to agents.
+    pub resync: crate::server::ResyncSettings,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        Self { tls: None, policy: IdentityPolicy::default(), heartbeat: None, shutdown_grace: DEFAULT_SHUTDOWN_GRACE }
+        Self {
+            tls: None,
+            policy: IdentityPolicy::default(),
+            heartbeat: None,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            resync: Default::default(),
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //!
 //! Out: `RuntimeEvent::Changed` and `RuntimeEvent::Snapshot` on the sink.
 
+use ank_common::conditions::RuntimeHealth;
 use std::time::Duration;
 
 use ank_common::execution_state::{Failed, Pending, Stopping};
@@ -103,6 +104,8 @@ pub(super) struct EventWatcher {
     pub sink: RuntimeEventSender,
     pub shutdown: CancellationToken,
     pub reconcile_interval: Duration,
+    /// Whether podman answered last time (Health is sent on a change).
+    pub reachable: std::sync::atomic::AtomicBool,
 }
 
 impl EventWatcher {
@@ -121,6 +124,7 @@ impl EventWatcher {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::warn!("cannot start podman events: {e}");
+                        self.report_health(RuntimeHealth::Unreachable(e.to_string())).await;
                         if !self.pause(&mut backoff).await {
                             return;
                         }
@@ -186,11 +190,24 @@ impl EventWatcher {
         let taken_at = Instant::now();
         match self.cli.ps_by_label(&Self::label(&self.agent)).await {
             Ok(entries) => {
+                self.report_health(RuntimeHealth::Reachable).await;
                 let workloads = listed_from_ps(&entries, &self.agent);
                 let _ =
                     self.sink.send(RuntimeEvent::Snapshot { runtime: self.runtime.clone(), taken_at, workloads }).await;
             }
-            Err(e) => tracing::warn!("reconcile with podman ps failed: {e}"),
+            Err(e) => {
+                tracing::warn!("reconcile with podman ps failed: {e}");
+                self.report_health(RuntimeHealth::Unreachable(e.to_string())).await;
+            }
+        }
+    }
+
+    /// Tells the agent when podman becomes reachable or unreachable.
+    // [feature H4: the agent's Health condition]
+    async fn report_health(&self, health: RuntimeHealth) {
+        let reachable = health == RuntimeHealth::Reachable;
+        if self.reachable.swap(reachable, std::sync::atomic::Ordering::Relaxed) != reachable {
+            let _ = self.sink.send(RuntimeEvent::Health { runtime: self.runtime.clone(), health }).await;
         }
     }
 }
@@ -210,7 +227,7 @@ mod tests {
             RuntimeEvent::Changed { instance_name, workload_id, observed } => {
                 Some((instance_name.to_string(), workload_id.0, observed))
             }
-            RuntimeEvent::Snapshot { .. } | RuntimeEvent::ChangedById { .. } => None,
+            RuntimeEvent::Snapshot { .. } | RuntimeEvent::ChangedById { .. } | RuntimeEvent::Health { .. } => None,
         }
     }
 

@@ -170,6 +170,7 @@ impl RuntimeConnector for PodmanRuntime {
             sink,
             shutdown,
             reconcile_interval: self.reconcile_interval,
+            reachable: true.into(),
         };
         tokio::spawn(watcher.run(child));
         Ok(())

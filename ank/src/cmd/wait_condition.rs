@@ -1,0 +1,126 @@
+//! `ank wait workload/NAME... --for Ready|Available --timeout 60s`:
+//! subscribes to the workload states and returns once every named workload
+//! meets the condition (exit 0), or fails after the timeout naming what
+//! each unmet one reports (exit 1). A workload's condition is read from its
+//! newest instance (the highest generation), so an instance being replaced
+//! does not count.
+
+use ank_common::conditions::{ConditionStatus, ConditionType};
+use ank_common::messages::{RequestContent, ResponseContent};
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::cli::WaitArgs;
+use crate::cmd::Ctx;
+use crate::cmd::get_events::CurrentState;
+use crate::view::StateView;
+
+/// Why a workload does not (yet) meet the condition, `None` when it does.
+pub fn unmet(tree: &Value, workload: &str, kind: ConditionType) -> anyhow::Result<Option<String>> {
+    let view = StateView::from_tree(tree)?;
+    let newest = view
+        .workload_state_list()
+        .into_iter()
+        .filter(|s| s.instance_name.workload_name == workload)
+        .max_by_key(|s| s.status.generation);
+    let Some(state) = newest else { return Ok(Some("no state reported".to_owned())) };
+    let Some(c) = state.status.condition(kind) else {
+        return Ok(Some(format!(
+            "{} reported, but no {} condition (an Ankaios server?)",
+            state.execution_state,
+            kind.as_str()
+        )));
+    };
+    if c.status == ConditionStatus::True {
+        return Ok(None);
+    }
+    let mut why = format!("{}={} ({})", kind.as_str(), c.status.as_str(), c.reason);
+    if !c.message.is_empty() {
+        why.push_str(&format!(": {}", c.message));
+    }
+    Ok(Some(why))
+}
+
+/// Waits for the condition or the timeout.
+// [feature H3: ank wait --for Ready]
+pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
+    let kind = ConditionType::parse(&args.condition).context("unknown condition")?;
+    let mut conn = ctx.connect().await?;
+    let request_id = conn.new_request_id();
+    let request =
+        RequestContent::CompleteState { field_mask: vec!["workloadStates".to_owned()], subscribe_for_events: true };
+    conn.send_request(&request_id, request).await?;
+    let deadline = tokio::time::Instant::now() + args.timeout;
+    let mut current = CurrentState::default();
+    let wait = async {
+        loop {
+            match conn.next_response(&request_id).await? {
+                ResponseContent::CompleteState(tree) => current = CurrentState(*tree),
+                ResponseContent::Event { complete_state, altered_fields } => {
+                    current.apply(&complete_state, &altered_fields)
+                }
+                ResponseContent::Error(e) => bail!("the server rejected the subscription: {e}"),
+                _ => continue,
+            }
+            if pending(&current.0, &args.targets, kind)?.is_empty() {
+                return Ok(());
+            }
+        }
+    };
+    let outcome = tokio::time::timeout_at(deadline, wait).await;
+    let _ = conn.send_request(&request_id, RequestContent::EventsCancel).await;
+    conn.goodbye().await;
+    match outcome {
+        Ok(result) => {
+            result?;
+            let names: Vec<String> = args.targets.iter().map(|t| format!("workload/{t}")).collect();
+            ctx.print(&format!("{}: {}\n", names.join(", "), args.condition))
+        }
+        Err(_) => {
+            let unmet = pending(&current.0, &args.targets, kind)?;
+            bail!(
+                "timed out after {:?} waiting for {}: {}",
+                args.timeout,
+                args.condition,
+                unmet.iter().map(|(w, why)| format!("workload/{w}: {why}")).collect::<Vec<_>>().join("; ")
+            )
+        }
+    }
+}
+
+/// The targets that do not meet the condition, with the reason.
+fn pending(tree: &Value, targets: &[String], kind: ConditionType) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for t in targets {
+        if let Some(why) = unmet(tree, t, kind)? {
+            out.push((t.clone(), why));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tree(ready_old: &str, ready_new: &str) -> Value {
+        json!({"workloadStates": {"A": {"w": {
+            "old": {"state": "Running", "subState": "Ok", "generation": 1,
+                    "conditions": [{"type": "Ready", "status": ready_old, "observedGeneration": 1}]},
+            "new": {"state": "Pending", "subState": "StartingFailed", "additionalInfo": "no image", "generation": 2,
+                    "conditions": [{"type": "Ready", "status": ready_new, "observedGeneration": 2, "reason": "NotAvailable", "message": "no image"}]}
+        }}}})
+    }
+
+    #[test]
+    fn the_newest_instance_decides() {
+        let t = tree("True", "False");
+        assert_eq!(unmet(&t, "w", ConditionType::Ready).unwrap().unwrap(), "Ready=False (NotAvailable): no image");
+        assert_eq!(unmet(&tree("False", "True"), "w", ConditionType::Ready).unwrap(), None);
+        assert_eq!(unmet(&t, "other", ConditionType::Ready).unwrap().unwrap(), "no state reported");
+        let plain = json!({"workloadStates": {"A": {"w": {"1": {"state": "Running", "subState": "Ok"}}}}});
+        assert!(unmet(&plain, "w", ConditionType::Ready).unwrap().unwrap().contains("no Ready condition"));
+    }
+}

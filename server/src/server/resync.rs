@@ -1,0 +1,152 @@
+//! The server's side of keeping agents in step (the HyperFleet sentinel):
+//! specs stamped with their generation, deletions kept visible until the
+//! agent confirms them, and the TTL resync that re-sends an instance's spec
+//! (or its deletion) when the last report confirming it is too old: 10 s
+//! while it is not Ready, 30 min while it is (both configurable).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ank_common::conditions::{ConditionStatus, ConditionType};
+use ank_common::messages::{DeletedWorkload, FromServer};
+use ank_common::workload::WorkloadSpec;
+use ank_common::{WorkloadInstanceName, WorkloadState};
+use tokio::time::Instant;
+
+use super::AnkaiosServer;
+use crate::connections::ConnId;
+use crate::desired_state;
+
+/// When the server re-sends a spec nobody confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResyncSettings {
+    /// Age of the last confirmation after which a Ready instance is re-sent.
+    pub ready: Duration,
+    /// The same for an instance that is not Ready.
+    pub not_ready: Duration,
+}
+
+impl Default for ResyncSettings {
+    fn default() -> Self {
+        Self { ready: Self::DEFAULT_READY, not_ready: Self::DEFAULT_NOT_READY }
+    }
+}
+
+impl ResyncSettings {
+    pub const DEFAULT_READY: Duration = Duration::from_secs(30 * 60);
+    pub const DEFAULT_NOT_READY: Duration = Duration::from_secs(10);
+
+    /// How often the server looks for due instances: every second, or
+    /// more often when a TTL is shorter.
+    pub fn tick(&self) -> Duration {
+        Duration::from_secs(1).min(self.not_ready).min(self.ready).max(Duration::from_millis(10))
+    }
+}
+
+impl AnkaiosServer {
+    /// The specs with their workloads' current generations.
+    pub(super) fn stamped(&self, specs: Vec<WorkloadSpec>) -> Vec<WorkloadSpec> {
+        specs
+            .into_iter()
+            .map(|s| {
+                let g = self.generations.of(s.name()).unwrap_or(0);
+                s.at_generation(g)
+            })
+            .collect()
+    }
+
+    /// An instance deleted while its agent is away. An agent of this
+    /// orchestrator that was connected before confirms the removal when it
+    /// is back: until then the instance stays as Stopping(WaitingToStop)
+    /// (ankaios#388). An Ankaios agent would never confirm, and an agent
+    /// never seen since the server started may not exist at all (a typo):
+    /// their instances go at once (an agent that shows up later removes
+    /// what its ServerHello no longer lists). Returns the changed state.
+    // [feature H7: finalized before forget]
+    pub(super) fn forget_or_wait(&mut self, agent: &str, n: &WorkloadInstanceName) -> Option<WorkloadState> {
+        if self.agent_kinds.get(agent) != Some(&true) {
+            return self.states.remove(n).then(|| WorkloadState::new(n.clone(), ank_common::ExecutionState::removed()));
+        }
+        self.states.mark_waiting_to_stop(n, agent).then(|| self.states.state_of(n))
+    }
+
+    /// After a ServerHello: the instances of `agent` still listed that the
+    /// desired state no longer has are deleted explicitly, so the agent
+    /// confirms each (an Ankaios agent removes them silently: they go).
+    pub(super) fn finish_deletions_after_hello(&mut self, conn: ConnId, agent: &str, reports_conditions: bool) {
+        let leftovers: Vec<WorkloadInstanceName> = self
+            .states
+            .instances_of(agent)
+            .into_iter()
+            .filter(|n| !desired_state::wants_instance(&self.desired.rendered, n))
+            .collect();
+        if leftovers.is_empty() {
+            return;
+        }
+        if !reports_conditions {
+            let gone: Vec<WorkloadState> = leftovers
+                .into_iter()
+                .filter(|n| self.states.remove(n))
+                .map(|n| WorkloadState::new(n, ank_common::ExecutionState::removed()))
+                .collect();
+            self.conns.broadcast(None, &FromServer::UpdateWorkloadState(gone));
+            return;
+        }
+        let deleted = leftovers.into_iter().map(|n| deletion(&n)).collect();
+        self.conns.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+    }
+
+    /// Re-sends the spec (or the deletion) of every instance on a connected
+    /// agent whose last confirmation is older than its TTL.
+    // [feature H6: TTL-based resync]
+    pub(super) fn resync_due(&mut self, now: Instant) {
+        let agents: Vec<String> = self
+            .agent_kinds
+            .iter()
+            .filter(|(a, kind)| **kind && self.conns.is_connected(a))
+            .map(|(a, _)| a.clone())
+            .collect();
+        let mut due: BTreeMap<String, (Vec<WorkloadSpec>, Vec<DeletedWorkload>)> = BTreeMap::new();
+        for agent in agents {
+            for n in self.states.instances_of(&agent) {
+                let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
+                let ttl = if status.status_of(ConditionType::Ready) == ConditionStatus::True {
+                    self.resync.ready
+                } else {
+                    self.resync.not_ready
+                };
+                if now.saturating_duration_since(timing.last_activity()) < ttl {
+                    continue;
+                }
+                let slot = due.entry(agent.clone()).or_default();
+                match self.wanted_spec(&n) {
+                    Some(spec) => slot.0.push(spec),
+                    None => slot.1.push(deletion(&n)),
+                }
+                self.states.note_resync(&n, now);
+            }
+        }
+        let mut changed = Vec::new();
+        for (agent, (added, deleted)) in due {
+            tracing::debug!("resync of {} instances on agent '{agent}'", added.len() + deleted.len());
+            changed.extend(added.iter().map(|s| self.states.state_of(&s.instance_name)));
+            changed.extend(deleted.iter().map(|d| self.states.state_of(&d.instance_name)));
+            self.conns.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
+        }
+        if !changed.is_empty() {
+            self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
+        }
+    }
+
+    /// The stamped spec of `n` if the desired state wants exactly it.
+    fn wanted_spec(&self, n: &WorkloadInstanceName) -> Option<WorkloadSpec> {
+        let (name, wl) = self.desired.rendered.workloads.get_key_value(n.workload_name.as_str())?;
+        let spec = desired_state::spec_of(name, wl).filter(|s| s.instance_name == *n)?;
+        self.stamped(vec![spec]).pop()
+    }
+}
+
+/// A deletion nothing waits for.
+fn deletion(n: &WorkloadInstanceName) -> DeletedWorkload {
+    DeletedWorkload { instance_name: n.clone(), dependencies: BTreeMap::new() }
+}

@@ -1,0 +1,143 @@
+use ank_common::conditions::{RuntimeHealth, agent_conditions};
+
+use super::*;
+
+fn name(w: &str, a: &str) -> WorkloadInstanceName {
+    WorkloadInstanceName { workload_name: w.into(), agent_name: a.into(), id: "1".into() }
+}
+
+/// A report of this orchestrator's agents at `generation`.
+fn report(n: &WorkloadInstanceName, state: ExecutionState, generation: u64) -> WorkloadState {
+    let conditions = agent_conditions(&state, generation, &RuntimeHealth::Reachable);
+    WorkloadState::new(n.clone(), state).with_status(InstanceStatus {
+        observed_generation: generation,
+        conditions,
+        ..Default::default()
+    })
+}
+
+#[test]
+fn state_store_records_removes_and_disconnects() {
+    let mut s = WorkloadStateStore::default();
+    assert!(s.record(&WorkloadState::new(name("w", "A"), ExecutionState::running())));
+    assert!(!s.record(&WorkloadState::new(name("w", "A"), ExecutionState::running())));
+    s.record(&WorkloadState::new(name("v", "B"), ExecutionState::running()));
+    let changed = s.mark_agent_disconnected("A", |_| true);
+    assert_eq!(changed.len(), 1);
+    assert_eq!(s.map()["A"]["w"]["1"].state, ExecutionState::agent_disconnected());
+    assert_eq!(s.all_except(Some("A")).len(), 1);
+    assert!(s.contains(&name("w", "A")));
+    assert!(s.record(&WorkloadState::new(name("w", "A"), ExecutionState::removed())));
+    assert!(!s.map().contains_key("A"));
+    assert!(!s.contains(&name("w", "A")));
+}
+
+// [test of feature H2]
+#[tokio::test]
+async fn stale_and_future_reports_are_dropped() {
+    let mut s = WorkloadStateStore::default();
+    let w = name("w", "A");
+    s.record(&WorkloadState::new(w.clone(), ExecutionState::pending_initial()));
+    assert_eq!(s.ingest(&report(&w, ExecutionState::running(), 2), Some(2)), Ingest::Accepted(true));
+    assert_eq!(s.ingest(&report(&w, ExecutionState::failed("late"), 1), Some(2)), Ingest::Stale);
+    assert_eq!(s.map()["A"]["w"]["1"].state, ExecutionState::running());
+    assert_eq!(s.ingest(&report(&w, ExecutionState::failed("ahead"), 3), Some(2)), Ingest::Future);
+    assert_eq!(s.map()["A"]["w"]["1"].state, ExecutionState::running());
+    // A report lacking Health is refused, naming it.
+    let mut partial = report(&w, ExecutionState::failed("x"), 2);
+    partial.status.conditions.retain(|c| c.kind != ConditionType::Health);
+    assert_eq!(s.ingest(&partial, Some(2)), Ingest::Invalid(ConditionType::Health));
+    assert_eq!(s.status(&w).unwrap().status_of(ConditionType::Ready), ConditionStatus::True);
+}
+
+// [test of feature H3]
+#[tokio::test]
+async fn a_new_instance_inherits_availability_and_is_not_ready_until_it_is_available() {
+    let mut s = WorkloadStateStore::default();
+    let old = name("w", "A");
+    s.record(&WorkloadState::new(old.clone(), ExecutionState::pending_initial()));
+    s.set_generation(&old, 1);
+    s.ingest(&report(&old, ExecutionState::running(), 1), Some(1));
+    let st = s.status(&old).unwrap();
+    assert_eq!(
+        (st.status_of(ConditionType::Available), st.status_of(ConditionType::Ready)),
+        (ConditionStatus::True, ConditionStatus::True)
+    );
+    // Generation 2 is a new instance (new image).
+    let new = WorkloadInstanceName { id: "2".into(), ..old.clone() };
+    let mut pending = WorkloadState::new(new.clone(), ExecutionState::pending_initial());
+    pending.status.generation = 2;
+    s.record(&pending);
+    let st = s.status(&new).unwrap();
+    let available = st.condition(ConditionType::Available).unwrap();
+    assert_eq!((available.status, available.observed_generation), (ConditionStatus::True, 1));
+    assert_eq!(st.condition(ConditionType::Ready).unwrap().reason, "GenerationPending");
+    // Starting is Unknown: not news.
+    s.ingest(
+        &report(&new, ExecutionState::new(StateKind::Pending(ank_common::execution_state::Pending::Starting)), 2),
+        Some(2),
+    );
+    assert_eq!(s.status(&new).unwrap().condition(ConditionType::Available).unwrap().observed_generation, 1);
+    // The pull fails after the old one is gone: Available=False at 2.
+    s.remove(&old);
+    s.ingest(
+        &report(
+            &new,
+            ExecutionState::with_info(
+                StateKind::Pending(ank_common::execution_state::Pending::StartingFailed),
+                "no image",
+            ),
+            2,
+        ),
+        Some(2),
+    );
+    let st = s.status(&new).unwrap();
+    assert_eq!(st.status_of(ConditionType::Available), ConditionStatus::False);
+    assert_eq!(st.condition(ConditionType::Ready).unwrap().reason, "NotAvailable");
+}
+
+// [test of feature H5]
+#[tokio::test(start_paused = true)]
+async fn an_unknown_report_does_not_confirm_availability() {
+    let mut s = WorkloadStateStore::default();
+    let w = name("w", "A");
+    s.record(&WorkloadState::new(w.clone(), ExecutionState::pending_initial()));
+    s.ingest(&report(&w, ExecutionState::running(), 1), Some(1));
+    let confirmed = s.timing(&w).unwrap().confirmed;
+    let updated = s.status(&w).unwrap().condition(ConditionType::Available).unwrap().last_updated_time.clone();
+    tokio::time::advance(std::time::Duration::from_secs(5)).await;
+    let stopping = ExecutionState::new(StateKind::Stopping(ank_common::execution_state::Stopping::Stopping));
+    s.ingest(&report(&w, stopping, 1), Some(1));
+    let st = s.status(&w).unwrap();
+    assert_eq!(st.status_of(ConditionType::Available), ConditionStatus::True);
+    assert_eq!(st.condition(ConditionType::Available).unwrap().last_updated_time, updated);
+    assert_eq!(s.timing(&w).unwrap().confirmed, confirmed);
+}
+
+#[tokio::test]
+async fn an_ankaios_report_gets_conditions_from_its_state() {
+    let mut s = WorkloadStateStore::default();
+    let w = name("w", "A");
+    s.record(&WorkloadState::new(w.clone(), ExecutionState::pending_initial()));
+    s.set_generation(&w, 4);
+    assert_eq!(s.ingest(&WorkloadState::new(w.clone(), ExecutionState::running()), Some(4)), Ingest::Accepted(true));
+    let st = s.status(&w).unwrap();
+    assert_eq!(st.status_of(ConditionType::Ready), ConditionStatus::True);
+    assert_eq!(st.observed_generation, 0, "an Ankaios agent does not say");
+}
+
+// [test of feature H7]
+#[tokio::test]
+async fn deleted_instances_of_a_lost_agent_wait_to_stop() {
+    let mut s = WorkloadStateStore::default();
+    let (keep, gone) = (name("keep", "A"), name("gone", "A"));
+    s.record(&WorkloadState::new(keep.clone(), ExecutionState::running()));
+    s.record(&WorkloadState::new(gone.clone(), ExecutionState::running()));
+    let changed = s.mark_agent_disconnected("A", |n| n.workload_name == "keep");
+    assert_eq!(changed.len(), 2);
+    assert_eq!(s.map()["A"]["keep"]["1"].state, ExecutionState::agent_disconnected());
+    let waiting = &s.map()["A"]["gone"]["1"];
+    assert_eq!(waiting.state.kind.to_string(), "Stopping(WaitingToStop)");
+    assert_eq!(waiting.status.condition(ConditionType::Ready).unwrap().reason, "Deleting");
+    assert_eq!(waiting.status.condition(ConditionType::Health).unwrap().reason, "AgentDisconnected");
+}
