@@ -452,3 +452,6 @@ impl AnkaiosServer {
         changed
     }
 }
+
+#[cfg(test)]
+mod tests;

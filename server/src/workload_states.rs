@@ -113,6 +113,7 @@ impl WorkloadStateStore {
     /// from the future or older than the last accepted one are dropped, as
     /// are reports lacking one of Applied / Available / Health; a report
     /// without any (an Ankaios agent) gets conditions derived from its state.
+    /// Removed is always taken.
     // [feature H2: generation-guarded status ingestion]
     pub fn ingest(&mut self, report: &WorkloadState, generation: Option<u64>) -> Ingest {
         let n = &report.instance_name;
@@ -121,7 +122,10 @@ impl WorkloadStateStore {
             return Ingest::Invalid(missing);
         }
         let observed = r.observed_generation;
-        if r.is_extended() {
+        // A removal is final whatever the generation: an agent confirming
+        // the deletion of an instance it never knew cannot name one.
+        let removed = report.execution_state.kind == StateKind::Removed;
+        if r.is_extended() && !removed {
             if generation.is_some_and(|g| observed > g) {
                 return Ingest::Future;
             }
@@ -129,7 +133,7 @@ impl WorkloadStateStore {
                 return Ingest::Stale;
             }
         }
-        if report.execution_state.kind == StateKind::Removed {
+        if removed {
             return Ingest::Accepted(self.remove(n));
         }
         let mut changed = self.record(&WorkloadState::new(n.clone(), report.execution_state.clone()));

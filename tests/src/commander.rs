@@ -89,6 +89,12 @@ impl Commander {
         self.response_to(request_id).await
     }
 
+    /// Waits (bounded by 10 s) for the next message of the server; state
+    /// updates land in `states`.
+    pub async fn next_update(&mut self) -> FromServer {
+        self.next().await
+    }
+
     async fn next(&mut self) -> FromServer {
         let wire = tokio::time::timeout(Duration::from_secs(10), self.inbound.message())
             .await

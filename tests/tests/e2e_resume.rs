@@ -117,7 +117,11 @@ fn e2e_resume_applies_changes_made_while_the_agent_was_away() {
     c.start_agent();
 
     let two = ["keep".to_owned(), "change".to_owned()];
-    c.wait_until(Duration::from_secs(30), |c| all_running(c, &two) && containers_by_workload(c).len() == 2);
+    // Instances deleted meanwhile stay Stopping(WaitingToStop) until the
+    // agent confirms their removal; then the rows are exactly the two.
+    c.wait_until(Duration::from_secs(30), |c| {
+        all_running(c, &two) && containers_by_workload(c).len() == 2 && c.workload_rows().len() == 2
+    });
     let after = containers_by_workload(&c);
     assert_eq!(after["keep"], before["keep"], "unchanged workload resumed");
     assert_ne!(after["change"].0, before["change"].0, "changed workload replaced");

@@ -184,3 +184,72 @@ async fn itest_tags_of_a_connected_agent_are_writable() {
     s.agent_stop.cancel();
     s.server_stop.cancel();
 }
+
+/// The states `c` received for workload `name` at `generation`.
+fn reports_at(c: &Commander, name: &str, generation: u64) -> Vec<ank_common::WorkloadState> {
+    c.states
+        .iter()
+        .filter(|s| s.instance_name.workload_name == name && s.status.observed_generation == generation)
+        .cloned()
+        .collect()
+}
+
+// [itest of feature H1]
+#[tokio::test]
+async fn itest_the_agent_reports_the_generation_of_the_spec_it_runs() {
+    let s = setup().await;
+    let mut c = Commander::connect(&s.url).await;
+    c.apply(&manifest(&[("web", "podman")])).await;
+    c.wait_for_state("web", "Running(Ok)").await;
+    assert!(!reports_at(&c, "web", 1).is_empty(), "reports carry observedGeneration 1");
+    c.apply(&manifest(&[("web", "podman")]).replace("1000", "2000")).await;
+    loop {
+        let running = c.wait_for_state("web", "Running(Ok)").await;
+        if reports_at(&c, "web", 2).iter().any(|r| r.execution_state == running) {
+            break;
+        }
+        c.next_update().await;
+    }
+    let tree = c.complete_state(&["workloadStates"]).await;
+    let entries = tree["workloadStates"]["agent_A"]["web"].as_object().expect("web reported").clone();
+    assert_eq!(entries.len(), 1, "{tree}");
+    let entry = entries.values().next().unwrap();
+    assert_eq!((entry["generation"].as_u64(), entry["observedGeneration"].as_u64()), (Some(2), Some(2)), "{tree}");
+    s.server_stop.cancel();
+    s.agent_stop.cancel();
+}
+
+// [itest of feature H4]
+#[tokio::test]
+async fn itest_an_unreachable_runtime_makes_health_false_and_keeps_available() {
+    use ank_common::conditions::{ConditionStatus, ConditionType, RuntimeHealth};
+    let s = setup().await;
+    let mut c = Commander::connect(&s.url).await;
+    c.apply(&manifest(&[("web", "podman"), ("db", "podman")])).await;
+    c.wait_for_state("web", "Running(Ok)").await;
+    c.wait_for_state("db", "Running(Ok)").await;
+    s.fake.set_health(RuntimeHealth::Unreachable("podman: command not found".into())).await;
+    let unhealthy = |c: &Commander, name: &str| {
+        c.states.iter().rev().find(|s| s.instance_name.workload_name == name).is_some_and(|s| {
+            s.status
+                .condition(ConditionType::Health)
+                .is_some_and(|h| h.status == ConditionStatus::False && h.reason == "RuntimeUnreachable")
+        })
+    };
+    while !(unhealthy(&c, "web") && unhealthy(&c, "db")) {
+        c.next_update().await;
+    }
+    let tree = c.complete_state(&["workloadStates"]).await;
+    for name in ["web", "db"] {
+        let entry = tree["workloadStates"]["agent_A"][name].as_object().unwrap().values().next().unwrap().clone();
+        let find = |kind: &str| entry["conditions"].as_array().unwrap().iter().find(|c| c["type"] == kind).cloned();
+        assert_eq!(find("Health").unwrap()["status"], "False", "{entry}");
+        assert_eq!(find("Available").unwrap()["status"], "True", "Available keeps its value: {entry}");
+    }
+    s.fake.set_health(RuntimeHealth::Reachable).await;
+    while unhealthy(&c, "web") {
+        c.next_update().await;
+    }
+    s.server_stop.cancel();
+    s.agent_stop.cancel();
+}

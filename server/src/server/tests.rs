@@ -1,0 +1,270 @@
+//! The server actor with fake agent and commander streams (plain channels,
+//! no gRPC), under paused time: generations, the generation guard, the TTL
+//! resync and deletions that wait for their agent.
+
+use std::time::Duration;
+
+use ank_common::conditions::{ConditionStatus, ConditionType, InstanceStatus, RuntimeHealth, agent_conditions};
+use ank_common::messages::{FromServer, Request, RequestContent, ResponseContent, ToServer};
+use ank_common::workload::WorkloadSpec;
+use ank_common::{ExecutionState, WorkloadState};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+const AGENT: ConnId = 1;
+const CLI: ConnId = 2;
+
+struct Harness {
+    handle: ServerHandle,
+    agent_rx: mpsc::Receiver<FromServer>,
+    cli_rx: mpsc::Receiver<FromServer>,
+    stop: CancellationToken,
+}
+
+fn manifest(image: &str, policy: &str) -> serde_json::Value {
+    serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"w": {
+        "runtime": "podman", "agent": "A", "restartPolicy": policy, "runtimeConfig": format!("image: {image}")
+    }}}})
+}
+
+/// Lets the actor work through what was sent (time is paused: sleeping
+/// advances the clock only as far as the first timer).
+async fn settle() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+}
+
+impl Harness {
+    async fn start() -> Self {
+        let (handle, actor) = AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default());
+        let stop = CancellationToken::new();
+        tokio::spawn(actor.run(stop.clone()));
+        let (agent_tx, mut agent_rx) = mpsc::channel(64);
+        let (cli_tx, cli_rx) = mpsc::channel(64);
+        handle.opened(AGENT, ConnKind::Agent, agent_tx).await;
+        handle.opened(CLI, ConnKind::Commander, cli_tx).await;
+        let hello = ToServer::AgentHello {
+            agent_name: "A".into(),
+            protocol_version: ank_common::PROTOCOL_VERSION.into(),
+            tags: Default::default(),
+            reports_conditions: true,
+        };
+        handle.message(AGENT, hello).await;
+        assert!(matches!(agent_rx.recv().await, Some(FromServer::ServerHello(s)) if s.is_empty()));
+        Self { handle, agent_rx, cli_rx, stop }
+    }
+
+    async fn apply(&mut self, state: serde_json::Value) {
+        let content = RequestContent::UpdateState { new_state: Box::new(state), update_mask: vec![] };
+        self.handle.message(CLI, ToServer::Request(Request { request_id: "r".into(), content })).await;
+        loop {
+            match self.cli_rx.recv().await {
+                Some(FromServer::Response(r)) => {
+                    assert!(matches!(r.content, ResponseContent::UpdateStateSuccess { .. }), "{r:?}");
+                    return;
+                }
+                Some(_) => continue,
+                None => panic!("server gone"),
+            }
+        }
+    }
+
+    /// The next UpdateWorkload for the agent, if one is queued.
+    fn update_for_agent(&mut self) -> Option<Vec<WorkloadSpec>> {
+        while let Ok(msg) = self.agent_rx.try_recv() {
+            if let FromServer::UpdateWorkload { added, .. } = msg {
+                return Some(added);
+            }
+        }
+        None
+    }
+
+    async fn report(&self, spec: &WorkloadSpec, state: ExecutionState, generation: u64) {
+        let conditions = agent_conditions(&state, generation, &RuntimeHealth::Reachable);
+        let status = InstanceStatus { observed_generation: generation, conditions, ..Default::default() };
+        let report = WorkloadState::new(spec.instance_name.clone(), state).with_status(status);
+        self.handle.message(AGENT, ToServer::UpdateWorkloadState(vec![report])).await;
+        settle().await;
+    }
+
+    async fn tree(&mut self) -> serde_json::Value {
+        let content = RequestContent::CompleteState { field_mask: vec![], subscribe_for_events: false };
+        self.handle.message(CLI, ToServer::Request(Request { request_id: "s".into(), content })).await;
+        loop {
+            if let Some(FromServer::Response(r)) = self.cli_rx.recv().await
+                && let ResponseContent::CompleteState(tree) = r.content
+            {
+                return *tree;
+            }
+        }
+    }
+
+    async fn entry(&mut self, spec: &WorkloadSpec) -> serde_json::Value {
+        let n = &spec.instance_name;
+        self.tree().await["workloadStates"][&n.agent_name][&n.workload_name][&n.id].clone()
+    }
+}
+
+fn condition<'a>(entry: &'a serde_json::Value, kind: &str) -> &'a serde_json::Value {
+    entry["conditions"].as_array().and_then(|a| a.iter().find(|c| c["type"] == kind)).expect("condition present")
+}
+
+// [test of feature H1]
+#[tokio::test(start_paused = true)]
+async fn generation_grows_only_when_the_spec_changes() {
+    let mut h = Harness::start().await;
+    h.apply(manifest("a", "NEVER")).await;
+    settle().await;
+    let first = h.update_for_agent().expect("sent to the agent");
+    assert_eq!(first[0].generation, 1);
+    h.apply(manifest("a", "NEVER")).await;
+    settle().await;
+    assert!(h.update_for_agent().is_none(), "an identical re-apply sends nothing");
+    assert_eq!(h.entry(&first[0]).await["generation"], 1);
+    h.apply(manifest("b", "NEVER")).await;
+    settle().await;
+    let second = h.update_for_agent().expect("the change is sent");
+    assert_eq!(second[0].generation, 2);
+    assert_eq!(h.entry(&second[0]).await["generation"], 2);
+    h.stop.cancel();
+}
+
+// [test of feature H2]
+#[tokio::test(start_paused = true)]
+async fn a_late_report_of_an_older_generation_is_dropped_and_counted() {
+    let mut h = Harness::start().await;
+    h.apply(manifest("a", "NEVER")).await;
+    settle().await;
+    let v1 = h.update_for_agent().unwrap().remove(0);
+    // Same image, other restart policy: same instance, generation 2.
+    h.apply(manifest("a", "ALWAYS")).await;
+    settle().await;
+    let v2 = h.update_for_agent().unwrap().remove(0);
+    assert_eq!((v2.instance_name == v1.instance_name, v2.generation), (true, 2));
+    h.report(&v2, ExecutionState::running(), 2).await;
+    h.report(&v1, ExecutionState::failed("late"), 1).await;
+    let entry = h.entry(&v2).await;
+    assert_eq!((entry["state"].as_str(), entry["observedGeneration"].as_u64()), (Some("Running"), Some(2)));
+    h.report(&v2, ExecutionState::failed("from the future"), 3).await;
+    let tree = h.tree().await;
+    let entry = &tree["workloadStates"]["A"]["w"][&v2.instance_name.id];
+    assert_eq!(entry["state"], "Running");
+    assert_eq!(condition(entry, "Ready")["status"], "True");
+    assert_eq!(tree["agents"]["A"]["droppedStaleReports"], 2, "{tree}");
+    h.stop.cancel();
+}
+
+// [test of feature H6]
+#[tokio::test(start_paused = true)]
+async fn a_lost_update_is_resent_after_10_s_and_a_ready_workload_after_30_min() {
+    let mut h = Harness::start().await;
+    let applied = tokio::time::Instant::now();
+    h.apply(manifest("a", "NEVER")).await;
+    settle().await;
+    let lost = h.update_for_agent().expect("first UpdateWorkload");
+    drop(lost); // the fake agent never sees it
+    tokio::time::sleep(Duration::from_millis(9_500)).await;
+    settle().await;
+    assert!(h.update_for_agent().is_none(), "no resync before 10 s");
+    let resent = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        settle().await;
+        if let Some(r) = h.update_for_agent() {
+            break r;
+        }
+    };
+    let spec = resent[0].clone();
+    h.report(&spec, ExecutionState::running(), spec.generation).await;
+    let recovered = applied.elapsed();
+    let entry = h.entry(&spec).await;
+    assert_eq!(condition(&entry, "Ready")["status"], "True");
+    assert_eq!(entry["resyncs"], 1);
+    eprintln!("lost UpdateWorkload -> Ready by resync after {recovered:?} (paused time)");
+    assert!(recovered >= Duration::from_secs(10) && recovered <= Duration::from_secs(12), "{recovered:?}");
+
+    // Ready: nothing for 30 min, then exactly one resync, which the agent answers.
+    let ready_since = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(29 * 60 + 50)).await;
+    settle().await;
+    assert!(h.update_for_agent().is_none(), "no resync of a Ready workload before 30 min");
+    let mut resyncs = Vec::new();
+    while ready_since.elapsed() < Duration::from_secs(31 * 60) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        settle().await;
+        if let Some(r) = h.update_for_agent() {
+            resyncs.push(ready_since.elapsed());
+            h.report(&r[0], ExecutionState::running(), r[0].generation).await;
+        }
+    }
+    assert_eq!(resyncs.len(), 1, "{resyncs:?}");
+    assert!(resyncs[0] >= Duration::from_secs(30 * 60) && resyncs[0] <= Duration::from_secs(30 * 60 + 2));
+    h.stop.cancel();
+}
+
+// [test of feature H7]
+#[tokio::test(start_paused = true)]
+async fn a_deletion_while_the_agent_is_away_waits_for_its_confirmation() {
+    let mut h = Harness::start().await;
+    h.apply(manifest("a", "NEVER")).await;
+    settle().await;
+    let spec = h.update_for_agent().unwrap().remove(0);
+    h.report(&spec, ExecutionState::running(), 1).await;
+    h.handle.closed(AGENT).await;
+    h.apply(serde_json::json!({"desiredState": {"apiVersion": "v1"}})).await;
+    let entry = h.entry(&spec).await;
+    assert_eq!((entry["state"].as_str(), entry["subState"].as_str()), (Some("Stopping"), Some("WaitingToStop")));
+    assert_eq!(condition(&entry, "Health")["reason"], "AgentDisconnected");
+
+    // The agent is back: its ServerHello is empty and the deletion is sent.
+    let (tx, mut rx) = mpsc::channel(16);
+    h.handle.opened(3, ConnKind::Agent, tx).await;
+    let hello = ToServer::AgentHello {
+        agent_name: "A".into(),
+        protocol_version: ank_common::PROTOCOL_VERSION.into(),
+        tags: Default::default(),
+        reports_conditions: true,
+    };
+    h.handle.message(3, hello).await;
+    assert!(matches!(rx.recv().await, Some(FromServer::ServerHello(s)) if s.is_empty()));
+    let Some(FromServer::UpdateWorkload { deleted, .. }) = rx.recv().await else { panic!("no deletion") };
+    assert_eq!(deleted[0].instance_name, spec.instance_name);
+    let removed = WorkloadState::new(spec.instance_name.clone(), ExecutionState::removed());
+    h.handle.message(3, ToServer::UpdateWorkloadState(vec![removed])).await;
+    settle().await;
+    assert!(h.tree().await["workloadStates"].get("A").is_none(), "gone once confirmed");
+    h.stop.cancel();
+}
+
+// [test of feature H3]
+#[tokio::test(start_paused = true)]
+async fn an_update_that_fails_keeps_available_of_the_old_generation_until_it_replaced_it() {
+    let mut h = Harness::start().await;
+    h.apply(manifest("a", "NEVER")).await;
+    settle().await;
+    let v1 = h.update_for_agent().unwrap().remove(0);
+    h.report(&v1, ExecutionState::running(), 1).await;
+    h.apply(manifest("missing", "NEVER")).await;
+    settle().await;
+    let v2 = h.update_for_agent().unwrap().remove(0);
+    let entry = h.entry(&v2).await;
+    assert_eq!(condition(&entry, "Ready")["status"], "False", "not ready at once");
+    let available = condition(&entry, "Available");
+    assert_eq!((available["status"].as_str(), available["observedGeneration"].as_u64()), (Some("True"), Some(1)));
+    // The old one is removed, the new one cannot be pulled.
+    let removed = WorkloadState::new(v1.instance_name.clone(), ExecutionState::removed());
+    h.handle.message(AGENT, ToServer::UpdateWorkloadState(vec![removed])).await;
+    let failed = ExecutionState::with_info(
+        ank_common::StateKind::Pending(ank_common::execution_state::Pending::StartingFailed),
+        "image not known",
+    );
+    h.report(&v2, failed, 2).await;
+    let entry = h.entry(&v2).await;
+    assert_eq!(condition(&entry, "Available")["status"], "False");
+    assert_eq!(condition(&entry, "Ready")["reason"], "NotAvailable");
+    assert_eq!(condition(&entry, "Applied")["status"], ConditionStatus::False.as_str());
+    assert_eq!(condition(&entry, ConditionType::Health.as_str())["status"], "True");
+    h.stop.cancel();
+}
