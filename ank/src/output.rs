@@ -145,7 +145,7 @@ fn one_line(info: &str) -> String {
 }
 
 /// One row of the agent table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentRow {
     pub name: String,
     pub workloads: usize,
@@ -153,6 +153,8 @@ pub struct AgentRow {
     pub cpu_usage: Option<u64>,
     /// Free memory in bytes, if reported.
     pub free_memory: Option<u64>,
+    /// State reports the server dropped as stale or from the future.
+    pub dropped_stale_reports: u64,
 }
 
 /// The agent table, rows in the given order.
@@ -222,6 +224,7 @@ pub fn agent_records(rows: &[AgentRow]) -> serde_json::Value {
                     "workloads": r.workloads,
                     "cpuUsage": r.cpu_usage,
                     "freeMemory": r.free_memory,
+                    "droppedStaleReports": r.dropped_stale_reports,
                 })
             })
             .collect(),
@@ -261,7 +264,7 @@ mod tests {
         assert!(v[1]["executionState"].is_null());
         assert_eq!(v[0]["generation"], 2);
         let yaml = records(
-            &agent_records(&[AgentRow { name: "A".into(), workloads: 2, cpu_usage: Some(3), free_memory: None }]),
+            &agent_records(&[AgentRow { name: "A".into(), workloads: 2, cpu_usage: Some(3), ..Default::default() }]),
             OutputFormat::Yaml,
         )
         .unwrap();
@@ -339,8 +342,14 @@ mod tests {
     #[test]
     fn output_agent_table_shows_percent_and_bytes() {
         let text = agent_table(&[
-            AgentRow { name: "agent_A".into(), workloads: 2, cpu_usage: Some(3), free_memory: Some(7989682176) },
-            AgentRow { name: "b".into(), workloads: 0, cpu_usage: None, free_memory: None },
+            AgentRow {
+                name: "agent_A".into(),
+                workloads: 2,
+                cpu_usage: Some(3),
+                free_memory: Some(7989682176),
+                ..Default::default()
+            },
+            AgentRow { name: "b".into(), ..Default::default() },
         ]);
         assert_eq!(
             text,

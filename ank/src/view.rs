@@ -36,9 +36,13 @@ pub struct WorkloadView {
 
 /// A connected agent.
 #[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AgentView {
     #[serde(default)]
     pub status: Option<StatusView>,
+    /// State reports the server dropped as stale or from the future.
+    #[serde(default)]
+    pub dropped_stale_reports: u64,
 }
 
 /// Resource figures of an agent.

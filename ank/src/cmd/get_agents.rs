@@ -15,6 +15,7 @@ pub fn agent_rows(view: &StateView) -> Vec<AgentRow> {
             workloads: view.workload_states.get(name).map_or(0, |by_name| by_name.len()),
             cpu_usage: agent.status.as_ref().and_then(|s| s.cpu_usage),
             free_memory: agent.status.as_ref().and_then(|s| s.free_memory),
+            dropped_stale_reports: agent.dropped_stale_reports,
         })
         .collect()
 }
@@ -37,7 +38,7 @@ mod tests {
     fn get_agents_counts_workloads_per_agent() {
         let tree = serde_json::json!({
             "agents": {
-                "agent_A": {"status": {"cpuUsage": 3, "freeMemory": 1024}},
+                "agent_A": {"status": {"cpuUsage": 3, "freeMemory": 1024}, "droppedStaleReports": 4},
                 "agent_B": {},
             },
             "workloadStates": {"agent_A": {
@@ -49,8 +50,14 @@ mod tests {
         assert_eq!(
             rows,
             vec![
-                AgentRow { name: "agent_A".into(), workloads: 2, cpu_usage: Some(3), free_memory: Some(1024) },
-                AgentRow { name: "agent_B".into(), workloads: 0, cpu_usage: None, free_memory: None },
+                AgentRow {
+                    name: "agent_A".into(),
+                    workloads: 2,
+                    cpu_usage: Some(3),
+                    free_memory: Some(1024),
+                    dropped_stale_reports: 4
+                },
+                AgentRow { name: "agent_B".into(), ..Default::default() },
             ]
         );
     }
