@@ -1,12 +1,12 @@
 //! [`AgentManager`]: the agent's hub. It dispatches messages from the server
 //! to the `RuntimeManager`, keeps the latest state of every workload instance
 //! of this agent (dropping duplicates) and forwards state changes to the
-//! server; after every (re)connect and every ServerHello it re-sends the
-//! full set. Every report
+//! server; after every (re)connect it re-sends the full set. Every report
 //! carries the generation of the spec it is about (`observedGeneration`)
-//! and the Applied / Available / Health conditions; the first report of an
-//! instance after a workload message is passed on even when it repeats the
-//! last one, so every resync of the server gets its answer.
+//! and the Applied / Available / Health conditions; a ServerHello that
+//! changes generations gets the affected states again, and the first
+//! report of an instance after a workload message is passed on even when
+//! it repeats the last one, so every resync of the server gets its answer.
 //!
 //! In: `LinkEvent`s from the server link, `WorkloadState`s from the control
 //! loops, liveness pings and the request to stop every workload before the
@@ -128,8 +128,10 @@ impl AgentManager {
                 let listed: HashSet<&WorkloadInstanceName> = specs.iter().map(|s| &s.instance_name).collect();
                 let states = &self.states;
                 self.generations.retain(|n, _| listed.contains(n) || states.contains_key(n));
-                self.note_generations(&specs);
-                self.send_all();
+                // The full set went out at the connect; what the hello
+                // renumbered goes again.
+                let renumbered = self.note_generations(&specs);
+                self.send_states(renumbered);
                 if self.stopping {
                     tracing::info!("stopping: the server's {} workloads are not started again", specs.len());
                 } else {
@@ -144,7 +146,8 @@ impl AgentManager {
                     self.answer_due.insert(d.instance_name.clone());
                     self.retiring.insert(d.instance_name.clone());
                 }
-                self.note_generations(&added);
+                // New states of the added ones follow from their loops.
+                let _ = self.note_generations(&added);
                 self.runtime.update_workload(added, deleted).await
             }
             // [impl->swdd~agent-handles-update-workload-state-requests~1]
@@ -177,20 +180,37 @@ impl AgentManager {
     }
 
     /// Remembers the generations of `specs`; their next reports answer.
-    fn note_generations(&mut self, specs: &[WorkloadSpec]) {
+    /// Returns the known instances whose generation changed.
+    fn note_generations(&mut self, specs: &[WorkloadSpec]) -> Vec<WorkloadInstanceName> {
+        let mut changed = Vec::new();
         for s in specs {
-            self.generations.insert(s.instance_name.clone(), s.generation);
-            self.answer_due.insert(s.instance_name.clone());
-            self.retiring.remove(&s.instance_name);
+            let n = &s.instance_name;
+            if self.generations.insert(n.clone(), s.generation) != Some(s.generation) && self.states.contains_key(n) {
+                changed.push(n.clone());
+            }
+            self.answer_due.insert(n.clone());
+            self.retiring.remove(n);
         }
+        changed
     }
 
-    /// Sends the full set of current states (after a (re)connect and a
-    /// ServerHello, or when the runtime's health changed).
+    /// Sends the full set of current states (after a (re)connect, or when
+    /// the runtime's health changed).
     fn send_all(&mut self) {
-        let all: Vec<WorkloadState> =
-            self.states.iter().map(|(n, s)| self.reported(WorkloadState::new(n.clone(), s.clone()))).collect();
-        for chunk in all.chunks(MAX_BATCH) {
+        let all: Vec<WorkloadInstanceName> = self.states.keys().cloned().collect();
+        self.send_states(all);
+    }
+
+    /// Sends the current states of `instances`, in batches.
+    fn send_states(&mut self, instances: Vec<WorkloadInstanceName>) {
+        let reports: Vec<WorkloadState> = instances
+            .into_iter()
+            .filter_map(|n| {
+                let state = self.states.get(&n)?.clone();
+                Some(self.reported(WorkloadState::new(n, state)))
+            })
+            .collect();
+        for chunk in reports.chunks(MAX_BATCH) {
             self.server.send(ToServer::UpdateWorkloadState(chunk.to_vec()));
         }
     }

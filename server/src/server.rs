@@ -145,7 +145,7 @@ impl AnkaiosServer {
             let cmd = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = resync.tick() => {
-                    self.with_events(|s| s.resync_due(tokio::time::Instant::now()));
+                    self.resync_tick(tokio::time::Instant::now());
                     continue;
                 }
                 Some(ping) = self.pings.recv() => {
@@ -262,26 +262,22 @@ impl AnkaiosServer {
         // server wants or still lists: after a partition or a server restart
         // the agent re-sends states of workloads deleted meanwhile, which it
         // is about to remove; they must not come back as ghost rows.
-        let accepted: Vec<WorkloadState> = states
-            .into_iter()
-            .filter(|s| s.instance_name.agent_name == agent)
-            .filter(|s| {
-                let wanted = desired_state::wants_instance(&self.desired.rendered, &s.instance_name);
-                // An instance being deleted only goes its way out: a report
-                // of it running that the agent sent before it learnt of the
-                // deletion (a full set after a reconnect) is not news.
-                let leaving = matches!(s.execution_state.kind, StateKind::Stopping(_) | StateKind::Removed);
-                let stopping =
-                    matches!(self.states.state_of(&s.instance_name).execution_state.kind, StateKind::Stopping(_));
-                wanted || (self.states.contains(&s.instance_name) && (leaving || !stopping))
-            })
-            .collect();
         let mut changed = Vec::new();
-        for s in accepted {
+        for s in states.into_iter().filter(|s| s.instance_name.agent_name == agent) {
             let n = &s.instance_name;
-            let generation = desired_state::wants_instance(&self.desired.rendered, n)
-                .then(|| self.generations.of(&n.workload_name))
-                .flatten();
+            let wanted = desired_state::wants_instance(&self.desired.rendered, n);
+            // An instance being deleted only goes its way out: a report of
+            // it running that the agent sent before it learnt of the
+            // deletion (a full set after a reconnect) is not news.
+            let leaving = matches!(s.execution_state.kind, StateKind::Stopping(_) | StateKind::Removed);
+            let known = match self.states.kind_of(n) {
+                None => false,
+                Some(kind) => leaving || !matches!(kind, StateKind::Stopping(_)),
+            };
+            if !wanted && !known {
+                continue;
+            }
+            let generation = wanted.then(|| self.generations.of(&n.workload_name)).flatten();
             match self.states.ingest(&s, generation) {
                 Ingest::Accepted(true) => changed.push(self.states.state_of(n)),
                 Ingest::Accepted(false) => {}
@@ -438,15 +434,9 @@ impl AnkaiosServer {
             }
         }
         for name in &diff.unscheduled_gone {
-            let gone: Vec<WorkloadState> = self
-                .states
-                .all_except(None)
-                .into_iter()
-                .filter(|s| s.instance_name.agent_name.is_empty() && s.instance_name.workload_name == name.as_str())
-                .collect();
-            for s in gone {
-                self.states.remove(&s.instance_name);
-                changed.push(WorkloadState::new(s.instance_name, ExecutionState::removed()));
+            let unscheduled = self.states.instances_of("");
+            for n in unscheduled.iter().filter(|n| n.workload_name == name.as_str()) {
+                changed.extend(self.states.forget(n));
             }
         }
         changed

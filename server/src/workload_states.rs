@@ -61,10 +61,16 @@ impl WorkloadStateStore {
     /// it replaces), so an update never makes a working workload look
     /// broken. Returns whether anything changed.
     pub fn record(&mut self, s: &WorkloadState) -> bool {
-        let n = &s.instance_name;
         if s.execution_state.kind == StateKind::Removed {
-            return self.remove(n);
+            return self.remove(&s.instance_name);
         }
+        self.put(s) | self.refresh_ready(&s.instance_name)
+    }
+
+    /// Stores the state and a generation it names, creating the entry (and
+    /// its timing) if needed; Ready is left to the caller.
+    fn put(&mut self, s: &WorkloadState) -> bool {
+        let n = &s.instance_name;
         let inherited = (!self.contains(n)).then(|| self.inherited_availability(n)).flatten();
         let slot = self.slot(n);
         let mut changed = slot.state != s.execution_state;
@@ -78,7 +84,7 @@ impl WorkloadStateStore {
             changed = true;
         }
         self.timing.entry(n.clone()).or_insert_with(|| Timing::new(Instant::now()));
-        changed | self.refresh_ready(n)
+        changed
     }
 
     fn slot(&mut self, n: &WorkloadInstanceName) -> &mut InstanceEntry {
@@ -136,7 +142,7 @@ impl WorkloadStateStore {
         if removed {
             return Ingest::Accepted(self.remove(n));
         }
-        let mut changed = self.record(&WorkloadState::new(n.clone(), report.execution_state.clone()));
+        let mut changed = self.put(&WorkloadState::new(n.clone(), report.execution_state.clone()));
         let now = now_rfc3339();
         let Some(entry) = self.entry_mut(n) else { return Ingest::Accepted(changed) };
         if let Some(g) = generation
@@ -172,17 +178,13 @@ impl WorkloadStateStore {
     /// its generation; returns whether it changed.
     pub fn refresh_ready(&mut self, n: &WorkloadInstanceName) -> bool {
         let Some(entry) = self.entry_mut(n) else { return false };
-        let mut ready = conditions::ready(&entry.status, entry.status.generation);
-        match entry.state.kind {
-            StateKind::AgentDisconnected => {
-                ready = Condition::new(ConditionType::Ready, ConditionStatus::False, 0, "AgentDisconnected", "")
-            }
-            StateKind::Stopping(_) => {
-                ready = Condition::new(ConditionType::Ready, ConditionStatus::False, 0, "Deleting", "")
-            }
-            _ => {}
-        }
-        ready.observed_generation = entry.status.generation;
+        let generation = entry.status.generation;
+        let not_ready = |reason| Condition::new(ConditionType::Ready, ConditionStatus::False, generation, reason, "");
+        let ready = match entry.state.kind {
+            StateKind::AgentDisconnected => not_ready("AgentDisconnected"),
+            StateKind::Stopping(_) => not_ready("Deleting"),
+            _ => conditions::ready(&entry.status, generation),
+        };
         conditions::set(&mut entry.status.conditions, ready, &now_rfc3339())
     }
 
@@ -214,6 +216,16 @@ impl WorkloadStateStore {
             .unwrap_or(0)
     }
 
+    /// Drops an instance's entry; returns its Removed state if it existed.
+    pub fn forget(&mut self, n: &WorkloadInstanceName) -> Option<WorkloadState> {
+        self.remove(n).then(|| WorkloadState::new(n.clone(), ExecutionState::removed()))
+    }
+
+    /// The execution state kind of an instance, if it has an entry.
+    pub fn kind_of(&self, n: &WorkloadInstanceName) -> Option<StateKind> {
+        self.entry(n).map(|e| e.state.kind)
+    }
+
     /// Drops an instance's entry; returns whether it existed.
     pub fn remove(&mut self, n: &WorkloadInstanceName) -> bool {
         self.timing.remove(n);
@@ -239,10 +251,8 @@ impl WorkloadStateStore {
         agent: &str,
         wanted: impl Fn(&WorkloadInstanceName) -> bool,
     ) -> Vec<WorkloadState> {
-        let names: Vec<WorkloadInstanceName> =
-            self.all_except(None).into_iter().map(|s| s.instance_name).filter(|n| n.agent_name == agent).collect();
         let mut changed = Vec::new();
-        for n in names {
+        for n in self.instances_of(agent) {
             let marked = if wanted(&n) {
                 self.mark(&n, ExecutionState::agent_disconnected())
             } else {

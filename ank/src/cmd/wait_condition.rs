@@ -5,6 +5,7 @@
 //! newest instance (the highest generation), so an instance being replaced
 //! does not count.
 
+use ank_common::WorkloadState;
 use ank_common::conditions::{ConditionStatus, ConditionType};
 use ank_common::messages::{RequestContent, ResponseContent};
 use anyhow::{Context, bail};
@@ -16,29 +17,25 @@ use crate::cmd::get_events::CurrentState;
 use crate::view::StateView;
 
 /// Why a workload does not (yet) meet the condition, `None` when it does.
-pub fn unmet(tree: &Value, workload: &str, kind: ConditionType) -> anyhow::Result<Option<String>> {
-    let view = StateView::from_tree(tree)?;
-    let newest = view
-        .workload_state_list()
-        .into_iter()
-        .filter(|s| s.instance_name.workload_name == workload)
-        .max_by_key(|s| s.status.generation);
-    let Some(state) = newest else { return Ok(Some("no state reported".to_owned())) };
+pub fn unmet(states: &[WorkloadState], workload: &str, kind: ConditionType) -> Option<String> {
+    let newest =
+        states.iter().filter(|s| s.instance_name.workload_name == workload).max_by_key(|s| s.status.generation);
+    let Some(state) = newest else { return Some("no state reported".to_owned()) };
     let Some(c) = state.status.condition(kind) else {
-        return Ok(Some(format!(
+        return Some(format!(
             "{} reported, but no {} condition (an Ankaios server?)",
             state.execution_state,
             kind.as_str()
-        )));
+        ));
     };
     if c.status == ConditionStatus::True {
-        return Ok(None);
+        return None;
     }
     let mut why = format!("{}={} ({})", kind.as_str(), c.status.as_str(), c.reason);
     if !c.message.is_empty() {
         why.push_str(&format!(": {}", c.message));
     }
-    Ok(Some(why))
+    Some(why)
 }
 
 /// Waits for the condition or the timeout.
@@ -90,13 +87,8 @@ pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
 
 /// The targets that do not meet the condition, with the reason.
 fn pending(tree: &Value, targets: &[String], kind: ConditionType) -> anyhow::Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    for t in targets {
-        if let Some(why) = unmet(tree, t, kind)? {
-            out.push((t.clone(), why));
-        }
-    }
-    Ok(out)
+    let states = StateView::from_tree(tree)?.workload_state_list();
+    Ok(targets.iter().filter_map(|t| Some((t.clone(), unmet(&states, t, kind)?))).collect())
 }
 
 #[cfg(test)]
@@ -114,13 +106,18 @@ mod tests {
         }}}})
     }
 
+    fn states(tree: &Value) -> Vec<WorkloadState> {
+        StateView::from_tree(tree).unwrap().workload_state_list()
+    }
+
     #[test]
     fn the_newest_instance_decides() {
         let t = tree("True", "False");
-        assert_eq!(unmet(&t, "w", ConditionType::Ready).unwrap().unwrap(), "Ready=False (NotAvailable): no image");
-        assert_eq!(unmet(&tree("False", "True"), "w", ConditionType::Ready).unwrap(), None);
-        assert_eq!(unmet(&t, "other", ConditionType::Ready).unwrap().unwrap(), "no state reported");
+        assert_eq!(unmet(&states(&t), "w", ConditionType::Ready).unwrap(), "Ready=False (NotAvailable): no image");
+        assert_eq!(unmet(&states(&tree("False", "True")), "w", ConditionType::Ready), None);
+        assert_eq!(unmet(&states(&t), "other", ConditionType::Ready).unwrap(), "no state reported");
         let plain = json!({"workloadStates": {"A": {"w": {"1": {"state": "Running", "subState": "Ok"}}}}});
-        assert!(unmet(&plain, "w", ConditionType::Ready).unwrap().unwrap().contains("no Ready condition"));
+        assert!(unmet(&states(&plain), "w", ConditionType::Ready).unwrap().contains("no Ready condition"));
+        assert_eq!(pending(&t, &["w".into()], ConditionType::Ready).unwrap().len(), 1);
     }
 }

@@ -44,15 +44,15 @@ impl ResyncSettings {
 }
 
 impl AnkaiosServer {
+    /// The spec with its workload's current generation.
+    fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
+        let g = self.generations.of(spec.name()).unwrap_or(0);
+        spec.at_generation(g)
+    }
+
     /// The specs with their workloads' current generations.
     pub(super) fn stamped(&self, specs: Vec<WorkloadSpec>) -> Vec<WorkloadSpec> {
-        specs
-            .into_iter()
-            .map(|s| {
-                let g = self.generations.of(s.name()).unwrap_or(0);
-                s.at_generation(g)
-            })
-            .collect()
+        specs.into_iter().map(|s| self.stamp(s)).collect()
     }
 
     /// An instance deleted while its agent is away. An agent of this
@@ -65,7 +65,7 @@ impl AnkaiosServer {
     // [feature H7: finalized before forget]
     pub(super) fn forget_or_wait(&mut self, agent: &str, n: &WorkloadInstanceName) -> Option<WorkloadState> {
         if self.agent_kinds.get(agent) != Some(&true) {
-            return self.states.remove(n).then(|| WorkloadState::new(n.clone(), ank_common::ExecutionState::removed()));
+            return self.states.forget(n);
         }
         self.states.mark_waiting_to_stop(n, agent).then(|| self.states.state_of(n))
     }
@@ -84,12 +84,10 @@ impl AnkaiosServer {
             return;
         }
         if !reports_conditions {
-            let gone: Vec<WorkloadState> = leftovers
-                .into_iter()
-                .filter(|n| self.states.remove(n))
-                .map(|n| WorkloadState::new(n, ank_common::ExecutionState::removed()))
-                .collect();
-            self.conns.broadcast(None, &FromServer::UpdateWorkloadState(gone));
+            let gone: Vec<WorkloadState> = leftovers.iter().filter_map(|n| self.states.forget(n)).collect();
+            if !gone.is_empty() {
+                self.conns.broadcast(None, &FromServer::UpdateWorkloadState(gone));
+            }
             return;
         }
         let deleted = leftovers.into_iter().map(|n| deletion(&n)).collect();
@@ -97,16 +95,25 @@ impl AnkaiosServer {
     }
 
     /// Re-sends the spec (or the deletion) of every instance on a connected
-    /// agent whose last confirmation is older than its TTL.
+    /// agent whose last confirmation is older than its TTL. Subscribers get
+    /// events only when something was due (comparing states costs).
     // [feature H6: TTL-based resync]
-    pub(super) fn resync_due(&mut self, now: Instant) {
+    pub(super) fn resync_tick(&mut self, now: Instant) {
+        let due = self.due_for_resync(now);
+        if !due.is_empty() {
+            self.with_events(|s| s.resync(due, now));
+        }
+    }
+
+    /// The instances whose TTL ran out, by agent: (n, its spec if wanted).
+    fn due_for_resync(&self, now: Instant) -> BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>> {
         let agents: Vec<String> = self
             .agent_kinds
             .iter()
             .filter(|(a, kind)| **kind && self.conns.is_connected(a))
             .map(|(a, _)| a.clone())
             .collect();
-        let mut due: BTreeMap<String, (Vec<WorkloadSpec>, Vec<DeletedWorkload>)> = BTreeMap::new();
+        let mut due: BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>> = BTreeMap::new();
         for agent in agents {
             for n in self.states.instances_of(&agent) {
                 let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
@@ -118,19 +125,27 @@ impl AnkaiosServer {
                 if now.saturating_duration_since(timing.last_activity()) < ttl {
                     continue;
                 }
-                let slot = due.entry(agent.clone()).or_default();
-                match self.wanted_spec(&n) {
-                    Some(spec) => slot.0.push(spec),
-                    None => slot.1.push(deletion(&n)),
-                }
-                self.states.note_resync(&n, now);
+                let spec = self.wanted_spec(&n);
+                due.entry(agent.clone()).or_default().push((n, spec));
             }
         }
+        due
+    }
+
+    /// Sends each agent its due specs and deletions.
+    fn resync(&mut self, due: BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>>, now: Instant) {
         let mut changed = Vec::new();
-        for (agent, (added, deleted)) in due {
-            tracing::debug!("resync of {} instances on agent '{agent}'", added.len() + deleted.len());
-            changed.extend(added.iter().map(|s| self.states.state_of(&s.instance_name)));
-            changed.extend(deleted.iter().map(|d| self.states.state_of(&d.instance_name)));
+        for (agent, instances) in due {
+            tracing::debug!("resync of {} instances on agent '{agent}'", instances.len());
+            let (mut added, mut deleted) = (Vec::new(), Vec::new());
+            for (n, spec) in instances {
+                self.states.note_resync(&n, now);
+                changed.push(self.states.state_of(&n));
+                match spec {
+                    Some(spec) => added.push(spec),
+                    None => deleted.push(deletion(&n)),
+                }
+            }
             self.conns.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
         }
         if !changed.is_empty() {
@@ -142,7 +157,7 @@ impl AnkaiosServer {
     fn wanted_spec(&self, n: &WorkloadInstanceName) -> Option<WorkloadSpec> {
         let (name, wl) = self.desired.rendered.workloads.get_key_value(n.workload_name.as_str())?;
         let spec = desired_state::spec_of(name, wl).filter(|s| s.instance_name == *n)?;
-        self.stamped(vec![spec]).pop()
+        Some(self.stamp(spec))
     }
 }
 

@@ -5,11 +5,12 @@
 //! and every `reconcile_interval` catches anything missed. A dead stream is
 //! restarted with backoff.
 //!
-//! Out: `RuntimeEvent::Changed` and `RuntimeEvent::Snapshot` on the sink.
+//! Out: `RuntimeEvent::Changed`, `RuntimeEvent::Snapshot` and, when podman
+//! stops or starts answering, `RuntimeEvent::Health` on the sink.
 
-use ank_common::conditions::RuntimeHealth;
 use std::time::Duration;
 
+use ank_common::conditions::RuntimeHealth;
 use ank_common::execution_state::{Failed, Pending, Stopping};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 use tokio::io::{AsyncBufReadExt, BufReader};
