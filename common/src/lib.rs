@@ -17,6 +17,7 @@ pub mod dependency_graph;
 pub mod execution_state;
 pub mod field_mask;
 pub mod instance_name;
+pub mod jobs;
 pub mod manifest;
 pub mod manifest_v01;
 pub mod messages;

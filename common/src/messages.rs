@@ -151,6 +151,8 @@ pub enum ResponseContent {
     UpdateStateSuccess {
         added_workloads: Vec<String>,
         deleted_workloads: Vec<String>,
+        /// The job the change became (0 from an Ankaios server).
+        job_id: u64,
     },
     /// The workloads of a log request that exist.
     LogsRequestAccepted(Vec<WorkloadInstanceName>),

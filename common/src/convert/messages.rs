@@ -289,10 +289,11 @@ pub fn response_to_pb(r: &Response) -> pb::Response {
             }
             Err(e) => C::Error(pb::Error { message: e.to_string() }),
         },
-        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads } => {
+        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id } => {
             C::UpdateStateSuccess(pb::UpdateStateSuccess {
                 added_workloads: added_workloads.clone(),
                 deleted_workloads: deleted_workloads.clone(),
+                job_id: *job_id,
             })
         }
         ResponseContent::LogsRequestAccepted(names) => C::LogsRequestAccepted(pb::LogsRequestAccepted {
@@ -341,6 +342,7 @@ pub fn response_from_pb(r: pb::Response) -> Result<Response, ConvertError> {
         C::UpdateStateSuccess(s) => ResponseContent::UpdateStateSuccess {
             added_workloads: s.added_workloads,
             deleted_workloads: s.deleted_workloads,
+            job_id: s.job_id,
         },
         C::LogsRequestAccepted(a) => ResponseContent::LogsRequestAccepted(
             a.workload_names.into_iter().map(|n| instance_name_from_proto(Some(n))).collect::<Result<_, _>>()?,

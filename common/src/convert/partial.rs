@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ConvertError;
+use super::jobs::{job_from_pb, job_to_pb};
+use crate::jobs::Job;
 use super::state::{status_from_proto, status_to_proto};
 use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry, WorkloadStatesMap};
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
@@ -25,6 +27,8 @@ struct PartialCompleteState {
     workload_states: Option<WorkloadStatesMap>,
     #[serde(skip_serializing_if = "Option::is_none")]
     agents: Option<BTreeMap<String, PartialAgent>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jobs: Option<BTreeMap<String, Job>>,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -91,6 +95,11 @@ pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertErr
                 })
                 .collect()
         }),
+        jobs: if cs.jobs.is_empty() {
+            None
+        } else {
+            Some(cs.jobs.into_iter().map(|(k, j)| Ok((k, job_from_pb(j)?))).collect::<Result<_, ConvertError>>()?)
+        },
     };
     serde_json::to_value(p).map_err(|e| ConvertError(e.to_string()))
 }
@@ -131,6 +140,7 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
                 .collect(),
         }),
         effective_state: None,
+        jobs: p.jobs.unwrap_or_default().iter().map(|(k, j)| (k.clone(), job_to_pb(j))).collect(),
     })
 }
 
