@@ -81,7 +81,10 @@ impl Fake {
                     (answer, self.script.after_update.clone())
                 }
                 RequestContent::EventsCancel => (ResponseContent::EventsCancelAccepted, vec![]),
-                RequestContent::Logs(_) | RequestContent::LogsCancel => {
+                RequestContent::Logs(_)
+                | RequestContent::LogsCancel
+                | RequestContent::JobRerun { .. }
+                | RequestContent::JobInterrupt { .. } => {
                     (ResponseContent::Error("logs are not scripted".into()), vec![])
                 }
             };
@@ -206,6 +209,7 @@ async fn fake_server_apply_waits_for_running_across_pushed_updates() {
         update_answer: Some(ResponseContent::UpdateStateSuccess {
             added_workloads: vec!["web.abc.agent_A".into()],
             deleted_workloads: vec![],
+            job_id: 0,
         }),
         after_update: vec![state_of("web.abc.agent_A", ExecutionState::pending_initial())],
         after_snapshot: vec![
@@ -235,6 +239,7 @@ async fn fake_server_delete_warns_about_unknown_names_and_waits_for_removal() {
         update_answer: Some(ResponseContent::UpdateStateSuccess {
             added_workloads: vec![],
             deleted_workloads: vec!["web.abc.agent_A".into()],
+            job_id: 0,
         }),
         after_snapshot: vec![state_of("web.abc.agent_A", ExecutionState::removed())],
         ..Default::default()
@@ -316,7 +321,11 @@ async fn fake_server_set_state_with_an_invalid_value_fails_naming_it_and_sends_n
     let file = dir.path().join("s.yaml");
     std::fs::write(&file, "desiredState:\n  workloads:\n    w:\n      restartPolicy: SOMETIMES\n").unwrap();
     let script = Script {
-        update_answer: Some(ResponseContent::UpdateStateSuccess { added_workloads: vec![], deleted_workloads: vec![] }),
+        update_answer: Some(ResponseContent::UpdateStateSuccess {
+            added_workloads: vec![],
+            deleted_workloads: vec![],
+            job_id: 0,
+        }),
         ..Default::default()
     };
     let (addr, received) = start(script).await;

@@ -89,6 +89,9 @@ pub struct CompleteState {
     pub workload_states: WorkloadStatesMap,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentAttributes>,
+    /// Recent apply jobs by id (extension; absent from Ankaios servers).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub jobs: BTreeMap<String, crate::jobs::Job>,
 }
 
 impl CompleteState {

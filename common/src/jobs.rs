@@ -85,9 +85,10 @@ impl ItemClass {
     }
 }
 
-/// One workload of a job.
+/// One workload of a job. Every field has a default so that a masked or
+/// partial tree (an event) still reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct JobItem {
     pub class: ItemClass,
     /// The workload's execution state as last seen (display form).
@@ -103,7 +104,7 @@ pub struct JobItem {
 
 /// One accepted change and its rollout.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct Job {
     pub id: u64,
     pub phase: JobPhase,

@@ -118,6 +118,14 @@ pub enum RequestContent {
     LogsCancel,
     /// End the event subscription opened with this request's id.
     EventsCancel,
+    /// A new job over the unchanged desired state (extension).
+    JobRerun {
+        failed_only: bool,
+    },
+    /// End a running job (extension).
+    JobInterrupt {
+        job_id: u64,
+    },
 }
 
 /// Which paths of the complete state an event added, updated or removed.

@@ -93,6 +93,13 @@ pub struct Args {
     /// within this time).
     #[arg(long = "resync-not-ready-s", env = "ANKSERVER_RESYNC_NOT_READY_S", default_value_t = 10, value_name = "S")]
     pub resync_not_ready_s: u64,
+    /// Seconds an apply job may wait with nothing running and nothing it
+    /// can start before it fails as stuck.
+    #[arg(long = "job-stuck-after-s", env = "ANKSERVER_JOB_STUCK_AFTER_S", default_value_t = 300, value_name = "S")]
+    pub job_stuck_after_s: u64,
+    /// How many finished apply jobs the server keeps (`ank get jobs`).
+    #[arg(long = "job-history", env = "ANKSERVER_JOB_HISTORY", default_value_t = 100, value_name = "N")]
+    pub job_history: usize,
 }
 
 impl Args {
@@ -118,6 +125,14 @@ impl Args {
         crate::server::ResyncSettings {
             ready: std::time::Duration::from_secs(self.resync_ready_s.max(1)),
             not_ready: std::time::Duration::from_secs(self.resync_not_ready_s.max(1)),
+        }
+    }
+
+    /// How apply jobs behave.
+    pub fn jobs(&self) -> crate::jobs::JobSettings {
+        crate::jobs::JobSettings {
+            stuck_after: std::time::Duration::from_secs(self.job_stuck_after_s.max(1)),
+            history: self.job_history,
         }
     }
 

@@ -41,6 +41,8 @@ pub struct ServerConfigFile {
     pub shutdown_grace_ms: Option<u64>,
     pub resync_ready_s: Option<u64>,
     pub resync_not_ready_s: Option<u64>,
+    pub job_stuck_after_s: Option<u64>,
+    pub job_history: Option<usize>,
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -88,6 +90,8 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.shutdown_grace_ms, file.shutdown_grace_ms, m, "shutdown_grace_ms");
     fill(&mut args.resync_ready_s, file.resync_ready_s, m, "resync_ready_s");
     fill(&mut args.resync_not_ready_s, file.resync_not_ready_s, m, "resync_not_ready_s");
+    fill(&mut args.job_stuck_after_s, file.job_stuck_after_s, m, "job_stuck_after_s");
+    fill(&mut args.job_history, file.job_history, m, "job_history");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");

@@ -11,6 +11,7 @@ mod events;
 mod generations;
 pub mod grpc;
 pub mod health;
+pub mod jobs;
 mod log_campaigns;
 mod requests;
 mod server;
@@ -116,7 +117,7 @@ pub fn start(
 ) -> anyhow::Result<(ServerHandle, impl std::future::Future<Output = anyhow::Result<()>>)> {
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
-    let (handle, actor) = server::AnkaiosServer::new(initial, state_file, options.resync);
+    let (handle, actor) = server::AnkaiosServer::new(initial, state_file, options.resync, options.jobs);
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let grpc_handle = handle.clone();
     let serving = async move {

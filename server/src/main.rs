@@ -81,6 +81,7 @@ async fn main() -> ExitCode {
         heartbeat: args.heartbeat(),
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         resync: args.resync(),
+        jobs: args.jobs(),
     };
     let (handle, serving) = match ank_server::start(initial, state_file, listener, options, shutdown.clone()) {
         Ok(started) => started,

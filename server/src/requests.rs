@@ -6,6 +6,7 @@ use ank_common::{CompleteState, State};
 use serde_json::Value;
 
 use crate::connections::Connections;
+use crate::jobs::JobEngine;
 use crate::workload_states::WorkloadStateStore;
 
 /// The complete state as a JSON tree, filtered by `field_mask`; the
@@ -14,10 +15,15 @@ pub fn complete_state(
     desired: &State,
     states: &WorkloadStateStore,
     conns: &Connections,
+    jobs: &JobEngine,
     field_mask: &[String],
 ) -> Result<Value, String> {
-    let cs =
-        CompleteState { desired_state: desired.clone(), workload_states: states.map().clone(), agents: conns.agents() };
+    let cs = CompleteState {
+        desired_state: desired.clone(),
+        workload_states: states.map().clone(),
+        agents: conns.agents(),
+        jobs: jobs.jobs(),
+    };
     let tree = serde_json::to_value(&cs).map_err(|e| e.to_string())?;
     if field_mask.is_empty() {
         return Ok(tree);
@@ -94,6 +100,7 @@ mod tests {
             &desired,
             &WorkloadStateStore::default(),
             &Connections::default(),
+            &JobEngine::default(),
             &["desiredState.workloads.a.agent".into()],
         )
         .unwrap();

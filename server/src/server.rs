@@ -16,11 +16,13 @@ use crate::connections::{ConnId, ConnKind, Connections};
 use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::events::EventSubscriptions;
 use crate::generations::Generations;
+use crate::jobs::{JobEngine, JobSettings};
 use crate::log_campaigns::LogCampaigns;
 use crate::requests;
 use crate::state_file::StateFile;
 use crate::workload_states::{Ingest, WorkloadStateStore};
 
+mod jobs;
 mod logs;
 mod resync;
 
@@ -78,7 +80,10 @@ impl ServerHandle {
 fn changes_state(msg: &ToServer) -> bool {
     match msg {
         ToServer::AgentHello { .. } | ToServer::UpdateWorkloadState(_) | ToServer::AgentLoadStatus { .. } => true,
-        ToServer::Request(r) => matches!(r.content, RequestContent::UpdateState { .. }),
+        ToServer::Request(r) => matches!(
+            r.content,
+            RequestContent::UpdateState { .. } | RequestContent::JobRerun { .. } | RequestContent::JobInterrupt { .. }
+        ),
         ToServer::CommanderHello { .. }
         | ToServer::Goodbye
         | ToServer::LogEntriesResponse { .. }
@@ -105,13 +110,20 @@ pub struct AnkaiosServer {
     /// (Ankaios agents).
     agent_kinds: BTreeMap<String, bool>,
     resync: ResyncSettings,
+    /// The apply jobs and the workloads they hold back.
+    jobs: JobEngine,
 }
 
 impl AnkaiosServer {
     /// Creates the actor with an initial, validated desired state; with a
     /// `state_file`, every accepted change is saved there before it is
     /// acknowledged or sent to an agent.
-    pub fn new(initial: DesiredState, state_file: Option<StateFile>, resync: ResyncSettings) -> (ServerHandle, Self) {
+    pub fn new(
+        initial: DesiredState,
+        state_file: Option<StateFile>,
+        resync: ResyncSettings,
+        jobs: JobSettings,
+    ) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
         let (counts_tx, counts) = watch::channel(ServerCounts::default());
         let (pinger, pings) = Pinger::channel();
@@ -128,11 +140,17 @@ impl AnkaiosServer {
             generations: Generations::default(),
             agent_kinds: BTreeMap::new(),
             resync,
+            jobs: JobEngine::new(jobs),
         };
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.generations.advance(&server.desired.rendered, &initial.rendered, |_| 0);
         server.desired = initial;
         server.record_initial_states(&diff);
+        if !diff.added.is_empty() {
+            // The startup manifest is the first job.
+            server.open_job(&ank_common::State::default(), &diff, true);
+            server.advance_jobs();
+        }
         server.publish_counts();
         (ServerHandle { tx, counts, pinger }, server)
     }
@@ -146,6 +164,7 @@ impl AnkaiosServer {
                 _ = shutdown.cancelled() => break,
                 _ = resync.tick() => {
                     self.resync_tick(tokio::time::Instant::now());
+                    self.jobs_tick();
                     continue;
                 }
                 Some(ping) = self.pings.recv() => {
@@ -156,11 +175,15 @@ impl AnkaiosServer {
             };
             match cmd {
                 ServerCommand::Opened { conn, kind, tx } => self.conns.open(conn, kind, tx),
-                ServerCommand::Message { conn, msg } if changes_state(&msg) => {
-                    self.with_events(|s| s.handle_message(conn, msg))
-                }
+                ServerCommand::Message { conn, msg } if changes_state(&msg) => self.with_events(|s| {
+                    s.handle_message(conn, msg);
+                    s.advance_jobs();
+                }),
                 ServerCommand::Message { conn, msg } => self.handle_message(conn, msg),
-                ServerCommand::Closed { conn } => self.with_events(|s| s.handle_closed(conn)),
+                ServerCommand::Closed { conn } => self.with_events(|s| {
+                    s.handle_closed(conn);
+                    s.advance_jobs();
+                }),
             }
             self.publish_counts();
         }
@@ -190,7 +213,7 @@ impl AnkaiosServer {
     }
 
     fn complete_state_tree(&self) -> serde_json::Value {
-        requests::complete_state(&self.desired.state, &self.states, &self.conns, &[]).unwrap_or_default()
+        requests::complete_state(&self.desired.state, &self.states, &self.conns, &self.jobs, &[]).unwrap_or_default()
     }
 
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
@@ -237,7 +260,10 @@ impl AnkaiosServer {
         let attributes = AgentAttributes { status: AgentStatus::default(), tags, dropped_stale_reports: 0 };
         self.conns.register_agent(conn, agent, attributes);
         self.agent_kinds.insert(agent.to_owned(), reports_conditions);
-        let specs = self.stamped(desired_state::specs_for_agent(&self.desired.rendered, agent));
+        // Specs a job holds back go out when the job hands them out.
+        let mut specs = desired_state::specs_for_agent(&self.desired.rendered, agent);
+        specs.retain(|s| !self.jobs.is_held(s.name()));
+        let specs = self.stamped(specs);
         self.conns.send(conn, FromServer::ServerHello(specs));
         self.finish_deletions_after_hello(conn, agent, reports_conditions);
         let others = self.states.all_except(Some(agent));
@@ -339,7 +365,8 @@ impl AnkaiosServer {
     fn handle_request(&mut self, conn: ConnId, request: Request) {
         let content = match request.content {
             RequestContent::CompleteState { field_mask, subscribe_for_events } => {
-                match requests::complete_state(&self.desired.state, &self.states, &self.conns, &field_mask) {
+                match requests::complete_state(&self.desired.state, &self.states, &self.conns, &self.jobs, &field_mask)
+                {
                     Ok(tree) => {
                         if subscribe_for_events {
                             self.events.add(conn, request.request_id.clone(), field_mask);
@@ -359,6 +386,8 @@ impl AnkaiosServer {
                     ResponseContent::Error(format!("no event subscription with request id '{}'", request.request_id))
                 }
             }
+            RequestContent::JobRerun { failed_only } => self.rerun(failed_only),
+            RequestContent::JobInterrupt { job_id } => self.interrupt(job_id),
         };
         self.conns.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
     }
@@ -383,35 +412,30 @@ impl AnkaiosServer {
         let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
         let states = &self.states;
         self.generations.advance(&self.desired.rendered, &next.rendered, |name| states.max_generation(name));
-        self.desired = next;
-        self.dispatch(&diff);
+        let old = std::mem::replace(&mut self.desired, next);
+        let job_id = self.dispatch(&old.rendered, &diff);
         ResponseContent::UpdateStateSuccess {
             added_workloads: diff.added_instance_names(),
             deleted_workloads: diff.deleted_instance_names(),
+            job_id,
         }
     }
 
-    /// Sends a diff to the agents and records the states the server decides.
-    fn dispatch(&mut self, diff: &StateDiff) {
-        let mut changed = Vec::new();
-        for (agent, deleted) in &diff.deleted {
-            if self.conns.is_connected(agent) {
-                continue;
-            }
-            for d in deleted {
-                changed.extend(self.forget_or_wait(agent, &d.instance_name));
-            }
-        }
-        let agents: std::collections::BTreeSet<&String> = diff.added.keys().chain(diff.deleted.keys()).collect();
-        for agent in agents {
-            let added = self.stamped(diff.added.get(agent).cloned().unwrap_or_default());
-            let deleted = diff.deleted.get(agent).cloned().unwrap_or_default();
-            self.conns.send_to_agent(agent, FromServer::UpdateWorkload { added, deleted });
-        }
-        changed.extend(self.record_initial_states(diff));
+    /// Records the states the server decides for a diff and opens its job,
+    /// which hands the changes to the agents in dependency order.
+    fn dispatch(&mut self, old: &ank_common::State, diff: &StateDiff) -> u64 {
+        let changed = self.record_initial_states(diff);
         if !changed.is_empty() {
             self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
         }
+        let id = self.open_job(old, diff, false);
+        tracing::info!(
+            "job {id}: {} workloads to add, {} to delete",
+            diff.added.values().map(Vec::len).sum::<usize>(),
+            diff.deleted.values().map(Vec::len).sum::<usize>()
+        );
+        self.advance_jobs();
+        id
     }
 
     /// Pending(Initial) for added workloads, NotScheduled for unscheduled
@@ -443,5 +467,7 @@ impl AnkaiosServer {
     }
 }
 
+#[cfg(test)]
+mod job_tests;
 #[cfg(test)]
 mod tests;

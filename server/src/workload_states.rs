@@ -275,6 +275,15 @@ impl WorkloadStateStore {
         changed | self.refresh_ready(n)
     }
 
+    /// Sets the state of an instance a job holds back (not handed to its
+    /// agent yet, or not told to stop yet); its conditions stay.
+    pub fn mark_held(&mut self, n: &WorkloadInstanceName, state: ExecutionState) -> bool {
+        let Some(entry) = self.entry_mut(n) else { return false };
+        let changed = entry.state != state;
+        entry.state = state;
+        changed
+    }
+
     /// Marks an instance being deleted while its agent is away.
     pub fn mark_waiting_to_stop(&mut self, n: &WorkloadInstanceName, agent: &str) -> bool {
         let state = ExecutionState::with_info(

@@ -132,7 +132,7 @@ async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it
     assert_eq!(state["desiredState"]["workloads"]["web"]["agent"], "{{place.agent}}");
 
     // Only the config item changes: the workload is re-created.
-    let ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads } =
+    let ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, .. } =
         c.apply(&TEMPLATED.replace("seconds: \"1000\"", "seconds: \"2000\"")).await
     else {
         panic!("config update rejected")

@@ -24,7 +24,7 @@ const MANIFEST: &str = "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n 
 async fn server_update_reports_added_instances_and_initial_states() {
     let (url, shutdown) = start_server(empty()).await;
     let mut c = Commander::connect(&url).await;
-    let ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads } = c.apply(MANIFEST).await else {
+    let ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, .. } = c.apply(MANIFEST).await else {
         panic!("update rejected")
     };
     assert_eq!(added_workloads.len(), 1);
@@ -115,6 +115,7 @@ async fn server_sends_events_with_altered_fields_until_cancelled() {
     // other subscriber.
     changer.delete(&["a"]).await;
     let ResponseContent::Event { altered_fields, .. } = all.response_to(&all_id).await else { panic!("event") };
+    eprintln!("DEBUG {altered_fields:?}");
     assert!(altered_fields.removed_fields.contains(&"desiredState.workloads.a".to_owned()), "{altered_fields:?}");
     let state = watcher.complete_state(&["desiredState.workloads"]).await;
     assert!(state["desiredState"]["workloads"].as_object().is_none_or(|m| m.is_empty()), "{state}");

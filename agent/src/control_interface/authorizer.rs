@@ -49,6 +49,10 @@ impl Authorizer {
             RequestContent::UpdateState { update_mask, .. } => self.state(Access::Write, update_mask),
             RequestContent::Logs(logs) => logs.workload_names.iter().try_for_each(|n| self.logs_of(&n.workload_name)),
             RequestContent::LogsCancel | RequestContent::EventsCancel => Ok(()),
+            // A rerun re-triggers the whole desired state; an interrupt
+            // changes a job.
+            RequestContent::JobRerun { .. } => self.state(Access::Write, &["desiredState".to_owned()]),
+            RequestContent::JobInterrupt { job_id } => self.state(Access::Write, &[format!("jobs.{job_id}")]),
         }
     }
 

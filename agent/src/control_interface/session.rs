@@ -120,7 +120,10 @@ impl Session {
             RequestContent::LogsCancel | RequestContent::EventsCancel => {
                 self.streams.remove(&id);
             }
-            RequestContent::CompleteState { .. } | RequestContent::UpdateState { .. } => {}
+            RequestContent::CompleteState { .. }
+            | RequestContent::UpdateState { .. }
+            | RequestContent::JobRerun { .. }
+            | RequestContent::JobInterrupt { .. } => {}
         }
         vec![self.forward(&id, request.content)]
     }

@@ -71,7 +71,7 @@ mod tests {
     #[test]
     fn delete_reports_names_without_deleted_instances() {
         let names = parse_names(&["a".into(), "ghost".into()]).unwrap();
-        let outcome = UpdateOutcome { added: vec![], deleted: vec!["a.123.agent_A".into()] };
+        let outcome = UpdateOutcome { added: vec![], deleted: vec!["a.123.agent_A".into()], job_id: 3 };
         assert_eq!(unknown_names(&names, &outcome), vec!["ghost"]);
     }
 }

@@ -88,6 +88,8 @@ impl Ctx<'_> {
 pub struct UpdateOutcome {
     pub added: Vec<String>,
     pub deleted: Vec<String>,
+    /// The job the change became (0: a server without jobs).
+    pub job_id: u64,
 }
 
 /// Sends an `UpdateStateRequest`; a rejection is an error carrying the
@@ -98,8 +100,8 @@ pub async fn send_update(conn: &mut Connection, content: RequestContent) -> anyh
         ank_common::convert::complete_state_from_json(new_state).context("cannot encode the new state")?;
     }
     match conn.request(content).await.context("the update request failed")? {
-        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads } => {
-            Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads })
+        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id } => {
+            Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads, job_id })
         }
         ResponseContent::Error(msg) => bail!("the server rejected the request: {msg}"),
         other => bail!("unexpected answer to an update request: {other:?}"),

@@ -256,6 +256,12 @@ pub fn request_to_pb(r: &Request) -> pb::Request {
         RequestContent::Logs(l) => Some(C::LogsRequest(logs_request_to_pb(l))),
         RequestContent::LogsCancel => Some(C::LogsCancelRequest(pb::LogsCancelRequest {})),
         RequestContent::EventsCancel => Some(C::EventsCancelRequest(pb::EventsCancelRequest {})),
+        RequestContent::JobRerun { failed_only } => {
+            Some(C::JobRerunRequest(pb::JobRerunRequest { failed_only: *failed_only }))
+        }
+        RequestContent::JobInterrupt { job_id } => {
+            Some(C::JobInterruptRequest(pb::JobInterruptRequest { job_id: *job_id }))
+        }
     };
     pb::Request { request_id: r.request_id.clone(), request_content: content }
 }
@@ -274,6 +280,8 @@ pub fn request_from_pb(r: pb::Request) -> Result<Request, ConvertError> {
         C::LogsRequest(l) => RequestContent::Logs(logs_request_from_pb(l)?),
         C::LogsCancelRequest(_) => RequestContent::LogsCancel,
         C::EventsCancelRequest(_) => RequestContent::EventsCancel,
+        C::JobRerunRequest(r) => RequestContent::JobRerun { failed_only: r.failed_only },
+        C::JobInterruptRequest(r) => RequestContent::JobInterrupt { job_id: r.job_id },
     };
     Ok(Request { request_id: r.request_id, content })
 }

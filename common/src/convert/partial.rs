@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use super::ConvertError;
 use super::jobs::{job_from_pb, job_to_pb};
-use crate::jobs::Job;
 use super::state::{status_from_proto, status_to_proto};
 use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry, WorkloadStatesMap};
+use crate::jobs::Job;
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
 
 #[derive(Serialize, Deserialize, Default)]

@@ -51,6 +51,8 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// When unconfirmed specs are re-sent to agents.
     pub resync: crate::server::ResyncSettings,
+    /// How apply jobs behave.
+    pub jobs: crate::jobs::JobSettings,
 }
 
 impl Default for ServeOptions {
@@ -61,6 +63,7 @@ impl Default for ServeOptions {
             heartbeat: None,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             resync: Default::default(),
+            jobs: Default::default(),
         }
     }
 }

@@ -45,7 +45,7 @@ impl ResyncSettings {
 
 impl AnkaiosServer {
     /// The spec with its workload's current generation.
-    fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
+    pub(super) fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
         let g = self.generations.of(spec.name()).unwrap_or(0);
         spec.at_generation(g)
     }
@@ -116,6 +116,10 @@ impl AnkaiosServer {
         let mut due: BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>> = BTreeMap::new();
         for agent in agents {
             for n in self.states.instances_of(&agent) {
+                // A job holds it back: the agent is not to know yet.
+                if self.jobs.is_held(&n.workload_name) {
+                    continue;
+                }
                 let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
                 let ttl = if status.status_of(ConditionType::Ready) == ConditionStatus::True {
                     self.resync.ready

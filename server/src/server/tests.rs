@@ -16,11 +16,11 @@ use super::*;
 const AGENT: ConnId = 1;
 const CLI: ConnId = 2;
 
-struct Harness {
-    handle: ServerHandle,
-    agent_rx: mpsc::Receiver<FromServer>,
-    cli_rx: mpsc::Receiver<FromServer>,
-    stop: CancellationToken,
+pub(super) struct Harness {
+    pub(super) handle: ServerHandle,
+    pub(super) agent_rx: mpsc::Receiver<FromServer>,
+    pub(super) cli_rx: mpsc::Receiver<FromServer>,
+    pub(super) stop: CancellationToken,
 }
 
 fn manifest(image: &str, policy: &str) -> serde_json::Value {
@@ -31,15 +31,16 @@ fn manifest(image: &str, policy: &str) -> serde_json::Value {
 
 /// Lets the actor work through what was sent (time is paused: sleeping
 /// advances the clock only as far as the first timer).
-async fn settle() {
+pub(super) async fn settle() {
     for _ in 0..20 {
         tokio::task::yield_now().await;
     }
 }
 
 impl Harness {
-    async fn start() -> Self {
-        let (handle, actor) = AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default());
+    pub(super) async fn start() -> Self {
+        let (handle, actor) =
+            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), Default::default());
         let stop = CancellationToken::new();
         tokio::spawn(actor.run(stop.clone()));
         let (agent_tx, mut agent_rx) = mpsc::channel(64);
@@ -57,7 +58,7 @@ impl Harness {
         Self { handle, agent_rx, cli_rx, stop }
     }
 
-    async fn apply(&mut self, state: serde_json::Value) {
+    pub(super) async fn apply(&mut self, state: serde_json::Value) {
         let content = RequestContent::UpdateState { new_state: Box::new(state), update_mask: vec![] };
         self.handle.message(CLI, ToServer::Request(Request { request_id: "r".into(), content })).await;
         loop {
@@ -82,7 +83,7 @@ impl Harness {
         None
     }
 
-    async fn report(&self, spec: &WorkloadSpec, state: ExecutionState, generation: u64) {
+    pub(super) async fn report(&self, spec: &WorkloadSpec, state: ExecutionState, generation: u64) {
         let conditions = agent_conditions(&state, generation, &RuntimeHealth::Reachable);
         let status = InstanceStatus { observed_generation: generation, conditions, ..Default::default() };
         let report = WorkloadState::new(spec.instance_name.clone(), state).with_status(status);
@@ -90,7 +91,7 @@ impl Harness {
         settle().await;
     }
 
-    async fn tree(&mut self) -> serde_json::Value {
+    pub(super) async fn tree(&mut self) -> serde_json::Value {
         let content = RequestContent::CompleteState { field_mask: vec![], subscribe_for_events: false };
         self.handle.message(CLI, ToServer::Request(Request { request_id: "s".into(), content })).await;
         loop {

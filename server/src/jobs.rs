@@ -1,0 +1,416 @@
+//! The job engine (the Landscaper execution controller): every accepted
+//! change of the desired state is a job with a monotonic id whose items are
+//! the workloads it adds, updates or deletes. Each step classifies the items
+//! (A succeeded, B failed, C in progress, D ready, E waiting), hands out the
+//! ready ones while nothing failed, and moves the job through its phases;
+//! a job where nothing runs and nothing can start fails as stuck after
+//! `stuck_after`. The engine owns the jobs, which items are held back and the
+//! bounded history; what the workloads do it learns through a [`JobView`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ank_common::execution_state::{Pending, Stopping};
+use ank_common::jobs::{ItemClass, Job, JobItem, JobPhase};
+use ank_common::messages::DeletedWorkload;
+use ank_common::workload::{AddCondition, WorkloadSpec};
+use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
+use tokio::time::Instant;
+
+/// How jobs behave (configurable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSettings {
+    /// How long a job may wait with nothing running and nothing to start.
+    pub stuck_after: Duration,
+    /// How many finished jobs are kept.
+    pub history: usize,
+}
+
+impl Default for JobSettings {
+    fn default() -> Self {
+        Self { stuck_after: Self::DEFAULT_STUCK_AFTER, history: Self::DEFAULT_HISTORY }
+    }
+}
+
+impl JobSettings {
+    pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(5 * 60);
+    pub const DEFAULT_HISTORY: usize = 100;
+}
+
+/// What the engine needs to know about the workloads.
+pub trait JobView {
+    /// The state and observed generation of an instance, if listed.
+    fn instance(&self, n: &WorkloadInstanceName) -> Option<(ExecutionState, u64)>;
+    /// `Err(why)` unless dependency `dep` meets `condition` now, e.g.
+    /// "db (Pending(Initial), agent 'B' never connected)".
+    fn dependency(&self, dep: &str, condition: AddCondition) -> Result<(), String>;
+    /// Why nothing can happen on `agent` now ("agent 'Z' never connected"),
+    /// or `None` while it is connected.
+    fn away(&self, agent: &str) -> Option<String>;
+}
+
+/// Whether a dependency in state `kind` meets an add condition.
+pub fn meets(condition: AddCondition, kind: Option<StateKind>) -> bool {
+    matches!(
+        (condition, kind),
+        (AddCondition::Running, Some(StateKind::Running))
+            | (AddCondition::Succeeded, Some(StateKind::Succeeded))
+            | (AddCondition::Failed, Some(StateKind::Failed(_)))
+    )
+}
+
+/// One workload of a new job.
+#[derive(Debug, Clone, Default)]
+pub struct NewItem {
+    /// The workload's spec to start (stamped when triggered), if any.
+    pub add: Option<WorkloadSpec>,
+    /// The instance it replaces or removes, if any.
+    pub delete: Option<DeletedWorkload>,
+    /// For a pure deletion: instances of the same job that depended on it
+    /// and must be gone first.
+    pub delete_after: Vec<WorkloadInstanceName>,
+    /// Handed out at once (the startup manifest, whose agents order it).
+    pub triggered: bool,
+}
+
+/// What to hand to an agent now.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub job: u64,
+    pub add: Option<WorkloadSpec>,
+    pub delete: Option<DeletedWorkload>,
+}
+
+#[derive(Debug, Clone)]
+struct Item {
+    new: NewItem,
+    generation: u64,
+    /// Fixed class and reason (interrupted, superseded).
+    frozen: Option<(ItemClass, String)>,
+    /// Superseded items no longer count for the phase.
+    superseded: bool,
+    shown: JobItem,
+}
+
+#[derive(Debug)]
+struct Run {
+    job: Job,
+    items: BTreeMap<String, Item>,
+    delete_only: bool,
+    stuck_since: Option<Instant>,
+}
+
+/// All jobs, active and recent.
+#[derive(Debug, Default)]
+pub struct JobEngine {
+    settings: JobSettings,
+    last_id: u64,
+    runs: BTreeMap<u64, Run>,
+    /// Workload name -> the job holding its untriggered item.
+    held: BTreeMap<String, u64>,
+}
+
+impl JobEngine {
+    pub fn new(settings: JobSettings) -> Self {
+        Self { settings, ..Default::default() }
+    }
+
+    /// Opens a job over `items` (by workload name, with the generation each
+    /// item's spec has). Untriggered items of the same workloads in older
+    /// jobs are taken over (their pending deletion comes along); older jobs
+    /// stop tracking those workloads.
+    // [feature L1: every accepted change is a job with a monotonic id]
+    pub fn create(&mut self, items: BTreeMap<String, (NewItem, u64)>) -> u64 {
+        self.last_id += 1;
+        let id = self.last_id;
+        let mut run_items = BTreeMap::new();
+        for (name, (mut new, generation)) in items {
+            if let Some(prev) = self.take_over(&name, id)
+                && new.delete.is_none()
+            {
+                new.delete = prev.delete;
+            }
+            if !new.triggered {
+                self.held.insert(name.clone(), id);
+            }
+            let shown = JobItem { delete: new.add.is_none(), ..JobItem::default() };
+            run_items.insert(name, Item { new, generation, frozen: None, superseded: false, shown });
+        }
+        let delete_only = !run_items.is_empty() && run_items.values().all(|i| i.new.add.is_none());
+        let phase = if delete_only { JobPhase::InitDelete } else { JobPhase::Init };
+        let job = Job { id, phase, created_at: ank_common::timestamp::now_rfc3339(), ..Job::default() };
+        self.runs.insert(id, Run { job, items: run_items, delete_only, stuck_since: None });
+        id
+    }
+
+    /// Marks the item of `name` in every unfinished older job superseded;
+    /// returns it if it was still held.
+    fn take_over(&mut self, name: &str, by: u64) -> Option<NewItem> {
+        let held_by = self.held.remove(name);
+        let mut taken = None;
+        for (id, run) in self.runs.iter_mut().filter(|(id, _)| **id != by) {
+            let Some(item) = run.items.get_mut(name) else { continue };
+            if Some(*id) == held_by {
+                taken = Some(item.new.clone());
+            }
+            if !run.job.phase.is_final() || Some(*id) == held_by {
+                item.superseded = true;
+                let class = if Some(*id) == held_by { ItemClass::Waiting } else { item.shown.class };
+                let reason = format!("superseded by job {by}");
+                item.shown.class = class;
+                item.shown.reason.clone_from(&reason);
+                item.frozen = Some((class, reason));
+            }
+        }
+        taken
+    }
+
+    /// Whether the workload's spec or deletion is held back by a job.
+    pub fn is_held(&self, name: &str) -> bool {
+        self.held.contains_key(name)
+    }
+
+    /// The held workloads with the job holding each.
+    pub fn held(&self) -> &BTreeMap<String, u64> {
+        &self.held
+    }
+
+    /// Advances every unfinished job: classifies its items, hands out the
+    /// ready ones (none once one failed), and sets the phase. Returns what
+    /// to hand out; call again after acting on it until nothing comes.
+    // [feature L2: dependency-ordered triggering (A-E)]
+    pub fn step(&mut self, view: &dyn JobView, now: Instant) -> Vec<Trigger> {
+        let mut out = Vec::new();
+        let mut finished = false;
+        for (id, run) in self.runs.iter_mut().filter(|(_, r)| !r.job.phase.is_final()) {
+            for item in run.items.values_mut() {
+                item.shown = classify(item, view);
+            }
+            let failed = run.items.values().any(|i| counts(i) && i.shown.class == ItemClass::Failed);
+            if !failed {
+                for (name, item) in run.items.iter_mut().filter(|(_, i)| counts(i) && i.shown.class == ItemClass::Ready)
+                {
+                    item.new.triggered = true;
+                    item.shown.class = ItemClass::InProgress;
+                    item.shown.reason.clear();
+                    self.held.remove(name);
+                    out.push(Trigger { job: *id, add: item.new.add.clone(), delete: item.new.delete.clone() });
+                }
+            }
+            decide_phase(run, self.settings.stuck_after, now);
+            finished |= run.job.phase.is_final();
+        }
+        if finished {
+            self.trim_history();
+        }
+        out
+    }
+
+    /// Ends a running job: its unfinished items count as failed.
+    // [feature L7: interrupt]
+    pub fn interrupt(&mut self, id: u64) -> Result<(), String> {
+        let run = self.runs.get_mut(&id).ok_or_else(|| format!("no job {id}"))?;
+        if run.job.phase.is_final() {
+            return Err(format!("job {id} is already {}", run.job.phase.as_str()));
+        }
+        for item in run.items.values_mut().filter(|i| !i.superseded) {
+            if matches!(item.shown.class, ItemClass::InProgress | ItemClass::Ready | ItemClass::Waiting) {
+                item.frozen = Some((ItemClass::Failed, "interrupted".to_owned()));
+                item.shown.class = ItemClass::Failed;
+                item.shown.reason = "interrupted".to_owned();
+            }
+        }
+        finish(run, if run.delete_only { JobPhase::DeleteFailed } else { JobPhase::Failed }, "interrupted".to_owned());
+        Ok(())
+    }
+
+    /// The untriggered item of a held workload, if any.
+    pub fn held_item(&self, name: &str) -> Option<&NewItem> {
+        let id = self.held.get(name)?;
+        self.runs.get(id)?.items.get(name).map(|i| &i.new)
+    }
+
+    /// Why a held workload waits, as its job last classified it.
+    pub fn held_reason(&self, name: &str) -> Option<&str> {
+        let id = self.held.get(name)?;
+        self.runs.get(id)?.items.get(name).map(|i| i.shown.reason.as_str())
+    }
+
+    /// Whether an unfinished job waits with nothing to do (the clock may
+    /// make it stuck).
+    pub fn waits_on_clock(&self) -> bool {
+        self.runs.values().any(|r| r.stuck_since.is_some() && !r.job.phase.is_final())
+    }
+
+    /// The jobs as shown in the complete state.
+    pub fn jobs(&self) -> BTreeMap<String, Job> {
+        self.runs
+            .iter()
+            .map(|(id, run)| {
+                let mut job = run.job.clone();
+                job.workloads = run.items.iter().map(|(n, i)| (n.clone(), i.shown.clone())).collect();
+                (id.to_string(), job)
+            })
+            .collect()
+    }
+
+    /// The phase of a job, if known.
+    pub fn phase(&self, id: u64) -> Option<JobPhase> {
+        self.runs.get(&id).map(|r| r.job.phase)
+    }
+
+    /// Drops the oldest finished jobs beyond the history size; a finished
+    /// job that still holds workloads is kept (rerun needs it).
+    fn trim_history(&mut self) {
+        let finished: Vec<u64> = self.runs.iter().filter(|(_, r)| r.job.phase.is_final()).map(|(id, _)| *id).collect();
+        let excess = finished.len().saturating_sub(self.settings.history);
+        let holding: std::collections::BTreeSet<u64> = self.held.values().copied().collect();
+        for id in finished.into_iter().filter(|id| !holding.contains(id)).take(excess) {
+            self.runs.remove(&id);
+        }
+    }
+}
+
+/// Whether an item counts for its job's phase.
+fn counts(item: &Item) -> bool {
+    !item.superseded
+}
+
+/// The class of an item now.
+fn classify(item: &Item, view: &dyn JobView) -> JobItem {
+    let mut shown = JobItem { delete: item.new.add.is_none(), ..JobItem::default() };
+    if let Some((class, reason)) = &item.frozen {
+        shown.class = *class;
+        shown.reason = reason.clone();
+        shown.state = item.shown.state.clone();
+        return shown;
+    }
+    let target = item.new.add.as_ref().map(|s| &s.instance_name).or(item.new.delete.as_ref().map(|d| &d.instance_name));
+    let now = target.and_then(|n| view.instance(n));
+    shown.state = now.as_ref().map(|(s, _)| s.to_string()).unwrap_or_default();
+    if !item.new.triggered {
+        let waits = waiting_for(item, view);
+        if waits.is_empty() {
+            shown.class = ItemClass::Ready;
+        } else {
+            shown.class = ItemClass::Waiting;
+            shown.reason = format!("waits for {}", waits.join(", "));
+        }
+        return shown;
+    }
+    shown.class = match (&item.new.add, now) {
+        (Some(_), None) => ItemClass::InProgress,
+        // A report about an older spec says nothing about this one (0:
+        // an agent that does not report generations).
+        (Some(_), Some((_, observed))) if observed != 0 && observed < item.generation => ItemClass::InProgress,
+        (Some(_), Some((state, _))) => match state.kind {
+            StateKind::Running | StateKind::Succeeded => ItemClass::Succeeded,
+            StateKind::Failed(_)
+            | StateKind::Pending(Pending::StartingFailed)
+            | StateKind::Stopping(Stopping::DeleteFailed) => {
+                shown.reason = state.kind.to_string();
+                ItemClass::Failed
+            }
+            _ => ItemClass::InProgress,
+        },
+        (None, None) => ItemClass::Succeeded,
+        (None, Some((state, _))) => match state.kind {
+            StateKind::Removed => ItemClass::Succeeded,
+            StateKind::Stopping(Stopping::DeleteFailed) => {
+                shown.reason = state.kind.to_string();
+                ItemClass::Failed
+            }
+            _ => ItemClass::InProgress,
+        },
+    };
+    // Handed to an agent that is not there: nothing is in flight.
+    if shown.class == ItemClass::InProgress
+        && let Some(away) = target.and_then(|n| view.away(&n.agent_name))
+    {
+        shown.class = ItemClass::Waiting;
+        shown.reason = format!("waits for {away}");
+    }
+    shown
+}
+
+/// What an untriggered item waits for, as "db (Pending(Initial))" parts.
+fn waiting_for(item: &Item, view: &dyn JobView) -> Vec<String> {
+    match &item.new.add {
+        Some(spec) => spec
+            .workload
+            .dependencies
+            .iter()
+            .filter_map(|(dep, cond)| view.dependency(dep.as_str(), *cond).err())
+            .collect(),
+        None => item
+            .new
+            .delete_after
+            .iter()
+            .filter(|n| view.instance(n).is_some_and(|(s, _)| s.kind != StateKind::Removed))
+            .map(|n| format!("{} to stop", n.workload_name))
+            .collect(),
+    }
+}
+
+/// Sets the phase of an unfinished job from its items' classes.
+// [feature L3: stop on failure, wait for in-flight]
+// [feature L4: stuck detection]
+fn decide_phase(run: &mut Run, stuck_after: Duration, now: Instant) {
+    let counted: Vec<(&String, &Item)> = run.items.iter().filter(|(_, i)| counts(i)).collect();
+    let of = |class: ItemClass| counted.iter().filter(move |(_, i)| i.shown.class == class).map(|(n, i)| (*n, *i));
+    let (failed, active, ready, waiting) = (
+        of(ItemClass::Failed).count(),
+        of(ItemClass::InProgress).count(),
+        of(ItemClass::Ready).count(),
+        of(ItemClass::Waiting).count(),
+    );
+    let (fail_phase, busy_phase) = if run.delete_only {
+        (JobPhase::DeleteFailed, JobPhase::Deleting)
+    } else {
+        (JobPhase::Failed, JobPhase::Progressing)
+    };
+    if failed > 0 {
+        if active == 0 {
+            let mut parts: Vec<String> =
+                of(ItemClass::Failed).map(|(n, i)| format!("{n}: {}", i.shown.reason)).collect();
+            let unstarted: Vec<&str> =
+                of(ItemClass::Waiting).chain(of(ItemClass::Ready)).map(|(n, _)| n.as_str()).collect();
+            if !unstarted.is_empty() {
+                let verb = if run.delete_only { "not stopped" } else { "not started" };
+                parts.push(format!("{verb}: {}", unstarted.join(", ")));
+            }
+            finish(run, fail_phase, parts.join("; "));
+        } else {
+            run.job.phase = busy_phase;
+        }
+        return;
+    }
+    if active == 0 && ready == 0 && waiting == 0 {
+        let reason = if counted.is_empty() && !run.items.is_empty() { "superseded".to_owned() } else { String::new() };
+        finish(run, JobPhase::Succeeded, reason);
+        return;
+    }
+    if active == 0 && ready == 0 {
+        let since = *run.stuck_since.get_or_insert(now);
+        if now.saturating_duration_since(since) >= stuck_after {
+            let chain: Vec<String> = of(ItemClass::Waiting).map(|(n, i)| format!("{n} {}", i.shown.reason)).collect();
+            finish(run, fail_phase, format!("stuck: {}", chain.join("; ")));
+            return;
+        }
+    } else {
+        run.stuck_since = None;
+    }
+    // Everything handed out, only results outstanding: Completing.
+    run.job.phase = if !run.delete_only && ready == 0 && waiting == 0 { JobPhase::Completing } else { busy_phase };
+}
+
+fn finish(run: &mut Run, phase: JobPhase, reason: String) {
+    run.job.phase = phase;
+    run.job.reason = reason;
+    run.job.finished_at = ank_common::timestamp::now_rfc3339();
+    run.stuck_since = None;
+}
+
+#[cfg(test)]
+#[path = "jobs_tests.rs"]
+mod tests;
