@@ -31,6 +31,16 @@ pub struct Cli {
     #[arg(long = "no-wait", env = "ANK_NO_WAIT", global = true, value_parser = FalseyValueParser::new())]
     pub no_wait: bool,
 
+    /// Wait until the job of apply, run, delete or set is over and exit 1 if it failed
+    #[arg(
+        long = "wait",
+        env = "ANK_WAIT",
+        global = true,
+        value_parser = FalseyValueParser::new(),
+        conflicts_with = "no_wait"
+    )]
+    pub wait_job: bool,
+
     /// How long to wait for each response of the server, in milliseconds
     #[arg(
         long = "response-timeout",
@@ -97,6 +107,9 @@ pub enum Command {
     Logs(LogsArgs),
     /// Wait until workloads meet a condition (Ready or Available)
     Wait(WaitArgs),
+    /// Rerun or interrupt apply jobs
+    #[command(subcommand)]
+    Job(JobCommand),
     /// Print the shell code that completes ank's commands, names and masks
     Completion {
         /// The shell: bash, zsh, fish, elvish or powershell
@@ -167,6 +180,38 @@ pub enum GetCommand {
     Config(TableOutputArgs),
     /// Follow the changes of the state (selected by field masks) until interrupted
     Events(GetEventsArgs),
+    /// The apply jobs the server keeps: id, phase and reason
+    Jobs(TableOutputArgs),
+    /// One apply job: its workloads by class (succeeded, failed, inProgress, ready, waiting)
+    Job(GetJobArgs),
+}
+
+/// Arguments of `ank get job`.
+#[derive(Debug, Args)]
+pub struct GetJobArgs {
+    /// The job's id, as `ank apply` printed it
+    #[arg(value_name = "ID")]
+    pub id: u64,
+    /// Print YAML or JSON instead of the table
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<OutputFormat>,
+}
+
+/// `ank job ...`
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Start a new job over the unchanged desired state that retries the failed and the never-started workloads
+    Rerun {
+        /// Only the workloads that failed, not those never started
+        #[arg(long = "failed-only")]
+        failed_only: bool,
+    },
+    /// End a running job: its unfinished workloads count as failed
+    Interrupt {
+        /// The job's id
+        #[arg(value_name = "ID")]
+        id: u64,
+    },
 }
 
 /// Arguments of `ank get events`.

@@ -177,6 +177,27 @@ impl Connection {
         }
     }
 
+    /// Like [`Connection::next_state_update`], but `None` after `limit`.
+    pub async fn next_state_update_within(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Result<Option<Vec<WorkloadState>>, ConnectionError> {
+        if let Some(states) = self.pushed.pop_front() {
+            return Ok(Some(states));
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, self.receive()).await {
+                Err(_) => return Ok(None),
+                Ok(msg) => {
+                    if let FromServer::UpdateWorkloadState(states) = msg? {
+                        return Ok(Some(states));
+                    }
+                }
+            }
+        }
+    }
+
     /// The oldest state update kept while waiting for a response, if any.
     pub fn take_pushed(&mut self) -> Option<Vec<WorkloadState>> {
         self.pushed.pop_front()

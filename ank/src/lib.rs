@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cmd;
 pub mod config_file;
 pub mod connection;
+pub mod job_wait;
 pub mod output;
 pub mod view;
 pub mod wait;
@@ -33,6 +34,9 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Get(GetCommand::Agent(args)) => cmd::get_agents::run(&mut ctx, args.output).await,
         Command::Get(GetCommand::Config(args)) => cmd::get_configs::run(&mut ctx, args.output).await,
         Command::Get(GetCommand::Events(args)) => cmd::get_events::run(&mut ctx, args).await,
+        Command::Get(GetCommand::Jobs(args)) => cmd::jobs::get_jobs(&mut ctx, args.output).await,
+        Command::Get(GetCommand::Job(args)) => cmd::jobs::get_job(&mut ctx, args).await,
+        Command::Job(command) => cmd::jobs::run(&mut ctx, command).await,
         Command::Delete(DeleteCommand::Workload { names }) => cmd::delete_workloads::run(&mut ctx, &names).await,
         Command::Delete(DeleteCommand::Config { names }) => cmd::delete_configs::run(&mut ctx, &names).await,
         Command::Run(RunCommand::Workload(args)) => cmd::run_workload::run(&mut ctx, args).await,

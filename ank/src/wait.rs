@@ -133,6 +133,19 @@ pub async fn wait_for(
     if tracker.is_empty() {
         return Ok(());
     }
+    snapshot(conn, tracker).await?;
+    on_change(tracker)?;
+    while !tracker.is_done() {
+        let states = conn.next_state_update().await.context("lost the server while waiting for the workloads")?;
+        tracker.apply_update(&states);
+        on_change(tracker)?;
+    }
+    Ok(())
+}
+
+/// Feeds `tracker` one snapshot of the workload states and agents, after
+/// the updates that arrived before it.
+pub async fn snapshot(conn: &mut Connection, tracker: &mut WaitTracker) -> anyhow::Result<()> {
     let request = RequestContent::CompleteState {
         field_mask: vec!["workloadStates".to_owned(), "agents".to_owned()],
         subscribe_for_events: false,
@@ -147,12 +160,6 @@ pub async fn wait_for(
     }
     let view = StateView::from_tree(&tree)?;
     tracker.apply_snapshot(&view.workload_state_list(), &view.agent_names());
-    on_change(tracker)?;
-    while !tracker.is_done() {
-        let states = conn.next_state_update().await.context("lost the server while waiting for the workloads")?;
-        tracker.apply_update(&states);
-        on_change(tracker)?;
-    }
     Ok(())
 }
 

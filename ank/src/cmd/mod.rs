@@ -11,6 +11,7 @@ pub mod get_configs;
 pub mod get_events;
 pub mod get_state;
 pub mod get_workloads;
+pub mod jobs;
 pub mod logs;
 pub mod run_workload;
 pub mod set_state;
@@ -28,6 +29,7 @@ use crate::cli::{Cli, SettingsError};
 use crate::connection::Connection;
 use crate::output;
 use crate::wait::{WaitTracker, wait_for};
+use ank_common::jobs::{Job, JobPhase};
 
 /// The global options, resolved.
 #[derive(Debug, Clone)]
@@ -37,6 +39,8 @@ pub struct Settings {
     pub tls: Result<Option<ank_common::tls::TlsSources>, SettingsError>,
     pub response_timeout: Duration,
     pub wait: bool,
+    /// `--wait`: wait for the job to end and fail if it failed.
+    pub wait_job: bool,
     pub quiet: bool,
     pub verbose: bool,
 }
@@ -49,6 +53,7 @@ impl Settings {
             tls: cli.tls_sources(),
             response_timeout: cli.response_timeout(),
             wait: cli.wait(),
+            wait_job: cli.wait_job,
             quiet: cli.quiet,
             verbose: cli.verbose,
         }
@@ -108,8 +113,9 @@ pub async fn send_update(conn: &mut Connection, content: RequestContent) -> anyh
     }
 }
 
-/// In wait mode, follows the instances of `outcome` until they settled and
-/// prints their table (unless quiet).
+/// In wait mode, follows the instances of `outcome` until they settled
+/// (or its job is over) and prints their table (unless quiet). With
+/// `--wait`, follows the job to its end and fails if it failed.
 pub async fn follow(
     ctx: &mut Ctx<'_>,
     conn: &mut Connection,
@@ -122,28 +128,60 @@ pub async fn follow(
     let mut tracker = WaitTracker::new(&outcome.added, &outcome.deleted)
         .context("the server answered with an invalid instance name")?
         .with_runtimes(runtimes);
-    if tracker.is_empty() {
+    let whole_job = ctx.settings.wait_job;
+    if whole_job && outcome.job_id == 0 {
+        bail!("--wait needs a server with apply jobs; this one answered without a job id");
+    }
+    if tracker.is_empty() && !whole_job {
         return Ok(());
     }
-    if ctx.settings.quiet {
-        return wait_for(conn, &mut tracker, &mut |_| Ok(())).await;
-    }
-    if !std::io::stdout().is_terminal() {
+    let job = if ctx.settings.quiet {
+        wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut |_| Ok(())).await?
+    } else if !std::io::stdout().is_terminal() {
         // Scripts and pipes get the final table only.
-        wait_for(conn, &mut tracker, &mut |_| Ok(())).await?;
-        return ctx.print(&output::workload_table(&tracker.rows()));
-    }
-    // On a terminal the table stays live: redrawn in place on every change.
-    let mut shown = String::new();
-    wait_for(conn, &mut tracker, &mut |t| {
-        let next = output::workload_table(&t.rows());
-        if next != shown {
-            ctx.print(&output::redraw(&shown, &next))?;
-            shown = next;
+        let job = wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut |_| Ok(())).await?;
+        if !tracker.is_empty() {
+            ctx.print(&output::workload_table(&tracker.rows()))?;
         }
-        Ok(())
-    })
-    .await
+        job
+    } else {
+        // On a terminal the table stays live: redrawn in place on every change.
+        let mut shown = String::new();
+        wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut |t| {
+            let next = output::workload_table(&t.rows());
+            if next != shown {
+                ctx.print(&output::redraw(&shown, &next))?;
+                shown = next;
+            }
+            Ok(())
+        })
+        .await?
+    };
+    if !whole_job {
+        return Ok(());
+    }
+    match job {
+        Some(job) if job.phase.is_final() && job.phase != JobPhase::Succeeded => {
+            bail!("job {} {}: {}", job.id, job.phase.as_str(), job.reason)
+        }
+        Some(_) => Ok(()),
+        None => bail!("the server no longer keeps job {}", outcome.job_id),
+    }
+}
+
+/// Waits with the job when the server has jobs, else on the instances.
+async fn wait_any(
+    conn: &mut Connection,
+    tracker: &mut WaitTracker,
+    job_id: u64,
+    whole_job: bool,
+    on_change: &mut dyn FnMut(&WaitTracker) -> anyhow::Result<()>,
+) -> anyhow::Result<Option<Job>> {
+    if job_id == 0 {
+        wait_for(conn, tracker, on_change).await?;
+        return Ok(None);
+    }
+    crate::job_wait::wait_for_job(conn, tracker, job_id, whole_job, on_change).await
 }
 
 /// Connects, sends the update, follows it and says goodbye.
@@ -155,6 +193,9 @@ pub async fn update_and_follow(
     let mut conn = ctx.connect().await?;
     let result = async {
         let outcome = send_update(&mut conn, content).await?;
+        if outcome.job_id != 0 && !ctx.settings.quiet {
+            eprintln!("job {} accepted", outcome.job_id);
+        }
         follow(ctx, &mut conn, &outcome, runtimes).await?;
         Ok(outcome)
     }

@@ -1,0 +1,61 @@
+//! Waiting on an apply job: the wait mode of a server with jobs follows the
+//! tracked instances as before, and also asks for the job after every
+//! state update (at least every second, since a job can end without one:
+//! stuck, interrupted). It ends when the job is over or, unless `--wait`
+//! asked for the job's outcome, when every instance settled.
+
+use std::time::Duration;
+
+use ank_common::jobs::Job;
+use ank_common::messages::{RequestContent, ResponseContent};
+use anyhow::{Context, bail};
+
+use crate::connection::Connection;
+use crate::wait::{WaitTracker, snapshot};
+
+/// How often the job is asked for when no state update comes.
+const POLL: Duration = Duration::from_secs(1);
+
+/// The job `id` as the server shows it now, `None` if it keeps no such job.
+pub async fn fetch_job(conn: &mut Connection, id: u64) -> anyhow::Result<Option<Job>> {
+    let request = RequestContent::CompleteState { field_mask: vec![format!("jobs.{id}")], subscribe_for_events: false };
+    let tree = match conn.request(request).await.context("cannot read the job")? {
+        ResponseContent::CompleteState(tree) => tree,
+        ResponseContent::Error(msg) => bail!("the server refused to send the job: {msg}"),
+        other => bail!("unexpected answer to a state request: {other:?}"),
+    };
+    match tree.get("jobs").and_then(|j| j.get(id.to_string())) {
+        Some(job) => Ok(Some(serde_json::from_value(job.clone()).context("the server sent an unreadable job")?)),
+        None => Ok(None),
+    }
+}
+
+/// Follows `tracker` and job `id` until the job is over, or (when not
+/// `whole_job`) until every tracked instance settled. Returns the job as
+/// last seen.
+pub async fn wait_for_job(
+    conn: &mut Connection,
+    tracker: &mut WaitTracker,
+    id: u64,
+    whole_job: bool,
+    on_change: &mut dyn FnMut(&WaitTracker) -> anyhow::Result<()>,
+) -> anyhow::Result<Option<Job>> {
+    snapshot(conn, tracker).await?;
+    on_change(tracker)?;
+    loop {
+        let job = fetch_job(conn, id).await?;
+        while let Some(states) = conn.take_pushed() {
+            tracker.apply_update(&states);
+        }
+        on_change(tracker)?;
+        let over = job.as_ref().is_none_or(|j| j.phase.is_final());
+        if over || (!whole_job && tracker.is_done()) {
+            return Ok(job);
+        }
+        if let Some(states) =
+            conn.next_state_update_within(POLL).await.context("lost the server while waiting for the job")?
+        {
+            tracker.apply_update(&states);
+        }
+    }
+}
