@@ -253,3 +253,51 @@ async fn itest_an_unreachable_runtime_makes_health_false_and_keeps_available() {
     s.server_stop.cancel();
     s.agent_stop.cancel();
 }
+
+/// The phase of job `id` as the server shows it.
+async fn job_phase(c: &mut Commander, id: u64) -> String {
+    let tree = c.complete_state(&[&format!("jobs.{id}")]).await;
+    tree["jobs"][id.to_string()]["phase"].as_str().unwrap_or_default().to_owned()
+}
+
+// [itest of feature L1]
+#[tokio::test]
+async fn itest_a_job_succeeds_once_all_run_and_its_specs_sent_again_restart_nothing() {
+    let s = setup().await;
+    let mut c = Commander::connect(&s.url).await;
+    let answer = c.apply(&manifest(&[("a", "podman"), ("b", "podman"), ("c", "podman")])).await;
+    let ResponseContent::UpdateStateSuccess { job_id, .. } = answer else { panic!("apply rejected: {answer:?}") };
+    assert_eq!(job_id, 1);
+    for name in ["a", "b", "c"] {
+        c.wait_for_state(name, "Running(Ok)").await;
+    }
+    // The server ends the job in the same turn as it takes the last report.
+    assert_eq!(job_phase(&mut c, 1).await, "Succeeded");
+    assert_eq!(s.fake.created().len(), 3);
+
+    // The agent goes and comes back (same run folder, same runtime): the
+    // server hands it the job's specs again in its ServerHello.
+    s.agent_stop.cancel();
+    c.wait_for_state("a", "AgentDisconnected").await;
+    let mut runtimes = RuntimeRegistry::new();
+    runtimes.register(s.fake.clone());
+    let config =
+        AgentConfig { run_folder: s._run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", s.url.clone()) };
+    let again = CancellationToken::new();
+    tokio::spawn(ank_agent::run(config, runtimes, again.clone()));
+    for name in ["a", "b", "c"] {
+        c.wait_for_state(name, "Running(Ok)").await;
+    }
+    // A rerun with nothing failed is a job that touches nothing.
+    let ResponseContent::UpdateStateSuccess { job_id, .. } =
+        c.request(ank_common::messages::RequestContent::JobRerun { failed_only: false }).await
+    else {
+        panic!("rerun rejected")
+    };
+    assert_eq!(job_id, 2);
+    assert_eq!(job_phase(&mut c, 2).await, "Succeeded");
+    assert_eq!(s.fake.created().len(), 3, "no container was created again");
+    assert!(s.fake.deleted().is_empty(), "no container was removed");
+    again.cancel();
+    s.server_stop.cancel();
+}

@@ -287,4 +287,18 @@ mod tests {
             assert_eq!(a.authorize(request).is_ok(), *allowed, "{request:?}");
         }
     }
+
+    #[test]
+    fn job_requests_need_write_access_to_the_desired_state_or_the_job() {
+        let rerun = RequestContent::JobRerun { failed_only: false };
+        let interrupt = RequestContent::JobInterrupt { job_id: 7 };
+        let writer = authorizer(vec![rule(ReadWrite::Write, &["desiredState"])], vec![]);
+        assert!(writer.authorize(&rerun).is_ok());
+        assert!(writer.authorize(&interrupt).is_err());
+        let one_workload = authorizer(vec![rule(ReadWrite::ReadWrite, &["desiredState.workloads.a"])], vec![]);
+        assert!(one_workload.authorize(&rerun).is_err(), "a rerun touches every workload");
+        let jobs = authorizer(vec![rule(ReadWrite::Write, &["jobs"])], vec![]);
+        assert!(jobs.authorize(&interrupt).is_ok());
+        assert!(authorizer(vec![rule(ReadWrite::Read, &["*"])], vec![]).authorize(&interrupt).is_err());
+    }
 }
