@@ -232,8 +232,11 @@ pub struct GetEventsArgs {
 #[derive(Debug, Clone, Args)]
 pub struct WaitArgs {
     /// What to wait for: workload/NAME (repeatable)
-    #[arg(value_name = "workload/NAME", required = true, value_parser = parse_wait_target)]
+    #[arg(value_name = "workload/NAME", required_unless_present = "files", value_parser = parse_wait_target)]
     pub targets: Vec<String>,
+    /// A manifest as a whole: it meets the condition when all its workloads do (repeatable, - for stdin)
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub files: Vec<String>,
     /// The condition: Ready (available at the current generation) or Available
     #[arg(long = "for", value_name = "CONDITION", default_value = "Ready", value_parser = ["Ready", "Available"])]
     pub condition: String,

@@ -74,6 +74,11 @@ fn e2e_a_chain_is_created_in_dependency_order_and_removed_in_reverse() {
     let job = text(&c.ank(&["get", "job", "1", "-o", "yaml"]).stdout);
     assert!(job.contains("phase: Succeeded"), "{job}");
 
+    // [stest of feature H3]
+    let o = c.ank_stdin(&["wait", "-f", "-", "--for", "Ready", "--timeout", "30s"], Some(&manifest));
+    assert!(o.status.success(), "wait failed: {}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "manifest -: Ready\n");
+
     let t = container_times(&c);
     assert_eq!(t.len(), 3, "{t:?}");
     assert!(t["api"].0 > t["db"].1, "api created before db started: {t:?}");

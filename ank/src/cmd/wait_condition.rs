@@ -1,7 +1,9 @@
-//! `ank wait workload/NAME... --for Ready|Available --timeout 60s`:
-//! subscribes to the workload states and returns once every named workload
-//! meets the condition (exit 0), or fails after the timeout naming what
-//! each unmet one reports (exit 1). A workload's condition is read from its
+//! `ank wait workload/NAME... [-f manifest.yaml] --for Ready|Available
+//! --timeout 60s`: subscribes to the workload states and returns once every
+//! named workload, and every workload of the named manifests (a manifest
+//! meets a condition when all its workloads do), meets the condition
+//! (exit 0), or fails after the timeout naming what each unmet one reports
+//! (exit 1). A workload's condition is read from its
 //! newest instance (the highest generation), so an instance being replaced
 //! does not count.
 
@@ -42,6 +44,18 @@ pub fn unmet(states: &[WorkloadState], workload: &str, kind: ConditionType) -> O
 // [feature H3: ank wait --for Ready]
 pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
     let kind = ConditionType::parse(&args.condition).context("unknown condition")?;
+    let mut targets = args.targets.clone();
+    let mut labels: Vec<String> = args.targets.iter().map(|t| format!("workload/{t}")).collect();
+    if !args.files.is_empty() {
+        // [feature H3: conditions of a manifest as a whole]
+        let merged = crate::cmd::apply::merge(crate::cmd::apply::read_manifests(&args.files)?)?;
+        for name in merged.workloads.keys() {
+            if !targets.contains(&name.to_string()) {
+                targets.push(name.to_string());
+            }
+        }
+        labels.extend(args.files.iter().map(|f| format!("manifest {f}")));
+    }
     let mut conn = ctx.connect().await?;
     let request_id = conn.new_request_id();
     let request =
@@ -59,7 +73,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
                 ResponseContent::Error(e) => bail!("the server rejected the subscription: {e}"),
                 _ => continue,
             }
-            if pending(&current.0, &args.targets, kind)?.is_empty() {
+            if pending(&current.0, &targets, kind)?.is_empty() {
                 return Ok(());
             }
         }
@@ -70,11 +84,10 @@ pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
     match outcome {
         Ok(result) => {
             result?;
-            let names: Vec<String> = args.targets.iter().map(|t| format!("workload/{t}")).collect();
-            ctx.print(&format!("{}: {}\n", names.join(", "), args.condition))
+            ctx.print(&format!("{}: {}\n", labels.join(", "), args.condition))
         }
         Err(_) => {
-            let unmet = pending(&current.0, &args.targets, kind)?;
+            let unmet = pending(&current.0, &targets, kind)?;
             bail!(
                 "timed out after {:?} waiting for {}: {}",
                 args.timeout,
