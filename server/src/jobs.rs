@@ -377,9 +377,9 @@ fn decide_phase(run: &mut Run, stuck_after: Duration, now: Instant) {
                 of(ItemClass::Waiting).chain(of(ItemClass::Ready)).map(|(n, _)| n.as_str()).collect();
             if !unstarted.is_empty() {
                 let verb = if run.delete_only { "not stopped" } else { "not started" };
-                parts.push(format!("{verb}: {}", unstarted.join(", ")));
+                parts.push(format!("{verb}: {}", bounded(unstarted, ", ")));
             }
-            finish(run, fail_phase, parts.join("; "));
+            finish(run, fail_phase, bounded(parts, "; "));
         } else {
             run.job.phase = busy_phase;
         }
@@ -394,7 +394,7 @@ fn decide_phase(run: &mut Run, stuck_after: Duration, now: Instant) {
         let since = *run.stuck_since.get_or_insert(now);
         if now.saturating_duration_since(since) >= stuck_after {
             let chain: Vec<String> = of(ItemClass::Waiting).map(|(n, i)| format!("{n} {}", i.shown.reason)).collect();
-            finish(run, fail_phase, format!("stuck: {}", chain.join("; ")));
+            finish(run, fail_phase, format!("stuck: {}", bounded(chain, "; ")));
             return;
         }
     } else {
@@ -403,6 +403,20 @@ fn decide_phase(run: &mut Run, stuck_after: Duration, now: Instant) {
     // Everything handed out, only results outstanding: Completing.
     run.job.phase = if !run.delete_only && ready == 0 && waiting == 0 { JobPhase::Completing } else { busy_phase };
 }
+
+/// Joins at most [`REASON_ITEMS`] parts and says how many more there are:
+/// the items themselves are listed by `ank get job`.
+fn bounded<T: AsRef<str>>(parts: Vec<T>, sep: &str) -> String {
+    let shown: Vec<&str> = parts.iter().take(REASON_ITEMS).map(AsRef::as_ref).collect();
+    let mut text = shown.join(sep);
+    if parts.len() > REASON_ITEMS {
+        text.push_str(&format!("{sep}and {} more", parts.len() - REASON_ITEMS));
+    }
+    text
+}
+
+/// How many items a job's reason names.
+const REASON_ITEMS: usize = 5;
 
 fn finish(run: &mut Run, phase: JobPhase, reason: String) {
     run.job.phase = phase;

@@ -264,3 +264,10 @@ async fn the_history_keeps_the_configured_number_of_finished_jobs() {
     }
     assert_eq!(engine.jobs().keys().collect::<Vec<_>>(), ["10", "8", "9"]);
 }
+
+#[test]
+fn a_reason_names_a_few_items_and_counts_the_rest() {
+    let parts: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
+    assert_eq!(bounded(parts, ", "), "w0, w1, w2, w3, w4, and 3 more");
+    assert_eq!(bounded(vec!["a"], "; "), "a");
+}
