@@ -14,7 +14,7 @@ use ank_common::execution_state::{Pending, Stopping};
 use ank_common::jobs::{ItemClass, Job, JobItem, JobPhase};
 use ank_common::messages::DeletedWorkload;
 use ank_common::workload::{AddCondition, WorkloadSpec};
-use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
+use ank_common::{StateKind, WorkloadInstanceName};
 use tokio::time::Instant;
 
 /// How jobs behave (configurable).
@@ -40,7 +40,7 @@ impl JobSettings {
 /// What the engine needs to know about the workloads.
 pub trait JobView {
     /// The state and observed generation of an instance, if listed.
-    fn instance(&self, n: &WorkloadInstanceName) -> Option<(ExecutionState, u64)>;
+    fn instance(&self, n: &WorkloadInstanceName) -> Option<(StateKind, u64)>;
     /// `Err(why)` unless dependency `dep` meets `condition` now, e.g.
     /// "db (Pending(Initial), agent 'B' never connected)".
     fn dependency(&self, dep: &str, condition: AddCondition) -> Result<(), String>;
@@ -183,7 +183,9 @@ impl JobEngine {
         let mut out = Vec::new();
         let mut finished = false;
         for (id, run) in self.runs.iter_mut().filter(|(_, r)| !r.job.phase.is_final()) {
-            for item in run.items.values_mut() {
+            // A handed-out item that finished stays finished (as in the
+            // Landscaper); only the others are looked at again.
+            for item in run.items.values_mut().filter(|i| !settled(i)) {
                 item.shown = classify(item, view);
             }
             let failed = run.items.values().any(|i| counts(i) && i.shown.class == ItemClass::Failed);
@@ -271,6 +273,11 @@ impl JobEngine {
     }
 }
 
+/// Whether an item was handed out and reached a result.
+fn settled(item: &Item) -> bool {
+    item.frozen.is_none() && item.new.triggered && matches!(item.shown.class, ItemClass::Succeeded | ItemClass::Failed)
+}
+
 /// Whether an item counts for its job's phase.
 fn counts(item: &Item) -> bool {
     !item.superseded
@@ -303,21 +310,21 @@ fn classify(item: &Item, view: &dyn JobView) -> JobItem {
         // A report about an older spec says nothing about this one (0:
         // an agent that does not report generations).
         (Some(_), Some((_, observed))) if observed != 0 && observed < item.generation => ItemClass::InProgress,
-        (Some(_), Some((state, _))) => match state.kind {
+        (Some(_), Some((state, _))) => match state {
             StateKind::Running | StateKind::Succeeded => ItemClass::Succeeded,
             StateKind::Failed(_)
             | StateKind::Pending(Pending::StartingFailed)
             | StateKind::Stopping(Stopping::DeleteFailed) => {
-                shown.reason = state.kind.to_string();
+                shown.reason = state.to_string();
                 ItemClass::Failed
             }
             _ => ItemClass::InProgress,
         },
         (None, None) => ItemClass::Succeeded,
-        (None, Some((state, _))) => match state.kind {
+        (None, Some((state, _))) => match state {
             StateKind::Removed => ItemClass::Succeeded,
             StateKind::Stopping(Stopping::DeleteFailed) => {
-                shown.reason = state.kind.to_string();
+                shown.reason = state.to_string();
                 ItemClass::Failed
             }
             _ => ItemClass::InProgress,
@@ -346,7 +353,7 @@ fn waiting_for(item: &Item, view: &dyn JobView) -> Vec<String> {
             .new
             .delete_after
             .iter()
-            .filter(|n| view.instance(n).is_some_and(|(s, _)| s.kind != StateKind::Removed))
+            .filter(|n| view.instance(n).is_some_and(|(s, _)| s != StateKind::Removed))
             .map(|n| format!("{} to stop", n.workload_name))
             .collect(),
     }

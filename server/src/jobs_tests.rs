@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use ank_common::execution_state::{Failed, Pending, Stopping};
 use ank_common::messages::DeletedWorkload;
 use ank_common::workload::AddCondition;
-use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
+use ank_common::{StateKind, WorkloadInstanceName};
 
 use super::*;
 
@@ -53,8 +53,8 @@ impl JobView for View {
     fn away(&self, _: &str) -> Option<String> {
         None
     }
-    fn instance(&self, n: &WorkloadInstanceName) -> Option<(ExecutionState, u64)> {
-        self.states.borrow().get(n.workload_name.as_str()).map(|k| (ExecutionState::new(*k), 1))
+    fn instance(&self, n: &WorkloadInstanceName) -> Option<(StateKind, u64)> {
+        self.states.borrow().get(n.workload_name.as_str()).map(|k| (*k, 1))
     }
     fn dependency(&self, dep: &str, condition: AddCondition) -> Result<(), String> {
         let kind = self.states.borrow().get(dep).copied();
@@ -235,8 +235,8 @@ async fn deletion_runs_in_reverse_dependency_order_and_stops_on_a_failed_stop() 
 async fn a_report_about_an_older_generation_does_not_finish_an_item() {
     struct Old;
     impl JobView for Old {
-        fn instance(&self, _: &WorkloadInstanceName) -> Option<(ExecutionState, u64)> {
-            Some((ExecutionState::new(StateKind::Failed(Failed::ExecFailed)), 1))
+        fn instance(&self, _: &WorkloadInstanceName) -> Option<(StateKind, u64)> {
+            Some((StateKind::Failed(Failed::ExecFailed), 1))
         }
         fn dependency(&self, _: &str, _: AddCondition) -> Result<(), String> {
             Ok(())

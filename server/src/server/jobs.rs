@@ -28,10 +28,9 @@ struct ServerView<'a> {
 }
 
 impl JobView for ServerView<'_> {
-    fn instance(&self, n: &WorkloadInstanceName) -> Option<(ExecutionState, u64)> {
-        self.states.kind_of(n)?;
-        let state = self.states.state_of(n);
-        Some((state.execution_state, state.status.observed_generation))
+    fn instance(&self, n: &WorkloadInstanceName) -> Option<(StateKind, u64)> {
+        let kind = self.states.kind_of(n)?;
+        Some((kind, self.states.status(n).map_or(0, |s| s.observed_generation)))
     }
 
     fn dependency(&self, dep: &str, condition: AddCondition) -> Result<(), String> {
