@@ -7,23 +7,17 @@
 use std::time::Duration;
 
 use ank_common::jobs::Job;
-use ank_common::messages::{RequestContent, ResponseContent};
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use crate::connection::Connection;
-use crate::wait::{WaitTracker, snapshot};
+use crate::wait::{WaitTracker, read_state, snapshot};
 
 /// How often the job is asked for when no state update comes.
 const POLL: Duration = Duration::from_secs(1);
 
 /// The job `id` as the server shows it now, `None` if it keeps no such job.
 pub async fn fetch_job(conn: &mut Connection, id: u64) -> anyhow::Result<Option<Job>> {
-    let request = RequestContent::CompleteState { field_mask: vec![format!("jobs.{id}")], subscribe_for_events: false };
-    let tree = match conn.request(request).await.context("cannot read the job")? {
-        ResponseContent::CompleteState(tree) => tree,
-        ResponseContent::Error(msg) => bail!("the server refused to send the job: {msg}"),
-        other => bail!("unexpected answer to a state request: {other:?}"),
-    };
+    let tree = read_state(conn, vec![format!("jobs.{id}")], "the job").await?;
     match tree.get("jobs").and_then(|j| j.get(id.to_string())) {
         Some(job) => Ok(Some(serde_json::from_value(job.clone()).context("the server sent an unreadable job")?)),
         None => Ok(None),

@@ -143,18 +143,22 @@ pub async fn wait_for(
     Ok(())
 }
 
+/// The parts of the complete state under `masks`, on an open connection;
+/// `what` names them in errors.
+pub async fn read_state(conn: &mut Connection, masks: Vec<String>, what: &str) -> anyhow::Result<serde_json::Value> {
+    let request = RequestContent::CompleteState { field_mask: masks, subscribe_for_events: false };
+    match conn.request(request).await.with_context(|| format!("cannot read {what}"))? {
+        ResponseContent::CompleteState(tree) => Ok(*tree),
+        ResponseContent::Error(msg) => bail!("the server refused to send {what}: {msg}"),
+        other => bail!("unexpected answer to a state request: {other:?}"),
+    }
+}
+
 /// Feeds `tracker` one snapshot of the workload states and agents, after
 /// the updates that arrived before it.
 pub async fn snapshot(conn: &mut Connection, tracker: &mut WaitTracker) -> anyhow::Result<()> {
-    let request = RequestContent::CompleteState {
-        field_mask: vec!["workloadStates".to_owned(), "agents".to_owned()],
-        subscribe_for_events: false,
-    };
-    let tree = match conn.request(request).await.context("cannot read the workload states")? {
-        ResponseContent::CompleteState(tree) => tree,
-        ResponseContent::Error(msg) => bail!("the server refused to send the workload states: {msg}"),
-        other => bail!("unexpected answer to a state request: {other:?}"),
-    };
+    let masks = vec!["workloadStates".to_owned(), "agents".to_owned()];
+    let tree = read_state(conn, masks, "the workload states").await?;
     while let Some(states) = conn.take_pushed() {
         tracker.apply_update(&states);
     }

@@ -170,11 +170,6 @@ impl JobEngine {
         self.held.contains_key(name)
     }
 
-    /// The held workloads with the job holding each.
-    pub fn held(&self) -> &BTreeMap<String, u64> {
-        &self.held
-    }
-
     /// Advances every unfinished job: classifies its items, hands out the
     /// ready ones (none once one failed), and sets the phase. Returns what
     /// to hand out; call again after acting on it until nothing comes.
@@ -232,10 +227,13 @@ impl JobEngine {
         self.runs.get(id)?.items.get(name).map(|i| &i.new)
     }
 
-    /// Why a held workload waits, as its job last classified it.
-    pub fn held_reason(&self, name: &str) -> Option<&str> {
-        let id = self.held.get(name)?;
-        self.runs.get(id)?.items.get(name).map(|i| i.shown.reason.as_str())
+    /// Every held workload: its name, the job holding it, its untriggered
+    /// item and why it waits (as its job last classified it).
+    pub fn held_items(&self) -> impl Iterator<Item = (&str, u64, &NewItem, &str)> {
+        self.held.iter().filter_map(|(name, id)| {
+            let item = self.runs.get(id)?.items.get(name)?;
+            Some((name.as_str(), *id, &item.new, item.shown.reason.as_str()))
+        })
     }
 
     /// Whether an unfinished job waits with nothing to do (the clock may
@@ -254,11 +252,6 @@ impl JobEngine {
                 (id.to_string(), job)
             })
             .collect()
-    }
-
-    /// The phase of a job, if known.
-    pub fn phase(&self, id: u64) -> Option<JobPhase> {
-        self.runs.get(&id).map(|r| r.job.phase)
     }
 
     /// Drops the oldest finished jobs beyond the history size; a finished

@@ -4,10 +4,7 @@
 //! after the missing image appeared starts the rest without touching what
 //! already runs.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Command;
 
 use ank_tests::binaries::Cluster;
 
@@ -84,38 +81,21 @@ fn e2e_a_chain_is_created_in_dependency_order_and_removed_in_reverse() {
     assert!(t["api"].0 > t["db"].1, "api created before db started: {t:?}");
     assert!(t["ui"].0 > t["api"].1, "ui created before api started: {t:?}");
 
-    // Removal order as podman reports it.
-    let mut events = Command::new("podman")
-        .args([
-            "events",
-            "--filter",
-            "event=remove",
-            "--filter",
-            &format!("label=agent={agent}"),
-            "--format",
-            "{{.Name}}",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("podman events");
-    let (tx, rx) = mpsc::channel();
-    let stdout = events.stdout.take().expect("events stdout");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    std::thread::sleep(Duration::from_millis(500));
+    // Removal order as podman's event log has it, read after the delete.
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() - 1;
     let o = c.ank_stdin(&["--wait", "apply", "-d", "-"], Some(&manifest));
     assert!(o.status.success(), "delete failed: {}", text(&o.stderr));
-    let mut removed = Vec::new();
-    while removed.len() < 3 {
-        let Ok(name) = rx.recv_timeout(Duration::from_secs(30)) else { break };
-        removed.push(name.split('.').next().unwrap_or_default().to_owned());
-    }
-    let _ = events.kill();
-    let _ = events.wait();
+    let label = format!("label=agent={agent}");
+    let events = Command::new("podman")
+        .args(["events", "--stream=false", "--since", &since.to_string(), "--filter", "event=remove"])
+        .args(["--filter", &label, "--format", "{{.Name}}"])
+        .output()
+        .expect("podman events");
+    let removed: Vec<&str> = std::str::from_utf8(&events.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|name| name.split('.').next().unwrap_or_default())
+        .collect();
     assert_eq!(removed, ["ui", "api", "db"]);
     let jobs = text(&c.ank(&["get", "jobs"]).stdout);
     assert!(jobs.lines().any(|l| l.starts_with("2 ") && l.contains("Succeeded")), "{jobs}");

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use ank_common::execution_state::{Failed, Pending, Stopping};
+use ank_common::execution_state::{Pending, Stopping};
 use ank_common::messages::{DeletedWorkload, FromServer, ResponseContent};
 use ank_common::workload::{AddCondition, WorkloadSpec};
 use ank_common::{ExecutionState, State, StateKind, WorkloadInstanceName, WorkloadState};
@@ -193,20 +193,23 @@ impl AnkaiosServer {
     /// Held additions show as Pending(WaitingToStart), held deletions as
     /// Stopping(WaitingToStop), each with what it waits for.
     fn show_held(&mut self) -> Vec<WorkloadState> {
+        let marks: Vec<(WorkloadInstanceName, ExecutionState)> = self
+            .jobs
+            .held_items()
+            .filter_map(|(_, job, item, reason)| {
+                let info =
+                    if reason.is_empty() { format!("held by job {job}") } else { format!("job {job}: {reason}") };
+                let (n, kind) = match (&item.add, &item.delete) {
+                    (Some(spec), _) => (&spec.instance_name, StateKind::Pending(Pending::WaitingToStart)),
+                    (None, Some(d)) => (&d.instance_name, StateKind::Stopping(Stopping::WaitingToStop)),
+                    (None, None) => return None,
+                };
+                Some((n.clone(), ExecutionState::with_info(kind, info)))
+            })
+            .collect();
         let mut changed = Vec::new();
-        let held: Vec<(String, u64)> = self.jobs.held().iter().map(|(n, j)| (n.clone(), *j)).collect();
-        for (name, job) in held {
-            let Some(item) = self.jobs.held_item(&name) else { continue };
-            let reason = match self.jobs.held_reason(&name) {
-                Some(r) if !r.is_empty() => format!("job {job}: {r}"),
-                _ => format!("held by job {job}"),
-            };
-            let (n, kind) = match (&item.add, &item.delete) {
-                (Some(spec), _) => (spec.instance_name.clone(), StateKind::Pending(Pending::WaitingToStart)),
-                (None, Some(d)) => (d.instance_name.clone(), StateKind::Stopping(Stopping::WaitingToStop)),
-                (None, None) => continue,
-            };
-            if self.states.mark_held(&n, ExecutionState::with_info(kind, reason)) {
+        for (n, state) in marks {
+            if self.states.mark_held(&n, state) {
                 changed.push(self.states.state_of(&n));
             }
         }
@@ -227,12 +230,9 @@ impl AnkaiosServer {
     pub(super) fn rerun(&mut self, failed_only: bool) -> ResponseContent {
         let mut items: BTreeMap<String, (NewItem, u64)> = BTreeMap::new();
         if !failed_only {
-            for name in self.jobs.held().keys() {
-                if let Some(item) = self.jobs.held_item(name) {
-                    let mut item = item.clone();
-                    item.triggered = false;
-                    items.insert(name.clone(), (item, self.generations.of(name).unwrap_or(0)));
-                }
+            for (name, _, item, _) in self.jobs.held_items() {
+                let generation = self.generations.of(name).unwrap_or(0);
+                items.insert(name.to_owned(), (NewItem { triggered: false, ..item.clone() }, generation));
             }
         }
         for (name, wl) in &self.desired.rendered.workloads {
@@ -241,7 +241,7 @@ impl AnkaiosServer {
                 continue;
             }
             let generation = self.generations.of(name.as_str()).unwrap_or(0);
-            items.insert(name.to_string(), (NewItem { add: Some(self.stamp(spec)), ..NewItem::default() }, generation));
+            items.insert(name.to_string(), (NewItem { add: Some(spec), ..NewItem::default() }, generation));
         }
         for agent in self.conns.agents().keys() {
             for n in self.states.instances_of(agent) {
@@ -256,7 +256,7 @@ impl AnkaiosServer {
         let id = self.jobs.create(items);
         tracing::info!("job {id}: rerun{}", if failed_only { " of the failed workloads" } else { "" });
         self.advance_jobs();
-        ResponseContent::UpdateStateSuccess { added_workloads: Vec::new(), deleted_workloads: Vec::new(), job_id: id }
+        job_accepted(id)
     }
 
     /// Ends a running job.
@@ -266,22 +266,19 @@ impl AnkaiosServer {
             Ok(()) => {
                 tracing::info!("job {id} interrupted");
                 self.advance_jobs();
-                ResponseContent::UpdateStateSuccess {
-                    added_workloads: Vec::new(),
-                    deleted_workloads: Vec::new(),
-                    job_id: id,
-                }
+                job_accepted(id)
             }
             Err(e) => ResponseContent::Error(format!("interrupt rejected: {e}")),
         }
     }
 }
 
+/// The answer to a job request: the job's id, no workload names.
+fn job_accepted(job_id: u64) -> ResponseContent {
+    ResponseContent::UpdateStateSuccess { added_workloads: Vec::new(), deleted_workloads: Vec::new(), job_id }
+}
+
 /// Whether a state is a failure a rerun retries.
 fn failed(kind: Option<StateKind>) -> bool {
-    matches!(
-        kind,
-        Some(StateKind::Failed(Failed::ExecFailed | Failed::Unknown | Failed::Lost))
-            | Some(StateKind::Pending(Pending::StartingFailed))
-    )
+    matches!(kind, Some(StateKind::Failed(_) | StateKind::Pending(Pending::StartingFailed)))
 }
