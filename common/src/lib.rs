@@ -22,6 +22,7 @@ pub mod manifest;
 pub mod manifest_v01;
 pub mod messages;
 pub mod names;
+pub mod placement;
 pub mod podman_config;
 pub mod podman_kube_config;
 pub mod timestamp;
