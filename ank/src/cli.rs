@@ -255,20 +255,7 @@ fn parse_wait_target(s: &str) -> Result<String, String> {
     Ok(name.to_owned())
 }
 
-/// `60s`, `5m`, `1h`, `500ms` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: u64 = number.parse().map_err(|_| format!("'{s}' is not a duration like 60s, 5m or 500ms"))?;
-    let ms = match unit {
-        "ms" => n,
-        "" | "s" => n.saturating_mul(1000),
-        "m" => n.saturating_mul(60_000),
-        "h" => n.saturating_mul(3_600_000),
-        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m or h)")),
-    };
-    Ok(std::time::Duration::from_millis(ms))
-}
+pub use ank_common::duration::parse_duration;
 
 /// `-o` of the commands that print a table.
 #[derive(Debug, Clone, Default, clap::Args)]

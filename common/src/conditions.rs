@@ -116,6 +116,10 @@ pub struct InstanceStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub resyncs: u64,
+    /// From an agent: events that changed since its last report; in the
+    /// complete state: the workload's kept events, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<crate::workload_events::WorkloadEvent>,
 }
 
 impl InstanceStatus {
@@ -165,7 +169,7 @@ pub fn agent_conditions(state: &ExecutionState, generation: u64, health: &Runtim
     let (applied, available) = match state.kind {
         StateKind::Running | StateKind::Succeeded => (True, True),
         StateKind::Failed(_) => (True, False),
-        StateKind::Pending(Pending::StartingFailed) => (False, False),
+        StateKind::Pending(Pending::StartingFailed | Pending::Canceled) => (False, False),
         StateKind::Pending(_) | StateKind::Stopping(_) => (Unknown, Unknown),
         StateKind::Removed => (False, Unknown),
         StateKind::AgentDisconnected | StateKind::NotScheduled => (Unknown, Unknown),

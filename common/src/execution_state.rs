@@ -26,6 +26,16 @@ pub enum Pending {
     WaitingToStart,
     Starting,
     StartingFailed,
+    /// The agent's quota (workload count or memory) has no room.
+    QuotaBlocked,
+    /// Stopped to make room for a higher-priority workload; back in the
+    /// queue after the postpone time.
+    Preempted,
+    /// Waits for an isolated job (or, if isolated, for the other jobs).
+    Postponed,
+    /// A pipeline step that will not run because an earlier one failed
+    /// (terminal).
+    Canceled,
 }
 
 /// Sub-states of `Stopping`.
@@ -76,6 +86,10 @@ impl StateKind {
             StateKind::Pending(Pending::WaitingToStart),
             StateKind::Pending(Pending::Starting),
             StateKind::Pending(Pending::StartingFailed),
+            StateKind::Pending(Pending::QuotaBlocked),
+            StateKind::Pending(Pending::Preempted),
+            StateKind::Pending(Pending::Postponed),
+            StateKind::Pending(Pending::Canceled),
             StateKind::Running,
             StateKind::Stopping(Stopping::Stopping),
             StateKind::Stopping(Stopping::WaitingToStop),
@@ -105,6 +119,10 @@ fn pending_name(p: Pending) -> &'static str {
         Pending::WaitingToStart => "WaitingToStart",
         Pending::Starting => "Starting",
         Pending::StartingFailed => "StartingFailed",
+        Pending::QuotaBlocked => "QuotaBlocked",
+        Pending::Preempted => "Preempted",
+        Pending::Postponed => "Postponed",
+        Pending::Canceled => "Canceled",
     }
 }
 
@@ -176,6 +194,7 @@ impl ExecutionState {
                 | StateKind::NotScheduled
                 | StateKind::Removed
                 | StateKind::Pending(Pending::StartingFailed)
+                | StateKind::Pending(Pending::Canceled)
                 | StateKind::Stopping(Stopping::DeleteFailed)
         )
     }

@@ -14,6 +14,7 @@ pub mod convert;
 #[cfg(feature = "daemon")]
 pub mod daemon;
 pub mod dependency_graph;
+pub mod duration;
 pub mod execution_state;
 pub mod field_mask;
 pub mod instance_name;
@@ -25,9 +26,11 @@ pub mod names;
 pub mod placement;
 pub mod podman_config;
 pub mod podman_kube_config;
+pub mod scheduling;
 pub mod timestamp;
 pub mod tls;
 pub mod workload;
+pub mod workload_events;
 
 pub use ank_proto::PROTOCOL_VERSION;
 pub use complete_state::{AgentAttributes, AgentStatus, CompleteState, InstanceEntry, State, WorkloadStatesMap};

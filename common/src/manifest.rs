@@ -82,6 +82,9 @@ pub fn validate_state(state: &State) -> Result<(), String> {
         }
     }
     for (name, wl) in &state.workloads {
+        validate_scheduling(wl).map_err(|e| format!("workload '{name}': {e}"))?;
+    }
+    for (name, wl) in &state.workloads {
         crate::access_rules::validate(&wl.control_interface_access).map_err(|e| format!("workload '{name}': {e}"))?;
     }
     for key in state.configs.keys() {
@@ -96,6 +99,22 @@ pub fn validate_state(state: &State) -> Result<(), String> {
     }
     if let Some(cycle) = crate::dependency_graph::find_cycle(state) {
         return Err(format!("dependency cycle: {}", cycle.join(" -> ")));
+    }
+    Ok(())
+}
+
+/// The scheduling fields: `agent` and `agentSelector` exclusive, every
+/// selector expression and the ttl parsed.
+// [feature S1: agent and agentSelector are exclusive; expressions checked at apply]
+fn validate_scheduling(wl: &crate::Workload) -> Result<(), String> {
+    if let Some(selector) = &wl.agent_selector {
+        if !wl.agent.is_empty() {
+            return Err("fields 'agent' and 'agentSelector' are exclusive: set one of them".to_owned());
+        }
+        selector.parse()?;
+    }
+    if let Some(ttl) = &wl.ttl_after_finished {
+        crate::duration::parse_duration(ttl).map_err(|e| format!("field 'ttlAfterFinished': {e}"))?;
     }
     Ok(())
 }
@@ -190,5 +209,26 @@ mod tests {
         assert!(e.contains("line 5") && e.contains("agent name 'a b'"), "{e}");
         let e = parse_manifest("m.yaml", "workloads: {}\n").unwrap_err().to_string();
         assert!(e.contains("'apiVersion' is missing"), "{e}");
+    }
+
+    // [test of feature S1: both agent and agentSelector, or a bad expression, fail the apply]
+    #[test]
+    fn manifest_scheduling_fields_parse_and_validate() {
+        let text = "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    priority: 5\n    policy:\n      preemptEnabled: true\n    migration: rebalance\n    ttlAfterFinished: 1h\n    agentSelector:\n      labels: [\"arch = arm64\"]\n      rank:\n        - metric: free_memory_mb\n    runtimeConfig: 'image: busybox'\n";
+        let s = parse_manifest("m.yaml", text).unwrap();
+        let wl = &s.workloads["w"];
+        assert_eq!(wl.priority, Some(5));
+        assert!(wl.policy.preempt_enabled);
+        assert_eq!(wl.migration, crate::scheduling::Migration::Rebalance);
+        assert_eq!(wl.agent_selector.as_ref().unwrap().rank[0].weight, 1.0);
+        let both = text.replace("    priority: 5", "    agent: A\n    priority: 5");
+        let e = parse_manifest("m.yaml", &both).unwrap_err().to_string();
+        assert!(e.contains("workload 'w': fields 'agent' and 'agentSelector' are exclusive"), "{e}");
+        let bad = text.replace("arch = arm64", "arch === x");
+        let e = parse_manifest("m.yaml", &bad).unwrap_err().to_string();
+        assert!(e.contains("agentSelector.labels[0]: unexpected '='"), "{e}");
+        let ttl = text.replace("ttlAfterFinished: 1h", "ttlAfterFinished: soon");
+        let e = parse_manifest("m.yaml", &ttl).unwrap_err().to_string();
+        assert!(e.contains("ttlAfterFinished"), "{e}");
     }
 }

@@ -10,6 +10,7 @@ use crate::conditions::InstanceStatus;
 use crate::execution_state::ExecutionState;
 use crate::instance_name::WorkloadInstanceName;
 use crate::names::{AgentName, WorkloadName};
+use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
 
 /// When the agent restarts a workload that ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -103,6 +104,31 @@ pub struct Workload {
     pub configs: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<File>,
+    /// Start order on its agent: higher first (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+    /// The priority the agent orders by: the highest priority of this
+    /// workload and of every workload that depends on it, directly or not.
+    /// Computed by the server; a value written in a manifest is replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_priority: Option<u32>,
+    #[serde(default, skip_serializing_if = "WorkloadPolicy::is_default")]
+    pub policy: WorkloadPolicy,
+    /// Placement by constraints; exclusive with `agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_selector: Option<AgentSelector>,
+    #[serde(default, skip_serializing_if = "Migration::is_default")]
+    pub migration: Migration,
+    /// How long a finished workload stays in the desired state (`1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_after_finished: Option<String>,
+}
+
+impl Workload {
+    /// The priority the agent orders by (effective, else own, else 0).
+    pub fn start_priority(&self) -> u32 {
+        self.effective_priority.or(self.priority).unwrap_or(0)
+    }
 }
 
 /// Validates a literal agent name right where it is read (so YAML errors

@@ -20,7 +20,7 @@ pub fn complete_state(
 ) -> Result<Value, String> {
     let cs = CompleteState {
         desired_state: desired.clone(),
-        workload_states: states.map().clone(),
+        workload_states: states.map_with_events(),
         agents: conns.agents(),
         jobs: jobs.jobs(),
     };

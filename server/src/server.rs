@@ -7,6 +7,7 @@
 
 use ank_common::daemon::{Ping, Pinger};
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
+use ank_common::workload_events::EventKind;
 use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
@@ -345,6 +346,13 @@ impl AnkaiosServer {
             let desired = &self.desired.rendered;
             let mut changed =
                 self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));
+            for spec in desired_state::specs_for_agent(desired, &agent) {
+                self.states.record_event(
+                    spec.name(),
+                    EventKind::AgentDisconnected,
+                    &format!("agent '{agent}' disconnected"),
+                );
+            }
             // Workloads the server still wants whose rows went with the
             // agent (it removed them, e.g. stopping at its shutdown) are
             // shown as AgentDisconnected too, never as gone.
@@ -413,6 +421,8 @@ impl AnkaiosServer {
         let states = &self.states;
         self.generations.advance(&self.desired.rendered, &next.rendered, |name| states.max_generation(name));
         let old = std::mem::replace(&mut self.desired, next);
+        let workloads = &self.desired.state.workloads;
+        self.states.retain_events(|name| workloads.contains_key(name));
         let job_id = self.dispatch(&old.rendered, &diff);
         ResponseContent::UpdateStateSuccess {
             added_workloads: diff.added_instance_names(),

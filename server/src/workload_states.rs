@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 
 use ank_common::conditions::{self, Condition, ConditionStatus, ConditionType, InstanceStatus, RuntimeHealth};
+use ank_common::daemon::clock;
 use ank_common::timestamp::now_rfc3339;
+use ank_common::workload_events::{EventKind, EventRing, WorkloadEvent};
 use ank_common::{ExecutionState, InstanceEntry, StateKind, WorkloadInstanceName, WorkloadState, WorkloadStatesMap};
 use tokio::time::Instant;
 
@@ -52,6 +54,9 @@ impl Timing {
 pub struct WorkloadStateStore {
     map: WorkloadStatesMap,
     timing: HashMap<WorkloadInstanceName, Timing>,
+    /// Each workload's events, by workload name (they outlive instances:
+    /// a rescheduled workload keeps its history).
+    events: HashMap<String, EventRing>,
 }
 
 impl WorkloadStateStore {
@@ -143,6 +148,7 @@ impl WorkloadStateStore {
             return Ingest::Accepted(self.remove(n));
         }
         let mut changed = self.put(&WorkloadState::new(n.clone(), report.execution_state.clone()));
+        changed |= self.merge_events(&n.workload_name, &r.events);
         let now = now_rfc3339();
         let Some(entry) = self.entry_mut(n) else { return Ingest::Accepted(changed) };
         if let Some(g) = generation
@@ -343,8 +349,43 @@ impl WorkloadStateStore {
     }
 
     /// The whole map, for complete-state responses.
-    pub fn map(&self) -> &WorkloadStatesMap {
-        &self.map
+    /// The states with every instance carrying its workload's events, as
+    /// the complete state shows them.
+    pub fn map_with_events(&self) -> WorkloadStatesMap {
+        let mut map = self.map.clone();
+        for by_name in map.values_mut() {
+            for (name, by_id) in by_name.iter_mut() {
+                let Some(ring) = self.events.get(name) else { continue };
+                for entry in by_id.values_mut() {
+                    entry.status.events = ring.to_vec();
+                }
+            }
+        }
+        map
+    }
+
+    /// Records an event the server observed about `workload`, now.
+    // [feature K8: one entry per (kind, reason), count and last bumped]
+    pub fn record_event(&mut self, workload: &str, kind: EventKind, reason: &str) -> WorkloadEvent {
+        let at = clock::now_rfc3339();
+        self.events.entry(workload.to_owned()).or_default().record(kind, reason, &at).clone()
+    }
+
+    /// Takes over the entries an agent merged; returns whether any came.
+    pub fn merge_events(&mut self, workload: &str, events: &[WorkloadEvent]) -> bool {
+        if events.is_empty() {
+            return false;
+        }
+        let ring = self.events.entry(workload.to_owned()).or_default();
+        for e in events {
+            ring.merge(e.clone());
+        }
+        true
+    }
+
+    /// Drops the events of workloads `keep` says are gone.
+    pub fn retain_events(&mut self, keep: impl Fn(&str) -> bool) {
+        self.events.retain(|name, _| keep(name));
     }
 }
 

@@ -24,11 +24,11 @@ fn state_store_records_removes_and_disconnects() {
     s.record(&WorkloadState::new(name("v", "B"), ExecutionState::running()));
     let changed = s.mark_agent_disconnected("A", |_| true);
     assert_eq!(changed.len(), 1);
-    assert_eq!(s.map()["A"]["w"]["1"].state, ExecutionState::agent_disconnected());
+    assert_eq!(s.map_with_events()["A"]["w"]["1"].state, ExecutionState::agent_disconnected());
     assert_eq!(s.all_except(Some("A")).len(), 1);
     assert!(s.contains(&name("w", "A")));
     assert!(s.record(&WorkloadState::new(name("w", "A"), ExecutionState::removed())));
-    assert!(!s.map().contains_key("A"));
+    assert!(!s.map_with_events().contains_key("A"));
     assert!(!s.contains(&name("w", "A")));
 }
 
@@ -40,9 +40,9 @@ async fn stale_and_future_reports_are_dropped() {
     s.record(&WorkloadState::new(w.clone(), ExecutionState::pending_initial()));
     assert_eq!(s.ingest(&report(&w, ExecutionState::running(), 2), Some(2)), Ingest::Accepted(true));
     assert_eq!(s.ingest(&report(&w, ExecutionState::failed("late"), 1), Some(2)), Ingest::Stale);
-    assert_eq!(s.map()["A"]["w"]["1"].state, ExecutionState::running());
+    assert_eq!(s.map_with_events()["A"]["w"]["1"].state, ExecutionState::running());
     assert_eq!(s.ingest(&report(&w, ExecutionState::failed("ahead"), 3), Some(2)), Ingest::Future);
-    assert_eq!(s.map()["A"]["w"]["1"].state, ExecutionState::running());
+    assert_eq!(s.map_with_events()["A"]["w"]["1"].state, ExecutionState::running());
     // A report lacking Health is refused, naming it.
     let mut partial = report(&w, ExecutionState::failed("x"), 2);
     partial.status.conditions.retain(|c| c.kind != ConditionType::Health);
@@ -135,9 +135,35 @@ async fn deleted_instances_of_a_lost_agent_wait_to_stop() {
     s.record(&WorkloadState::new(gone.clone(), ExecutionState::running()));
     let changed = s.mark_agent_disconnected("A", |n| n.workload_name == "keep");
     assert_eq!(changed.len(), 2);
-    assert_eq!(s.map()["A"]["keep"]["1"].state, ExecutionState::agent_disconnected());
-    let waiting = &s.map()["A"]["gone"]["1"];
+    assert_eq!(s.map_with_events()["A"]["keep"]["1"].state, ExecutionState::agent_disconnected());
+    let waiting = &s.map_with_events()["A"]["gone"]["1"];
     assert_eq!(waiting.state.kind.to_string(), "Stopping(WaitingToStop)");
     assert_eq!(waiting.status.condition(ConditionType::Ready).unwrap().reason, "Deleting");
     assert_eq!(waiting.status.condition(ConditionType::Health).unwrap().reason, "AgentDisconnected");
+}
+
+// [test of feature K8: agent entries and server events meet in one ring per workload]
+#[tokio::test(start_paused = true)]
+async fn events_from_agents_and_the_server_merge_per_workload() {
+    use ank_common::workload_events::{EventKind, WorkloadEvent};
+    let mut s = WorkloadStateStore::default();
+    let n = name("w", "A");
+    let mut r =
+        report(&n, ExecutionState::new(StateKind::Pending(ank_common::execution_state::Pending::QuotaBlocked)), 1);
+    r.status.events = vec![WorkloadEvent {
+        kind: EventKind::QuotaBlocked,
+        reason: "agent_A 2/2".into(),
+        count: 3,
+        first_seen: "t1".into(),
+        last: "t3".into(),
+    }];
+    assert_eq!(s.ingest(&r, Some(1)), Ingest::Accepted(true));
+    r.status.events[0].count = 5;
+    assert_eq!(s.ingest(&r, Some(1)), Ingest::Accepted(true), "a grown count is news");
+    s.record_event("w", EventKind::AgentDisconnected, "agent 'A' disconnected");
+    let shown = &s.map_with_events()["A"]["w"]["1"].status.events;
+    assert_eq!(shown.len(), 2);
+    assert_eq!((shown[0].kind, shown[0].count), (EventKind::QuotaBlocked, 5));
+    s.retain_events(|w| w != "w");
+    assert!(s.map_with_events()["A"]["w"]["1"].status.events.is_empty());
 }

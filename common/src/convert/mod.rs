@@ -5,6 +5,7 @@
 mod jobs;
 mod messages;
 mod partial;
+mod scheduling;
 mod state;
 
 pub use messages::{

@@ -13,9 +13,13 @@ use serde_json::Value;
 
 use super::ConvertError;
 use super::jobs::{job_from_pb, job_to_pb};
+use super::scheduling::{
+    migration_from_pb, migration_to_pb, policy_from_pb, policy_to_pb, selector_from_pb, selector_to_pb,
+};
 use super::state::{status_from_proto, status_to_proto};
 use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry, WorkloadStatesMap};
 use crate::jobs::Job;
+use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
 
 #[derive(Serialize, Deserialize, Default)]
@@ -75,6 +79,18 @@ pub(crate) struct PartialWorkload {
     pub configs: Option<BTreeMap<String, String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<File>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effective_priority: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<WorkloadPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_selector: Option<AgentSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<Migration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_after_finished: Option<String>,
 }
 
 /// The JSON tree of a wire complete state (absent parts stay absent).
@@ -251,6 +267,12 @@ pub(crate) fn workload_from_pb(w: pb::Workload) -> Result<PartialWorkload, Conve
         control_interface_access: w.control_interface_access.map(access_from_pb).transpose()?,
         configs: w.configs.map(|c| c.configs.into_iter().collect()),
         files: w.files.map(|f| f.files.into_iter().map(file_from_pb).collect::<Result<_, _>>()).transpose()?,
+        priority: w.priority,
+        effective_priority: w.effective_priority,
+        policy: w.policy.map(policy_from_pb),
+        agent_selector: w.agent_selector.map(selector_from_pb),
+        migration: w.migration.map(migration_from_pb).transpose()?,
+        ttl_after_finished: w.ttl_after_finished,
     })
 }
 
@@ -281,6 +303,13 @@ pub(crate) fn workload_to_pb(w: PartialWorkload) -> pb::Workload {
         control_interface_access: w.control_interface_access.map(access_to_pb),
         configs: w.configs.map(|c| pb::ConfigMappings { configs: c.into_iter().collect() }),
         files: w.files.map(|f| pb::Files { files: f.into_iter().map(file_to_pb).collect() }),
+        priority: w.priority,
+        effective_priority: w.effective_priority,
+        // Default values stay off the wire, as Ankaios peers expect.
+        policy: w.policy.filter(|p| !p.is_default()).map(policy_to_pb),
+        agent_selector: w.agent_selector.map(selector_to_pb),
+        migration: w.migration.filter(|m| !m.is_default()).map(migration_to_pb),
+        ttl_after_finished: w.ttl_after_finished,
     }
 }
 

@@ -9,6 +9,7 @@ use crate::execution_state::{ExecutionState, Failed, Pending, StateKind, Stoppin
 use crate::instance_name::WorkloadInstanceName;
 use crate::names::{AgentName, WorkloadName};
 use crate::workload::WorkloadState;
+use crate::workload_events::{EventKind, WorkloadEvent};
 
 pub fn instance_name_to_proto(n: &WorkloadInstanceName) -> pb::WorkloadInstanceName {
     pb::WorkloadInstanceName {
@@ -33,6 +34,10 @@ pub fn execution_state_to_proto(s: &ExecutionState) -> pb::ExecutionState {
             Pending::WaitingToStart => pb::Pending::WaitingToStart,
             Pending::Starting => pb::Pending::Starting,
             Pending::StartingFailed => pb::Pending::StartingFailed,
+            Pending::QuotaBlocked => pb::Pending::QuotaBlocked,
+            Pending::Preempted => pb::Pending::Preempted,
+            Pending::Postponed => pb::Pending::Postponed,
+            Pending::Canceled => pb::Pending::Canceled,
         } as i32),
         StateKind::Running => E::Running(pb::Running::Ok as i32),
         StateKind::Stopping(st) => E::Stopping(match st {
@@ -65,6 +70,7 @@ pub fn status_to_proto(s: &ExecutionState, status: &InstanceStatus) -> pb::Execu
         conditions: status.conditions.iter().map(condition_to_proto).collect(),
         generation: nonzero(status.generation),
         resyncs: nonzero(status.resyncs),
+        events: status.events.iter().map(event_to_proto).collect(),
         ..execution_state_to_proto(s)
     }
 }
@@ -77,8 +83,30 @@ pub fn status_from_proto(s: Option<pb::ExecutionState>) -> Result<(ExecutionStat
         observed_generation: s.observed_generation.unwrap_or(0),
         conditions: s.conditions.iter().map(condition_from_proto).collect::<Result<_, _>>()?,
         resyncs: s.resyncs.unwrap_or(0),
+        // Kinds this build does not know (a newer peer's) are left out.
+        events: s.events.iter().filter_map(event_from_proto).collect(),
     };
     Ok((execution_state_from_proto(Some(s))?, status))
+}
+
+fn event_to_proto(e: &WorkloadEvent) -> pb::WorkloadEvent {
+    pb::WorkloadEvent {
+        kind: e.kind.as_str().to_owned(),
+        reason: e.reason.clone(),
+        count: e.count,
+        first_seen: e.first_seen.clone(),
+        last: e.last.clone(),
+    }
+}
+
+fn event_from_proto(e: &pb::WorkloadEvent) -> Option<WorkloadEvent> {
+    Some(WorkloadEvent {
+        kind: EventKind::parse(&e.kind)?,
+        reason: e.reason.clone(),
+        count: e.count,
+        first_seen: e.first_seen.clone(),
+        last: e.last.clone(),
+    })
 }
 
 fn condition_to_proto(c: &Condition) -> pb::Condition {
@@ -132,6 +160,10 @@ pub fn execution_state_from_proto(s: Option<pb::ExecutionState>) -> Result<Execu
             pb::Pending::WaitingToStart => Pending::WaitingToStart,
             pb::Pending::Starting => Pending::Starting,
             pb::Pending::StartingFailed => Pending::StartingFailed,
+            pb::Pending::QuotaBlocked => Pending::QuotaBlocked,
+            pb::Pending::Preempted => Pending::Preempted,
+            pb::Pending::Postponed => Pending::Postponed,
+            pb::Pending::Canceled => Pending::Canceled,
         }),
         E::Running(_) => StateKind::Running,
         E::Stopping(v) => StateKind::Stopping(match sub::<pb::Stopping>(v, "Stopping")? {
@@ -202,6 +234,13 @@ mod tests {
             observed_generation: 2,
             conditions: agent_conditions(&ExecutionState::running(), 2, &RuntimeHealth::Reachable),
             resyncs: 1,
+            events: vec![WorkloadEvent {
+                kind: EventKind::QuotaBlocked,
+                reason: "agent_A 2/2".into(),
+                count: 5,
+                first_seen: "2026-11-23T10:00:00.000Z".into(),
+                last: "2026-11-23T10:00:04.000Z".into(),
+            }],
         };
         let s = WorkloadState::new(
             WorkloadInstanceName { workload_name: "w".into(), agent_name: "A".into(), id: "1".into() },

@@ -5,6 +5,7 @@
 //! that tells systemd about readiness, status, the watchdog and stopping
 //! ([`supervisor`]).
 
+pub mod clock;
 pub mod health;
 pub mod logging;
 pub mod notify;

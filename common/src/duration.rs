@@ -1,0 +1,52 @@
+//! Durations as users write them in manifests, config files and flags:
+//! `500ms`, `60s`, `5m`, `72h`, `2d` or a bare number of seconds.
+
+use std::time::Duration;
+
+/// Parses `text`; the error names the text and the accepted forms.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("'{text}' is not a duration like 60s, 5m or 500ms"))?;
+    let ms = match unit {
+        "ms" => n,
+        "" | "s" => n.saturating_mul(1000),
+        "m" => n.saturating_mul(60_000),
+        "h" => n.saturating_mul(3_600_000),
+        "d" => n.saturating_mul(86_400_000),
+        _ => return Err(format!("'{text}': unknown unit '{unit}' (use ms, s, m, h or d)")),
+    };
+    Ok(Duration::from_millis(ms))
+}
+
+/// The shortest text [`parse_duration`] reads back as `d` (whole
+/// milliseconds).
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, size) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1000)] {
+        if ms != 0 && ms.is_multiple_of(size) {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_and_errors() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("72h"), Ok(Duration::from_secs(72 * 3600)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(2 * 86400)));
+        assert!(parse_duration("5 weeks").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("m").unwrap_err().contains("not a duration"));
+        for d in ["1d", "3d", "5h", "1m", "90s", "500ms", "0ms"] {
+            assert_eq!(format_duration(parse_duration(d).unwrap()), d);
+        }
+    }
+}
