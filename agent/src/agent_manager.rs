@@ -16,9 +16,10 @@
 use std::collections::{HashMap, HashSet};
 
 use ank_common::conditions::{self, InstanceStatus, RuntimeHealth};
-use ank_common::daemon::Ping;
+use ank_common::daemon::{Ping, clock};
 use ank_common::messages::{FromServer, ToServer};
 use ank_common::workload::WorkloadSpec;
+use ank_common::workload_events::{EventRing, WorkloadEvent};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -29,6 +30,7 @@ use crate::hysteresis;
 use crate::logs::LogsManagerHandle;
 use crate::runtime_manager::RuntimeManagerHandle;
 use crate::server_link::{LinkEvent, ServerLinkHandle};
+use crate::workload::EventReport;
 
 /// Most states batched into one `UpdateWorkloadState`.
 const MAX_BATCH: usize = 64;
@@ -47,6 +49,13 @@ pub struct Supervision {
     pub shutdown: CancellationToken,
 }
 
+/// What the control loops and the scheduler report (see
+/// [`StateReporter`](crate::workload::StateReporter)).
+pub struct Reports {
+    pub states: mpsc::Receiver<WorkloadState>,
+    pub events: mpsc::UnboundedReceiver<EventReport>,
+}
+
 /// The agent's hub task.
 pub struct AgentManager {
     runtime: RuntimeManagerHandle,
@@ -55,7 +64,12 @@ pub struct AgentManager {
     control_interfaces: ControlInterfaces,
     link_events: mpsc::Receiver<LinkEvent>,
     workload_states: mpsc::Receiver<WorkloadState>,
+    workload_events: mpsc::UnboundedReceiver<EventReport>,
     states: HashMap<WorkloadInstanceName, ExecutionState>,
+    /// Each workload's events, by workload name.
+    events: HashMap<String, EventRing>,
+    /// Entries changed since the instance's last report, sent with the next.
+    unsent_events: HashMap<WorkloadInstanceName, Vec<WorkloadEvent>>,
     /// The generation of every instance's spec, as the server said.
     generations: HashMap<WorkloadInstanceName, u64>,
     /// Instances whose next report is passed on even if it repeats.
@@ -76,7 +90,7 @@ impl AgentManager {
         logs: LogsManagerHandle,
         control_interfaces: ControlInterfaces,
         link_events: mpsc::Receiver<LinkEvent>,
-        workload_states: mpsc::Receiver<WorkloadState>,
+        reports: Reports,
         supervision: Supervision,
     ) -> Self {
         let shutdown = supervision.shutdown.clone();
@@ -87,8 +101,11 @@ impl AgentManager {
             logs,
             control_interfaces,
             link_events,
-            workload_states,
+            workload_states: reports.states,
+            workload_events: reports.events,
             states: HashMap::new(),
+            events: HashMap::new(),
+            unsent_events: HashMap::new(),
             generations: HashMap::new(),
             answer_due: HashSet::new(),
             retiring: HashSet::new(),
@@ -107,6 +124,7 @@ impl AgentManager {
                 () = self.shutdown.cancelled() => break,
                 Some(ev) = self.link_events.recv() => self.handle_link_event(ev).await,
                 Some(state) = self.workload_states.recv() => self.handle_workload_state(state),
+                Some(event) = self.workload_events.recv() => self.handle_event(event),
                 Ok(()) = self.runtime_health.changed() => self.send_all(),
                 Some(ping) = self.supervision.pings.recv() => {
                     let _ = ping.send(());
@@ -198,6 +216,13 @@ impl AgentManager {
     /// the runtime's health changed).
     fn send_all(&mut self) {
         let all: Vec<WorkloadInstanceName> = self.states.keys().cloned().collect();
+        // A server that restarted knows no events: each instance brings its
+        // workload's whole ring.
+        for n in &all {
+            if let Some(ring) = self.events.get(&n.workload_name) {
+                self.unsent_events.insert(n.clone(), ring.to_vec());
+            }
+        }
         self.send_states(all);
     }
 
@@ -218,11 +243,26 @@ impl AgentManager {
     /// A state as the server gets it: with the generation of its spec and
     /// the conditions it implies.
     // [feature H4: an agent reports Applied, Available and Health]
-    fn reported(&self, state: WorkloadState) -> WorkloadState {
+    fn reported(&mut self, state: WorkloadState) -> WorkloadState {
         let generation = self.generations.get(&state.instance_name).copied().unwrap_or(0);
         let conditions =
             conditions::agent_conditions(&state.execution_state, generation, &self.runtime_health.borrow());
-        state.with_status(InstanceStatus { observed_generation: generation, conditions, ..Default::default() })
+        let events = self.unsent_events.remove(&state.instance_name).unwrap_or_default();
+        state.with_status(InstanceStatus { observed_generation: generation, conditions, events, ..Default::default() })
+    }
+
+    /// Merges an event into its workload's ring; the changed entry goes to
+    /// the server with the instance's current state, at once if it has one.
+    fn handle_event(&mut self, ev: EventReport) {
+        let at = clock::now_rfc3339();
+        let ring = self.events.entry(ev.instance_name.workload_name.clone()).or_default();
+        let entry = ring.record(ev.kind, &ev.reason, &at).clone();
+        let unsent = self.unsent_events.entry(ev.instance_name.clone()).or_default();
+        unsent.retain(|e| !(e.kind == entry.kind && e.reason == entry.reason));
+        unsent.push(entry);
+        if self.states.contains_key(&ev.instance_name) {
+            self.send_states(vec![ev.instance_name]);
+        }
     }
 
     /// Passes states of this agent's workloads (and any queued behind the
@@ -265,8 +305,14 @@ impl AgentManager {
         let reported = self.reported(WorkloadState::new(state.instance_name.clone(), passed.clone()));
         if passed.kind == StateKind::Removed {
             self.states.remove(&state.instance_name);
+            self.unsent_events.remove(&state.instance_name);
             if self.retiring.remove(&state.instance_name) {
                 self.generations.remove(&state.instance_name);
+                // A workload deleted from this agent takes its events along.
+                let name = &state.instance_name.workload_name;
+                if !self.generations.keys().any(|n| &n.workload_name == name) {
+                    self.events.remove(name);
+                }
             }
         } else {
             self.states.insert(state.instance_name, passed);

@@ -138,7 +138,7 @@ pub async fn run_supervised(
     // The tasks stop on `tasks`, which fires only after the optional stop of
     // the workloads, so that their last states still reach the server.
     let tasks = CancellationToken::new();
-    let (reporter, workload_states) = StateReporter::channel(256);
+    let (reporter, workload_states, workload_events) = StateReporter::channel(256);
     let link_config = LinkConfig {
         server_url: config.server_url,
         agent_name: config.name.clone(),
@@ -161,8 +161,8 @@ pub async fn run_supervised(
     let (stop_all, stop_all_rx) = tokio::sync::mpsc::channel(1);
     let mut health_rx = health.subscribe();
     let supervision = Supervision { pings, health, stop_all: stop_all_rx, shutdown: tasks.clone() };
-    let manager =
-        AgentManager::new(runtime, server, logs, control_interfaces, link_events, workload_states, supervision);
+    let reports = agent_manager::Reports { states: workload_states, events: workload_events };
+    let manager = AgentManager::new(runtime, server, logs, control_interfaces, link_events, reports, supervision);
     let am_task = tokio::spawn(manager.run());
     let link_task = tokio::spawn(link.run());
     tracing::info!("agent '{}' started", config.name);

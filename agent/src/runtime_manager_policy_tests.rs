@@ -364,3 +364,27 @@ async fn dependencies_a_waiting_delete_is_called_off_when_the_workload_is_added_
     h.assert_quiet().await;
     assert_eq!(h.fake.deleted(), vec![web.instance_name.clone()], "db is kept");
 }
+
+#[tokio::test(start_paused = true)]
+// [test of feature K8: six restarts are one Restarted entry with count 6]
+async fn every_restart_is_reported_as_the_same_restarted_event() {
+    use ank_common::workload_events::{EventKind, EventRing};
+    let mut h = harness().await;
+    let s = with_policy(spec("flaky"), RestartPolicy::Always);
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.running(&s).await;
+    for _ in 0..6 {
+        h.fake.exit(&s.instance_name, 1).await;
+        assert_eq!(h.next_of(&s.instance_name).await.kind, StateKind::Failed(Failed::ExecFailed));
+        h.running(&s).await;
+    }
+    let mut ring = EventRing::default();
+    while let Ok(ev) = h.events.try_recv() {
+        assert_eq!(ev.instance_name, s.instance_name);
+        ring.record(ev.kind, &ev.reason, "t");
+    }
+    assert_eq!(ring.len(), 1);
+    let e = ring.iter().next().unwrap();
+    assert_eq!((e.kind, e.count), (EventKind::Restarted, 6));
+    assert_eq!(e.reason, "restartPolicy Always after Failed(ExecFailed)");
+}

@@ -21,6 +21,8 @@ pub(super) struct Harness {
     pub(super) fake: Arc<FakeRuntime>,
     pub(super) rm: RuntimeManagerHandle,
     states: mpsc::Receiver<WorkloadState>,
+    /// Events the control loops and the scheduler reported.
+    pub(super) events: mpsc::UnboundedReceiver<crate::workload::EventReport>,
     shutdown: CancellationToken,
     /// The agent's `<run folder>/<agent>_io`.
     pub(super) io: tempfile::TempDir,
@@ -46,7 +48,7 @@ pub(super) async fn harness_with_extra(fake: FakeRuntime, extra: Arc<FakeRuntime
 async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegistry) -> Harness {
     let io = tempfile::tempdir().expect("temp io folder");
     registry.register(fake.clone());
-    let (reporter, states) = StateReporter::channel(64);
+    let (reporter, states, events) = StateReporter::channel(64);
     let shutdown = CancellationToken::new();
     let config = RuntimeManagerConfig {
         agent_name: AGENT.into(),
@@ -70,7 +72,7 @@ async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegi
             }
         }
     });
-    Harness { fake, rm, states: observed, shutdown, io }
+    Harness { fake, rm, states: observed, events, shutdown, io }
 }
 
 pub(super) async fn harness() -> Harness {

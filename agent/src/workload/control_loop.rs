@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use ank_common::execution_state::{Pending, Stopping};
 use ank_common::workload::WorkloadSpec;
+use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
@@ -443,6 +444,8 @@ impl WorkloadControlLoop {
             return;
         }
         tracing::info!("restarting workload '{}' after {state}", spec.instance_name);
+        let reason = format!("restartPolicy {:?} after {}", spec.workload.restart_policy, state.kind);
+        self.ctx.reporter.event(&spec.instance_name, EventKind::Restarted, reason);
         if let Some(current) = self.current.take() {
             self.remove_silently(&current.runtime, &current.id).await;
         }

@@ -10,6 +10,7 @@ pub mod policy;
 use std::sync::Arc;
 
 use ank_common::workload::WorkloadSpec;
+use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -83,22 +84,46 @@ impl WorkloadCommandSender {
     }
 }
 
-/// Reports execution states of this agent's workloads to the `AgentManager`.
+/// An event of one of this agent's workloads (see [`StateReporter::event`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventReport {
+    pub instance_name: WorkloadInstanceName,
+    pub kind: EventKind,
+    pub reason: String,
+}
+
+/// Reports execution states and events of this agent's workloads to the
+/// `AgentManager`.
 #[derive(Debug, Clone)]
-pub struct StateReporter(mpsc::Sender<WorkloadState>);
+pub struct StateReporter {
+    states: mpsc::Sender<WorkloadState>,
+    events: mpsc::UnboundedSender<EventReport>,
+}
 
 impl StateReporter {
-    /// A reporter and the receiving end for the `AgentManager`.
-    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<WorkloadState>) {
-        let (tx, rx) = mpsc::channel(capacity);
-        (Self(tx), rx)
+    /// A reporter and the receiving ends for the `AgentManager`.
+    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<WorkloadState>, mpsc::UnboundedReceiver<EventReport>) {
+        let (states, states_rx) = mpsc::channel(capacity);
+        let (events, events_rx) = mpsc::unbounded_channel();
+        (Self { states, events }, states_rx, events_rx)
+    }
+
+    /// Reports that `kind` happened to `instance_name` for `reason`; the
+    /// `AgentManager` merges it into the workload's events (same kind and
+    /// reason: the count goes up) and passes the entry to the server.
+    // [feature K8: agents report events, merged by (kind, reason)]
+    pub fn event(&self, instance_name: &WorkloadInstanceName, kind: EventKind, reason: impl Into<String>) {
+        let report = EventReport { instance_name: instance_name.clone(), kind, reason: reason.into() };
+        if self.events.send(report).is_err() {
+            tracing::debug!("agent manager gone; event of '{instance_name}' dropped");
+        }
     }
 
     /// Reports `state` of `instance_name`.
     // [impl->swdd~workload-control-loop-sends-workload-states~2]
     pub async fn report(&self, instance_name: &WorkloadInstanceName, state: ExecutionState) {
         tracing::debug!("workload '{instance_name}' is {state}");
-        if self.0.send(WorkloadState::new(instance_name.clone(), state)).await.is_err() {
+        if self.states.send(WorkloadState::new(instance_name.clone(), state)).await.is_err() {
             tracing::debug!("agent manager gone; state of '{instance_name}' dropped");
         }
     }
