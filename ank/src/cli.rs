@@ -110,6 +110,9 @@ pub enum Command {
     /// Rerun or interrupt apply jobs
     #[command(subcommand)]
     Job(JobCommand),
+    /// Show everything about one object, with its events
+    #[command(subcommand)]
+    Describe(DescribeCommand),
     /// Print the shell code that completes ank's commands, names and masks
     Completion {
         /// The shell: bash, zsh, fish, elvish or powershell
@@ -178,7 +181,7 @@ pub enum GetCommand {
     /// The names of the configs in the desired state
     #[command(visible_alias = "configs")]
     Config(TableOutputArgs),
-    /// Follow the changes of the state (selected by field masks) until interrupted
+    /// The events of workloads (`ank get events NAME...`), or follow the changes of the state selected by field masks until interrupted
     Events(GetEventsArgs),
     /// The apply jobs the server keeps: id, phase and reason
     Jobs(TableOutputArgs),
@@ -217,15 +220,40 @@ pub enum JobCommand {
 /// Arguments of `ank get events`.
 #[derive(Debug, Clone, Args)]
 pub struct GetEventsArgs {
-    /// Output format: YAML documents separated by ---, or one JSON object per line
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
-    pub output_format: OutputFormat,
+    /// Output format. Following masks: YAML documents separated by ---
+    /// (default), or one JSON object per line. Workload events: a table
+    /// (default), YAML or JSON
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output_format: Option<OutputFormat>,
     /// Print the current state under the masks with every event
     #[arg(short = 'c', long = "include-current-state")]
     pub include_current_state: bool,
-    /// Field masks selecting what to follow, e.g. workloadStates.agent_A
-    #[arg(value_name = "MASK")]
+    /// Workload names (prints their kept events and exits), or field masks
+    /// selecting what to follow, e.g. workloadStates.agent_A
+    #[arg(value_name = "WORKLOAD|MASK")]
     pub masks: Vec<String>,
+}
+
+impl GetEventsArgs {
+    /// The workload names, when every argument is one: a mask names a
+    /// top-level part of the state or has a dot.
+    pub fn workload_names(&self) -> Option<&[String]> {
+        const TOP_LEVEL: [&str; 4] = ["desiredState", "workloadStates", "agents", "jobs"];
+        let is_name = |a: &String| !a.contains('.') && !TOP_LEVEL.contains(&a.as_str()) && a != "*";
+        (!self.masks.is_empty() && !self.include_current_state && self.masks.iter().all(is_name))
+            .then_some(self.masks.as_slice())
+    }
+}
+
+/// `ank describe ...`
+#[derive(Debug, Subcommand)]
+pub enum DescribeCommand {
+    /// A workload: its spec, scheduling, placement, states, conditions and events
+    Workload {
+        /// The workload's name
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
 }
 
 /// Arguments of `ank wait`.

@@ -16,7 +16,7 @@ pub mod wait;
 
 use std::io::Write;
 
-use crate::cli::{Cli, Command, DeleteCommand, GetCommand, RunCommand, SetCommand};
+use crate::cli::{Cli, Command, DeleteCommand, DescribeCommand, GetCommand, RunCommand, SetCommand};
 use crate::cmd::{Ctx, Settings};
 use crate::connection::ConnectionError;
 
@@ -33,7 +33,11 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Get(GetCommand::Workload(args)) => cmd::get_workloads::run(&mut ctx, args).await,
         Command::Get(GetCommand::Agent(args)) => cmd::get_agents::run(&mut ctx, args.output).await,
         Command::Get(GetCommand::Config(args)) => cmd::get_configs::run(&mut ctx, args.output).await,
-        Command::Get(GetCommand::Events(args)) => cmd::get_events::run(&mut ctx, args).await,
+        Command::Get(GetCommand::Events(args)) => match args.workload_names() {
+            Some(names) => cmd::workload_events::run(&mut ctx, names, args.output_format).await,
+            None => cmd::get_events::run(&mut ctx, args).await,
+        },
+        Command::Describe(DescribeCommand::Workload { name }) => cmd::describe::workload(&mut ctx, &name).await,
         Command::Get(GetCommand::Jobs(args)) => cmd::jobs::get_jobs(&mut ctx, args.output).await,
         Command::Get(GetCommand::Job(args)) => cmd::jobs::get_job(&mut ctx, args).await,
         Command::Job(command) => cmd::jobs::run(&mut ctx, command).await,

@@ -105,7 +105,13 @@ async fn print_events(
                 }
                 let state = args.include_current_state.then_some(&current.0);
                 let now = ank_common::timestamp::now_rfc3339();
-                ctx.print(&format_event(&now, &altered_fields, state, args.output_format, first)?)?;
+                ctx.print(&format_event(
+                    &now,
+                    &altered_fields,
+                    state,
+                    args.output_format.unwrap_or(OutputFormat::Yaml),
+                    first,
+                )?)?;
                 first = false;
             }
             ResponseContent::Error(e) => bail!("the event subscription failed: {e}"),

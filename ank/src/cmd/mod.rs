@@ -6,6 +6,7 @@ pub mod apply;
 pub mod completion;
 pub mod delete_configs;
 pub mod delete_workloads;
+pub mod describe;
 pub mod get_agents;
 pub mod get_configs;
 pub mod get_events;
@@ -17,6 +18,7 @@ pub mod run_workload;
 pub mod set_state;
 pub mod wait_condition;
 pub mod watch_workloads;
+pub mod workload_events;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};

@@ -1,0 +1,166 @@
+//! `ank describe workload NAME`: one workload for a human reader: its spec
+//! and scheduling fields, where it runs, its instances' states and
+//! conditions, and its events.
+
+use std::fmt::Write as _;
+
+use ank_common::Workload;
+use anyhow::{Context, bail};
+
+use crate::cmd::workload_events::{event_table, events_by_workload};
+use crate::cmd::{Ctx, fetch_state};
+use crate::output;
+use crate::view::StateView;
+
+/// Prints the description of workload `name`.
+// [feature K8: `ank describe workload`]
+pub async fn workload(ctx: &mut Ctx<'_>, name: &str) -> anyhow::Result<()> {
+    let masks = vec![format!("desiredState.workloads.{name}"), "workloadStates".to_owned()];
+    let tree = fetch_state(ctx, masks).await?;
+    let spec = tree.pointer(&format!("/desiredState/workloads/{name}"));
+    let view = StateView::from_tree(&tree)?;
+    let has_states = view.workload_state_list().iter().any(|s| s.instance_name.workload_name == name);
+    if spec.is_none() && !has_states {
+        bail!("workload '{name}' not found");
+    }
+    let spec: Option<Workload> = spec
+        .map(|s| serde_json::from_value(s.clone()))
+        .transpose()
+        .with_context(|| format!("the server sent a workload '{name}' this version cannot read"))?;
+    ctx.print(&describe(name, spec.as_ref(), &view))
+}
+
+/// The text of `ank describe workload`.
+pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String {
+    let mut out = String::new();
+    let mut line = |k: &str, v: String| {
+        let _ = writeln!(out, "{:<18}{v}", format!("{k}:"));
+    };
+    line("Name", name.to_owned());
+    match spec {
+        None => line("Desired", "no longer in the desired state".to_owned()),
+        Some(w) => {
+            line("Runtime", w.runtime.clone());
+            match &w.agent_selector {
+                Some(sel) => line("Agent selector", selector_text(sel)),
+                None if w.agent.is_empty() => line("Agent", "(none: not scheduled)".to_owned()),
+                None => line("Agent", w.agent.clone()),
+            }
+            let own = w.priority.unwrap_or(0);
+            let priority = match w.effective_priority {
+                Some(e) if e != own => format!("{own} (effective {e})"),
+                _ => own.to_string(),
+            };
+            line("Priority", priority);
+            let p = &w.policy;
+            let flags: Vec<&str> =
+                [(p.preempt_enabled, "preemptEnabled"), (p.preempt_exempt, "preemptExempt"), (p.isolated, "isolated")]
+                    .into_iter()
+                    .filter_map(|(on, n)| on.then_some(n))
+                    .collect();
+            line("Policy", if flags.is_empty() { "-".to_owned() } else { flags.join(", ") });
+            line("Migration", w.migration.as_str().to_owned());
+            line("Restart policy", format!("{:?}", w.restart_policy));
+            if let Some(ttl) = &w.ttl_after_finished {
+                line("TTL after finish", ttl.clone());
+            }
+            let deps: Vec<String> = w.dependencies.iter().map(|(d, c)| format!("{d} {c:?}")).collect();
+            line("Dependencies", if deps.is_empty() { "-".to_owned() } else { deps.join(", ") });
+            let tags: Vec<String> = w.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            line("Tags", if tags.is_empty() { "-".to_owned() } else { tags.join(", ") });
+        }
+    }
+    let instances: Vec<_> =
+        view.workload_state_list().into_iter().filter(|s| s.instance_name.workload_name == name).collect();
+    let _ = writeln!(out, "\nInstances:");
+    if instances.is_empty() {
+        let _ = writeln!(out, "  (none reported)");
+    }
+    for s in &instances {
+        let agent = if s.instance_name.agent_name.is_empty() { "-" } else { &s.instance_name.agent_name };
+        let _ = writeln!(
+            out,
+            "  {agent}  id {}  {}  generation {} (observed {})",
+            s.instance_name.id, s.execution_state, s.status.generation, s.status.observed_generation
+        );
+        let rows: Vec<[String; 5]> = s
+            .status
+            .conditions
+            .iter()
+            .map(|c| {
+                [
+                    c.kind.as_str().to_owned(),
+                    c.status.as_str().to_owned(),
+                    c.reason.clone(),
+                    c.message.clone(),
+                    c.last_transition_time.clone(),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            let table = output::table(["CONDITION", "STATUS", "REASON", "MESSAGE", "SINCE"], &rows);
+            for l in table.lines() {
+                let _ = writeln!(out, "    {l}");
+            }
+        }
+    }
+    let events = events_by_workload(view).remove(name).unwrap_or_default();
+    let _ = writeln!(out, "\nEvents:");
+    if events.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    } else {
+        let rows: Vec<_> = events.into_iter().map(|e| (name.to_owned(), e)).collect();
+        for l in event_table(&rows).lines() {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    out
+}
+
+fn selector_text(sel: &ank_common::scheduling::AgentSelector) -> String {
+    let mut parts = Vec::new();
+    if !sel.labels.is_empty() {
+        parts.push(format!("labels [{}]", sel.labels.join("; ")));
+    }
+    if !sel.metrics.is_empty() {
+        parts.push(format!("metrics [{}]", sel.metrics.join("; ")));
+    }
+    if !sel.capabilities.is_empty() {
+        parts.push(format!("capabilities [{}]", sel.capabilities.join(", ")));
+    }
+    if !sel.rank.is_empty() {
+        let rank: Vec<String> = sel.rank.iter().map(|r| format!("{} x{}", r.metric, r.weight)).collect();
+        parts.push(format!("rank [{}]", rank.join(", ")));
+    }
+    if parts.is_empty() { "any agent".to_owned() } else { parts.join(", ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // [test of feature K8: describe shows scheduling, the instance with its conditions, and the events]
+    #[test]
+    fn describe_shows_spec_states_and_events() {
+        let tree = serde_json::json!({
+            "desiredState": {"apiVersion": "v1", "workloads": {"nav": {
+                "runtime": "podman", "runtimeConfig": "image: x", "priority": 2, "effectivePriority": 9,
+                "policy": {"preemptEnabled": true},
+                "agentSelector": {"labels": ["arch = arm64"]}}}},
+            "workloadStates": {"agent_C": {"nav": {"7": {"state": "Running", "subState": "Ok", "generation": 3,
+                "observedGeneration": 3,
+                "conditions": [{"type": "Ready", "status": "True", "observedGeneration": 3, "reason": "Running"}],
+                "events": [{"kind": "Scheduled", "reason": "agent_C score 0.83 of 3 candidates", "count": 1,
+                            "firstSeen": "t1", "last": "t1"}]}}}}
+        });
+        let view = StateView::from_tree(&tree).unwrap();
+        let spec: Workload = serde_json::from_value(tree["desiredState"]["workloads"]["nav"].clone()).unwrap();
+        let text = describe("nav", Some(&spec), &view);
+        assert!(text.contains("Priority:         2 (effective 9)"), "{text}");
+        assert!(text.contains("Agent selector:   labels [arch = arm64]"), "{text}");
+        assert!(text.contains("Policy:           preemptEnabled"), "{text}");
+        assert!(text.contains("agent_C  id 7  Running(Ok)  generation 3 (observed 3)"), "{text}");
+        assert!(text.contains("Ready"), "{text}");
+        assert!(text.contains("agent_C score 0.83 of 3 candidates"), "{text}");
+    }
+}
