@@ -62,6 +62,17 @@ pub struct Cli {
     /// [default: they keep running and the next start takes them over].
     #[arg(long, env = "ANKAGENT_STOP_WORKLOADS_ON_SHUTDOWN", value_parser = clap::builder::BoolishValueParser::new())]
     pub stop_workloads_on_shutdown: bool,
+    /// How long a workload that succeeded (and is not restarted) keeps its
+    /// container (podman) or pod (podman-kube) before the agent removes it;
+    /// its logs are readable until then.
+    #[arg(long, env = "ANKAGENT_RETAIN_SUCCEEDED", default_value = "1m", value_name = "DURATION",
+          value_parser = ank_common::duration::parse_duration)]
+    pub retain_succeeded: std::time::Duration,
+    /// How long a workload that failed (non-zero exit, not restarted) keeps
+    /// its container or pod before the agent removes it.
+    #[arg(long, env = "ANKAGENT_RETAIN_FAILED", default_value = "72h", value_name = "DURATION",
+          value_parser = ank_common::duration::parse_duration)]
+    pub retain_failed: std::time::Duration,
     /// Do not start: ask the running agent of this name (same run folder)
     /// whether it is connected to its server; exit 0 if so, 1 if not.
     #[arg(long)]
@@ -167,6 +178,8 @@ impl Cli {
             max_retries: self.create_retries,
             interval: std::time::Duration::from_millis(self.create_retry_interval_ms),
         };
+        // [feature K7: retention per terminal state, from flag, env, config file or default]
+        config.retention = crate::Retention { succeeded: self.retain_succeeded, failed: self.retain_failed };
         Ok(config)
     }
 }
@@ -200,6 +213,20 @@ mod tests {
         assert_eq!(c.retry_policy.interval, std::time::Duration::from_millis(250));
         let c = parse(&["-n", "a", "-k"]).unwrap();
         assert_eq!(c.retry_policy, crate::RetryPolicy::default());
+    }
+
+    #[test]
+    // [test of feature K7]
+    fn cli_sets_the_retention_per_terminal_state() {
+        let c = parse(&["-n", "a", "-k"]).unwrap();
+        assert_eq!(c.retention, crate::Retention::default());
+        assert_eq!(c.retention.succeeded, std::time::Duration::from_secs(60));
+        assert_eq!(c.retention.failed, std::time::Duration::from_secs(72 * 3600));
+        let c = parse(&["-n", "a", "-k", "--retain-succeeded", "5s", "--retain-failed", "2d"]).unwrap();
+        assert_eq!(c.retention.succeeded, std::time::Duration::from_secs(5));
+        assert_eq!(c.retention.failed, std::time::Duration::from_secs(2 * 86_400));
+        let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 weeks"]).unwrap_err().to_string();
+        assert!(e.contains("--retain-failed") && e.contains("unknown unit"), "{e}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! the environment. [`Cli::into_config`] validates the merged result.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ank_common::config_file::{self, ConfigFileError, fill, fill_pem};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
@@ -39,6 +40,24 @@ pub struct AgentConfigFile {
     pub max_parallel_creates: Option<usize>,
     pub shutdown_grace_ms: Option<u64>,
     pub stop_workloads_on_shutdown: Option<bool>,
+    pub retention: Option<RetentionSection>,
+}
+
+/// The `[retention]` table: how long finished workloads keep their
+/// containers, as durations (`'1m'`, `'72h'`).
+// [feature K7: retention in the config file]
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSection {
+    #[serde(default, deserialize_with = "duration")]
+    pub succeeded: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    pub failed: Option<Duration>,
+}
+
+fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    ank_common::duration::parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -85,6 +104,9 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     fill(&mut cli.max_parallel_creates, file.max_parallel_creates, m, "max_parallel_creates");
     fill(&mut cli.shutdown_grace_ms, file.shutdown_grace_ms, m, "shutdown_grace_ms");
     fill(&mut cli.stop_workloads_on_shutdown, file.stop_workloads_on_shutdown, m, "stop_workloads_on_shutdown");
+    let retention = file.retention.unwrap_or_default();
+    fill(&mut cli.retain_succeeded, retention.succeeded, m, "retain_succeeded");
+    fill(&mut cli.retain_failed, retention.failed, m, "retain_failed");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
@@ -96,7 +118,6 @@ mod tests {
     use super::*;
     use crate::cli::CliError;
     use std::io::Write;
-    use std::time::Duration;
 
     fn conf(text: &str) -> tempfile::NamedTempFile {
         let mut f = tempfile::NamedTempFile::new().unwrap();
@@ -164,6 +185,24 @@ mod tests {
         assert_eq!(cli.create_retries, 7);
         assert!(!cli.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
         assert!(matches!(cli.into_config().unwrap_err(), CliError::Tls(e) if e.contains("incomplete mTLS")));
+    }
+
+    #[test]
+    // [test of feature K7]
+    fn agent_config_retention_section_is_read_and_flags_beat_it() {
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nsucceeded = '30s'\nfailed = '1h'\n");
+        let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.retention.succeeded, Duration::from_secs(30));
+        assert_eq!(c.retention.failed, Duration::from_secs(3600));
+        let c = resolve(&["--retain-failed", "5m"], f.path()).unwrap().into_config().unwrap();
+        assert_eq!((c.retention.succeeded, c.retention.failed), (Duration::from_secs(30), Duration::from_secs(300)));
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nfailed = '3 weeks'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:5: key 'retention.failed'", f.path().display())), "{e}");
+        assert!(e.contains("unknown unit"), "{e}");
+        let f = conf("version = 'v1'\n[retention]\nsucceded = '1m'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.contains("unknown field `succeded`"), "{e}");
     }
 
     #[test]

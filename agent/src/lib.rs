@@ -14,9 +14,11 @@ pub mod backoff;
 pub mod cli;
 pub mod config_file;
 pub mod control_interface;
+pub mod finished_store;
 pub mod health;
 mod hysteresis;
 pub mod logs;
+mod orphans;
 pub mod resource_monitor;
 pub mod runtime_connectors;
 mod runtime_facade;
@@ -45,6 +47,7 @@ use runtime_manager::{RuntimeManager, RuntimeManagerConfig};
 use server_link::{LinkConfig, ServerLink};
 use workload::StateReporter;
 pub use workload::policy::RetryPolicy;
+pub use workload::retention::Retention;
 
 /// The tasks always get this long to say Goodbye after the workloads.
 const MIN_TASK_GRACE: Duration = Duration::from_millis(500);
@@ -67,6 +70,8 @@ pub struct AgentConfig {
     pub max_parallel_creates: usize,
     /// How failed creates are retried.
     pub retry_policy: RetryPolicy,
+    /// How long finished workloads are kept before they are reaped.
+    pub retention: Retention,
     /// mTLS material, read at every connect; `None`: plain http.
     pub tls: Option<ank_common::tls::TlsSources>,
     /// How a dead server is noticed; `None`: only by TCP.
@@ -89,6 +94,7 @@ impl AgentConfig {
             tags: BTreeMap::new(),
             max_parallel_creates: 10,
             retry_policy: RetryPolicy::default(),
+            retention: Retention::default(),
             tls: None,
             heartbeat: Some(ank_proto::dial::Heartbeat::default()),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
@@ -154,6 +160,7 @@ pub async fn run_supervised(
         retry_policy: config.retry_policy,
         io_folder: io_folder.clone(),
         control_interfaces: control_interfaces.clone(),
+        retention: config.retention,
     };
     let registry = std::sync::Arc::new(runtimes.clone());
     let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, tasks.clone()).await;

@@ -1,12 +1,13 @@
 //! [`RuntimeFacade`]: wraps one runtime connector with what every runtime
 //! needs alike: creating and resuming workload objects (spawning their
-//! `WorkloadControlLoop`s), listing reusable workloads of an earlier agent
-//! run and deleting leftovers that have no workload object.
+//! `WorkloadControlLoop`s, also of workloads reaped before an agent
+//! restart) and listing reusable workloads of an earlier agent run.
 //!
 //! Used by the `RuntimeManager`; out: commands to new control loops.
 
 use std::sync::Arc;
 
+use ank_common::ExecutionState;
 use ank_common::workload::WorkloadSpec;
 
 use crate::runtime_connectors::{ListedWorkload, RuntimeConnector, RuntimeError};
@@ -61,17 +62,17 @@ impl RuntimeFacade {
         object
     }
 
-    /// Deletes a workload that has no workload object (a leftover of an
-    /// earlier agent run), in the background and without reporting states:
-    /// the server does not know its instance any more.
-    // [impl->swdd~agent-delete-old-workload-without-sending-workload-states~1]
-    pub fn delete_leftover(&self, found: ListedWorkload) {
-        let connector = self.connector.clone();
-        tracing::info!("removing leftover workload '{}' ('{}')", found.instance_name, found.workload_id);
-        tokio::spawn(async move {
-            if let Err(e) = connector.delete(&found.workload_id).await {
-                tracing::warn!("removing leftover '{}' failed: {e}", found.instance_name);
-            }
-        });
+    /// Starts a control loop for a workload that ended in `state` and was
+    /// reaped before the agent restarted; it runs nothing.
+    // [feature K7: a reaped workload is not re-run after an agent restart]
+    pub fn finished_workload(&self, spec: WorkloadSpec, state: ExecutionState) -> WorkloadObject {
+        let object = self.spawn_loop(&spec);
+        object.sender().finished(spec, state);
+        object
+    }
+
+    /// The connector, e.g. to remove orphans (see `crate::orphans`).
+    pub fn connector(&self) -> Arc<dyn RuntimeConnector> {
+        self.connector.clone()
     }
 }

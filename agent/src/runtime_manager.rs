@@ -22,11 +22,14 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::finished_store::FinishedStore;
+use crate::orphans::{self, Orphans};
 use crate::runtime_connectors::{ListedWorkload, RuntimeEvent, RuntimeRegistry};
 use crate::runtime_facade::RuntimeFacade;
 use crate::workload::control_loop::LoopContext;
 use crate::workload::object::WorkloadObject;
 use crate::workload::policy::RetryPolicy;
+use crate::workload::retention::Retention;
 use crate::workload::{LoopNotice, StateReporter};
 use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
 use crate::workload_scheduler::WorkloadScheduler;
@@ -95,6 +98,8 @@ pub struct RuntimeManagerConfig {
     pub io_folder: std::path::PathBuf,
     /// The control interfaces of the workloads.
     pub control_interfaces: crate::control_interface::registry::ControlInterfaces,
+    /// How long finished workloads are kept before they are reaped.
+    pub retention: Retention,
 }
 
 /// The task owning all workload objects of this agent.
@@ -115,6 +120,12 @@ pub struct RuntimeManager {
     unreachable: BTreeMap<String, String>,
     health: watch::Sender<RuntimeHealth>,
     shutdown: CancellationToken,
+    /// Workloads that ended and were reaped, across agent restarts.
+    finished: Arc<FinishedStore>,
+    orphans: Orphans,
+    /// Whether a ServerHello said what is desired; before it, no container
+    /// is an orphan.
+    hello_seen: bool,
 }
 
 impl RuntimeManager {
@@ -140,6 +151,7 @@ impl RuntimeManager {
         let (notice_tx, notices) = mpsc::unbounded_channel();
         let (health_tx, health) = watch::channel(overall_health(&unreachable));
         let registry = Arc::new(registry);
+        let finished = Arc::new(FinishedStore::open(&config.io_folder));
         let ctx = LoopContext {
             registry: registry.clone(),
             reporter: reporter.clone(),
@@ -149,6 +161,8 @@ impl RuntimeManager {
             retry_policy: config.retry_policy,
             io_folder: config.io_folder.clone(),
             control_interfaces: config.control_interfaces.clone(),
+            retention: config.retention,
+            finished: finished.clone(),
         };
         // [impl->swdd~agent-supports-multiple-runtime-connectors~1]
         let facades =
@@ -168,6 +182,9 @@ impl RuntimeManager {
             unreachable,
             health: health_tx,
             shutdown,
+            finished,
+            orphans: Orphans::new(),
+            hello_seen: false,
         };
         let handle = RuntimeManagerHandle { requests: tx, states: states_tx, health };
         (handle, tokio::spawn(manager.run()))
@@ -230,6 +247,8 @@ impl RuntimeManager {
             }
         }
         self.unsupported.retain(|name, _| desired.contains_key(name));
+        // [feature K7: a workload deleted while the agent was away forgets that it finished]
+        self.finished.retain(|name| desired.contains_key(name));
         for spec in desired.into_values() {
             if let Some(op) = self.hello_operation(spec, &mut existing) {
                 ops.push(op);
@@ -238,9 +257,10 @@ impl RuntimeManager {
         for (_, (runtime, found)) in existing {
             // [impl->swdd~agent-existing-workloads-delete-unneeded~1]
             if let Some(facade) = self.facades.get(&runtime) {
-                facade.delete_leftover(found);
+                self.orphans.remove(facade.connector(), found);
             }
         }
+        self.hello_seen = true;
         self.schedule(ops).await;
     }
 
@@ -267,6 +287,14 @@ impl RuntimeManager {
         }
         // [impl->swdd~agent-existing-workloads-starts-new-if-not-found~1]
         let Some((runtime, found)) = existing.remove(&spec.instance_name) else {
+            // [feature K7: a reaped workload is not re-run after an agent restart]
+            if let Some(state) = self.finished.final_state(&spec)
+                && let Some(facade) = self.facades.get(&spec.workload.runtime)
+            {
+                let object = facade.finished_workload(spec.clone(), state);
+                self.objects.insert(spec.name().to_owned(), object);
+                return None;
+            }
             // An earlier instance of the same workload is replaced: removed
             // right before the create, so both never run together.
             let earlier = existing
@@ -437,6 +465,7 @@ impl RuntimeManager {
                 }
             }
             RuntimeEvent::Snapshot { runtime, taken_at, workloads } => {
+                self.remove_orphans(&runtime, &workloads);
                 let workloads = Arc::new(workloads);
                 for object in self.objects.values() {
                     object.sender().snapshot(runtime.clone(), taken_at, workloads.clone());
@@ -451,6 +480,19 @@ impl RuntimeManager {
                 let now = overall_health(&self.unreachable);
                 self.health.send_if_modified(|h| std::mem::replace(h, now.clone()) != now);
             }
+        }
+    }
+
+    /// Removes the listed containers of `runtime` whose workload this agent
+    /// does not have (once a ServerHello said what it should have).
+    // [feature K7: orphans are removed on each reconcile]
+    fn remove_orphans(&self, runtime: &str, listed: &[ListedWorkload]) {
+        let Some(facade) = self.facades.get(runtime).filter(|_| self.hello_seen) else { return };
+        let known = |name: &str| {
+            self.objects.contains_key(name) || self.unsupported.contains_key(name) || self.scheduler.is_queued(name)
+        };
+        for found in orphans::select(listed, known) {
+            self.orphans.remove(facade.connector(), found.clone());
         }
     }
 
@@ -494,3 +536,7 @@ mod tests;
 #[cfg(test)]
 #[path = "runtime_manager_policy_tests.rs"]
 mod policy_tests;
+
+#[cfg(test)]
+#[path = "runtime_manager_retention_tests.rs"]
+mod retention_tests;

@@ -45,8 +45,19 @@ pub(super) async fn harness_with_extra(fake: FakeRuntime, extra: Arc<FakeRuntime
     harness_with_registry(Arc::new(fake), registry).await
 }
 
-async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegistry) -> Harness {
+async fn harness_with_registry(fake: Arc<FakeRuntime>, registry: RuntimeRegistry) -> Harness {
     let io = tempfile::tempdir().expect("temp io folder");
+    harness_in(fake, registry, io, Default::default()).await
+}
+
+/// A harness on the io folder `io` (e.g. of an earlier harness, as after an
+/// agent restart) with `retention`.
+pub(super) async fn harness_in(
+    fake: Arc<FakeRuntime>,
+    mut registry: RuntimeRegistry,
+    io: tempfile::TempDir,
+    retention: crate::workload::retention::Retention,
+) -> Harness {
     registry.register(fake.clone());
     let (reporter, states, events) = StateReporter::channel(64);
     let shutdown = CancellationToken::new();
@@ -58,6 +69,7 @@ async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegi
         control_interfaces: crate::control_interface::registry::ControlInterfaces::new(
             tokio::sync::mpsc::unbounded_channel().0,
         ),
+        retention,
     };
     let (rm, _task) = RuntimeManager::start(config, registry, reporter, shutdown.clone()).await;
     // Like the AgentManager: own states go back to the RuntimeManager.

@@ -219,6 +219,17 @@ impl FakeRuntime {
         self.emit(instance.clone(), id.clone(), observed).await;
     }
 
+    /// Sends a listing of `agent`'s containers, as podman's periodic
+    /// reconcile (`podman ps`) does.
+    pub async fn reconcile(&self, agent: &str) {
+        let taken_at = tokio::time::Instant::now();
+        let workloads = self.list_workloads(agent).await.unwrap_or_default();
+        let sink = self.lock().sink.clone();
+        if let Some(sink) = sink {
+            let _ = sink.send(RuntimeEvent::Snapshot { runtime: self.name().to_owned(), taken_at, workloads }).await;
+        }
+    }
+
     /// Makes the runtime (un)reachable, as a podman whose CLI or socket
     /// stopped answering would be.
     pub async fn set_health(&self, health: ank_common::conditions::RuntimeHealth) {

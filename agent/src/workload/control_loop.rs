@@ -23,8 +23,10 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
 use super::policy::{self, AfterCreateFailure, RetryPolicy};
+use super::retention::{self, PendingReap, Retention};
 use super::{LoopNotice, StateReporter, WorkloadCommand};
 use crate::control_interface::registry::ControlInterfaces;
+use crate::finished_store::FinishedStore;
 use crate::runtime_connectors::{
     CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
     StateChecker, WorkloadId,
@@ -61,6 +63,10 @@ pub(crate) struct LoopContext {
     pub io_folder: PathBuf,
     /// The control interfaces of this agent's workloads.
     pub control_interfaces: ControlInterfaces,
+    /// How long finished workloads are kept.
+    pub retention: Retention,
+    /// The record of reaped workloads, kept across agent restarts.
+    pub finished: Arc<FinishedStore>,
 }
 
 impl LoopContext {
@@ -85,6 +91,11 @@ pub(crate) struct WorkloadControlLoop {
     /// The state reported last, so that repeats (a reconcile, a lagging
     /// event) are not reported again.
     last_reported: Option<(WorkloadInstanceName, ExecutionState)>,
+    /// When the finished workload's container is removed.
+    reap: Option<PendingReap>,
+    /// The workload ended and its container was removed: it is not run
+    /// again while its spec stays the same.
+    reaped: bool,
 }
 
 impl WorkloadControlLoop {
@@ -98,6 +109,8 @@ impl WorkloadControlLoop {
             retries_done: 0,
             retry_at: None,
             last_reported: None,
+            reap: None,
+            reaped: false,
         }
     }
 
@@ -111,6 +124,7 @@ impl WorkloadControlLoop {
                     None => std::future::pending().await,
                 }
             };
+            let reap_due = retention::until(self.reap.as_ref().map(|r| r.at));
             tokio::select! {
                 cmd = self.commands.recv() => match cmd {
                     Some(cmd) => self.handle(cmd).await,
@@ -120,6 +134,7 @@ impl WorkloadControlLoop {
                     self.retry_at = None;
                     self.handle_retry().await;
                 }
+                () = reap_due => self.handle_reap().await,
             }
         }
     }
@@ -128,6 +143,7 @@ impl WorkloadControlLoop {
         match cmd {
             WorkloadCommand::Create { spec, replace } => self.handle_create(*spec, replace).await,
             WorkloadCommand::Resume { spec, workload_id, state } => self.handle_resume(*spec, workload_id, state).await,
+            WorkloadCommand::Finished { spec, state } => self.handle_finished(*spec, state).await,
             WorkloadCommand::Update(spec) => self.handle_update(spec.map(|s| *s)).await,
             WorkloadCommand::Delete => self.handle_delete().await,
             WorkloadCommand::Observed { instance_name, workload_id, observed } => {
@@ -176,6 +192,10 @@ impl WorkloadControlLoop {
         self.current = None;
         self.retries_done = 0;
         self.retry_at = None;
+        self.reap = None;
+        self.reaped = false;
+        // It runs anew: an earlier reaped run of this workload is history.
+        self.ctx.finished.forget(spec.name());
         let instance = spec.instance_name.clone();
         self.spec = Some(spec);
         self.report(
@@ -283,6 +303,8 @@ impl WorkloadControlLoop {
             .connector(&runtime)
             .and_then(|c| c.start_state_checker(&spec.instance_name, &id, self.ctx.runtime_events.clone()));
         self.deleting = false;
+        self.reap = None;
+        self.reaped = false;
         // The pipes survived the agent's restart; serve them again.
         if let Err(e) = self.open_control_interface(&spec) {
             tracing::warn!("workload '{}': {e}", spec.instance_name);
@@ -296,6 +318,46 @@ impl WorkloadControlLoop {
         self.apply_restart_policy(&state).await;
     }
 
+    /// Takes over a workload that was reaped before the agent restarted:
+    /// reports its final state and runs nothing.
+    // [feature K7: a reaped workload is not re-run after an agent restart]
+    async fn handle_finished(&mut self, spec: WorkloadSpec, state: ExecutionState) {
+        tracing::info!("workload '{}' ended ({state}) and was reaped; not started again", spec.instance_name);
+        (self.deleting, self.current, self.reap, self.reaped) = (false, None, None, true);
+        let instance = spec.instance_name.clone();
+        self.spec = Some(spec);
+        self.report(&instance, state).await;
+    }
+
+    /// Removes the container of a workload whose retention ran out; its
+    /// state stays the final one, with a `Reaped` event.
+    // [feature K7: reaping after the retention]
+    async fn handle_reap(&mut self) {
+        let Some(reap) = self.reap.take() else { return };
+        let (Some(spec), Some((instance, state))) = (self.spec.clone(), self.last_reported.clone()) else { return };
+        if self.deleting || instance != spec.instance_name || self.ctx.retention.of(&state).is_none() {
+            return;
+        }
+        let Some(current) = self.current.take() else { return };
+        let result = match self.connector(&current.runtime) {
+            Some(c) => c.delete(&current.id).await,
+            None => Err(RuntimeError::Delete(format!("runtime '{}' is not supported by this agent", current.runtime))),
+        };
+        if let Err(e) = result {
+            tracing::warn!("reaping workload '{instance}' failed, trying again later: {e}");
+            self.current = Some(current);
+            self.reap = Some(PendingReap { at: Instant::now() + retention::REAP_RETRY_INTERVAL, ..reap });
+            return;
+        }
+        tracing::info!("workload '{instance}' reaped ({})", reap.reason);
+        if !spec.workload.files.is_empty() {
+            workload_files::remove(&self.ctx.workload_folder(&instance)).await;
+        }
+        self.reaped = true;
+        self.ctx.finished.record(&spec, &state);
+        self.ctx.reporter.event(&instance, EventKind::Reaped, reap.reason);
+    }
+
     // [impl->swdd~agent-workload-control-loop-executes-update~2]
     // [impl->swdd~agent-workload-control-loop-executes-update-delete-only~1]
     // [impl->swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1]
@@ -304,7 +366,8 @@ impl WorkloadControlLoop {
         self.retry_at = None;
         self.retries_done = 0;
         if let Some(same) = spec.as_ref().filter(|s| self.spec.as_ref() == Some(*s) && !self.deleting) {
-            if self.current.is_some() {
+            // [feature K7: a reaped workload is not run again while its spec stays]
+            if self.current.is_some() || self.reaped {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
                 return self.report_again().await;
             }
@@ -327,6 +390,7 @@ impl WorkloadControlLoop {
     // [impl->swdd~agent-workload-control-loop-executes-delete~2]
     async fn handle_delete(&mut self) {
         self.retry_at = None;
+        self.reap = None;
         self.deleting = true;
         let instance = self.spec.as_ref().map(|s| s.instance_name.clone());
         // [impl->swdd~agent-workload-control-loop-delete-failed-allows-retry~1]
@@ -334,7 +398,10 @@ impl WorkloadControlLoop {
             return;
         }
         // [impl->swdd~agent-workload-control-loop-delete-broken-allowed~1]
+        self.reaped = false;
         if let Some(instance_name) = instance {
+            // A deleted workload forgets that it finished.
+            self.ctx.finished.forget(&instance_name.workload_name);
             self.ctx.control_interfaces.close(&instance_name.workload_name);
             let _ = self.ctx.notices.send(LoopNotice::Deleted { instance_name });
         }
@@ -440,7 +507,12 @@ impl WorkloadControlLoop {
     // [impl->swdd~workload-control-loop-restarts-workloads-using-update~1]
     async fn apply_restart_policy(&mut self, state: &ExecutionState) {
         let Some(spec) = self.spec.clone() else { return };
-        if self.deleting || !policy::restart_needed(spec.workload.restart_policy, state) {
+        if self.deleting {
+            return;
+        }
+        if !policy::restart_needed(spec.workload.restart_policy, state) {
+            // [feature K7: a workload that ended for good is reaped after its retention]
+            self.reap = retention::after_state(&self.ctx.retention, self.reap.take(), state);
             return;
         }
         tracing::info!("restarting workload '{}' after {state}", spec.instance_name);

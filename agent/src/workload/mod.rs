@@ -6,6 +6,7 @@
 pub mod control_loop;
 pub mod object;
 pub mod policy;
+pub mod retention;
 
 use std::sync::Arc;
 
@@ -26,6 +27,9 @@ pub(crate) enum WorkloadCommand {
     Create { spec: Box<WorkloadSpec>, replace: Option<(String, ListedWorkload)> },
     /// Take over a running container found at startup.
     Resume { spec: Box<WorkloadSpec>, workload_id: WorkloadId, state: ExecutionState },
+    /// Take over a workload that ended in `state` and was reaped before the
+    /// agent restarted: run nothing, report `state`.
+    Finished { spec: Box<WorkloadSpec>, state: ExecutionState },
     /// Replace the current instance by a new one (delete + create); `None`
     /// only deletes (the create waits for its dependencies).
     Update(Option<Box<WorkloadSpec>>),
@@ -61,6 +65,10 @@ impl WorkloadCommandSender {
 
     pub fn resume(&self, spec: WorkloadSpec, workload_id: WorkloadId, state: ExecutionState) {
         self.send(WorkloadCommand::Resume { spec: Box::new(spec), workload_id, state });
+    }
+
+    pub fn finished(&self, spec: WorkloadSpec, state: ExecutionState) {
+        self.send(WorkloadCommand::Finished { spec: Box::new(spec), state });
     }
 
     pub fn update(&self, spec: Option<WorkloadSpec>) {
