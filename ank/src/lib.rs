@@ -34,6 +34,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Get(GetCommand::Agent(args)) => cmd::get_agents::run(&mut ctx, args.output).await,
         Command::Get(GetCommand::Config(args)) => cmd::get_configs::run(&mut ctx, args.output).await,
         Command::Get(GetCommand::Events(args)) => cmd::get_events::run(&mut ctx, args).await,
+        Command::Get(GetCommand::Group(args)) => cmd::get_groups::run(&mut ctx, args.output).await,
         Command::Get(GetCommand::Jobs(args)) => cmd::jobs::get_jobs(&mut ctx, args.output).await,
         Command::Get(GetCommand::Job(args)) => cmd::jobs::get_job(&mut ctx, args).await,
         Command::Job(command) => cmd::jobs::run(&mut ctx, command).await,
