@@ -183,6 +183,9 @@ pub enum GetCommand {
     Config(TableOutputArgs),
     /// The events of workloads (`ank get events NAME...`), or follow the changes of the state selected by field masks until interrupted
     Events(GetEventsArgs),
+    /// The workload groups and the state of each member
+    #[command(visible_alias = "groups")]
+    Group(TableOutputArgs),
     /// The apply jobs the server keeps: id, phase and reason
     Jobs(TableOutputArgs),
     /// One apply job: its workloads by class (succeeded, failed, inProgress, ready, waiting)
@@ -326,6 +329,10 @@ pub struct GetWorkloadsArgs {
     /// Print YAML or JSON instead of the table
     #[arg(short = 'o', long = "output", value_enum)]
     pub output: Option<OutputFormat>,
+    /// Print the specs as rendered for the agents (templates, group
+    /// defaults, pipeline order, effective priority, ${seq:N} numbers), YAML unless -o json
+    #[arg(long = "rendered", conflicts_with_all = ["watch", "state"])]
+    pub rendered: bool,
     /// Only these workloads
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,

@@ -38,6 +38,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
             None => cmd::get_events::run(&mut ctx, args).await,
         },
         Command::Describe(DescribeCommand::Workload { name }) => cmd::describe::workload(&mut ctx, &name).await,
+        Command::Get(GetCommand::Group(args)) => cmd::get_groups::run(&mut ctx, args.output).await,
         Command::Get(GetCommand::Jobs(args)) => cmd::jobs::get_jobs(&mut ctx, args.output).await,
         Command::Get(GetCommand::Job(args)) => cmd::jobs::get_job(&mut ctx, args).await,
         Command::Job(command) => cmd::jobs::run(&mut ctx, command).await,

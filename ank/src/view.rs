@@ -20,18 +20,28 @@ pub struct StateView {
     pub agents: BTreeMap<String, AgentView>,
 }
 
-/// The desired state's workloads.
+/// The desired state's workloads and groups.
 #[derive(Debug, Default, Deserialize)]
 pub struct DesiredView {
     #[serde(default)]
     pub workloads: BTreeMap<String, WorkloadView>,
+    #[serde(default)]
+    pub groups: BTreeMap<String, ank_common::groups::Group>,
 }
 
 /// What the tables show of a desired workload.
 #[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadView {
     #[serde(default)]
     pub runtime: String,
+    #[serde(default)]
+    pub agent: String,
+    #[serde(default)]
+    pub priority: Option<u32>,
+    /// Computed by the server (absent from Ankaios servers).
+    #[serde(default)]
+    pub effective_priority: Option<u32>,
 }
 
 /// A connected agent.

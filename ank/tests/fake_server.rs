@@ -84,7 +84,8 @@ impl Fake {
                 RequestContent::Logs(_)
                 | RequestContent::LogsCancel
                 | RequestContent::JobRerun { .. }
-                | RequestContent::JobInterrupt { .. } => {
+                | RequestContent::JobInterrupt { .. }
+                | RequestContent::RenderedState { .. } => {
                     (ResponseContent::Error("logs are not scripted".into()), vec![])
                 }
             };

@@ -1,6 +1,6 @@
-//! The complete state: desired state (apiVersion, workloads, configs), the
-//! reported workload states and the connected agents, in the shape `ank get
-//! state` prints and field masks address.
+//! The complete state: desired state (apiVersion, workloads, configs,
+//! groups), the reported workload states and the connected agents, in the
+//! shape `ank get state` prints and field masks address.
 
 use std::collections::BTreeMap;
 
@@ -30,6 +30,13 @@ pub struct State {
     pub workloads: BTreeMap<WorkloadName, Workload>,
     #[serde(default)]
     pub configs: BTreeMap<String, ConfigItem>,
+    /// Workload groups by name (extension; absent when there are none).
+    #[serde(
+        default,
+        deserialize_with = "crate::groups::deserialize_groups",
+        skip_serializing_if = "crate::groups::is_empty"
+    )]
+    pub groups: crate::groups::Groups,
 }
 
 /// One instance in the complete state: its execution state

@@ -97,6 +97,7 @@ pub fn validate_state(state: &State) -> Result<(), String> {
                 .map_err(|e| format!("workload '{name}': field 'configs': {e}"))?;
         }
     }
+    crate::groups::validate(&state.groups)?;
     if let Some(cycle) = crate::dependency_graph::find_cycle(state) {
         return Err(format!("dependency cycle: {}", cycle.join(" -> ")));
     }

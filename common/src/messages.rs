@@ -126,6 +126,11 @@ pub enum RequestContent {
     JobInterrupt {
         job_id: u64,
     },
+    /// The desired state as rendered for the agents, filtered by masks
+    /// under `desiredState` (extension); answered with a complete state.
+    RenderedState {
+        field_mask: Vec<String>,
+    },
 }
 
 /// Which paths of the complete state an event added, updated or removed.

@@ -100,6 +100,19 @@ pub struct Args {
     /// How many finished apply jobs the server keeps (`ank get jobs`).
     #[arg(long = "job-history", env = "ANKSERVER_JOB_HISTORY", default_value_t = 100, value_name = "N")]
     pub job_history: usize,
+    /// How long a finished workload without its own ttlAfterFinished stays
+    /// in the desired state, e.g. 1h or 2d [default: forever (the reaper is off)].
+    #[arg(
+        long = "ttl-after-finished",
+        env = "ANKSERVER_TTL_AFTER_FINISHED",
+        value_name = "DURATION",
+        value_parser = ank_common::duration::parse_duration
+    )]
+    pub ttl_after_finished: Option<std::time::Duration>,
+    /// Milliseconds between two checks for finished workloads whose
+    /// ttlAfterFinished ran out.
+    #[arg(long = "reaper-tick-ms", env = "ANKSERVER_REAPER_TICK_MS", default_value_t = 1000, value_name = "MS")]
+    pub reaper_tick_ms: u64,
 }
 
 impl Args {
@@ -133,6 +146,14 @@ impl Args {
         crate::jobs::JobSettings {
             stuck_after: std::time::Duration::from_secs(self.job_stuck_after_s.max(1)),
             history: self.job_history,
+        }
+    }
+
+    /// When finished workloads are deleted.
+    pub fn reaper(&self) -> crate::ttl_reaper::ReaperSettings {
+        crate::ttl_reaper::ReaperSettings {
+            tick: std::time::Duration::from_millis(self.reaper_tick_ms.max(10)),
+            default_ttl: self.ttl_after_finished,
         }
     }
 

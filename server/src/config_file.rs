@@ -43,6 +43,16 @@ pub struct ServerConfigFile {
     pub resync_not_ready_s: Option<u64>,
     pub job_stuck_after_s: Option<u64>,
     pub job_history: Option<usize>,
+    /// A duration such as `1h`; absent: the reaper is off.
+    #[serde(default, deserialize_with = "duration_field")]
+    pub ttl_after_finished: Option<std::time::Duration>,
+    pub reaper_tick_ms: Option<u64>,
+}
+
+/// A duration key (`"90s"`, `"1h"`), with the duration parser's error.
+fn duration_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::time::Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    ank_common::duration::parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -92,6 +102,8 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.resync_not_ready_s, file.resync_not_ready_s, m, "resync_not_ready_s");
     fill(&mut args.job_stuck_after_s, file.job_stuck_after_s, m, "job_stuck_after_s");
     fill(&mut args.job_history, file.job_history, m, "job_history");
+    fill(&mut args.ttl_after_finished, file.ttl_after_finished.map(Some), m, "ttl_after_finished");
+    fill(&mut args.reaper_tick_ms, file.reaper_tick_ms, m, "reaper_tick_ms");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");

@@ -13,7 +13,10 @@ use serde_json::{Value, json};
 
 /// A validated desired state together with its rendering: `state` is what
 /// users wrote and get back (templates unrendered), `rendered` is what agents
-/// run and what diffs compare.
+/// run and what diffs compare: templates, group defaults and pipeline order
+/// applied, with effective priorities (also written into `state`). The
+/// server expands the `${seq:N}` macros of `rendered` once workloads have
+/// their agent.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DesiredState {
     pub state: State,
@@ -28,9 +31,10 @@ pub const MAX_DESIRED_STATE_BYTES: usize = ank_proto::MAX_MESSAGE_BYTES / 4 * 3;
 
 impl DesiredState {
     /// Validates and renders `state`; the error names the problem.
-    pub fn new(state: State) -> Result<Self, String> {
+    pub fn new(mut state: State) -> Result<Self, String> {
         ank_common::manifest::validate_state(&state)?;
-        let rendered = ConfigRenderer::new().render_state(&state).map_err(|e| e.to_string())?;
+        let mut rendered = ConfigRenderer::new().render_state(&state).map_err(|e| e.to_string())?;
+        render_scheduling(&mut state, &mut rendered)?;
         let size = encoded_size(&state)?.max(encoded_size(&rendered)?);
         if size > MAX_DESIRED_STATE_BYTES {
             return Err(format!(
@@ -40,6 +44,22 @@ impl DesiredState {
         }
         Ok(Self { state, rendered })
     }
+}
+
+/// The scheduling part of rendering: group members checked, group defaults
+/// and pipeline order applied (a cycle they close is rejected), effective
+/// priorities written, `${seq:N}` macros checked.
+fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), String> {
+    ank_common::groups::validate_members(state)?;
+    ank_common::groups::render(&state.groups, rendered);
+    if let Some(cycle) = ank_common::dependency_graph::find_cycle(rendered) {
+        return Err(format!("dependency cycle (with the pipeline order of groups): {}", cycle.join(" -> ")));
+    }
+    crate::priorities::write(state, rendered);
+    for (name, wl) in &rendered.workloads {
+        ank_common::seq_macro::pools(name.as_str(), wl).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Bytes `state` takes as the desired state of a complete-state message.

@@ -108,6 +108,10 @@ pub struct JobEngine {
     runs: BTreeMap<u64, Run>,
     /// Workload name -> the job holding its untriggered item.
     held: BTreeMap<String, u64>,
+    /// Workloads a pipeline canceled: never handed out (again) until a
+    /// new job takes them over; the item is what the agent would have got,
+    /// with the reason.
+    canceled: BTreeMap<String, (NewItem, String)>,
 }
 
 impl JobEngine {
@@ -147,7 +151,7 @@ impl JobEngine {
     /// returns it if it was still held.
     fn take_over(&mut self, name: &str, by: u64) -> Option<NewItem> {
         let held_by = self.held.remove(name);
-        let mut taken = None;
+        let mut taken = self.canceled.remove(name).map(|(item, _)| item);
         for (id, run) in self.runs.iter_mut().filter(|(id, _)| **id != by) {
             let Some(item) = run.items.get_mut(name) else { continue };
             if Some(*id) == held_by {
@@ -165,9 +169,41 @@ impl JobEngine {
         taken
     }
 
-    /// Whether the workload's spec or deletion is held back by a job.
+    /// Whether the workload's spec or deletion is held back by a job (or
+    /// for good, canceled).
     pub fn is_held(&self, name: &str) -> bool {
-        self.held.contains_key(name)
+        self.held.contains_key(name) || self.canceled.contains_key(name)
+    }
+
+    /// Cancels a workload for good (a pipeline member after a failure):
+    /// the item holding it fails as canceled, and it is held back until a
+    /// new job takes it over. Returns whether it was held (never handed
+    /// out).
+    // [feature K6: canceled members are never handed to an agent]
+    pub fn cancel(&mut self, spec: WorkloadSpec, reason: &str) -> bool {
+        let name = spec.name().to_owned();
+        let held = self.held.remove(&name);
+        if let Some(item) = held.and_then(|id| self.runs.get_mut(&id)).and_then(|r| r.items.get_mut(&name)) {
+            let why = format!("canceled: {reason}");
+            item.shown.class = ItemClass::Failed;
+            item.shown.reason.clone_from(&why);
+            item.frozen = Some((ItemClass::Failed, why));
+        }
+        self.canceled.insert(name, (NewItem { add: Some(spec), ..NewItem::default() }, reason.to_owned()));
+        held.is_some()
+    }
+
+    /// Whether `n` is the instance of a canceled workload.
+    pub fn is_canceled(&self, n: &WorkloadInstanceName) -> bool {
+        self.canceled
+            .get(n.workload_name.as_str())
+            .and_then(|(item, _)| item.add.as_ref())
+            .is_some_and(|s| s.instance_name == *n)
+    }
+
+    /// The canceled instances and why.
+    pub fn canceled(&self) -> impl Iterator<Item = (&WorkloadInstanceName, &str)> {
+        self.canceled.values().filter_map(|(item, reason)| Some((&item.add.as_ref()?.instance_name, reason.as_str())))
     }
 
     /// Advances every unfinished job: classifies its items, hands out the
@@ -221,8 +257,11 @@ impl JobEngine {
         Ok(())
     }
 
-    /// The untriggered item of a held workload, if any.
+    /// The untriggered item of a held (or canceled) workload, if any.
     pub fn held_item(&self, name: &str) -> Option<&NewItem> {
+        if let Some((item, _)) = self.canceled.get(name) {
+            return Some(item);
+        }
         let id = self.held.get(name)?;
         self.runs.get(id)?.items.get(name).map(|i| &i.new)
     }
@@ -306,7 +345,7 @@ fn classify(item: &Item, view: &dyn JobView) -> JobItem {
         (Some(_), Some((state, _))) => match state {
             StateKind::Running | StateKind::Succeeded => ItemClass::Succeeded,
             StateKind::Failed(_)
-            | StateKind::Pending(Pending::StartingFailed)
+            | StateKind::Pending(Pending::StartingFailed | Pending::Canceled)
             | StateKind::Stopping(Stopping::DeleteFailed) => {
                 shown.reason = state.to_string();
                 ItemClass::Failed

@@ -13,9 +13,12 @@ pub mod grpc;
 pub mod health;
 pub mod jobs;
 mod log_campaigns;
+pub mod priorities;
 mod requests;
+pub mod seq_pools;
 mod server;
 pub mod state_file;
+pub mod ttl_reaper;
 mod workload_states;
 
 use std::path::Path;
@@ -24,7 +27,7 @@ use ank_common::State;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use server::{ResyncSettings, ServerCounts, ServerHandle};
+pub use server::{ResyncSettings, SchedOptions, ServerCounts, ServerHandle};
 use state_file::{StateFile, StateFileError};
 
 /// Errors that stop the server from starting.
@@ -117,7 +120,12 @@ pub fn start(
 ) -> anyhow::Result<(ServerHandle, impl std::future::Future<Output = anyhow::Result<()>>)> {
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
-    let (handle, actor) = server::AnkaiosServer::new(initial, state_file, options.resync, options.jobs);
+    let seq = match &state_file {
+        Some(file) => seq_pools::SeqPools::open(file.seq_path())?,
+        None => seq_pools::SeqPools::in_memory(),
+    };
+    let sched = SchedOptions { seq, reaper: options.reaper };
+    let (handle, actor) = server::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, sched);
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let grpc_handle = handle.clone();
     let serving = async move {

@@ -20,14 +20,20 @@ use crate::generations::Generations;
 use crate::jobs::{JobEngine, JobSettings};
 use crate::log_campaigns::LogCampaigns;
 use crate::requests;
+use crate::seq_pools::SeqPools;
 use crate::state_file::StateFile;
+use crate::ttl_reaper::Reaper;
 use crate::workload_states::{Ingest, WorkloadStateStore};
 
 mod jobs;
 mod logs;
+mod pipelines;
+mod reaper;
 mod resync;
+mod sched;
 
 pub use resync::ResyncSettings;
+pub use sched::SchedOptions;
 
 /// What the gRPC layer reports to the server.
 #[derive(Debug)]
@@ -113,17 +119,37 @@ pub struct AnkaiosServer {
     resync: ResyncSettings,
     /// The apply jobs and the workloads they hold back.
     jobs: JobEngine,
+    /// The `${seq:N}` numbers of the workloads.
+    seq: SeqPools,
+    /// When finished workloads are deleted.
+    reaper: Reaper,
 }
 
 impl AnkaiosServer {
     /// Creates the actor with an initial, validated desired state; with a
     /// `state_file`, every accepted change is saved there before it is
-    /// acknowledged or sent to an agent.
+    /// acknowledged or sent to an agent. The `${seq:N}` pools live in
+    /// memory and the reaper has its defaults (tests).
+    #[cfg(test)]
     pub fn new(
         initial: DesiredState,
         state_file: Option<StateFile>,
         resync: ResyncSettings,
         jobs: JobSettings,
+    ) -> (ServerHandle, Self) {
+        Self::new_with(initial, state_file, resync, jobs, SchedOptions::default())
+    }
+
+    /// Creates the actor with an initial, validated desired state; with a
+    /// `state_file`, every accepted change is saved there (and the
+    /// `${seq:N}` numbers in `sched.seq`'s file) before it is acknowledged
+    /// or sent to an agent.
+    pub fn new_with(
+        mut initial: DesiredState,
+        state_file: Option<StateFile>,
+        resync: ResyncSettings,
+        jobs: JobSettings,
+        sched: SchedOptions,
     ) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
         let (counts_tx, counts) = watch::channel(ServerCounts::default());
@@ -142,10 +168,22 @@ impl AnkaiosServer {
             agent_kinds: BTreeMap::new(),
             resync,
             jobs: JobEngine::new(jobs),
+            seq: sched.seq,
+            reaper: Reaper::new(sched.reaper),
         };
+        match server.render_for_agents(&mut initial) {
+            Ok(table) => {
+                if let Err(e) = server.seq.save(&table) {
+                    tracing::error!("{e}; the numbers are kept in memory only until the next change");
+                }
+                server.seq.commit(table);
+            }
+            Err(e) => tracing::error!("the initial state keeps its ${{seq:N}} macros unexpanded: {e}"),
+        }
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.generations.advance(&server.desired.rendered, &initial.rendered, |_| 0);
         server.desired = initial;
+        server.record_escalations(&ank_common::State::default());
         server.record_initial_states(&diff);
         if !diff.added.is_empty() {
             // The startup manifest is the first job.
@@ -160,12 +198,18 @@ impl AnkaiosServer {
     pub async fn run(mut self, shutdown: CancellationToken) {
         let mut resync = tokio::time::interval(self.resync.tick());
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut reap = tokio::time::interval(self.reaper.settings().tick);
+        reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let cmd = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = resync.tick() => {
                     self.resync_tick(tokio::time::Instant::now());
                     self.jobs_tick();
+                    continue;
+                }
+                _ = reap.tick() => {
+                    self.reaper_tick();
                     continue;
                 }
                 Some(ping) = self.pings.recv() => {
@@ -292,6 +336,10 @@ impl AnkaiosServer {
         let mut changed = Vec::new();
         for s in states.into_iter().filter(|s| s.instance_name.agent_name == agent) {
             let n = &s.instance_name;
+            if self.jobs.is_canceled(n) {
+                // A canceled member stays Pending(Canceled) whatever its agent says.
+                continue;
+            }
             let wanted = desired_state::wants_instance(&self.desired.rendered, n);
             // An instance being deleted only goes its way out: a report of
             // it running that the agent sent before it learnt of the
@@ -396,6 +444,7 @@ impl AnkaiosServer {
             }
             RequestContent::JobRerun { failed_only } => self.rerun(failed_only),
             RequestContent::JobInterrupt { job_id } => self.interrupt(job_id),
+            RequestContent::RenderedState { field_mask } => self.rendered_state(&field_mask),
         };
         self.conns.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
     }
@@ -408,27 +457,42 @@ impl AnkaiosServer {
                 return ResponseContent::Error(format!("update rejected: {e}"));
             }
         };
+        match self.accept(next) {
+            Ok((diff, job_id)) => {
+                requests::update_agent_tags(&mut self.conns, new_state, update_mask);
+                ResponseContent::UpdateStateSuccess {
+                    added_workloads: diff.added_instance_names(),
+                    deleted_workloads: diff.deleted_instance_names(),
+                    job_id,
+                }
+            }
+            Err(e) => ResponseContent::Error(format!("update rejected: {e}")),
+        }
+    }
+
+    /// Makes `next` the desired state: finishes its rendering, saves it
+    /// (the `${seq:N}` numbers first, then the state file; not saved means
+    /// not accepted: a restart must not lose it) and opens its job.
+    fn accept(&mut self, mut next: DesiredState) -> Result<(StateDiff, u64), String> {
+        let table = self.render_for_agents(&mut next).inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
+        self.seq.save(&table).map_err(|e| e.to_string()).inspect_err(|e| tracing::error!("update rejected: {e}"))?;
         if next.state != self.desired.state
             && let Some(file) = &self.state_file
             && let Err(e) = file.save(&next.state)
         {
-            // Not saved means not accepted: a restart must not lose it.
             tracing::error!("update rejected: {e}");
-            return ResponseContent::Error(format!("update rejected: {e}"));
+            return Err(e.to_string());
         }
-        requests::update_agent_tags(&mut self.conns, new_state, update_mask);
+        self.seq.commit(table);
         let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
         let states = &self.states;
         self.generations.advance(&self.desired.rendered, &next.rendered, |name| states.max_generation(name));
         let old = std::mem::replace(&mut self.desired, next);
         let workloads = &self.desired.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
+        self.record_escalations(&old.rendered);
         let job_id = self.dispatch(&old.rendered, &diff);
-        ResponseContent::UpdateStateSuccess {
-            added_workloads: diff.added_instance_names(),
-            deleted_workloads: diff.deleted_instance_names(),
-            job_id,
-        }
+        Ok((diff, job_id))
     }
 
     /// Records the states the server decides for a diff and opens its job,
@@ -479,5 +543,7 @@ impl AnkaiosServer {
 
 #[cfg(test)]
 mod job_tests;
+#[cfg(test)]
+mod sched_tests;
 #[cfg(test)]
 mod tests;

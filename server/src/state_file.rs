@@ -70,33 +70,47 @@ impl StateFile {
         let write_err = |source| StateFileError::Write { path: self.label(), source };
         let mut text = serde_json::to_vec_pretty(state).map_err(|e| write_err(std::io::Error::other(e)))?;
         text.push(b'\n');
-        let tmp = self.temporary_path();
-        let written = (|| {
-            let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-            file.write_all(&text)?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, &self.path)?;
-            // The rename itself is durable only once the folder is synced.
-            File::open(self.folder())?.sync_all()
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written.map_err(write_err)
+        write_atomically(&self.path, &text).map_err(write_err)
     }
 
-    fn folder(&self) -> PathBuf {
-        match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        }
+    /// The file of the `${seq:N}` allocations that goes with this state
+    /// file: the same folder and name with the extension `seq.json`
+    /// (`state.json` -> `state.seq.json`).
+    pub fn seq_path(&self) -> PathBuf {
+        self.path.with_extension("seq.json")
     }
+}
 
-    fn temporary_path(&self) -> PathBuf {
-        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
-        name.push(".tmp");
-        self.path.with_file_name(name)
+/// Replaces `path` with `bytes`, atomically and durably: a temporary file
+/// in the same folder (owner-only) is written, synced and renamed over it,
+/// then the folder is synced.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = temporary_path(path);
+    let written = (|| {
+        let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable only once the folder is synced.
+        File::open(folder(path))?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    written
+}
+
+fn folder(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn temporary_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
 }
 
 #[cfg(test)]

@@ -108,8 +108,8 @@ impl Commander {
         msg
     }
 
-    /// Applies a manifest text: one update with a mask per workload and
-    /// per config item.
+    /// Applies a manifest text: one update with a mask per workload, per
+    /// config item and per group.
     pub async fn apply(&mut self, manifest: &str) -> ResponseContent {
         let state = ank_common::manifest::parse_manifest("test", manifest).expect("valid manifest");
         let masks = state
@@ -117,6 +117,7 @@ impl Commander {
             .keys()
             .map(|n| format!("desiredState.workloads.{n}"))
             .chain(state.configs.keys().map(|n| format!("desiredState.configs.{n}")))
+            .chain(state.groups.keys().map(|n| format!("desiredState.groups.{n}")))
             .collect();
         let new_state = serde_json::json!({ "desiredState": state });
         self.request(RequestContent::UpdateState { new_state: Box::new(new_state), update_mask: masks }).await

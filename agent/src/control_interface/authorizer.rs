@@ -45,7 +45,9 @@ impl Authorizer {
     /// `Ok` if the request may go to the server, else why not.
     pub fn authorize(&self, request: &RequestContent) -> Result<(), String> {
         match request {
-            RequestContent::CompleteState { field_mask, .. } => self.state(Access::Read, field_mask),
+            RequestContent::CompleteState { field_mask, .. } | RequestContent::RenderedState { field_mask } => {
+                self.state(Access::Read, field_mask)
+            }
             RequestContent::UpdateState { update_mask, .. } => self.state(Access::Write, update_mask),
             RequestContent::Logs(logs) => logs.workload_names.iter().try_for_each(|n| self.logs_of(&n.workload_name)),
             RequestContent::LogsCancel | RequestContent::EventsCancel => Ok(()),

@@ -123,7 +123,8 @@ impl Session {
             RequestContent::CompleteState { .. }
             | RequestContent::UpdateState { .. }
             | RequestContent::JobRerun { .. }
-            | RequestContent::JobInterrupt { .. } => {}
+            | RequestContent::JobInterrupt { .. }
+            | RequestContent::RenderedState { .. } => {}
         }
         vec![self.forward(&id, request.content)]
     }

@@ -1,12 +1,13 @@
 //! `ank apply [-d] [--agent A] FILE...|-`: reads and validates manifests
 //! (before contacting the server), merges them, and sends one update that
-//! sets (or with `-d` deletes) exactly the workloads and configs they name;
-//! then waits for the workloads.
+//! sets (or with `-d` deletes) exactly the workloads, configs and groups
+//! they name; then waits for the workloads.
 
 use std::collections::BTreeMap;
 use std::io::Read;
 
 use ank_common::complete_state::ConfigItem;
+use ank_common::groups::Group;
 use ank_common::manifest::parse_manifest_with_warnings;
 use ank_common::messages::RequestContent;
 use ank_common::{AgentName, State, Workload, WorkloadName};
@@ -33,6 +34,8 @@ pub enum MergeError {
     DuplicateWorkload { name: String, first: String, second: String },
     #[error("config '{name}' is defined in both '{first}' and '{second}'")]
     DuplicateConfig { name: String, first: String, second: String },
+    #[error("group '{name}' is defined in both '{first}' and '{second}'")]
+    DuplicateGroup { name: String, first: String, second: String },
 }
 
 /// The workloads and configs of all manifests, each with its source.
@@ -40,6 +43,7 @@ pub enum MergeError {
 pub struct Merged {
     pub workloads: BTreeMap<WorkloadName, (Workload, String)>,
     pub configs: BTreeMap<String, (ConfigItem, String)>,
+    pub groups: BTreeMap<String, (Group, String)>,
 }
 
 /// Reads and parses every file (`-` is standard input). The first invalid
@@ -85,6 +89,12 @@ pub fn merge(manifests: Vec<Manifest>) -> Result<Merged, MergeError> {
             }
             merged.configs.insert(name, (item, source.clone()));
         }
+        for (name, group) in state.groups {
+            if let Some((_, first)) = merged.groups.get(&name) {
+                return Err(MergeError::DuplicateGroup { name, first: first.clone(), second: source });
+            }
+            merged.groups.insert(name, (group, source.clone()));
+        }
     }
     Ok(merged)
 }
@@ -99,7 +109,7 @@ impl Merged {
 
     /// Whether the manifests named nothing.
     pub fn is_empty(&self) -> bool {
-        self.workloads.is_empty() && self.configs.is_empty()
+        self.workloads.is_empty() && self.configs.is_empty() && self.groups.is_empty()
     }
 
     /// The update request: one mask per workload and config; the new state
@@ -108,6 +118,7 @@ impl Merged {
         let mut update_mask: Vec<String> =
             self.workloads.keys().map(|n| format!("desiredState.workloads.{n}")).collect();
         update_mask.extend(self.configs.keys().map(|n| format!("desiredState.configs.{n}")));
+        update_mask.extend(self.groups.keys().map(|n| format!("desiredState.groups.{n}")));
         let mut desired = json!({"apiVersion": ank_common::API_VERSION});
         if !delete {
             let workloads: BTreeMap<&str, &Workload> =
@@ -115,6 +126,10 @@ impl Merged {
             let configs: BTreeMap<&str, &ConfigItem> = self.configs.iter().map(|(n, (c, _))| (n.as_str(), c)).collect();
             desired["workloads"] = serde_json::to_value(workloads).context("cannot encode the workloads")?;
             desired["configs"] = serde_json::to_value(configs).context("cannot encode the configs")?;
+            if !self.groups.is_empty() {
+                let groups: BTreeMap<&str, &Group> = self.groups.iter().map(|(n, (g, _))| (n.as_str(), g)).collect();
+                desired["groups"] = serde_json::to_value(groups).context("cannot encode the groups")?;
+            }
         }
         Ok(RequestContent::UpdateState { new_state: Box::new(json!({"desiredState": desired})), update_mask })
     }
@@ -179,6 +194,32 @@ mod tests {
         };
         assert_eq!(update_mask, vec!["desiredState.workloads.web", "desiredState.configs.port"]);
         assert_eq!(*new_state, json!({"desiredState": {"apiVersion": "v1"}}));
+    }
+
+    // [test of feature K6: a manifest's groups are applied and deleted with it]
+    #[test]
+    fn apply_request_carries_the_groups_of_the_manifests() {
+        let grouped = format!("{B}groups:\n  nightly:\n    members: [db]\n    priority: 7\n");
+        let merged = merge(vec![manifest("a.yaml", A), manifest("g.yaml", &grouped)]).unwrap();
+        let RequestContent::UpdateState { new_state, update_mask } = merged.update_request(false).unwrap() else {
+            panic!("not an update")
+        };
+        assert!(update_mask.contains(&"desiredState.groups.nightly".to_owned()), "{update_mask:?}");
+        assert_eq!(new_state["desiredState"]["groups"]["nightly"]["priority"], 7);
+        let cs = ank_common::convert::complete_state_from_json(&new_state).unwrap();
+        assert_eq!(cs.desired_state.unwrap().groups.unwrap().groups["nightly"].members, ["db"]);
+        let RequestContent::UpdateState { new_state, update_mask } = merged.update_request(true).unwrap() else {
+            panic!("not an update")
+        };
+        assert!(update_mask.contains(&"desiredState.groups.nightly".to_owned()));
+        assert!(new_state["desiredState"].get("groups").is_none());
+        let twice = merge(vec![manifest("g.yaml", &grouped), manifest("h.yaml", &grouped)]).unwrap_err();
+        assert!(twice.to_string().starts_with("workload 'db' is defined in both"), "{twice}");
+        let other = "apiVersion: v1\ngroups:\n  nightly:\n    members: [web]\n";
+        let err = merge(vec![manifest("g.yaml", &grouped), manifest("o.yaml", other)]).unwrap_err();
+        assert_eq!(err.to_string(), "group 'nightly' is defined in both 'g.yaml' and 'o.yaml'");
+        // Only a group: not empty.
+        assert!(!merge(vec![manifest("o.yaml", other)]).unwrap().is_empty());
     }
 
     #[test]

@@ -54,15 +54,37 @@ pub async fn run(ctx: &mut Ctx<'_>, args: GetWorkloadsArgs) -> anyhow::Result<()
         let filter = WorkloadFilter { names: args.names, agent: args.agent, state: args.state };
         return super::watch_workloads::run(ctx, filter).await;
     }
+    if args.rendered {
+        return super::rendered_workloads::run(ctx, &args.names, args.agent.as_deref(), args.output).await;
+    }
     let masks = vec!["desiredState.workloads".to_owned(), "workloadStates".to_owned()];
     let tree = fetch_state(ctx, masks).await?;
     let view = StateView::from_tree(&tree)?;
     let filter = WorkloadFilter { names: args.names, agent: args.agent, state: args.state };
     let rows = workload_rows(&view, &filter);
     match args.output {
-        Some(f) => ctx.print(&output::records(&output::workload_records(&rows), f)?),
+        Some(f) => ctx.print(&output::records(&with_priorities(output::workload_records(&rows), &view), f)?),
         None => ctx.print(&output::workload_table(&rows)),
     }
+}
+
+/// The records with each workload's `priority` and `effectivePriority`,
+/// where the desired state has them.
+// [feature K3: effectivePriority visible in `ank get workloads -o yaml`]
+pub fn with_priorities(mut records: serde_json::Value, view: &StateView) -> serde_json::Value {
+    for record in records.as_array_mut().into_iter().flatten() {
+        let Some(wl) = record["name"].as_str().and_then(|n| view.desired_state.workloads.get(n)) else { continue };
+        let (priority, effective) = (wl.priority, wl.effective_priority);
+        if let Some(map) = record.as_object_mut() {
+            if let Some(p) = priority {
+                map.insert("priority".into(), p.into());
+            }
+            if let Some(e) = effective {
+                map.insert("effectivePriority".into(), e.into());
+            }
+        }
+    }
+    records
 }
 
 #[cfg(test)]
@@ -100,6 +122,28 @@ mod tests {
             db.starts_with("db ") && db.contains("Pending(StartingFailed)") && db.ends_with("no runtime"),
             "{text}"
         );
+    }
+
+    // [test of feature K3: `ank get workloads -o yaml` shows effectivePriority]
+    #[test]
+    fn get_workloads_records_carry_the_priorities() {
+        let v = StateView::from_tree(&serde_json::json!({
+            "desiredState": {"apiVersion": "v1", "workloads": {
+                "A": {"runtime": "podman", "agent": "agent_A", "priority": 0, "effectivePriority": 5},
+                "C": {"runtime": "podman", "agent": "agent_A"},
+            }},
+            "workloadStates": {"agent_A": {
+                "A": {"1": {"state": "Pending", "subState": "WaitingToStart"}},
+                "C": {"2": {"state": "Running", "subState": "Ok"}},
+            }},
+        }))
+        .unwrap();
+        let rows = workload_rows(&v, &WorkloadFilter::default());
+        let records = with_priorities(output::workload_records(&rows), &v);
+        let yaml = output::records(&records, crate::cli::OutputFormat::Yaml).unwrap();
+        assert!(yaml.contains("effectivePriority: 5"), "{yaml}");
+        assert_eq!(records[0]["priority"], 0);
+        assert!(records[1].get("effectivePriority").is_none(), "{records}");
     }
 
     #[test]

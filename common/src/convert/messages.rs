@@ -262,6 +262,9 @@ pub fn request_to_pb(r: &Request) -> pb::Request {
         RequestContent::JobInterrupt { job_id } => {
             Some(C::JobInterruptRequest(pb::JobInterruptRequest { job_id: *job_id }))
         }
+        RequestContent::RenderedState { field_mask } => {
+            Some(C::RenderedStateRequest(pb::RenderedStateRequest { field_mask: field_mask.clone() }))
+        }
     };
     pb::Request { request_id: r.request_id.clone(), request_content: content }
 }
@@ -282,6 +285,7 @@ pub fn request_from_pb(r: pb::Request) -> Result<Request, ConvertError> {
         C::EventsCancelRequest(_) => RequestContent::EventsCancel,
         C::JobRerunRequest(r) => RequestContent::JobRerun { failed_only: r.failed_only },
         C::JobInterruptRequest(r) => RequestContent::JobInterrupt { job_id: r.job_id },
+        C::RenderedStateRequest(r) => RequestContent::RenderedState { field_mask: r.field_mask },
     };
     Ok(Request { request_id: r.request_id, content })
 }

@@ -2,6 +2,7 @@
 //! from the wire is validated here: a bad name or a missing field becomes a
 //! [`ConvertError`] naming the field, never a panic.
 
+mod groups;
 mod jobs;
 mod messages;
 mod partial;

@@ -44,6 +44,8 @@ struct PartialState {
     workloads: Option<BTreeMap<String, PartialWorkload>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     configs: Option<BTreeMap<String, ConfigItem>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    groups: Option<crate::groups::Groups>,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -192,6 +194,7 @@ fn state_from_pb(s: pb::State) -> Result<PartialState, ConvertError> {
             .configs
             .map(|c| c.configs.into_iter().map(|(k, v)| Ok((k, config_from_pb(v)?))).collect())
             .transpose()?,
+        groups: s.groups.map(super::groups::groups_from_pb).transpose()?,
     })
 }
 
@@ -204,6 +207,7 @@ fn state_to_pb(s: PartialState) -> pb::State {
         configs: s
             .configs
             .map(|c| pb::ConfigMap { configs: c.into_iter().map(|(k, v)| (k, config_to_pb(v))).collect() }),
+        groups: s.groups.map(super::groups::groups_to_pb),
     }
 }
 
@@ -390,6 +394,7 @@ mod tests {
                 api_version: "v1".into(),
                 workloads: Some(pb::WorkloadMap { workloads: wls }),
                 configs: None,
+                groups: None,
             }),
             ..Default::default()
         };

@@ -53,6 +53,8 @@ pub struct ServeOptions {
     pub resync: crate::server::ResyncSettings,
     /// How apply jobs behave.
     pub jobs: crate::jobs::JobSettings,
+    /// When finished workloads are deleted (`ttlAfterFinished`).
+    pub reaper: crate::ttl_reaper::ReaperSettings,
 }
 
 impl Default for ServeOptions {
@@ -64,6 +66,7 @@ impl Default for ServeOptions {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             resync: Default::default(),
             jobs: Default::default(),
+            reaper: Default::default(),
         }
     }
 }

@@ -136,7 +136,7 @@ impl AnkaiosServer {
     // [feature L2: dependency-ordered triggering (A-E)]
     pub(super) fn advance_jobs(&mut self) {
         let now = Instant::now();
-        let mut changed = Vec::new();
+        let mut changed = self.cancel_failed_pipelines();
         for _ in 0..64 {
             let view = ServerView {
                 desired: &self.desired.rendered,

@@ -1,0 +1,67 @@
+//! The server's reaper tick: finished workloads whose ttl ran out get a
+//! `Reaped` event, then they are deleted from the desired state as an
+//! internal update (saved to the state file if there is one, a job like
+//! any other change), which also takes them out of their group.
+
+use ank_common::workload_events::EventKind;
+use tokio::time::Instant;
+
+use super::AnkaiosServer;
+use crate::desired_state::{self, DesiredState};
+use crate::ttl_reaper::{Candidate, Due};
+
+impl AnkaiosServer {
+    /// Checks the finished workloads and deletes those due.
+    // [feature K7: ttlAfterFinished reaps from the desired state]
+    pub(super) fn reaper_tick(&mut self) {
+        let now = Instant::now();
+        let states = &self.states;
+        let candidates = self.desired.rendered.workloads.iter().filter_map(|(name, wl)| {
+            let spec = desired_state::spec_of(name, wl)?;
+            // Validated at apply.
+            let ttl = wl.ttl_after_finished.as_deref().and_then(|t| ank_common::duration::parse_duration(t).ok());
+            Some(Candidate {
+                name,
+                kind: states.kind_of(&spec.instance_name),
+                instance: spec.instance_name,
+                ttl,
+                policy: wl.restart_policy,
+            })
+        });
+        let due = self.reaper.check(candidates, now);
+        if due.is_empty() {
+            return;
+        }
+        // The event first, so that subscribers see why the workload goes.
+        self.with_events(|s| {
+            for d in &due {
+                tracing::info!("workload '{}' reaped: {}", d.workload, d.reason);
+                s.states.record_event(&d.workload, EventKind::Reaped, &d.reason);
+            }
+        });
+        let next = match DesiredState::new(without(&self.desired.state, &due)) {
+            Ok(next) => next,
+            Err(e) => return tracing::error!("reaping failed, the workloads stay: {e}"),
+        };
+        self.with_events(|s| {
+            if let Err(e) = s.accept(next) {
+                tracing::error!("reaping failed, the workloads stay: {e}");
+            }
+        });
+        self.publish_counts();
+    }
+}
+
+/// `state` without the due workloads, also as group members (a group
+/// left without members goes too).
+fn without(state: &ank_common::State, due: &[Due]) -> ank_common::State {
+    let mut next = state.clone();
+    for d in due {
+        next.workloads.remove(d.workload.as_str());
+        for group in next.groups.values_mut() {
+            group.members.retain(|m| m.as_str() != d.workload);
+        }
+    }
+    next.groups.retain(|_, g| !g.members.is_empty());
+    next
+}

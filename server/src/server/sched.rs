@@ -1,0 +1,89 @@
+//! The server's side of the scheduling features on the desired state: the
+//! last rendering steps before a state goes to the agents (`${seq:N}`
+//! numbers from the pools of the workload's agent; start-time changes of
+//! started workloads kept back), the `Escalated` events of K3, and the
+//! rendered state users can read (`ank get workload X --rendered`).
+
+use ank_common::field_mask;
+use ank_common::messages::ResponseContent;
+use ank_common::workload_events::EventKind;
+use ank_common::{State, WorkloadInstanceName};
+use serde_json::json;
+
+use super::AnkaiosServer;
+use crate::desired_state::{self, DesiredState};
+use crate::priorities;
+use crate::seq_pools::{SeqPools, SeqTable};
+use crate::ttl_reaper::ReaperSettings;
+
+/// The parts of the server the scheduling features add.
+#[derive(Debug, Default)]
+pub struct SchedOptions {
+    /// The `${seq:N}` pools (kept next to the state file, if any).
+    pub seq: SeqPools,
+    /// The reaper of finished workloads.
+    pub reaper: ReaperSettings,
+}
+
+impl AnkaiosServer {
+    /// Finishes rendering `next` for the agents, against the current state:
+    /// expands the `${seq:N}` macros of every workload that has an agent
+    /// (call it again once placement gave one) and keeps the rendering of
+    /// started workloads whose only change is in start-time properties.
+    /// Returns the pools' table to save and commit with `next`.
+    // [feature K9: rendered in the server, per agent]
+    pub(super) fn render_for_agents(&self, next: &mut DesiredState) -> Result<SeqTable, String> {
+        let table = self.seq.plan(&mut next.rendered).map_err(|e| e.to_string())?;
+        let old = &self.desired;
+        let states = &self.states;
+        let started = |name: &str| {
+            let instance = old
+                .rendered
+                .workloads
+                .get_key_value(name)
+                .and_then(|(n, wl)| desired_state::spec_of(n, wl))
+                .map(|spec| spec.instance_name);
+            instance.is_some_and(|n: WorkloadInstanceName| priorities::started(states.kind_of(&n)))
+        };
+        priorities::keep_started(&old.state, &old.rendered, &next.state, &mut next.rendered, started);
+        Ok(table)
+    }
+
+    /// Records an `Escalated` event on every workload not started yet whose
+    /// effective priority a dependent raised since `old`.
+    // [feature K3: Escalated event "for B (5)"]
+    pub(super) fn record_escalations(&mut self, old: &State) {
+        for (name, reason) in priorities::new_escalations(old, &self.desired.rendered) {
+            let spec = self
+                .desired
+                .rendered
+                .workloads
+                .get_key_value(name.as_str())
+                .and_then(|(n, wl)| desired_state::spec_of(n, wl));
+            if spec.is_some_and(|s| priorities::started(self.states.kind_of(&s.instance_name))) {
+                continue;
+            }
+            tracing::info!("workload '{name}' escalated {reason}");
+            self.states.record_event(&name, EventKind::Escalated, &reason);
+        }
+    }
+
+    /// The rendered desired state, filtered by masks under `desiredState`.
+    pub(super) fn rendered_state(&self, field_mask: &[String]) -> ResponseContent {
+        if let Some(bad) = field_mask.iter().find(|m| m.split('.').next() != Some("desiredState")) {
+            return ResponseContent::Error(format!(
+                "the rendered state has only 'desiredState'; mask '{bad}' selects nothing of it"
+            ));
+        }
+        let tree = match serde_json::to_value(&self.desired.rendered) {
+            Ok(v) => json!({ "desiredState": v }),
+            Err(e) => return ResponseContent::Error(e.to_string()),
+        };
+        if field_mask.is_empty() {
+            return ResponseContent::CompleteState(Box::new(tree));
+        }
+        let mut masks = field_mask.to_vec();
+        masks.push("desiredState.apiVersion".to_owned());
+        ResponseContent::CompleteState(Box::new(field_mask::filter(&tree, &masks)))
+    }
+}

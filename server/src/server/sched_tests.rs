@@ -1,0 +1,442 @@
+//! The scheduling features of the server through the actor with a fake
+//! agent stream under paused time: effective priorities and escalation
+//! (K3), groups (K6), ttlAfterFinished (K7) and `${seq:N}` (K9).
+
+use std::time::Duration;
+
+use ank_common::execution_state::Pending;
+use ank_common::messages::{FromServer, Request, RequestContent, ResponseContent, ToServer};
+use ank_common::workload::WorkloadSpec;
+use ank_common::{ExecutionState, State, StateKind};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::tests::{Harness, settle};
+use super::*;
+use crate::seq_pools::SeqPools;
+use crate::ttl_reaper::ReaperSettings;
+
+const AGENT: ConnId = 1;
+const CLI: ConnId = 2;
+
+fn hello(agent: &str) -> ToServer {
+    ToServer::AgentHello {
+        agent_name: agent.into(),
+        protocol_version: ank_common::PROTOCOL_VERSION.into(),
+        tags: Default::default(),
+        reports_conditions: true,
+    }
+}
+
+/// A server on `initial` (validated) with agent A connected; returns the
+/// harness and the agent's ServerHello.
+async fn start(initial: State, state_file: Option<StateFile>, sched: SchedOptions) -> (Harness, Vec<WorkloadSpec>) {
+    let initial = DesiredState::new(initial).expect("valid initial state");
+    let (handle, actor) =
+        AnkaiosServer::new_with(initial, state_file, ResyncSettings::default(), Default::default(), sched);
+    let stop = CancellationToken::new();
+    tokio::spawn(actor.run(stop.clone()));
+    let (agent_tx, mut agent_rx) = mpsc::channel(256);
+    let (cli_tx, cli_rx) = mpsc::channel(256);
+    handle.opened(AGENT, ConnKind::Agent, agent_tx).await;
+    handle.opened(CLI, ConnKind::Commander, cli_tx).await;
+    handle.message(AGENT, hello("A")).await;
+    let Some(FromServer::ServerHello(specs)) = agent_rx.recv().await else { panic!("no ServerHello") };
+    (Harness { handle, agent_rx, cli_rx, stop }, specs)
+}
+
+fn empty() -> State {
+    State { api_version: "v1".into(), ..Default::default() }
+}
+
+/// Sends a request and waits for its answer (other messages are dropped).
+async fn ask(h: &mut Harness, id: &str, content: RequestContent) -> ResponseContent {
+    h.handle.message(CLI, ToServer::Request(Request { request_id: id.into(), content })).await;
+    loop {
+        match h.cli_rx.recv().await {
+            Some(FromServer::Response(r)) if r.request_id == id => return r.content,
+            Some(_) => continue,
+            None => panic!("server gone"),
+        }
+    }
+}
+
+/// Applies a manifest text with a mask per workload and group.
+async fn apply(h: &mut Harness, yaml: &str) -> ResponseContent {
+    let state = ank_common::manifest::parse_manifest("test", yaml).expect("valid manifest");
+    let masks = state
+        .workloads
+        .keys()
+        .map(|n| format!("desiredState.workloads.{n}"))
+        .chain(state.groups.keys().map(|n| format!("desiredState.groups.{n}")))
+        .collect();
+    let new_state = Box::new(json!({"desiredState": state}));
+    let answer = ask(h, "apply", RequestContent::UpdateState { new_state, update_mask: masks }).await;
+    settle().await;
+    answer
+}
+
+async fn delete(h: &mut Harness, masks: &[&str]) {
+    let new_state = Box::new(json!({"desiredState": {"apiVersion": "v1"}}));
+    let update_mask = masks.iter().map(|m| m.to_string()).collect();
+    let answer = ask(h, "delete", RequestContent::UpdateState { new_state, update_mask }).await;
+    assert!(matches!(answer, ResponseContent::UpdateStateSuccess { .. }), "{answer:?}");
+    settle().await;
+}
+
+/// Everything the agent got since the last call: added specs, deleted names.
+fn drain(h: &mut Harness) -> (Vec<WorkloadSpec>, Vec<String>) {
+    let (mut added, mut deleted) = (Vec::new(), Vec::new());
+    while let Ok(msg) = h.agent_rx.try_recv() {
+        match msg {
+            FromServer::UpdateWorkload { added: a, deleted: d } => {
+                added.extend(a);
+                deleted.extend(d.into_iter().map(|d| d.instance_name.workload_name));
+            }
+            FromServer::ServerHello(a) => added.extend(a),
+            _ => {}
+        }
+    }
+    (added, deleted)
+}
+
+fn names(specs: &[WorkloadSpec]) -> Vec<&str> {
+    specs.iter().map(|s| s.name()).collect()
+}
+
+fn spec<'a>(specs: &'a [WorkloadSpec], name: &str) -> &'a WorkloadSpec {
+    specs.iter().find(|s| s.name() == name).unwrap_or_else(|| panic!("no spec of {name}"))
+}
+
+/// The (only) instance entry of `name` on agent A.
+fn entry(tree: &Value, name: &str) -> Value {
+    tree["workloadStates"]["A"][name].as_object().and_then(|m| m.values().next()).cloned().unwrap_or(Value::Null)
+}
+
+fn events_of(tree: &Value, name: &str, kind: &str) -> Vec<Value> {
+    entry(tree, name)["events"].as_array().into_iter().flatten().filter(|e| e["kind"] == kind).cloned().collect()
+}
+
+fn wl(name: &str, extra: &str) -> String {
+    format!("  {name}:\n    runtime: podman\n    agent: A\n    runtimeConfig: \"image: {name}\"\n{extra}")
+}
+
+/// The K3 example: C (priority 1), A (0), B (5) depending on A.
+fn k3() -> String {
+    format!(
+        "apiVersion: v1\nworkloads:\n{}{}{}",
+        wl("C", "    priority: 1\n"),
+        wl("A", "    priority: 0\n"),
+        wl("B", "    priority: 5\n    dependencies:\n      A: ADD_COND_RUNNING\n")
+    )
+}
+
+// [test of feature K3]
+#[tokio::test(start_paused = true)]
+async fn k3_the_spec_of_a_carries_effective_priority_5_and_one_escalated_event() {
+    let (mut h, _) = start(empty(), None, SchedOptions::default()).await;
+    apply(&mut h, &k3()).await;
+    let (added, _) = drain(&mut h);
+    assert_eq!(names(&added), ["A", "C"], "B waits for A");
+    assert_eq!(spec(&added, "A").workload.effective_priority, Some(5));
+    assert_eq!(spec(&added, "A").workload.start_priority(), 5);
+    assert_eq!(spec(&added, "C").workload.effective_priority, Some(1));
+    let tree = h.tree().await;
+    assert_eq!(tree["desiredState"]["workloads"]["A"]["effectivePriority"], 5, "visible in the state");
+    let escalated = events_of(&tree, "A", "Escalated");
+    assert_eq!(escalated.len(), 1, "{tree}");
+    assert_eq!((escalated[0]["reason"].as_str(), escalated[0]["count"].as_u64()), (Some("for B (5)"), Some(1)));
+    assert!(events_of(&tree, "C", "Escalated").is_empty());
+    // An identical re-apply escalates nothing again.
+    apply(&mut h, &k3()).await;
+    assert_eq!(events_of(&h.tree().await, "A", "Escalated")[0]["count"], 1);
+    h.report(spec(&added, "A"), ExecutionState::running(), 1).await;
+    let (b, _) = drain(&mut h);
+    assert_eq!(names(&b), ["B"]);
+    assert_eq!(b[0].workload.effective_priority, Some(5));
+    h.stop.cancel();
+}
+
+// [test of feature K3]
+#[tokio::test(start_paused = true)]
+async fn k3_a_later_dependent_escalates_a_waiting_workload_but_never_restarts_a_running_one() {
+    let (mut h, _) = start(empty(), None, SchedOptions::default()).await;
+    let base = format!("apiVersion: v1\nworkloads:\n{}{}", wl("A", ""), wl("R", ""));
+    apply(&mut h, &base).await;
+    let (first, _) = drain(&mut h);
+    assert_eq!(spec(&first, "A").workload.effective_priority, None);
+    h.report(spec(&first, "R"), ExecutionState::running(), 1).await;
+    h.report(spec(&first, "A"), ExecutionState::new(StateKind::Pending(Pending::QuotaBlocked)), 1).await;
+    let more = format!(
+        "{base}{}{}",
+        wl("B", "    priority: 5\n    dependencies:\n      A: ADD_COND_RUNNING\n"),
+        wl("S", "    priority: 7\n    dependencies:\n      R: ADD_COND_RUNNING\n")
+    );
+    apply(&mut h, &more).await;
+    let (added, deleted) = drain(&mut h);
+    assert_eq!(names(&added), ["A", "S"], "A is updated with its new priority; R is left alone");
+    assert_eq!(deleted, ["A"]);
+    assert_eq!(spec(&added, "A").workload.effective_priority, Some(5));
+    let tree = h.tree().await;
+    assert_eq!(events_of(&tree, "A", "Escalated")[0]["reason"], "for B (5)");
+    assert!(events_of(&tree, "R", "Escalated").is_empty(), "R was running");
+    assert_eq!(tree["desiredState"]["workloads"]["R"]["effectivePriority"], 7, "the state still shows it");
+    h.stop.cancel();
+}
+
+fn pipeline() -> String {
+    format!(
+        "apiVersion: v1\nworkloads:\n{}{}{}groups:\n  upd:\n    mode: pipeline\n    members: [s1, s2, s3]\n",
+        wl("s1", ""),
+        wl("s2", ""),
+        wl("s3", "")
+    )
+}
+
+// [test of feature K6: pipeline s1 Succeeded, s2 fails -> s3 Pending(Canceled), never sent]
+#[tokio::test(start_paused = true)]
+async fn k6_a_failed_pipeline_step_cancels_the_rest_which_never_reach_the_agent() {
+    let (mut h, _) = start(empty(), None, SchedOptions::default()).await;
+    apply(&mut h, &pipeline()).await;
+    let (s1, _) = drain(&mut h);
+    assert_eq!(names(&s1), ["s1"], "strictly in list order");
+    let tree = h.tree().await;
+    assert!(tree["desiredState"]["workloads"]["s2"].get("dependencies").is_none_or(|d| d == &json!({})));
+    h.report(&s1[0], ExecutionState::succeeded(), 1).await;
+    let (s2, _) = drain(&mut h);
+    assert_eq!(names(&s2), ["s2"]);
+    h.report(&s2[0], ExecutionState::failed("Exit code: '1'"), 1).await;
+
+    let tree = h.tree().await;
+    let s3 = entry(&tree, "s3");
+    assert_eq!((s3["state"].as_str(), s3["subState"].as_str()), (Some("Pending"), Some("Canceled")), "{tree}");
+    assert_eq!(s3["additionalInfo"], "pipeline upd: s2 failed");
+    assert_eq!(events_of(&tree, "s3", "Canceled")[0]["reason"], "pipeline upd: s2 failed");
+    assert_eq!(entry(&tree, "s1")["state"], "Succeeded");
+    let job = &tree["jobs"]["1"];
+    assert_eq!(job["phase"], "Failed");
+    assert_eq!(job["workloads"]["s3"]["reason"], "canceled: pipeline upd: s2 failed");
+
+    // Never handed out: not by the job, not by a resync, not on a reconnect.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    settle().await;
+    let (added, _) = drain(&mut h);
+    assert!(!names(&added).contains(&"s3"), "{:?}", names(&added));
+    // A rerun retries s2 but does not bring s3 back.
+    ask(&mut h, "rerun", RequestContent::JobRerun { failed_only: false }).await;
+    settle().await;
+    assert_eq!(names(&drain(&mut h).0), ["s2"]);
+    let (tx, mut rx) = mpsc::channel(16);
+    h.handle.closed(AGENT).await;
+    h.handle.opened(3, ConnKind::Agent, tx).await;
+    h.handle.message(3, hello("A")).await;
+    let Some(FromServer::ServerHello(specs)) = rx.recv().await else { panic!("no ServerHello") };
+    assert_eq!(names(&specs), ["s1", "s2"]);
+    settle().await;
+    assert_eq!(entry(&h.tree().await, "s3")["subState"], "Canceled", "still canceled after the agent came back");
+    // Deleting the pipeline removes its row.
+    delete(&mut h, &["desiredState.workloads.s3", "desiredState.groups.upd"]).await;
+    assert_eq!(entry(&h.tree().await, "s3"), Value::Null);
+    h.stop.cancel();
+}
+
+// [test of feature K6: a member the startup job handed out is taken back before it starts]
+#[tokio::test(start_paused = true)]
+async fn k6_a_canceled_member_already_on_its_agent_is_deleted_there() {
+    let initial = ank_common::manifest::parse_manifest("m", &pipeline()).unwrap();
+    let (mut h, specs) = start(initial, None, SchedOptions::default()).await;
+    assert_eq!(names(&specs), ["s1", "s2", "s3"], "the startup job hands everything out");
+    let s3 = spec(&specs, "s3").clone();
+    h.report(spec(&specs, "s1"), ExecutionState::succeeded(), 1).await;
+    h.report(&s3, ExecutionState::new(StateKind::Pending(Pending::WaitingToStart)), 1).await;
+    h.report(spec(&specs, "s2"), ExecutionState::new(StateKind::Pending(Pending::StartingFailed)), 1).await;
+    let (_, deleted) = drain(&mut h);
+    assert_eq!(deleted, ["s3"]);
+    h.report(&s3, ExecutionState::removed(), 1).await;
+    let s3_entry = entry(&h.tree().await, "s3");
+    assert_eq!(s3_entry["subState"], "Canceled", "the agent's removal does not replace it");
+    h.stop.cancel();
+}
+
+// [test of feature K6: batch priority 7, member m2 priority 2 -> m1 effective 7, m2 2]
+#[tokio::test(start_paused = true)]
+async fn k6_batch_defaults_reach_the_members_specs() {
+    let (mut h, _) = start(empty(), None, SchedOptions::default()).await;
+    let batch = "apiVersion: v1\nworkloads:\n  m1:\n    runtime: podman\n    runtimeConfig: \"image: m1\"\n  m2:\n    runtime: podman\n    agent: A\n    priority: 2\n    runtimeConfig: \"image: m2\"\ngroups:\n  nightly:\n    priority: 7\n    agent: A\n    tags:\n      owner: ops\n    members: [m1, m2]\n";
+    apply(&mut h, batch).await;
+    let (added, _) = drain(&mut h);
+    assert_eq!(names(&added), ["m1", "m2"]);
+    let (m1, m2) = (&spec(&added, "m1").workload, &spec(&added, "m2").workload);
+    assert_eq!((m1.effective_priority, m2.effective_priority), (Some(7), Some(2)));
+    assert_eq!((m1.agent.as_str(), m1.tags["owner"].as_str()), ("A", "ops"));
+    let tree = h.tree().await;
+    let desired = &tree["desiredState"];
+    assert_eq!(desired["groups"]["nightly"]["priority"], 7);
+    assert_eq!(desired["workloads"]["m1"]["effectivePriority"], 7);
+    assert_eq!(desired["workloads"]["m1"].get("agent"), Some(&json!("")), "the state keeps what users wrote");
+
+    // Validation at apply names the group.
+    let unknown = batch.replace("[m1, m2]", "[m1, m2, m9]");
+    let ResponseContent::Error(e) = apply(&mut h, &unknown).await else { panic!("unknown member accepted") };
+    assert!(e.contains("group 'nightly': member 'm9' is not a workload of the desired state"), "{e}");
+    let ResponseContent::Error(e) = ask(
+        &mut h,
+        "del",
+        RequestContent::UpdateState {
+            new_state: Box::new(json!({"desiredState": {"apiVersion": "v1"}})),
+            update_mask: vec!["desiredState.workloads.m1".into()],
+        },
+    )
+    .await
+    else {
+        panic!("deleting a member alone must be refused")
+    };
+    assert!(e.contains("group 'nightly': member 'm1'"), "{e}");
+    h.stop.cancel();
+}
+
+/// Waits on paused time until `check` holds, at most `limit`.
+async fn within(h: &mut Harness, limit: Duration, mut check: impl FnMut(&Value) -> bool) -> Duration {
+    let start = tokio::time::Instant::now();
+    loop {
+        if check(&h.tree().await) {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < limit, "not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        settle().await;
+    }
+}
+
+// [test of feature K7: ttlAfterFinished reaps a finished workload: Reaped, then Removed]
+#[tokio::test(start_paused = true)]
+async fn k7_a_finished_workload_is_reaped_after_its_ttl_and_saved_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateFile::new(dir.path().join("state.json"));
+    let (mut h, _) = start(empty(), Some(file.clone()), SchedOptions::default()).await;
+    let text = format!(
+        "apiVersion: v1\nworkloads:\n{}{}{}groups:\n  g:\n    members: [job, svc]\n",
+        wl("job", "    ttlAfterFinished: 10s\n"),
+        wl("svc", "    restartPolicy: ON_FAILURE\n    ttlAfterFinished: 10s\n"),
+        wl("keep", "")
+    );
+    apply(&mut h, &text).await;
+    let (added, _) = drain(&mut h);
+    // A subscriber from now on: the Reaped event comes before the removal.
+    let (sub_tx, mut sub_rx) = mpsc::channel(256);
+    h.handle.opened(4, ConnKind::Commander, sub_tx).await;
+    let sub = RequestContent::CompleteState { field_mask: vec!["workloadStates".into()], subscribe_for_events: true };
+    h.handle.message(4, ToServer::Request(Request { request_id: "sub".into(), content: sub })).await;
+    h.report(spec(&added, "job"), ExecutionState::succeeded(), 1).await;
+    h.report(spec(&added, "svc"), ExecutionState::failed("Exit code: '1'"), 1).await;
+    h.report(spec(&added, "keep"), ExecutionState::succeeded(), 1).await;
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    settle().await;
+    assert!(h.tree().await["desiredState"]["workloads"].get("job").is_some(), "not before 10 s");
+    let took = within(&mut h, Duration::from_secs(3), |t| t["desiredState"]["workloads"].get("job").is_none()).await;
+    eprintln!("reaped {:?} after the ttl ran out (paused time)", took);
+    let tree = h.tree().await;
+    assert!(tree["desiredState"]["workloads"].get("svc").is_some(), "ON_FAILURE restarts a failure: not finished");
+    assert!(tree["desiredState"]["workloads"].get("keep").is_some(), "no ttl, no default: stays");
+    assert_eq!(tree["desiredState"]["groups"]["g"]["members"], json!(["svc"]), "out of its group too");
+    let saved = file.load().unwrap().unwrap().state;
+    assert!(!saved.workloads.contains_key("job") && saved.workloads.contains_key("keep"));
+    let (_, deleted) = drain(&mut h);
+    assert_eq!(deleted, ["job"], "a job like any other change");
+    // The subscriber saw Reaped while the workload was still listed.
+    let mut saw_reaped = false;
+    while let Ok(msg) = sub_rx.try_recv() {
+        if let FromServer::Response(r) = msg
+            && let ResponseContent::Event { complete_state, .. } = r.content
+            && let Some(e) = events_of(&complete_state, "job", "Reaped").first()
+        {
+            assert_eq!(e["reason"], "ttlAfterFinished 10s");
+            saw_reaped = true;
+        }
+    }
+    assert!(saw_reaped, "no Reaped event");
+    h.stop.cancel();
+}
+
+// [test of feature K7: the server-wide default ttl and its tick]
+#[tokio::test(start_paused = true)]
+async fn k7_the_server_default_ttl_reaps_workloads_without_their_own() {
+    let sched = SchedOptions {
+        reaper: ReaperSettings { tick: Duration::from_secs(5), default_ttl: Some(Duration::from_secs(60)) },
+        ..Default::default()
+    };
+    let (mut h, _) = start(empty(), None, sched).await;
+    apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}", wl("w", ""))).await;
+    let (added, _) = drain(&mut h);
+    h.report(&added[0], ExecutionState::failed("Exit code: '2'"), 1).await;
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    settle().await;
+    assert!(h.tree().await["desiredState"]["workloads"].get("w").is_some());
+    let took = within(&mut h, Duration::from_secs(12), |t| t["desiredState"]["workloads"].get("w").is_none()).await;
+    assert!(took <= Duration::from_secs(11), "within two ticks of 5 s: {took:?}");
+    h.stop.cancel();
+}
+
+fn ported(name: &str) -> String {
+    format!(
+        "  {name}:\n    runtime: podman\n    agent: A\n    runtimeConfig: |\n      image: {name}\n      env:\n        PORT_A: \"${{seq:8000}}\"\n        PORT_B: \"${{seq:8000}}\"\n"
+    )
+}
+
+fn ports(s: &WorkloadSpec) -> String {
+    let rc = &s.workload.runtime_config;
+    let get =
+        |key: &str| rc.lines().find_map(|l| l.trim().strip_prefix(key)).unwrap_or("").trim_matches('"').to_owned();
+    format!("{}/{}", get("PORT_A: "), get("PORT_B: "))
+}
+
+// [test of feature K9: 8000/8001 and 8002/8003; same after a restart; freed numbers reused]
+#[tokio::test(start_paused = true)]
+async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateFile::new(dir.path().join("state.json"));
+    let sched = || SchedOptions { seq: SeqPools::open(file.seq_path()).unwrap(), ..Default::default() };
+    let (mut h, _) = start(empty(), Some(file.clone()), sched()).await;
+    apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}{}", ported("w1"), ported("w2"))).await;
+    let (added, _) = drain(&mut h);
+    assert_eq!((ports(spec(&added, "w1")), ports(spec(&added, "w2"))), ("8000/8001".into(), "8002/8003".into()));
+    // The state keeps the macro; the rendered state has the numbers.
+    let tree = h.tree().await;
+    assert!(tree["desiredState"]["workloads"]["w1"]["runtimeConfig"].as_str().unwrap().contains("${seq:8000}"));
+    let ResponseContent::CompleteState(rendered) =
+        ask(&mut h, "r", RequestContent::RenderedState { field_mask: vec!["desiredState.workloads.w2".into()] }).await
+    else {
+        panic!("no rendered state")
+    };
+    let rc = rendered["desiredState"]["workloads"]["w2"]["runtimeConfig"].as_str().unwrap().to_owned();
+    assert!(rc.contains("PORT_A: \"8002\"") && rc.contains("PORT_B: \"8003\""), "{rc}");
+    assert!(rendered["desiredState"]["workloads"].get("w1").is_none(), "filtered by the mask");
+    assert!(file.seq_path().exists(), "kept next to the state file");
+    h.stop.cancel();
+
+    // A new server on the same files hands the agent the same numbers.
+    let (initial, _) = crate::initial_state(Some(&file), None).unwrap();
+    let (mut h, specs) = start(initial, Some(file.clone()), sched()).await;
+    assert_eq!((ports(spec(&specs, "w1")), ports(spec(&specs, "w2"))), ("8000/8001".into(), "8002/8003".into()));
+    let same = |a: &WorkloadSpec| added.iter().any(|b| b.instance_name == a.instance_name);
+    assert!(specs.iter().all(same), "same instances: nothing restarts");
+
+    // Delete w1, apply w3: w3 reuses 8000/8001.
+    delete(&mut h, &["desiredState.workloads.w1"]).await;
+    apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}", ported("w3"))).await;
+    let (added, _) = drain(&mut h);
+    assert_eq!(ports(spec(&added, "w3")), "8000/8001");
+
+    // A bad pool fails the apply, naming the workload and the field.
+    let bad = "apiVersion: v1\nworkloads:\n  bad:\n    runtime: podman\n    agent: A\n    runtimeConfig: \"PORT: ${seq:x}\"\n";
+    let ResponseContent::Error(e) = apply(&mut h, bad).await else { panic!("a bad pool must fail the apply") };
+    assert!(e.contains("macro: bad pool 'x' in runtimeConfig of workload 'bad'"), "{e}");
+    let ResponseContent::Error(e) =
+        ask(&mut h, "r2", RequestContent::RenderedState { field_mask: vec!["workloadStates".into()] }).await
+    else {
+        panic!("a mask outside the desired state must be refused")
+    };
+    assert!(e.contains("'workloadStates'"), "{e}");
+    h.stop.cancel();
+}
