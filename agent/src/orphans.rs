@@ -20,6 +20,9 @@ use crate::runtime_connectors::{ListedWorkload, RuntimeConnector, WorkloadId};
 pub(crate) struct Orphans {
     /// Containers whose removal runs.
     in_flight: Arc<Mutex<HashSet<WorkloadId>>>,
+    /// Whether a ServerHello said what is desired; before it, no listed
+    /// container is an orphan.
+    armed: bool,
 }
 
 /// The containers in `listed` of workloads that `wanted` does not know (by
@@ -40,6 +43,23 @@ impl Orphans {
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<WorkloadId>> {
         self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Lets [`sweep`](Self::sweep) remove orphans: a ServerHello said what is desired.
+    pub fn arm(&mut self) {
+        self.armed = true;
+    }
+
+    /// Removes the containers of a reconcile listing whose workload
+    /// `known` does not know (nothing before [`arm`](Self::arm)).
+    // [feature K7: orphans are removed on each reconcile]
+    pub fn sweep(&self, connector: Arc<dyn RuntimeConnector>, listed: &[ListedWorkload], known: impl Fn(&str) -> bool) {
+        if !self.armed {
+            return;
+        }
+        for found in select(listed, known) {
+            self.remove(connector.clone(), found.clone());
+        }
     }
 
     /// Removes `found` with `connector` in the background, unless its

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::finished_store::FinishedStore;
-use crate::orphans::{self, Orphans};
+use crate::orphans::Orphans;
 use crate::runtime_connectors::{ListedWorkload, RuntimeEvent, RuntimeRegistry};
 use crate::runtime_facade::RuntimeFacade;
 use crate::workload::control_loop::LoopContext;
@@ -123,9 +123,6 @@ pub struct RuntimeManager {
     /// Workloads that ended and were reaped, across agent restarts.
     finished: Arc<FinishedStore>,
     orphans: Orphans,
-    /// Whether a ServerHello said what is desired; before it, no container
-    /// is an orphan.
-    hello_seen: bool,
 }
 
 impl RuntimeManager {
@@ -184,7 +181,6 @@ impl RuntimeManager {
             shutdown,
             finished,
             orphans: Orphans::new(),
-            hello_seen: false,
         };
         let handle = RuntimeManagerHandle { requests: tx, states: states_tx, health };
         (handle, tokio::spawn(manager.run()))
@@ -260,7 +256,7 @@ impl RuntimeManager {
                 self.orphans.remove(facade.connector(), found);
             }
         }
-        self.hello_seen = true;
+        self.orphans.arm();
         self.schedule(ops).await;
     }
 
@@ -465,7 +461,13 @@ impl RuntimeManager {
                 }
             }
             RuntimeEvent::Snapshot { runtime, taken_at, workloads } => {
-                self.remove_orphans(&runtime, &workloads);
+                // [feature K7: orphans are removed on each reconcile]
+                if let Some(facade) = self.facades.get(&runtime) {
+                    let (objects, unsupported, scheduler) = (&self.objects, &self.unsupported, &self.scheduler);
+                    let known =
+                        |n: &str| objects.contains_key(n) || unsupported.contains_key(n) || scheduler.is_queued(n);
+                    self.orphans.sweep(facade.connector(), &workloads, known);
+                }
                 let workloads = Arc::new(workloads);
                 for object in self.objects.values() {
                     object.sender().snapshot(runtime.clone(), taken_at, workloads.clone());
@@ -480,19 +482,6 @@ impl RuntimeManager {
                 let now = overall_health(&self.unreachable);
                 self.health.send_if_modified(|h| std::mem::replace(h, now.clone()) != now);
             }
-        }
-    }
-
-    /// Removes the listed containers of `runtime` whose workload this agent
-    /// does not have (once a ServerHello said what it should have).
-    // [feature K7: orphans are removed on each reconcile]
-    fn remove_orphans(&self, runtime: &str, listed: &[ListedWorkload]) {
-        let Some(facade) = self.facades.get(runtime).filter(|_| self.hello_seen) else { return };
-        let known = |name: &str| {
-            self.objects.contains_key(name) || self.unsupported.contains_key(name) || self.scheduler.is_queued(name)
-        };
-        for found in orphans::select(listed, known) {
-            self.orphans.remove(facade.connector(), found.clone());
         }
     }
 
