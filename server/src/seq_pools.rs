@@ -158,7 +158,7 @@ impl SeqPools {
     /// in-memory table is not changed yet.
     pub fn save(&self, table: &SeqTable) -> Result<(), SeqPoolsError> {
         let Some(path) = &self.file else { return Ok(()) };
-        if *table == self.table && path.exists() {
+        if *table == self.table {
             return Ok(());
         }
         let write = |source| SeqPoolsError::Write { path: path.display().to_string(), source };
