@@ -217,6 +217,33 @@ mod tests {
         assert!(matches!(e, ConfigFileError::PathAndContent { ref key, .. } if key == "key_pem"), "{e}");
     }
 
+    // [test of feature K7: the reaper's default ttl and tick by file, env and flag]
+    #[test]
+    fn server_config_reaper_keys_and_their_flags() {
+        let f = conf("version = 'v1'\nttl_after_finished = '72h'\nreaper_tick_ms = 250\n");
+        let reaper = resolve(&[], f.path()).unwrap().reaper();
+        assert_eq!(reaper.default_ttl, Some(std::time::Duration::from_secs(72 * 3600)));
+        assert_eq!(reaper.tick, std::time::Duration::from_millis(250));
+        let a = resolve(&["--ttl-after-finished", "90s", "--reaper-tick-ms", "2000"], f.path()).unwrap();
+        assert_eq!(a.reaper().default_ttl, Some(std::time::Duration::from_secs(90)));
+        assert_eq!(a.reaper().tick, std::time::Duration::from_secs(2));
+        let off = resolve(&[], Path::new("/nonexistent")).unwrap().reaper();
+        assert_eq!(
+            (off.default_ttl, off.tick),
+            (None, std::time::Duration::from_secs(1)),
+            "the reaper is off by default"
+        );
+        let f = conf("version = 'v1'\nttl_after_finished = 'soon'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.contains(":2: key 'ttl_after_finished'"), "{e}");
+        // SAFETY: only this test reads or writes this variable.
+        unsafe { std::env::set_var("ANKSERVER_TEST_REAPER_TTL", "5m") };
+        let cmd = Args::command().mut_arg("ttl_after_finished", |a| a.env("ANKSERVER_TEST_REAPER_TTL"));
+        let f = conf("version = 'v1'\nttl_after_finished = '72h'\n");
+        let a = resolve_with(cmd, &[], f.path()).unwrap();
+        assert_eq!(a.reaper().default_ttl, Some(std::time::Duration::from_secs(300)), "env beats the file");
+    }
+
     #[test]
     fn server_config_example_parses() {
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config/ank-server.conf");

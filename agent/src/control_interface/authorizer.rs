@@ -284,6 +284,9 @@ mod tests {
             ),
             // A state rule does not grant logs.
             (logs(&["secret"]), false),
+            // The rendered state is read like the desired state.
+            (RequestContent::RenderedState { field_mask: vec!["desiredState.configs".into()] }, true),
+            (RequestContent::RenderedState { field_mask: vec!["desiredState.workloads.secret".into()] }, false),
         ];
         for (request, allowed) in cases {
             assert_eq!(a.authorize(request).is_ok(), *allowed, "{request:?}");

@@ -416,6 +416,17 @@ mod tests {
     }
 
     #[test]
+    fn rendered_state_request_round_trips_as_request_102() {
+        let r = Request {
+            request_id: "cli@7".into(),
+            content: RequestContent::RenderedState { field_mask: vec!["desiredState.workloads.w".into()] },
+        };
+        let pb = request_to_pb(&r);
+        assert!(matches!(pb.request_content, Some(pb::request::RequestContent::RenderedStateRequest(_))));
+        assert_eq!(request_from_pb(pb).unwrap(), r);
+    }
+
+    #[test]
     fn added_workload_with_bad_dependency_name_is_rejected() {
         let mut w =
             pb::Workload { runtime: Some("podman".into()), runtime_config: Some("x".into()), ..Default::default() };
