@@ -13,6 +13,7 @@ pub mod grpc;
 pub mod health;
 pub mod jobs;
 mod log_campaigns;
+pub mod placement;
 mod requests;
 mod server;
 pub mod state_file;
@@ -118,6 +119,7 @@ pub fn start(
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
     let (handle, actor) = server::AnkaiosServer::new(initial, state_file, options.resync, options.jobs);
+    let actor = actor.with_placement(options.placement.clone());
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let grpc_handle = handle.clone();
     let serving = async move {

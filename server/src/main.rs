@@ -82,6 +82,7 @@ async fn main() -> ExitCode {
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         resync: args.resync(),
         jobs: args.jobs(),
+        placement: args.placement(),
     };
     let (handle, serving) = match ank_server::start(initial, state_file, listener, options, shutdown.clone()) {
         Ok(started) => started,

@@ -7,6 +7,7 @@
 
 use ank_common::daemon::{Ping, Pinger};
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
+use ank_common::placement::metrics::Metrics;
 use ank_common::workload_events::EventKind;
 use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use std::collections::BTreeMap;
@@ -19,15 +20,24 @@ use crate::events::EventSubscriptions;
 use crate::generations::Generations;
 use crate::jobs::{JobEngine, JobSettings};
 use crate::log_campaigns::LogCampaigns;
+use crate::placement::Placer;
 use crate::requests;
 use crate::state_file::StateFile;
 use crate::workload_states::{Ingest, WorkloadStateStore};
 
 mod jobs;
 mod logs;
+mod placement;
 mod resync;
 
 pub use resync::ResyncSettings;
+
+/// What an agent's hello says besides its name and version.
+struct Hello {
+    tags: BTreeMap<String, String>,
+    reports_conditions: bool,
+    capabilities: Vec<String>,
+}
 
 /// What the gRPC layer reports to the server.
 #[derive(Debug)]
@@ -113,6 +123,8 @@ pub struct AnkaiosServer {
     resync: ResyncSettings,
     /// The apply jobs and the workloads they hold back.
     jobs: JobEngine,
+    /// Placement of the workloads with an agent selector.
+    placer: Placer,
 }
 
 impl AnkaiosServer {
@@ -120,7 +132,7 @@ impl AnkaiosServer {
     /// `state_file`, every accepted change is saved there before it is
     /// acknowledged or sent to an agent.
     pub fn new(
-        initial: DesiredState,
+        mut initial: DesiredState,
         state_file: Option<StateFile>,
         resync: ResyncSettings,
         jobs: JobSettings,
@@ -142,7 +154,9 @@ impl AnkaiosServer {
             agent_kinds: BTreeMap::new(),
             resync,
             jobs: JobEngine::new(jobs),
+            placer: Placer::default(),
         };
+        server.place_update(&mut initial.rendered);
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.generations.advance(&server.desired.rendered, &initial.rendered, |_| 0);
         server.desired = initial;
@@ -166,6 +180,7 @@ impl AnkaiosServer {
                 _ = resync.tick() => {
                     self.resync_tick(tokio::time::Instant::now());
                     self.jobs_tick();
+                    self.placement_tick(tokio::time::Instant::now());
                     continue;
                 }
                 Some(ping) = self.pings.recv() => {
@@ -219,12 +234,15 @@ impl AnkaiosServer {
 
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
         match msg {
-            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions } => {
-                self.handle_agent_hello(conn, &agent_name, &protocol_version, tags, reports_conditions)
+            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities } => {
+                let hello = Hello { tags, reports_conditions, capabilities };
+                self.handle_agent_hello(conn, &agent_name, &protocol_version, hello)
             }
             ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
-            ToServer::AgentLoadStatus { agent_name, status } => self.handle_load_status(conn, &agent_name, status),
+            ToServer::AgentLoadStatus { agent_name, status, metrics } => {
+                self.handle_load_status(conn, &agent_name, status, &metrics)
+            }
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
             ToServer::LogEntriesResponse { request_id, entries } => self.handle_log_entries(&request_id, entries),
@@ -235,14 +253,8 @@ impl AnkaiosServer {
     }
 
     // [impl->swdd~agent-sends-hello~1]
-    fn handle_agent_hello(
-        &mut self,
-        conn: ConnId,
-        agent: &str,
-        version: &str,
-        tags: BTreeMap<String, String>,
-        reports_conditions: bool,
-    ) {
+    fn handle_agent_hello(&mut self, conn: ConnId, agent: &str, version: &str, hello: Hello) {
+        let Hello { tags, reports_conditions, capabilities } = hello;
         if self.conns.kind(conn) != Some(ConnKind::Agent) {
             tracing::warn!("connection {conn}: AgentHello on a non-agent stream ignored");
             return;
@@ -258,7 +270,7 @@ impl AnkaiosServer {
             return;
         }
         tracing::info!("agent '{agent}' connected");
-        let attributes = AgentAttributes { status: AgentStatus::default(), tags, dropped_stale_reports: 0 };
+        let attributes = AgentAttributes { tags, capabilities, ..AgentAttributes::default() };
         self.conns.register_agent(conn, agent, attributes);
         self.agent_kinds.insert(agent.to_owned(), reports_conditions);
         // Specs a job holds back go out when the job hands them out.
@@ -266,6 +278,9 @@ impl AnkaiosServer {
         specs.retain(|s| !self.jobs.is_held(s.name()));
         let specs = self.stamped(specs);
         self.conns.send(conn, FromServer::ServerHello(specs));
+        // Before the leftovers are deleted: an instance placed here again
+        // is no leftover.
+        self.placement_agent_joined(agent);
         self.finish_deletions_after_hello(conn, agent, reports_conditions);
         let others = self.states.all_except(Some(agent));
         if !others.is_empty() {
@@ -328,12 +343,16 @@ impl AnkaiosServer {
         }
     }
 
-    fn handle_load_status(&mut self, conn: ConnId, agent: &str, status: AgentStatus) {
+    fn handle_load_status(&mut self, conn: ConnId, agent: &str, status: AgentStatus, extra: &BTreeMap<String, f64>) {
         if self.conns.agent_of(conn).as_deref() != Some(agent) {
             return;
         }
-        if let Some(attrs) = self.conns.agent_attributes_mut(agent) {
-            attrs.status = status;
+        let Some(attrs) = self.conns.agent_attributes_mut(agent) else { return };
+        let metrics = Metrics::from_load(&status, extra);
+        attrs.status = status;
+        if attrs.metrics != metrics {
+            attrs.metrics = metrics;
+            self.placement_agent_changed(agent);
         }
     }
 
@@ -343,6 +362,7 @@ impl AnkaiosServer {
         self.logs_connection_closed(conn, agent.as_deref());
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
+            self.placement_agent_left(&agent);
             let desired = &self.desired.rendered;
             let mut changed =
                 self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));
@@ -401,7 +421,7 @@ impl AnkaiosServer {
     }
 
     fn update_state(&mut self, new_state: &serde_json::Value, update_mask: &[String]) -> ResponseContent {
-        let next = match desired_state::apply_update(&self.desired.state, new_state, update_mask) {
+        let mut next = match desired_state::apply_update(&self.desired.state, new_state, update_mask) {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!("update rejected: {e}");
@@ -416,7 +436,8 @@ impl AnkaiosServer {
             tracing::error!("update rejected: {e}");
             return ResponseContent::Error(format!("update rejected: {e}"));
         }
-        requests::update_agent_tags(&mut self.conns, new_state, update_mask);
+        let retagged = requests::update_agent_tags(&mut self.conns, new_state, update_mask);
+        self.place_update(&mut next.rendered);
         let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
         let states = &self.states;
         self.generations.advance(&self.desired.rendered, &next.rendered, |name| states.max_generation(name));
@@ -424,6 +445,9 @@ impl AnkaiosServer {
         let workloads = &self.desired.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
         let job_id = self.dispatch(&old.rendered, &diff);
+        for agent in retagged {
+            self.placement_agent_changed(&agent);
+        }
         ResponseContent::UpdateStateSuccess {
             added_workloads: diff.added_instance_names(),
             deleted_workloads: diff.deleted_instance_names(),
@@ -459,18 +483,19 @@ impl AnkaiosServer {
                 changed.push(self.states.state_of(&spec.instance_name));
             }
         }
-        for name in &diff.unscheduled {
-            let Some(wl) = self.desired.rendered.workloads.get(name) else { continue };
-            let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
-            let s = WorkloadState::new(n, ExecutionState::not_scheduled());
-            if self.states.record(&s) {
-                changed.push(s);
-            }
-        }
+        // Gone first: a changed unscheduled workload is both gone and new.
         for name in &diff.unscheduled_gone {
             let unscheduled = self.states.instances_of("");
             for n in unscheduled.iter().filter(|n| n.workload_name == name.as_str()) {
                 changed.extend(self.states.forget(n));
+            }
+        }
+        for name in &diff.unscheduled {
+            let Some(wl) = self.desired.rendered.workloads.get(name) else { continue };
+            let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
+            let s = WorkloadState::new(n, self.not_scheduled_state(name.as_str()));
+            if self.states.record(&s) {
+                changed.push(s);
             }
         }
         changed
@@ -479,5 +504,7 @@ impl AnkaiosServer {
 
 #[cfg(test)]
 mod job_tests;
+#[cfg(test)]
+mod placement_tests;
 #[cfg(test)]
 mod tests;

@@ -53,6 +53,8 @@ pub struct ServeOptions {
     pub resync: crate::server::ResyncSettings,
     /// How apply jobs behave.
     pub jobs: crate::jobs::JobSettings,
+    /// How workloads with an agent selector are placed.
+    pub placement: crate::placement::PlacementSettings,
 }
 
 impl Default for ServeOptions {
@@ -64,6 +66,7 @@ impl Default for ServeOptions {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             resync: Default::default(),
             jobs: Default::default(),
+            placement: Default::default(),
         }
     }
 }
