@@ -244,5 +244,6 @@ mod tests {
         let cli = resolve(&["-x", example.to_str().unwrap()], Path::new("/nonexistent")).unwrap();
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_A");
+        assert_eq!((c.tags.get("arch").map(String::as_str), c.capabilities.len()), (Some("arm64"), 1));
     }
 }

@@ -245,5 +245,6 @@ mod tests {
         assert!(a.insecure);
         assert!(a.startup_manifest.is_some());
         assert!(a.validate().is_ok());
+        assert_eq!(a.placement().metrics["free_memory_mb"].max, 8192.0);
     }
 }
