@@ -261,6 +261,16 @@ async fn podman_kube_on_podman_only_agents_is_not_scheduled_until_one_offers_it(
     c.apply(json!({"w": selector_workload(json!({"capabilities": ["podman-kube"]}), "onAgentLoss")})).await;
     let unschedulable: Vec<_> = c.events("w").await.into_iter().filter(|(k, _, _)| k == "Unschedulable").collect();
     assert_eq!(unschedulable, [("Unschedulable".to_owned(), reason.to_owned(), 1)]);
+    // A changed spec that still cannot be placed keeps its NotScheduled row.
+    let mut changed = selector_workload(json!({"capabilities": ["podman-kube"]}), "onAgentLoss");
+    changed["runtimeConfig"] = json!("image: y");
+    c.apply(json!({"w": changed})).await;
+    let rows = c.instances("w").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].1["state"].as_str(), rows[0].1["additionalInfo"].as_str()),
+        (Some("NotScheduled"), Some(reason))
+    );
 
     c.connect("agent_K", &[], &["podman", "podman-kube"], 1024, &[]).await;
     assert_eq!(c.handed("agent_K").await.0, ["w"]);
