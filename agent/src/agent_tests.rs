@@ -145,6 +145,8 @@ async fn agent_connects_runs_workloads_reconnects_and_says_goodbye() {
     let mut config = AgentConfig::new(AGENT, url);
     config.run_folder = run_folder.path().to_owned();
     config.tags.insert("zone".into(), "a".into());
+    config.capabilities = vec!["gpu".into()];
+    config.metrics.insert("speed".into(), 2.5);
     let shutdown = CancellationToken::new();
     let agent = tokio::spawn(crate::run(config, registry, shutdown.clone()));
 
@@ -157,12 +159,15 @@ async fn agent_connects_runs_workloads_reconnects_and_says_goodbye() {
             agent_name: AGENT.into(),
             protocol_version: ank_common::PROTOCOL_VERSION.into(),
             tags,
-            reports_conditions: true
+            reports_conditions: true,
+            // [test of feature S1: the runtimes and the configured capabilities are advertised]
+            capabilities: vec!["gpu".into(), "podman".into()],
         }
     );
     assert!(run_folder.path().join(format!("{AGENT}_io")).is_dir());
     let load = conn.recv().await.unwrap();
     assert!(matches!(load, ToServer::AgentLoadStatus { ref status, .. } if status.free_memory > 0), "{load:?}");
+    assert!(matches!(load, ToServer::AgentLoadStatus { ref metrics, .. } if metrics.get("speed") == Some(&2.5)));
 
     let a = spec("a");
     conn.send(&FromServer::ServerHello(vec![a.clone()])).await;

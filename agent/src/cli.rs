@@ -32,9 +32,19 @@ pub struct Cli {
     /// Connect without TLS.
     #[arg(short = 'k', long, env = "ANKAGENT_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure: bool,
-    /// Agent tag as key=value; repeatable.
-    #[arg(short = 't', long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    /// Agent tag (label for agent selectors) as key=value; repeatable.
+    #[arg(short = 't', long = "tag", visible_alias = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
     pub tags: Vec<(String, String)>,
+    /// A capability this agent offers to agent selectors besides its
+    /// runtimes (podman, podman-kube), e.g. gpu or /dev/dri; repeatable
+    /// (env: comma-separated).
+    #[arg(long = "capability", env = "ANKAGENT_CAPABILITIES", value_delimiter = ',', value_name = "NAME", value_parser = parse_capability)]
+    pub capabilities: Vec<String>,
+    /// A static metric this agent advertises to agent selectors as
+    /// name=number, besides the built-in cpu_usage and free_memory_mb;
+    /// repeatable (env: comma-separated).
+    #[arg(long = "metric", env = "ANKAGENT_METRICS", value_delimiter = ',', value_name = "NAME=VALUE", value_parser = parse_metric)]
+    pub metrics: Vec<(String, f64)>,
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it.
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -125,6 +135,24 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
     }
 }
 
+fn parse_capability(s: &str) -> Result<String, String> {
+    let c = s.trim();
+    if c.is_empty() || c.chars().any(char::is_whitespace) {
+        return Err(format!("capability '{s}' must be one word"));
+    }
+    Ok(c.to_owned())
+}
+
+fn parse_metric(s: &str) -> Result<(String, f64), String> {
+    let bad = || format!("metric '{s}' is not of the form name=number");
+    let (name, value) = s.split_once('=').ok_or_else(bad)?;
+    let value: f64 = value.trim().parse().map_err(|_| bad())?;
+    if name.trim().is_empty() || !value.is_finite() {
+        return Err(bad());
+    }
+    Ok((name.trim().to_owned(), value))
+}
+
 /// `$TMPDIR/ankaios`, or `/tmp/ankaios` without TMPDIR.
 pub fn default_run_folder() -> PathBuf {
     ank_common::config_file::default_run_folder()
@@ -171,6 +199,8 @@ impl Cli {
             ank_proto::dial::Heartbeat::from_millis(self.heartbeat_interval_ms, self.heartbeat_timeout_ms);
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
         config.tags = self.tags.into_iter().collect::<BTreeMap<_, _>>();
+        config.capabilities = self.capabilities;
+        config.metrics = self.metrics.into_iter().collect();
         config.shutdown_grace = std::time::Duration::from_millis(self.shutdown_grace_ms);
         config.stop_workloads_on_shutdown = self.stop_workloads_on_shutdown;
         config.max_parallel_creates = self.max_parallel_creates.max(1);
@@ -204,6 +234,34 @@ mod tests {
         assert_eq!(c.run_folder, PathBuf::from("/x"));
         assert_eq!(c.tags.get("gpu").map(String::as_str), Some("yes"));
         assert_eq!(c.tags.get("zone").map(String::as_str), Some("a=b"));
+    }
+
+    // [test of feature S1: agents advertise labels, capabilities and metrics]
+    #[test]
+    fn cli_labels_capabilities_and_metrics() {
+        let c = parse(&[
+            "-n",
+            "a",
+            "-k",
+            "--label",
+            "arch=arm64",
+            "-t",
+            "ecu=hpc1",
+            "--capability",
+            "gpu",
+            "--capability",
+            "/dev/dri",
+            "--metric",
+            "speed=2.5",
+        ])
+        .unwrap();
+        assert_eq!(c.tags.get("arch").map(String::as_str), Some("arm64"));
+        assert_eq!(c.tags.len(), 2);
+        assert_eq!(c.capabilities, ["gpu", "/dev/dri"]);
+        assert_eq!(c.metrics.get("speed"), Some(&2.5));
+        assert!(Cli::try_parse_from(["ank-agent", "--metric", "speed=fast"]).is_err());
+        assert!(Cli::try_parse_from(["ank-agent", "--metric", "speed"]).is_err());
+        assert!(Cli::try_parse_from(["ank-agent", "--capability", "a b"]).is_err());
     }
 
     #[test]

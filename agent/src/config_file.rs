@@ -5,6 +5,7 @@
 //! when clap reports that the flag was neither on the command line nor in
 //! the environment. [`Cli::into_config`] validates the merged result.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -40,6 +41,13 @@ pub struct AgentConfigFile {
     pub max_parallel_creates: Option<usize>,
     pub shutdown_grace_ms: Option<u64>,
     pub stop_workloads_on_shutdown: Option<bool>,
+    /// `[labels]`: the agent's tags, which agent selectors match.
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Capabilities besides the runtimes (`capabilities = ['gpu']`).
+    pub capabilities: Option<Vec<String>>,
+    /// `[metrics]`: static metrics (name = number).
+    #[serde(default, deserialize_with = "finite_metrics")]
+    pub metrics: Option<BTreeMap<String, f64>>,
     pub retention: Option<RetentionSection>,
 }
 
@@ -58,6 +66,15 @@ pub struct RetentionSection {
 fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     let text = String::deserialize(d)?;
     ank_common::duration::parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
+}
+
+/// The `[metrics]` table; every value a finite number.
+fn finite_metrics<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<BTreeMap<String, f64>>, D::Error> {
+    let metrics = BTreeMap::<String, f64>::deserialize(d)?;
+    match metrics.iter().find(|(_, v)| !v.is_finite()) {
+        Some((name, v)) => Err(serde::de::Error::custom(format!("metric '{name}': {v} is not a finite number"))),
+        None => Ok(Some(metrics)),
+    }
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -107,6 +124,9 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     let retention = file.retention.unwrap_or_default();
     fill(&mut cli.retain_succeeded, retention.succeeded, m, "retain_succeeded");
     fill(&mut cli.retain_failed, retention.failed, m, "retain_failed");
+    fill(&mut cli.tags, file.labels.map(|l| l.into_iter().collect()), m, "tags");
+    fill(&mut cli.capabilities, file.capabilities, m, "capabilities");
+    fill(&mut cli.metrics, file.metrics.map(|l| l.into_iter().collect()), m, "metrics");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
@@ -187,6 +207,25 @@ mod tests {
         assert!(matches!(cli.into_config().unwrap_err(), CliError::Tls(e) if e.contains("incomplete mTLS")));
     }
 
+    // [test of feature S1: labels, capabilities and metrics from the config file]
+    #[test]
+    fn agent_config_advertisement_keys_under_flags() {
+        let f = conf(
+            "version = 'v1'\nname = 'a'\ninsecure = true\ncapabilities = ['gpu']\n\
+             [labels]\narch = 'arm64'\n[metrics]\nspeed = 2.5\n",
+        );
+        let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.tags.get("arch").map(String::as_str), Some("arm64"));
+        assert_eq!((c.capabilities, c.metrics.get("speed")), (vec!["gpu".to_owned()], Some(&2.5)));
+        let c = resolve(&["--label", "arch=x86_64", "--capability", "npu"], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.tags.get("arch").map(String::as_str), Some("x86_64"), "the flag beats the file");
+        assert_eq!(c.capabilities, ["npu"]);
+        assert_eq!(c.metrics.get("speed"), Some(&2.5));
+        let f = conf("version = 'v1'\n[metrics]\nspeed = inf\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.contains("key 'metrics'") && e.contains("speed"), "{e}");
+    }
+
     #[test]
     // [test of feature K7]
     fn agent_config_retention_section_is_read_and_flags_beat_it() {
@@ -245,5 +284,6 @@ mod tests {
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_A");
         assert_eq!(c.retention, crate::Retention::default(), "the example spells out the defaults");
+        assert_eq!((c.tags.get("arch").map(String::as_str), c.capabilities.len()), (Some("arm64"), 1));
     }
 }

@@ -64,8 +64,12 @@ pub struct AgentConfig {
     pub server_url: String,
     /// Run folder; `<run folder>/<name>_io` is created at start.
     pub run_folder: PathBuf,
-    /// Tags sent in the agent hello.
+    /// Tags sent in the agent hello (the labels agent selectors match).
     pub tags: BTreeMap<String, String>,
+    /// Capabilities offered to agent selectors besides the runtimes.
+    pub capabilities: Vec<String>,
+    /// Static metrics offered to agent selectors besides the built-ins.
+    pub metrics: BTreeMap<String, f64>,
     /// How many workload creates may run at once.
     pub max_parallel_creates: usize,
     /// How failed creates are retried.
@@ -92,6 +96,8 @@ impl AgentConfig {
             server_url: server_url.into(),
             run_folder: cli::default_run_folder(),
             tags: BTreeMap::new(),
+            capabilities: Vec::new(),
+            metrics: BTreeMap::new(),
             max_parallel_creates: 10,
             retry_policy: RetryPolicy::default(),
             retention: Retention::default(),
@@ -106,6 +112,15 @@ impl AgentConfig {
 /// The registry of a production agent (`podman` on PATH).
 pub fn default_runtimes() -> RuntimeRegistry {
     RuntimeRegistry::with_podman()
+}
+
+/// What the agent advertises as capabilities: the names of its runtimes
+/// and the operator's, sorted, each once.
+// [feature S6: runtime names and operator-declared capabilities]
+pub fn capabilities(runtimes: &RuntimeRegistry, configured: &[String]) -> Vec<String> {
+    let all: std::collections::BTreeSet<String> =
+        runtimes.iter().map(|c| c.name().to_owned()).chain(configured.iter().cloned()).collect();
+    all.into_iter().collect()
 }
 
 /// Runs the agent until `shutdown` is cancelled: connects (and reconnects)
@@ -149,6 +164,8 @@ pub async fn run_supervised(
         server_url: config.server_url,
         agent_name: config.name.clone(),
         tags: config.tags,
+        capabilities: capabilities(&runtimes, &config.capabilities),
+        metrics: config.metrics,
         tls: config.tls,
         heartbeat: config.heartbeat,
     };

@@ -72,6 +72,10 @@ pub struct LinkConfig {
     pub server_url: String,
     pub agent_name: String,
     pub tags: BTreeMap<String, String>,
+    /// Capabilities sent in the hello (runtimes and configured ones).
+    pub capabilities: Vec<String>,
+    /// Static metrics sent with every load status.
+    pub metrics: BTreeMap<String, f64>,
     /// mTLS material, read at every connect; `None`: plain http.
     pub tls: Option<ank_common::tls::TlsSources>,
     /// How a dead server is noticed; `None`: only by TCP.
@@ -161,6 +165,7 @@ impl ServerLink {
             protocol_version: ank_common::PROTOCOL_VERSION.to_owned(),
             tags: self.config.tags.clone(),
             reports_conditions: true,
+            capabilities: self.config.capabilities.clone(),
         };
         let _ = tx.send(to_server_to_proto(&hello)).await;
         let mut inbound = tokio::select! {
@@ -206,7 +211,11 @@ impl ServerLink {
                 },
                 _ = load.tick() => {
                     let status = self.monitor.sample();
-                    let msg = ToServer::AgentLoadStatus { agent_name: self.config.agent_name.clone(), status };
+                    let msg = ToServer::AgentLoadStatus {
+                        agent_name: self.config.agent_name.clone(),
+                        status,
+                        metrics: self.config.metrics.clone(),
+                    };
                     let _ = tx.send(to_server_to_proto(&msg)).await;
                 }
             }

@@ -2,6 +2,8 @@
 //! and of the wait mode, and the YAML/JSON rendering of `ank get state`.
 //! Pure functions from data to text; the commands decide where it goes.
 
+use std::collections::BTreeMap;
+
 use ank_common::ExecutionState;
 use ank_common::conditions::{ConditionType, InstanceStatus};
 use anyhow::Context;
@@ -155,6 +157,10 @@ pub struct AgentRow {
     pub free_memory: Option<u64>,
     /// State reports the server dropped as stale or from the future.
     pub dropped_stale_reports: u64,
+    /// What the agent advertises to agent selectors (records only).
+    pub labels: BTreeMap<String, String>,
+    pub capabilities: Vec<String>,
+    pub metrics: ank_common::placement::metrics::Metrics,
 }
 
 /// The agent table, rows in the given order.
@@ -219,13 +225,24 @@ pub fn agent_records(rows: &[AgentRow]) -> serde_json::Value {
     serde_json::Value::Array(
         rows.iter()
             .map(|r| {
-                serde_json::json!({
+                let mut record = serde_json::json!({
                     "name": r.name,
                     "workloads": r.workloads,
                     "cpuUsage": r.cpu_usage,
                     "freeMemory": r.free_memory,
                     "droppedStaleReports": r.dropped_stale_reports,
-                })
+                });
+                // [feature S1: the advertisement shows in `ank get agents -o yaml`]
+                if !r.labels.is_empty() {
+                    record["labels"] = serde_json::json!(r.labels);
+                }
+                if !r.capabilities.is_empty() {
+                    record["capabilities"] = serde_json::json!(r.capabilities);
+                }
+                if !r.metrics.is_empty() {
+                    record["metrics"] = serde_json::json!(r.metrics);
+                }
+                record
             })
             .collect(),
     )

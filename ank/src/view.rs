@@ -53,6 +53,15 @@ pub struct AgentView {
     /// State reports the server dropped as stale or from the future.
     #[serde(default)]
     pub dropped_stale_reports: u64,
+    /// The agent's tags: the labels agent selectors match.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Capabilities advertised to agent selectors.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Metrics advertised to agent selectors.
+    #[serde(default)]
+    pub metrics: ank_common::placement::metrics::Metrics,
 }
 
 /// Resource figures of an agent.

@@ -80,6 +80,13 @@ pub struct AgentAttributes {
     /// State reports the server dropped as stale or from the future.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_stale_reports: u64,
+    /// Capabilities the agent advertises to agent selectors (its runtimes
+    /// and operator-declared features).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// Metrics the agent advertises: the built-ins and the operator's.
+    #[serde(default, skip_serializing_if = "crate::placement::metrics::Metrics::is_empty")]
+    pub metrics: crate::placement::metrics::Metrics,
 }
 
 fn is_zero(n: &u64) -> bool {

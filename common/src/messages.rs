@@ -70,6 +70,8 @@ pub enum ToServer {
         tags: BTreeMap<String, String>,
         /// Reports generations and conditions (this orchestrator's agents).
         reports_conditions: bool,
+        /// Capabilities offered to agent selectors (extension field 100).
+        capabilities: Vec<String>,
     },
     CommanderHello {
         protocol_version: String,
@@ -78,6 +80,8 @@ pub enum ToServer {
     AgentLoadStatus {
         agent_name: String,
         status: AgentStatus,
+        /// Operator-declared metrics (extension field 100).
+        metrics: BTreeMap<String, f64>,
     },
     Request(Request),
     Goodbye,

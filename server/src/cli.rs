@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use ank_common::tls::{self, PemSource, TlsSources};
 use clap::Parser;
 
+use crate::placement::config as placement;
+
 /// The Ankaios-compatible server.
 #[derive(Debug, Parser)]
 #[command(name = "ank-server", version, about = "Holds the desired state and serves agents and the ank CLI")]
@@ -113,6 +115,51 @@ pub struct Args {
     /// ttlAfterFinished ran out.
     #[arg(long = "reaper-tick-ms", env = "ANKSERVER_REAPER_TICK_MS", default_value_t = 1000, value_name = "MS")]
     pub reaper_tick_ms: u64,
+    /// Weight of the bonus the agent a selector workload runs on gets when
+    /// placement looks at it again (Krake's stickiness).
+    #[arg(
+        long = "scheduler-stickiness",
+        env = "ANKSERVER_SCHEDULER_STICKINESS",
+        default_value = "0.1",
+        value_parser = placement::parse_stickiness,
+        value_name = "WEIGHT"
+    )]
+    pub scheduler_stickiness: f64,
+    /// Period of the rebalance pass of `migration: rebalance` workloads
+    /// (60s, 2m, ...).
+    #[arg(
+        long = "scheduler-reschedule-after",
+        env = "ANKSERVER_SCHEDULER_RESCHEDULE_AFTER",
+        default_value = "60s",
+        value_parser = placement::parse_interval,
+        value_name = "DURATION"
+    )]
+    pub scheduler_reschedule_after: std::time::Duration,
+    /// How long an agent must stay disconnected before its selector
+    /// workloads move to another agent (`migration: onAgentLoss`, `rebalance`).
+    #[arg(
+        long = "scheduler-agent-loss-grace",
+        env = "ANKSERVER_SCHEDULER_AGENT_LOSS_GRACE",
+        default_value = "5m",
+        value_parser = placement::parse_interval,
+        value_name = "DURATION"
+    )]
+    pub scheduler_agent_loss_grace: std::time::Duration,
+    /// Seed of the placement tie-break, for reproducible placements
+    /// [default: from the clock].
+    #[arg(long = "scheduler-seed", env = "ANKSERVER_SCHEDULER_SEED", value_name = "N")]
+    pub scheduler_seed: Option<u64>,
+    /// Range of a metric that ranking normalizes to 0..1: NAME=MIN:MAX, or
+    /// NAME=MIN:MAX:lower when lower values are better (repeatable; env:
+    /// comma-separated). Built in: cpu_usage=0:100:lower, free_memory_mb=0:65536.
+    #[arg(
+        long = "metric-range",
+        env = "ANKSERVER_METRIC_RANGES",
+        value_delimiter = ',',
+        value_parser = placement::parse_metric_range,
+        value_name = "NAME=MIN:MAX[:lower]"
+    )]
+    pub metric_ranges: Vec<(String, crate::placement::MetricRange)>,
 }
 
 impl Args {
@@ -157,6 +204,17 @@ impl Args {
         }
     }
 
+    /// How workloads with an agent selector are placed.
+    pub fn placement(&self) -> crate::placement::PlacementSettings {
+        placement::settings(
+            self.scheduler_stickiness,
+            self.scheduler_reschedule_after,
+            self.scheduler_agent_loss_grace,
+            self.scheduler_seed,
+            &self.metric_ranges,
+        )
+    }
+
     /// The health socket of this server.
     pub fn health_socket(&self) -> PathBuf {
         let folder = self.run_folder.clone().unwrap_or_else(ank_common::config_file::default_run_folder);
@@ -184,5 +242,32 @@ mod tests {
         let a = Args::try_parse_from(["ank-server", "-k", "-a", "0.0.0.0:1", "-m", "x.yaml"]).unwrap();
         assert!(a.validate().is_ok());
         assert_eq!(a.startup_manifest.unwrap().to_str(), Some("x.yaml"));
+    }
+
+    #[test]
+    fn cli_placement_defaults_and_flags() {
+        let d = Args::try_parse_from(["ank-server", "-k"]).unwrap().placement();
+        assert_eq!((d.stickiness, d.reschedule_after.as_secs(), d.agent_loss_grace.as_secs()), (0.1, 60, 300));
+        let a = Args::try_parse_from([
+            "ank-server",
+            "--scheduler-stickiness",
+            "0.3",
+            "--scheduler-reschedule-after",
+            "10s",
+            "--scheduler-agent-loss-grace",
+            "1m",
+            "--scheduler-seed",
+            "42",
+            "--metric-range",
+            "free_memory_mb=0:8192",
+            "--metric-range",
+            "temp=20:90:lower",
+        ])
+        .unwrap();
+        let p = a.placement();
+        assert_eq!((p.stickiness, p.reschedule_after.as_secs(), p.agent_loss_grace.as_secs()), (0.3, 10, 60));
+        assert_eq!((p.seed, p.metrics["free_memory_mb"].max, p.metrics["temp"].higher_is_better), (42, 8192.0, false));
+        assert!(Args::try_parse_from(["ank-server", "--scheduler-stickiness", "-2"]).is_err());
+        assert!(Args::try_parse_from(["ank-server", "--metric-range", "x=1:0"]).is_err());
     }
 }

@@ -43,6 +43,11 @@ pub struct ServerConfigFile {
     pub resync_not_ready_s: Option<u64>,
     pub job_stuck_after_s: Option<u64>,
     pub job_history: Option<usize>,
+    /// Placement: `[scheduler]` stickiness, reschedule_after, agent_loss_grace, seed.
+    pub scheduler: Option<crate::placement::config::SchedulerKeys>,
+    /// Placement: `[metrics.<name>]` min, max, higher_is_better.
+    #[serde(default, deserialize_with = "crate::placement::config::metrics_key")]
+    pub metrics: Option<Vec<(String, crate::placement::MetricRange)>>,
     /// A duration such as `1h`; absent: the reaper is off.
     #[serde(default, deserialize_with = "duration_field")]
     pub ttl_after_finished: Option<std::time::Duration>,
@@ -104,6 +109,12 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.job_history, file.job_history, m, "job_history");
     fill(&mut args.ttl_after_finished, file.ttl_after_finished.map(Some), m, "ttl_after_finished");
     fill(&mut args.reaper_tick_ms, file.reaper_tick_ms, m, "reaper_tick_ms");
+    let scheduler = file.scheduler.unwrap_or_default();
+    fill(&mut args.scheduler_stickiness, scheduler.stickiness, m, "scheduler_stickiness");
+    fill(&mut args.scheduler_reschedule_after, scheduler.reschedule_after, m, "scheduler_reschedule_after");
+    fill(&mut args.scheduler_agent_loss_grace, scheduler.agent_loss_grace, m, "scheduler_agent_loss_grace");
+    fill(&mut args.scheduler_seed, scheduler.seed.map(Some), m, "scheduler_seed");
+    fill(&mut args.metric_ranges, file.metrics, m, "metric_ranges");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
@@ -245,11 +256,34 @@ mod tests {
     }
 
     #[test]
+    fn server_config_placement_tables_under_flags() {
+        let f = conf(
+            "version = 'v1'\n[scheduler]\nstickiness = 0.2\nrescheduleAfter = '30s'\nagent_loss_grace = '2m'\nseed = 42\n\
+             [metrics.free_memory_mb]\nmin = 0\nmax = 8192\n[metrics.cpu_usage]\nmin = 0\nmax = 100\nhigherIsBetter = false\n",
+        );
+        let p = resolve(&[], f.path()).unwrap().placement();
+        assert_eq!(
+            (p.stickiness, p.reschedule_after.as_secs(), p.agent_loss_grace.as_secs(), p.seed),
+            (0.2, 30, 120, 42)
+        );
+        assert_eq!((p.metrics["free_memory_mb"].max, p.metrics["cpu_usage"].higher_is_better), (8192.0, false));
+        let p = resolve(&["--scheduler-seed", "7", "--metric-range", "load=0:1"], f.path()).unwrap().placement();
+        assert_eq!(p.seed, 7, "the flag beats the file");
+        assert_eq!(p.metrics["free_memory_mb"].max, 65536.0, "--metric-range replaces the file's table");
+        let f = conf("version = 'v1'\n[metrics.x]\nmin = 5\nmax = 1\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.contains("key 'metrics.x'") && e.contains("metric 'x'") && e.contains("min < max"), "{e}");
+        let f = conf("version = 'v1'\n[scheduler]\nreschedule_after = 'soon'\n");
+        assert!(resolve(&[], f.path()).unwrap_err().to_string().contains("'soon'"));
+    }
+
+    #[test]
     fn server_config_example_parses() {
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config/ank-server.conf");
         let a = resolve(&["-x", example.to_str().unwrap()], Path::new("/nonexistent")).unwrap();
         assert!(a.insecure);
         assert!(a.startup_manifest.is_some());
         assert!(a.validate().is_ok());
+        assert_eq!(a.placement().metrics["free_memory_mb"].max, 8192.0);
     }
 }

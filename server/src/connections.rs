@@ -75,6 +75,11 @@ impl Connections {
         self.agents.len()
     }
 
+    /// The connected agents and their attributes, by name, borrowed.
+    pub fn agent_attributes(&self) -> impl Iterator<Item = (&str, &AgentAttributes)> {
+        self.agents.iter().map(|(n, (_, a))| (n.as_str(), a))
+    }
+
     pub fn agents(&self) -> BTreeMap<String, AgentAttributes> {
         self.agents.iter().map(|(n, (_, a))| (n.clone(), a.clone())).collect()
     }

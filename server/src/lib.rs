@@ -13,6 +13,7 @@ pub mod grpc;
 pub mod health;
 pub mod jobs;
 mod log_campaigns;
+pub mod placement;
 pub mod priorities;
 mod requests;
 pub mod seq_pools;
@@ -126,6 +127,7 @@ pub fn start(
     };
     let sched = SchedOptions { seq, reaper: options.reaper };
     let (handle, actor) = server::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, sched);
+    let actor = actor.with_placement(options.placement.clone());
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let grpc_handle = handle.clone();
     let serving = async move {

@@ -83,6 +83,7 @@ async fn main() -> ExitCode {
         resync: args.resync(),
         jobs: args.jobs(),
         reaper: args.reaper(),
+        placement: args.placement(),
     };
     let (handle, serving) = match ank_server::start(initial, state_file, listener, options, shutdown.clone()) {
         Ok(started) => started,

@@ -7,6 +7,7 @@
 
 use ank_common::daemon::{Ping, Pinger};
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
+use ank_common::placement::metrics::Metrics;
 use ank_common::workload_events::EventKind;
 use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use crate::events::EventSubscriptions;
 use crate::generations::Generations;
 use crate::jobs::{JobEngine, JobSettings};
 use crate::log_campaigns::LogCampaigns;
+use crate::placement::Placer;
 use crate::requests;
 use crate::seq_pools::SeqPools;
 use crate::state_file::StateFile;
@@ -28,12 +30,20 @@ use crate::workload_states::{Ingest, WorkloadStateStore};
 mod jobs;
 mod logs;
 mod pipelines;
+mod placement;
 mod reaper;
 mod resync;
 mod sched;
 
 pub use resync::ResyncSettings;
 pub use sched::SchedOptions;
+
+/// What an agent's hello says besides its name and version.
+struct Hello {
+    tags: BTreeMap<String, String>,
+    reports_conditions: bool,
+    capabilities: Vec<String>,
+}
 
 /// What the gRPC layer reports to the server.
 #[derive(Debug)]
@@ -123,6 +133,8 @@ pub struct AnkaiosServer {
     seq: SeqPools,
     /// When finished workloads are deleted.
     reaper: Reaper,
+    /// Placement of the workloads with an agent selector.
+    placer: Placer,
 }
 
 impl AnkaiosServer {
@@ -170,7 +182,9 @@ impl AnkaiosServer {
             jobs: JobEngine::new(jobs),
             seq: sched.seq,
             reaper: Reaper::new(sched.reaper),
+            placer: Placer::default(),
         };
+        server.place_update(&mut initial.rendered);
         match server.render_for_agents(&mut initial) {
             Ok(table) => {
                 if let Err(e) = server.seq.save(&table) {
@@ -206,6 +220,7 @@ impl AnkaiosServer {
                 _ = resync.tick() => {
                     self.resync_tick(tokio::time::Instant::now());
                     self.jobs_tick();
+                    self.placement_tick(tokio::time::Instant::now());
                     continue;
                 }
                 _ = reap.tick() => {
@@ -263,12 +278,15 @@ impl AnkaiosServer {
 
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
         match msg {
-            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions } => {
-                self.handle_agent_hello(conn, &agent_name, &protocol_version, tags, reports_conditions)
+            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities } => {
+                let hello = Hello { tags, reports_conditions, capabilities };
+                self.handle_agent_hello(conn, &agent_name, &protocol_version, hello)
             }
             ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
-            ToServer::AgentLoadStatus { agent_name, status } => self.handle_load_status(conn, &agent_name, status),
+            ToServer::AgentLoadStatus { agent_name, status, metrics } => {
+                self.handle_load_status(conn, &agent_name, status, &metrics)
+            }
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
             ToServer::LogEntriesResponse { request_id, entries } => self.handle_log_entries(&request_id, entries),
@@ -279,14 +297,8 @@ impl AnkaiosServer {
     }
 
     // [impl->swdd~agent-sends-hello~1]
-    fn handle_agent_hello(
-        &mut self,
-        conn: ConnId,
-        agent: &str,
-        version: &str,
-        tags: BTreeMap<String, String>,
-        reports_conditions: bool,
-    ) {
+    fn handle_agent_hello(&mut self, conn: ConnId, agent: &str, version: &str, hello: Hello) {
+        let Hello { tags, reports_conditions, capabilities } = hello;
         if self.conns.kind(conn) != Some(ConnKind::Agent) {
             tracing::warn!("connection {conn}: AgentHello on a non-agent stream ignored");
             return;
@@ -302,7 +314,7 @@ impl AnkaiosServer {
             return;
         }
         tracing::info!("agent '{agent}' connected");
-        let attributes = AgentAttributes { status: AgentStatus::default(), tags, dropped_stale_reports: 0 };
+        let attributes = AgentAttributes { tags, capabilities, ..AgentAttributes::default() };
         self.conns.register_agent(conn, agent, attributes);
         self.agent_kinds.insert(agent.to_owned(), reports_conditions);
         // Specs a job holds back go out when the job hands them out.
@@ -310,6 +322,9 @@ impl AnkaiosServer {
         specs.retain(|s| !self.jobs.is_held(s.name()));
         let specs = self.stamped(specs);
         self.conns.send(conn, FromServer::ServerHello(specs));
+        // Before the leftovers are deleted: an instance placed here again
+        // is no leftover.
+        self.placement_agent_joined(agent);
         self.finish_deletions_after_hello(conn, agent, reports_conditions);
         let others = self.states.all_except(Some(agent));
         if !others.is_empty() {
@@ -376,12 +391,16 @@ impl AnkaiosServer {
         }
     }
 
-    fn handle_load_status(&mut self, conn: ConnId, agent: &str, status: AgentStatus) {
+    fn handle_load_status(&mut self, conn: ConnId, agent: &str, status: AgentStatus, extra: &BTreeMap<String, f64>) {
         if self.conns.agent_of(conn).as_deref() != Some(agent) {
             return;
         }
-        if let Some(attrs) = self.conns.agent_attributes_mut(agent) {
-            attrs.status = status;
+        let Some(attrs) = self.conns.agent_attributes_mut(agent) else { return };
+        let metrics = Metrics::from_load(&status, extra);
+        attrs.status = status;
+        if attrs.metrics != metrics {
+            attrs.metrics = metrics;
+            self.placement_agent_changed(agent);
         }
     }
 
@@ -391,6 +410,7 @@ impl AnkaiosServer {
         self.logs_connection_closed(conn, agent.as_deref());
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
+            self.placement_agent_left(&agent);
             let desired = &self.desired.rendered;
             let mut changed =
                 self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));
@@ -459,7 +479,11 @@ impl AnkaiosServer {
         };
         match self.accept(next) {
             Ok((diff, job_id)) => {
-                requests::update_agent_tags(&mut self.conns, new_state, update_mask);
+                // Agents whose labels changed may now take NotScheduled
+                // workloads, or no longer match theirs.
+                for agent in requests::update_agent_tags(&mut self.conns, new_state, update_mask) {
+                    self.placement_agent_changed(&agent);
+                }
                 ResponseContent::UpdateStateSuccess {
                     added_workloads: diff.added_instance_names(),
                     deleted_workloads: diff.deleted_instance_names(),
@@ -473,7 +497,24 @@ impl AnkaiosServer {
     /// Makes `next` the desired state: finishes its rendering, saves it
     /// (the `${seq:N}` numbers first, then the state file; not saved means
     /// not accepted: a restart must not lose it) and opens its job.
-    fn accept(&mut self, mut next: DesiredState) -> Result<(StateDiff, u64), String> {
+    fn accept(&mut self, next: DesiredState) -> Result<(StateDiff, u64), String> {
+        self.accept_moving(next, &[])
+    }
+
+    /// [`accept`](Self::accept), with `moves` (workload, agent) overriding
+    /// where placement would keep selector workloads.
+    fn accept_moving(
+        &mut self,
+        mut next: DesiredState,
+        moves: &[(String, String)],
+    ) -> Result<(StateDiff, u64), String> {
+        // Placement first: the ${seq:N} pools are per agent.
+        self.place_update(&mut next.rendered);
+        for (name, agent) in moves {
+            if let Some(wl) = next.rendered.workloads.get_mut(name.as_str()) {
+                wl.agent.clone_from(agent);
+            }
+        }
         let table = self.render_for_agents(&mut next).inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
         self.seq.save(&table).map_err(|e| e.to_string()).inspect_err(|e| tracing::error!("update rejected: {e}"))?;
         if next.state != self.desired.state
@@ -523,18 +564,19 @@ impl AnkaiosServer {
                 changed.push(self.states.state_of(&spec.instance_name));
             }
         }
-        for name in &diff.unscheduled {
-            let Some(wl) = self.desired.rendered.workloads.get(name) else { continue };
-            let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
-            let s = WorkloadState::new(n, ExecutionState::not_scheduled());
-            if self.states.record(&s) {
-                changed.push(s);
-            }
-        }
+        // Gone first: a changed unscheduled workload is both gone and new.
         for name in &diff.unscheduled_gone {
             let unscheduled = self.states.instances_of("");
             for n in unscheduled.iter().filter(|n| n.workload_name == name.as_str()) {
                 changed.extend(self.states.forget(n));
+            }
+        }
+        for name in &diff.unscheduled {
+            let Some(wl) = self.desired.rendered.workloads.get(name) else { continue };
+            let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
+            let s = WorkloadState::new(n, self.not_scheduled_state(name.as_str()));
+            if self.states.record(&s) {
+                changed.push(s);
             }
         }
         changed
@@ -543,6 +585,8 @@ impl AnkaiosServer {
 
 #[cfg(test)]
 mod job_tests;
+#[cfg(test)]
+mod placement_tests;
 #[cfg(test)]
 mod sched_tests;
 #[cfg(test)]

@@ -16,6 +16,9 @@ pub fn agent_rows(view: &StateView) -> Vec<AgentRow> {
             cpu_usage: agent.status.as_ref().and_then(|s| s.cpu_usage),
             free_memory: agent.status.as_ref().and_then(|s| s.free_memory),
             dropped_stale_reports: agent.dropped_stale_reports,
+            labels: agent.tags.clone(),
+            capabilities: agent.capabilities.clone(),
+            metrics: agent.metrics.clone(),
         })
         .collect()
 }
@@ -33,6 +36,21 @@ pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // [test of feature S1: labels, capabilities and metrics in `ank get agents -o yaml`]
+    #[test]
+    fn get_agents_records_show_the_advertisement() {
+        let tree = serde_json::json!({"agents": {"agent_A": {
+            "tags": {"arch": "arm64"},
+            "capabilities": ["podman", "podman-kube"],
+            "metrics": {"cpu_usage": 3.0, "free_memory_mb": 2048.0},
+        }}});
+        let rows = agent_rows(&StateView::from_tree(&tree).unwrap());
+        let yaml = output::records(&output::agent_records(&rows), OutputFormat::Yaml).unwrap();
+        assert!(yaml.contains("labels:") && yaml.contains("arch: arm64"), "{yaml}");
+        assert!(yaml.contains("- podman-kube"), "{yaml}");
+        assert!(yaml.contains("free_memory_mb: 2048"), "{yaml}");
+    }
 
     #[test]
     fn get_agents_counts_workloads_per_agent() {
@@ -55,7 +73,8 @@ mod tests {
                     workloads: 2,
                     cpu_usage: Some(3),
                     free_memory: Some(1024),
-                    dropped_stale_reports: 4
+                    dropped_stale_reports: 4,
+                    ..Default::default()
                 },
                 AgentRow { name: "agent_B".into(), ..Default::default() },
             ]

@@ -124,12 +124,13 @@ pub fn from_server_from_proto(m: g::FromServer) -> Result<Option<FromServer>, Co
 pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
     use g::to_server::ToServerEnum as T;
     let e = match m {
-        ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions } => {
+        ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities } => {
             T::AgentHello(g::AgentHello {
                 agent_name: agent_name.clone(),
                 protocol_version: protocol_version.clone(),
                 tags: Some(pb::Tags { tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }),
                 reports_conditions: *reports_conditions,
+                capabilities: capabilities.clone(),
             })
         }
         ToServer::CommanderHello { protocol_version } => {
@@ -138,10 +139,11 @@ pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
         ToServer::UpdateWorkloadState(states) => T::UpdateWorkloadState(g::UpdateWorkloadState {
             workload_states: states.iter().map(workload_state_to_proto).collect(),
         }),
-        ToServer::AgentLoadStatus { agent_name, status } => T::AgentLoadStatus(g::AgentLoadStatus {
+        ToServer::AgentLoadStatus { agent_name, status, metrics } => T::AgentLoadStatus(g::AgentLoadStatus {
             agent_name: agent_name.clone(),
             cpu_usage: Some(pb::CpuUsage { cpu_usage: status.cpu_usage }),
             free_memory: Some(pb::FreeMemory { free_memory: status.free_memory }),
+            metrics: metrics.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         }),
         ToServer::Request(r) => T::Request(request_to_pb(r)),
         ToServer::Goodbye => T::Goodbye(g::Goodbye {}),
@@ -169,6 +171,7 @@ pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertE
             protocol_version: h.protocol_version,
             tags: h.tags.map(|t| t.tags.into_iter().collect()).unwrap_or_default(),
             reports_conditions: h.reports_conditions,
+            capabilities: h.capabilities,
         },
         T::CommanderHello(h) => ToServer::CommanderHello { protocol_version: h.protocol_version },
         T::UpdateWorkloadState(s) => ToServer::UpdateWorkloadState(
@@ -180,6 +183,7 @@ pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertE
                 cpu_usage: s.cpu_usage.map_or(0, |c| c.cpu_usage),
                 free_memory: s.free_memory.map_or(0, |m| m.free_memory),
             },
+            metrics: s.metrics.into_iter().filter(|(_, v)| v.is_finite()).collect(),
         },
         T::Request(r) => ToServer::Request(request_from_pb(r)?),
         T::Goodbye(_) => ToServer::Goodbye,

@@ -19,6 +19,7 @@ use super::scheduling::{
 use super::state::{status_from_proto, status_to_proto};
 use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry, WorkloadStatesMap};
 use crate::jobs::Job;
+use crate::placement::metrics::Metrics;
 use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
 
@@ -57,6 +58,10 @@ struct PartialAgent {
     tags: Option<BTreeMap<String, String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dropped_stale_reports: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    capabilities: Vec<String>,
+    #[serde(default, skip_serializing_if = "Metrics::is_empty")]
+    metrics: Metrics,
 }
 
 /// A workload of which any field may be absent.
@@ -109,7 +114,14 @@ pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertErr
                         free_memory: s.free_memory.map_or(0, |m| m.free_memory),
                     });
                     let tags = attr.tags.map(|t| t.tags.into_iter().collect());
-                    (name, PartialAgent { status, tags, dropped_stale_reports: attr.dropped_stale_reports })
+                    let agent = PartialAgent {
+                        status,
+                        tags,
+                        dropped_stale_reports: attr.dropped_stale_reports,
+                        capabilities: attr.capabilities,
+                        metrics: Metrics::new(attr.metrics),
+                    };
+                    (name, agent)
                 })
                 .collect()
         }),
@@ -153,7 +165,14 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
                         free_memory: Some(pb::FreeMemory { free_memory: s.free_memory }),
                     });
                     let tags = a.tags.map(tags_to_pb);
-                    (name, pb::AgentAttributes { status, tags, dropped_stale_reports: a.dropped_stale_reports })
+                    let attributes = pb::AgentAttributes {
+                        status,
+                        tags,
+                        dropped_stale_reports: a.dropped_stale_reports,
+                        capabilities: a.capabilities,
+                        metrics: a.metrics.as_map().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                    };
+                    (name, attributes)
                 })
                 .collect(),
         }),

@@ -55,6 +55,8 @@ pub struct ServeOptions {
     pub jobs: crate::jobs::JobSettings,
     /// When finished workloads are deleted (`ttlAfterFinished`).
     pub reaper: crate::ttl_reaper::ReaperSettings,
+    /// How workloads with an agent selector are placed.
+    pub placement: crate::placement::PlacementSettings,
 }
 
 impl Default for ServeOptions {
@@ -67,6 +69,7 @@ impl Default for ServeOptions {
             resync: Default::default(),
             jobs: Default::default(),
             reaper: Default::default(),
+            placement: Default::default(),
         }
     }
 }

@@ -26,6 +26,7 @@ fn hello(agent: &str) -> ToServer {
         protocol_version: ank_common::PROTOCOL_VERSION.into(),
         tags: Default::default(),
         reports_conditions: true,
+        capabilities: Vec::new(),
     }
 }
 

@@ -52,6 +52,7 @@ impl Harness {
             protocol_version: ank_common::PROTOCOL_VERSION.into(),
             tags: Default::default(),
             reports_conditions: true,
+            capabilities: Vec::new(),
         };
         handle.message(AGENT, hello).await;
         assert!(matches!(agent_rx.recv().await, Some(FromServer::ServerHello(s)) if s.is_empty()));
@@ -227,6 +228,7 @@ async fn a_deletion_while_the_agent_is_away_waits_for_its_confirmation() {
         protocol_version: ank_common::PROTOCOL_VERSION.into(),
         tags: Default::default(),
         reports_conditions: true,
+        capabilities: Vec::new(),
     };
     h.handle.message(3, hello).await;
     assert!(matches!(rx.recv().await, Some(FromServer::ServerHello(s)) if s.is_empty()));

@@ -1,0 +1,313 @@
+//! The server's side of placement: a workload with an `agentSelector` (and
+//! no `agent`) gets the agent placement chooses written into the *rendered*
+//! desired state, so a (re)placement is an internal update of the rendered
+//! state that goes the usual way: diff, job, agents. The user's state keeps
+//! the selector and no agent.
+//!
+//! When placement runs: on every accepted update (new or changed
+//! selectors; unchanged ones keep their agent), when an agent connects or
+//! its advertisement changes (NotScheduled workloads it may run), and at
+//! the server's tick: workloads whose agent stayed away longer than the
+//! agent-loss grace (`migration: onAgentLoss` and `rebalance`) and the
+//! periodic pass of `migration: rebalance` workloads. Events: `Scheduled`,
+//! `Unschedulable` (only when its reason changes) and `Rescheduled`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ank_common::duration::format_duration;
+use ank_common::scheduling::Migration;
+use ank_common::workload_events::EventKind;
+use ank_common::{ExecutionState, State, StateKind, WorkloadState};
+use tokio::time::Instant;
+
+use super::AnkaiosServer;
+use crate::connections::Connections;
+use crate::desired_state::DesiredState;
+use crate::placement::{AgentInfo, Constraints, Decision, PlacementSettings};
+
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+static NO_METRICS: BTreeMap<String, f64> = BTreeMap::new();
+
+/// What placement sees of every agent known in this server's life, by
+/// name: the connected ones with their advertisement, the others offline.
+fn agent_infos<'a>(conns: &'a Connections, known: &'a BTreeMap<String, bool>) -> Vec<AgentInfo<'a>> {
+    let mut infos: Vec<AgentInfo<'a>> = conns
+        .agent_attributes()
+        .map(|(name, a)| AgentInfo {
+            name,
+            connected: true,
+            labels: &a.tags,
+            capabilities: &a.capabilities,
+            metrics: a.metrics.as_map(),
+        })
+        .collect();
+    for name in known.keys().filter(|name| !conns.is_connected(name)) {
+        infos.push(AgentInfo { name, connected: false, labels: &NO_LABELS, capabilities: &[], metrics: &NO_METRICS });
+    }
+    infos.sort_by(|a, b| a.name.cmp(b.name));
+    infos
+}
+
+/// Why a placed workload is looked at again.
+enum Due {
+    /// Its agent is gone this long, more than the grace.
+    Lost(Duration),
+    /// Its periodic rebalance pass.
+    Rebalance,
+}
+
+/// The outcome of a placement pass, applied after the decisions.
+#[derive(Default)]
+struct Pass {
+    /// Workload -> its new agent ("" for NotScheduled).
+    moves: Vec<(String, String)>,
+    /// Events to record.
+    events: Vec<(String, EventKind, String)>,
+    /// Workloads that cannot be placed, with the reason.
+    unschedulable: Vec<(String, String)>,
+}
+
+impl AnkaiosServer {
+    /// Replaces the placement settings (the seed restarts the generator).
+    pub fn with_placement(mut self, settings: PlacementSettings) -> Self {
+        tracing::info!(
+            "placement: stickiness {}, reschedule after {}, agent-loss grace {}, tie-break seed {} (--scheduler-seed replays it)",
+            settings.stickiness,
+            format_duration(settings.reschedule_after),
+            format_duration(settings.agent_loss_grace),
+            settings.seed
+        );
+        self.placer.reconfigure(settings);
+        self
+    }
+
+    /// Writes the agents of the selector workloads of `next` (a rendered
+    /// state about to replace the current one): an unchanged selector keeps
+    /// its agent, a new or changed one (or one not placed yet) is placed,
+    /// the old agent getting the stickiness bonus.
+    // [feature S1: the chosen agent is written into the rendered state]
+    pub(super) fn place_update(&mut self, next: &mut State) {
+        let now = Instant::now();
+        let mut pass = Pass::default();
+        {
+            let agents = agent_infos(&self.conns, &self.agent_kinds);
+            for (name, wl) in next.workloads.iter_mut().filter(|(_, wl)| wl.agent.is_empty()) {
+                let Some(selector) = &wl.agent_selector else { continue };
+                let old = self.desired.rendered.workloads.get(name.as_str());
+                let old_agent = old.map(|o| o.agent.as_str()).filter(|a| !a.is_empty());
+                if let Some(agent) = old_agent
+                    && old.and_then(|o| o.agent_selector.as_ref()) == Some(selector)
+                {
+                    wl.agent = agent.to_owned();
+                    continue;
+                }
+                match self.placer.decide(selector, old_agent, &agents) {
+                    d @ Decision::Placed { .. } => {
+                        let reason = d.scheduled_reason().unwrap_or_default();
+                        if let Decision::Placed { agent, .. } = d {
+                            wl.agent = agent;
+                        }
+                        pass.events.push((name.to_string(), EventKind::Scheduled, reason));
+                    }
+                    Decision::Unschedulable { reason } => pass.unschedulable.push((name.to_string(), reason)),
+                }
+            }
+        }
+        self.placer.retain(|name| next.workloads.get(name).is_some_and(|wl| wl.agent_selector.is_some()));
+        for (name, _, _) in &pass.events {
+            self.placer.placed(name, now);
+        }
+        self.note(pass);
+    }
+
+    /// `agent` connected: it is back, and may run NotScheduled workloads.
+    pub(super) fn placement_agent_joined(&mut self, agent: &str) {
+        self.placer.agent_back(agent);
+        self.placement_agent_changed(agent);
+    }
+
+    /// `agent` disconnected: its workloads may move after the grace.
+    pub(super) fn placement_agent_left(&mut self, agent: &str) {
+        self.placer.agent_lost(agent, Instant::now());
+    }
+
+    /// The advertisement of `agent` changed (or it connected): every
+    /// NotScheduled selector workload that `agent` may run now is placed
+    /// (on the best candidate, which need not be `agent`).
+    // [feature S1: NotScheduled workloads are placed when a fitting agent appears]
+    pub(super) fn placement_agent_changed(&mut self, agent: &str) {
+        let waiting = self.desired.rendered.workloads.iter().filter(|(_, wl)| wl.agent.is_empty());
+        let waiting: Vec<String> =
+            waiting.filter(|(_, wl)| wl.agent_selector.is_some()).map(|(n, _)| n.to_string()).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let mut pass = Pass::default();
+        {
+            let agents = agent_infos(&self.conns, &self.agent_kinds);
+            let Some(me) = agents.iter().find(|a| a.name == agent).copied() else { return };
+            for name in waiting {
+                let wl = self.desired.rendered.workloads.get(name.as_str());
+                let Some(selector) = wl.and_then(|wl| wl.agent_selector.as_ref()) else { continue };
+                let fits =
+                    Constraints::new(selector).is_ok_and(|c| c.check(&me, &self.placer.settings().metrics).is_ok());
+                if !fits {
+                    continue;
+                }
+                let d = self.placer.decide(selector, None, &agents);
+                if let Some(reason) = d.scheduled_reason()
+                    && let Decision::Placed { agent, .. } = d
+                {
+                    pass.events.push((name.clone(), EventKind::Scheduled, reason));
+                    pass.moves.push((name, agent));
+                }
+            }
+        }
+        self.apply(pass, Instant::now());
+    }
+
+    /// At the server's tick: moves the workloads of agents gone longer than
+    /// the grace, and runs the due rebalance passes.
+    pub(super) fn placement_tick(&mut self, now: Instant) {
+        let due = self.placement_due(now);
+        if !due.is_empty() {
+            self.with_events(|s| s.reschedule(due, now));
+        }
+    }
+
+    /// The placed selector workloads to look at again now.
+    fn placement_due(&mut self, now: Instant) -> Vec<(String, Due)> {
+        let any_lost = self.placer.any_lost_beyond_grace(now);
+        let mut due = Vec::new();
+        let mut rebalance = Vec::new();
+        for (name, wl) in &self.desired.rendered.workloads {
+            if wl.agent.is_empty() || wl.agent_selector.is_none() || wl.migration == Migration::Never {
+                continue;
+            }
+            // [feature S4: onAgentLoss moves only after the agent-loss grace]
+            if any_lost && let Some(gone) = self.placer.lost_beyond_grace(&wl.agent, now) {
+                due.push((name.to_string(), Due::Lost(gone)));
+            } else if wl.migration == Migration::Rebalance && self.conns.is_connected(&wl.agent) {
+                rebalance.push(name.to_string());
+            }
+        }
+        for name in rebalance {
+            if self.placer.rebalance_due(&name, now) {
+                due.push((name, Due::Rebalance));
+            }
+        }
+        due
+    }
+
+    /// Places the `due` workloads again and moves those that should go.
+    fn reschedule(&mut self, due: Vec<(String, Due)>, now: Instant) {
+        let mut pass = Pass::default();
+        {
+            let agents = agent_infos(&self.conns, &self.agent_kinds);
+            let stickiness = self.placer.settings().stickiness;
+            for (name, why) in due {
+                let Some(wl) = self.desired.rendered.workloads.get(name.as_str()) else { continue };
+                let Some(selector) = &wl.agent_selector else { continue };
+                let current = wl.agent.as_str();
+                let d = self.placer.decide(selector, Some(current), &agents);
+                match (why, d) {
+                    (Due::Lost(gone), Decision::Placed { agent, score, candidates, .. }) => {
+                        let reason = format!(
+                            "{current} -> {agent}: {current} disconnected for {}; score {score:.2} of {candidates} {}",
+                            format_duration(gone),
+                            if candidates == 1 { "candidate" } else { "candidates" }
+                        );
+                        pass.events.push((name.clone(), EventKind::Rescheduled, reason));
+                        pass.moves.push((name, agent));
+                    }
+                    (Due::Lost(_), Decision::Unschedulable { reason }) => {
+                        pass.unschedulable.push((name.clone(), reason));
+                        pass.moves.push((name, String::new()));
+                    }
+                    // [feature S4: rebalance moves when another agent outscores the current one with its stickiness]
+                    (Due::Rebalance, Decision::Placed { agent, score, current_score, current_excluded, .. })
+                        if agent != current =>
+                    {
+                        let reason = match (current_score, current_excluded) {
+                            (Some(cs), _) => format!(
+                                "{current} -> {agent}: score {score:.2} > {cs:.2} of {current} (stickiness {stickiness} included)"
+                            ),
+                            (None, why) => format!(
+                                "{current} -> {agent}: {current} no longer fits ({}); score {score:.2}",
+                                why.map(|w| w.to_string()).unwrap_or_default()
+                            ),
+                        };
+                        pass.events.push((name.clone(), EventKind::Rescheduled, reason));
+                        pass.moves.push((name, agent));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.apply(pass, now);
+    }
+
+    /// Records a pass's events and moves its workloads.
+    fn apply(&mut self, mut pass: Pass, now: Instant) {
+        for (name, _) in pass.moves.iter().filter(|(_, agent)| !agent.is_empty()) {
+            self.placer.placed(name, now);
+        }
+        let moves = std::mem::take(&mut pass.moves);
+        self.note(pass);
+        self.move_workloads(moves);
+    }
+
+    /// Records the events of a pass; an Unschedulable reason only when it
+    /// changed, also into the workload's NotScheduled row.
+    fn note(&mut self, pass: Pass) {
+        for (name, kind, reason) in pass.events {
+            tracing::info!("workload '{name}': {} {reason}", kind.as_str());
+            self.states.record_event(&name, kind, &reason);
+        }
+        let mut changed = Vec::new();
+        for (name, reason) in pass.unschedulable {
+            if !self.placer.unschedulable(&name, &reason) {
+                continue;
+            }
+            tracing::info!("workload '{name}': Unschedulable {reason}");
+            self.states.record_event(&name, EventKind::Unschedulable, &reason);
+            for n in self.states.instances_of("").into_iter().filter(|n| n.workload_name == name.as_str()) {
+                let state = WorkloadState::new(n.clone(), self.not_scheduled_state(&name));
+                if self.states.record(&state) {
+                    changed.push(self.states.state_of(&n));
+                }
+            }
+        }
+        if !changed.is_empty() {
+            self.conns.broadcast(None, &ank_common::messages::FromServer::UpdateWorkloadState(changed));
+        }
+    }
+
+    /// Writes the new agents into the rendered state and dispatches the
+    /// change like an update: the old instances are deleted, the new ones
+    /// handed out by a job.
+    fn move_workloads(&mut self, moves: Vec<(String, String)>) {
+        if moves.is_empty() {
+            return;
+        }
+        // Rendered again from the user's state, so that the ${seq:N}
+        // numbers of a moved workload come from its new agent's pools.
+        let next = match DesiredState::new(self.desired.state.clone()) {
+            Ok(next) => next,
+            Err(e) => return tracing::error!("placement of {} workloads not applied: {e}", moves.len()),
+        };
+        match self.accept_moving(next, &moves) {
+            Ok((_, job)) => tracing::info!("job {job}: placement of {} workloads", moves.len()),
+            Err(e) => tracing::error!("placement of {} workloads not applied: {e}", moves.len()),
+        }
+    }
+
+    /// The NotScheduled state of `workload`, with why it cannot be placed.
+    pub(super) fn not_scheduled_state(&self, workload: &str) -> ExecutionState {
+        match self.placer.reason(workload) {
+            Some(reason) => ExecutionState::with_info(StateKind::NotScheduled, reason),
+            None => ExecutionState::not_scheduled(),
+        }
+    }
+}
