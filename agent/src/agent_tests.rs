@@ -157,7 +157,8 @@ async fn agent_connects_runs_workloads_reconnects_and_says_goodbye() {
             agent_name: AGENT.into(),
             protocol_version: ank_common::PROTOCOL_VERSION.into(),
             tags,
-            reports_conditions: true
+            reports_conditions: true,
+            quota: Default::default(),
         }
     );
     assert!(run_folder.path().join(format!("{AGENT}_io")).is_dir());

@@ -39,6 +39,13 @@ pub struct AgentConfigFile {
     pub max_parallel_creates: Option<usize>,
     pub shutdown_grace_ms: Option<u64>,
     pub stop_workloads_on_shutdown: Option<bool>,
+    /// Scheduler keys, see [`crate::scheduler_cli`].
+    pub max_workloads: Option<u32>,
+    #[serde(default, deserialize_with = "crate::scheduler_cli::memory")]
+    pub max_memory: Option<u64>,
+    #[serde(default, deserialize_with = "crate::scheduler_cli::tick")]
+    pub scheduler_tick: Option<std::time::Duration>,
+    pub preemption: Option<crate::scheduler_cli::PreemptionFile>,
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -85,6 +92,13 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     fill(&mut cli.max_parallel_creates, file.max_parallel_creates, m, "max_parallel_creates");
     fill(&mut cli.shutdown_grace_ms, file.shutdown_grace_ms, m, "shutdown_grace_ms");
     fill(&mut cli.stop_workloads_on_shutdown, file.stop_workloads_on_shutdown, m, "stop_workloads_on_shutdown");
+    let scheduler = crate::scheduler_cli::SchedulerFile {
+        max_workloads: file.max_workloads,
+        max_memory: file.max_memory,
+        scheduler_tick: file.scheduler_tick,
+        preemption: file.preemption,
+    };
+    crate::scheduler_cli::merge(&mut cli.scheduling, m, scheduler);
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");

@@ -21,6 +21,7 @@ pub mod resource_monitor;
 pub mod runtime_connectors;
 mod runtime_facade;
 pub mod runtime_manager;
+pub mod scheduler_cli;
 pub mod server_link;
 pub mod workload;
 pub mod workload_files;
@@ -77,6 +78,8 @@ pub struct AgentConfig {
     /// Stop and remove every workload of this node at shutdown (default:
     /// leave them running; the next agent start takes them over).
     pub stop_workloads_on_shutdown: bool,
+    /// Tick, quota and preemption of the WorkloadScheduler.
+    pub scheduler: workload_scheduler::SchedulerSettings,
 }
 
 impl AgentConfig {
@@ -93,6 +96,7 @@ impl AgentConfig {
             heartbeat: Some(ank_proto::dial::Heartbeat::default()),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             stop_workloads_on_shutdown: false,
+            scheduler: workload_scheduler::SchedulerSettings::default(),
         }
     }
 }
@@ -139,12 +143,15 @@ pub async fn run_supervised(
     // the workloads, so that their last states still reach the server.
     let tasks = CancellationToken::new();
     let (reporter, workload_states, workload_events) = StateReporter::channel(256);
+    let (quota_used_tx, quota_used) = tokio::sync::watch::channel(ank_common::quota::QuotaUsage::default());
     let link_config = LinkConfig {
         server_url: config.server_url,
         agent_name: config.name.clone(),
         tags: config.tags,
         tls: config.tls,
         heartbeat: config.heartbeat,
+        quota: config.scheduler.quota,
+        quota_used,
     };
     let (link, server, link_events) = ServerLink::new(link_config, tasks.clone());
     let control_interfaces = control_interface::registry::ControlInterfaces::new(server.sender());
@@ -154,6 +161,8 @@ pub async fn run_supervised(
         retry_policy: config.retry_policy,
         io_folder: io_folder.clone(),
         control_interfaces: control_interfaces.clone(),
+        scheduler: config.scheduler,
+        quota_used: quota_used_tx,
     };
     let registry = std::sync::Arc::new(runtimes.clone());
     let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, tasks.clone()).await;

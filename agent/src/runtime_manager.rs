@@ -16,10 +16,12 @@ use std::sync::Arc;
 use ank_common::conditions::RuntimeHealth;
 use ank_common::execution_state::Pending;
 use ank_common::messages::DeletedWorkload;
+use ank_common::quota::QuotaUsage;
 use ank_common::workload::WorkloadSpec;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime_connectors::{ListedWorkload, RuntimeEvent, RuntimeRegistry};
@@ -29,7 +31,7 @@ use crate::workload::object::WorkloadObject;
 use crate::workload::policy::RetryPolicy;
 use crate::workload::{LoopNotice, StateReporter};
 use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
-use crate::workload_scheduler::WorkloadScheduler;
+use crate::workload_scheduler::{SchedulerSettings, WorkloadScheduler};
 use crate::workload_state_store::WorkloadStateStore;
 
 /// Capacity of the channel from the state watchers.
@@ -95,6 +97,11 @@ pub struct RuntimeManagerConfig {
     pub io_folder: std::path::PathBuf,
     /// The control interfaces of the workloads.
     pub control_interfaces: crate::control_interface::registry::ControlInterfaces,
+    /// Tick, quota and preemption of the scheduler.
+    pub scheduler: SchedulerSettings,
+    /// Where what the workloads use of the quota is published (for the
+    /// server link's load status).
+    pub quota_used: watch::Sender<QuotaUsage>,
 }
 
 /// The task owning all workload objects of this agent.
@@ -105,6 +112,9 @@ pub struct RuntimeManager {
     /// Workloads whose runtime this agent does not have, by name.
     unsupported: HashMap<String, WorkloadInstanceName>,
     scheduler: WorkloadScheduler,
+    /// When the scheduler's next tick is due, while it needs one.
+    next_tick: Option<Instant>,
+    quota_used: watch::Sender<QuotaUsage>,
     store: WorkloadStateStore,
     reporter: StateReporter,
     requests: mpsc::Receiver<Request>,
@@ -154,11 +164,13 @@ impl RuntimeManager {
         let facades =
             registry.iter().map(|c| (c.name().to_owned(), RuntimeFacade::new(c.clone(), ctx.clone()))).collect();
         let manager = RuntimeManager {
-            agent_name: config.agent_name,
+            agent_name: config.agent_name.clone(),
             facades,
             objects: HashMap::new(),
             unsupported: HashMap::new(),
-            scheduler: WorkloadScheduler::new(),
+            scheduler: WorkloadScheduler::with_settings(config.agent_name.clone(), config.scheduler),
+            next_tick: None,
+            quota_used: config.quota_used,
             store: WorkloadStateStore::new(),
             reporter,
             requests,
@@ -175,8 +187,16 @@ impl RuntimeManager {
 
     async fn run(mut self) {
         loop {
+            let next_tick = self.next_tick;
+            let tick_due = async move {
+                match next_tick {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = self.shutdown.cancelled() => break,
+                () = tick_due => self.handle_tick().await,
                 Some(req) = self.requests.recv() => match req {
                     Request::ServerHello(specs) => self.handle_server_hello(specs).await,
                     Request::Update { added, deleted } => self.handle_update(added, deleted).await,
@@ -257,6 +277,7 @@ impl RuntimeManager {
                 // called off; the loop reports its state again when nothing
                 // changed, or finishes an update whose delete failed before.
                 self.scheduler.cancel(spec.name());
+                self.scheduler.started_outside(&spec);
                 object.update(Some(spec));
                 return None;
             }
@@ -280,6 +301,7 @@ impl RuntimeManager {
             // [impl->swdd~agent-existing-workloads-resume-existing~2]
             // [impl->swdd~agent-stores-running-workload~1]
             let facade = self.facades.get(&runtime)?;
+            self.scheduler.started_outside(&spec);
             let object = facade.resume_workload(spec.clone(), found);
             self.objects.insert(spec.name().to_owned(), object);
             return None;
@@ -308,6 +330,7 @@ impl RuntimeManager {
             match self.objects.get_mut(spec.name()) {
                 Some(o) if o.instance_name == spec.instance_name && !o.deleting => {
                     self.scheduler.cancel(spec.name());
+                    self.scheduler.started_outside(&spec);
                     o.update(Some(spec));
                 }
                 // [impl->swdd~agent-update-on-add-known-workload~1]
@@ -326,29 +349,23 @@ impl RuntimeManager {
     // [impl->swdd~agent-handles-update-workload-state-requests~1]
     async fn handle_workload_states(&mut self, states: &[WorkloadState]) {
         self.store.update_all(states);
+        self.scheduler.observe(states);
         let out = self.scheduler.next_workload_operations(&self.store);
-        for op in out.ready {
-            self.execute(op).await;
-        }
+        self.apply(out).await;
     }
 
     /// Hands new operations to the scheduler and runs the ready ones.
     // [impl->swdd~agent-handles-new-workload-operations]
     async fn schedule(&mut self, ops: Vec<WorkloadOperation>) {
         let out = self.scheduler.enqueue_filtered_workload_operations(ops, &self.store);
-        for state in out.report {
-            self.reporter.report(&state.instance_name, state.execution_state).await;
-        }
-        for op in out.ready {
-            self.execute(op).await;
-        }
+        self.apply(out).await;
     }
 
     async fn execute(&mut self, op: WorkloadOperation) {
         match op {
             WorkloadOperation::Create(r) => self.execute_create(r).await,
             WorkloadOperation::Update(spec, deleted) => self.execute_update(spec, deleted).await,
-            WorkloadOperation::UpdateDeleteOnly(deleted) => self.execute_update_delete_only(&deleted),
+            WorkloadOperation::UpdateDeleteOnly(deleted) => self.execute_update_delete_only(&deleted).await,
             WorkloadOperation::Delete(deleted) => self.execute_delete(deleted).await,
         }
     }
@@ -385,11 +402,19 @@ impl RuntimeManager {
     }
 
     // [impl->swdd~agent-executes-update-delete-only-workload-operation~1]
-    fn execute_update_delete_only(&mut self, deleted: &DeletedWorkload) {
-        if let Some(object) = self.objects.get_mut(&deleted.instance_name.workload_name)
-            && object.instance_name == deleted.instance_name
-        {
-            object.update(None);
+    async fn execute_update_delete_only(&mut self, deleted: &DeletedWorkload) {
+        let name = &deleted.instance_name.workload_name;
+        match self.objects.get_mut(name) {
+            Some(object) if object.instance_name == deleted.instance_name => object.update(None),
+            Some(_) => {}
+            // Nothing of the old instance runs (it waited, or was
+            // preempted): it is gone, unless the new one is the same.
+            None => {
+                let requeued = self.scheduler.queued_create(name).map(|s| &s.instance_name);
+                if requeued != Some(&deleted.instance_name) {
+                    self.reporter.report(&deleted.instance_name, ExecutionState::removed()).await;
+                }
+            }
         }
     }
 
@@ -487,6 +512,9 @@ fn resumable(state: &ExecutionState) -> bool {
         && state.kind != StateKind::Failed(ank_common::execution_state::Failed::Unknown)
 }
 
+#[path = "runtime_manager_sched.rs"]
+mod sched;
+
 #[cfg(test)]
 #[path = "runtime_manager_tests.rs"]
 mod tests;
@@ -494,3 +522,7 @@ mod tests;
 #[cfg(test)]
 #[path = "runtime_manager_policy_tests.rs"]
 mod policy_tests;
+
+#[cfg(test)]
+#[path = "runtime_manager_scheduling_tests.rs"]
+mod scheduling_tests;

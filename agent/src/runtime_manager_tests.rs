@@ -26,6 +26,8 @@ pub(super) struct Harness {
     shutdown: CancellationToken,
     /// The agent's `<run folder>/<agent>_io`.
     pub(super) io: tempfile::TempDir,
+    /// What the workloads use of the agent's quota, as published.
+    pub(super) quota_used: watch::Receiver<QuotaUsage>,
 }
 
 impl Drop for Harness {
@@ -35,20 +37,30 @@ impl Drop for Harness {
 }
 
 pub(super) async fn harness_with(fake: FakeRuntime) -> Harness {
-    harness_with_registry(Arc::new(fake), RuntimeRegistry::new()).await
+    harness_with_registry(Arc::new(fake), RuntimeRegistry::new(), Default::default()).await
+}
+
+/// A harness whose scheduler has `settings` (quota, preemption).
+pub(super) async fn harness_with_scheduler(fake: FakeRuntime, settings: SchedulerSettings) -> Harness {
+    harness_with_registry(Arc::new(fake), RuntimeRegistry::new(), settings).await
 }
 
 /// A harness with a second runtime connector next to the fake `podman`.
 pub(super) async fn harness_with_extra(fake: FakeRuntime, extra: Arc<FakeRuntime>) -> Harness {
     let mut registry = RuntimeRegistry::new();
     registry.register(extra);
-    harness_with_registry(Arc::new(fake), registry).await
+    harness_with_registry(Arc::new(fake), registry, Default::default()).await
 }
 
-async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegistry) -> Harness {
+async fn harness_with_registry(
+    fake: Arc<FakeRuntime>,
+    mut registry: RuntimeRegistry,
+    scheduler: SchedulerSettings,
+) -> Harness {
     let io = tempfile::tempdir().expect("temp io folder");
     registry.register(fake.clone());
     let (reporter, states, events) = StateReporter::channel(64);
+    let (quota_tx, quota_used) = watch::channel(QuotaUsage::default());
     let shutdown = CancellationToken::new();
     let config = RuntimeManagerConfig {
         agent_name: AGENT.into(),
@@ -58,6 +70,8 @@ async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegi
         control_interfaces: crate::control_interface::registry::ControlInterfaces::new(
             tokio::sync::mpsc::unbounded_channel().0,
         ),
+        scheduler,
+        quota_used: quota_tx,
     };
     let (rm, _task) = RuntimeManager::start(config, registry, reporter, shutdown.clone()).await;
     // Like the AgentManager: own states go back to the RuntimeManager.
@@ -72,7 +86,7 @@ async fn harness_with_registry(fake: Arc<FakeRuntime>, mut registry: RuntimeRegi
             }
         }
     });
-    Harness { fake, rm, states: observed, events, shutdown, io }
+    Harness { fake, rm, states: observed, events, shutdown, io, quota_used }
 }
 
 pub(super) async fn harness() -> Harness {

@@ -29,9 +29,15 @@ pub struct DesiredView {
 
 /// What the tables show of a desired workload.
 #[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadView {
     #[serde(default)]
     pub runtime: String,
+    #[serde(default)]
+    pub priority: Option<u32>,
+    /// Set by the server when a dependent raised it.
+    #[serde(default)]
+    pub effective_priority: Option<u32>,
 }
 
 /// A connected agent.
@@ -43,6 +49,9 @@ pub struct AgentView {
     /// State reports the server dropped as stale or from the future.
     #[serde(default)]
     pub dropped_stale_reports: u64,
+    /// The agent's workload quota and its use, if it has one.
+    #[serde(default)]
+    pub quota: Option<ank_common::quota::AgentQuota>,
 }
 
 /// Resource figures of an agent.
@@ -80,6 +89,16 @@ impl StateView {
     /// The runtime of each desired workload.
     pub fn runtimes(&self) -> BTreeMap<String, String> {
         self.desired_state.workloads.iter().map(|(n, w)| (n.clone(), w.runtime.clone())).collect()
+    }
+
+    /// The priority each desired workload starts with (effective, else
+    /// its own), for those that have one.
+    pub fn priorities(&self) -> BTreeMap<String, u32> {
+        self.desired_state
+            .workloads
+            .iter()
+            .filter_map(|(n, w)| Some((n.clone(), w.effective_priority.or(w.priority)?)))
+            .collect()
     }
 
     /// Names of the connected agents.

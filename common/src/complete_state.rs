@@ -73,6 +73,10 @@ pub struct AgentAttributes {
     /// State reports the server dropped as stale or from the future.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_stale_reports: u64,
+    /// The agent's workload quota and its use, if it has one.
+    // [feature K2: the server keeps each agent's quota]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::quota::AgentQuota>,
 }
 
 fn is_zero(n: &u64) -> bool {

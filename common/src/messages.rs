@@ -70,6 +70,8 @@ pub enum ToServer {
         tags: BTreeMap<String, String>,
         /// Reports generations and conditions (this orchestrator's agents).
         reports_conditions: bool,
+        /// The agent's workload quota (extension; unlimited from Ankaios).
+        quota: crate::quota::QuotaLimits,
     },
     CommanderHello {
         protocol_version: String,
@@ -78,6 +80,8 @@ pub enum ToServer {
     AgentLoadStatus {
         agent_name: String,
         status: AgentStatus,
+        /// What the agent's workloads use of its quota (extension).
+        quota_used: crate::quota::QuotaUsage,
     },
     Request(Request),
     Goodbye,

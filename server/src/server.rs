@@ -7,6 +7,7 @@
 
 use ank_common::daemon::{Ping, Pinger};
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
+use ank_common::quota::{AgentQuota, QuotaLimits, QuotaUsage};
 use ank_common::workload_events::EventKind;
 use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use std::collections::BTreeMap;
@@ -219,12 +220,15 @@ impl AnkaiosServer {
 
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
         match msg {
-            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions } => {
-                self.handle_agent_hello(conn, &agent_name, &protocol_version, tags, reports_conditions)
+            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, quota } => {
+                self.handle_agent_hello(conn, &agent_name, &protocol_version, tags, reports_conditions);
+                self.handle_agent_quota(conn, &agent_name, quota);
             }
             ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
-            ToServer::AgentLoadStatus { agent_name, status } => self.handle_load_status(conn, &agent_name, status),
+            ToServer::AgentLoadStatus { agent_name, status, quota_used } => {
+                self.handle_load_status(conn, &agent_name, status, quota_used)
+            }
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
             ToServer::LogEntriesResponse { request_id, entries } => self.handle_log_entries(&request_id, entries),
@@ -258,7 +262,7 @@ impl AnkaiosServer {
             return;
         }
         tracing::info!("agent '{agent}' connected");
-        let attributes = AgentAttributes { status: AgentStatus::default(), tags, dropped_stale_reports: 0 };
+        let attributes = AgentAttributes { status: AgentStatus::default(), tags, ..Default::default() };
         self.conns.register_agent(conn, agent, attributes);
         self.agent_kinds.insert(agent.to_owned(), reports_conditions);
         // Specs a job holds back go out when the job hands them out.
@@ -328,12 +332,28 @@ impl AnkaiosServer {
         }
     }
 
-    fn handle_load_status(&mut self, conn: ConnId, agent: &str, status: AgentStatus) {
+    fn handle_load_status(&mut self, conn: ConnId, agent: &str, status: AgentStatus, used: QuotaUsage) {
         if self.conns.agent_of(conn).as_deref() != Some(agent) {
             return;
         }
         if let Some(attrs) = self.conns.agent_attributes_mut(agent) {
             attrs.status = status;
+            // [feature K2: the server shows what an agent uses of its quota]
+            if let Some(quota) = attrs.quota.as_mut() {
+                quota.used_workloads = used.workloads;
+                quota.used_memory = used.memory;
+            }
+        }
+    }
+
+    /// Keeps the quota an agent announced in its hello (none: unlimited).
+    // [feature K2: the server keeps each agent's quota]
+    fn handle_agent_quota(&mut self, conn: ConnId, agent: &str, limits: QuotaLimits) {
+        if self.conns.agent_of(conn).as_deref() != Some(agent) {
+            return;
+        }
+        if let Some(attrs) = self.conns.agent_attributes_mut(agent) {
+            attrs.quota = AgentQuota::of(limits);
         }
     }
 

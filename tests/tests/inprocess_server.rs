@@ -191,6 +191,7 @@ async fn agent_stream(
         protocol_version: ank_common::PROTOCOL_VERSION.into(),
         tags: Default::default(),
         reports_conditions: false,
+        quota: Default::default(),
     };
     tx.send(to_server_to_proto(&hello)).await.unwrap();
     let mut client = AgentConnectionClient::connect(url.to_owned()).await.unwrap();

@@ -141,6 +141,23 @@ impl WorkloadControlLoop {
             WorkloadCommand::Snapshot { runtime, taken_at, workloads } => {
                 self.handle_snapshot(&runtime, taken_at, &workloads).await
             }
+            WorkloadCommand::Preempt { state } => self.handle_preempt(state).await,
+        }
+    }
+
+    /// Preemption is not a failure: the container goes without Stopping /
+    /// Removed states and without the restart policy (no retry is used up);
+    /// then the workload shows `state`. Observations are ignored from now on.
+    // [feature K4: a preempted workload's container is removed]
+    async fn handle_preempt(&mut self, state: ExecutionState) {
+        self.retry_at = None;
+        self.deleting = true;
+        if let Some(current) = self.current.take() {
+            self.remove_silently(&current.runtime, &current.id).await;
+        }
+        if let Some(instance) = self.spec.as_ref().map(|s| s.instance_name.clone()) {
+            self.ctx.control_interfaces.close(&instance.workload_name);
+            self.report(&instance, state).await;
         }
     }
 

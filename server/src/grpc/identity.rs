@@ -72,6 +72,7 @@ mod tests {
             protocol_version: "1.0.0".into(),
             tags: Default::default(),
             reports_conditions: true,
+            quota: Default::default(),
         }
     }
 
