@@ -141,3 +141,105 @@ fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
         r => Err(serde::de::Error::custom(format!("rate {r} is not a percentage (0 to 100)"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::path::Path;
+
+    use clap::{CommandFactory, FromArgMatches};
+
+    use super::*;
+    use crate::cli::Cli;
+
+    fn resolve_with(cmd: clap::Command, argv: &[&str], file: Option<&str>) -> Result<SchedulerSettings, String> {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(format!("version = 'v1'\n{}", file.unwrap_or_default()).as_bytes()).unwrap();
+        let path = f.path().to_str().unwrap().to_owned();
+        let mut args = vec!["ank-agent", "-n", "a", "-k", "-x", &path];
+        args.extend_from_slice(argv);
+        let m = cmd.try_get_matches_from(args).map_err(|e| e.to_string())?;
+        let mut cli = Cli::from_arg_matches(&m).unwrap();
+        crate::config_file::apply(&mut cli, &m, Path::new("/nonexistent")).map_err(|e| e.to_string())?;
+        Ok(cli.into_config().unwrap().scheduler)
+    }
+
+    fn resolve(argv: &[&str], file: Option<&str>) -> Result<SchedulerSettings, String> {
+        resolve_with(Cli::command(), argv, file)
+    }
+
+    #[test]
+    // [test of feature K2]
+    // [test of feature K4]
+    fn scheduler_defaults_are_unlimited_a_1s_tick_and_no_preemption() {
+        let s = resolve(&[], None).unwrap();
+        assert_eq!(s, SchedulerSettings::default());
+        assert_eq!(s.tick, Duration::from_secs(1));
+        assert_eq!(s.quota, QuotaLimits::default());
+        let p = s.preemption;
+        assert_eq!(
+            (p.enabled, p.delay, p.postpone, p.rate),
+            (false, Duration::from_secs(60), Duration::from_secs(60), 10)
+        );
+    }
+
+    #[test]
+    // [test of feature K2]
+    // [test of feature K4]
+    fn scheduler_flags_beat_the_config_file_and_its_preemption_section() {
+        let file = "max_workloads = 4\nmax_memory = '2g'\nscheduler_tick = '500ms'\n\
+                    [preemption]\nenabled = true\ndelay = '30s'\npostpone = '2m'\nrate = 25\n";
+        let s = resolve(&[], Some(file)).unwrap();
+        assert_eq!(s.quota, QuotaLimits { max_workloads: 4, max_memory: 2 << 30 });
+        assert_eq!(s.tick, Duration::from_millis(500));
+        assert_eq!(
+            s.preemption,
+            PreemptionSettings {
+                enabled: true,
+                delay: Duration::from_secs(30),
+                postpone: Duration::from_secs(120),
+                rate: 25
+            }
+        );
+        let argv =
+            ["--max-workloads", "2", "--max-memory", "1536Mi", "--preemption-delay", "5s", "--preemption-rate", "100"];
+        let s = resolve(&argv, Some(file)).unwrap();
+        assert_eq!(s.quota, QuotaLimits { max_workloads: 2, max_memory: 1536 << 20 });
+        assert_eq!((s.preemption.delay, s.preemption.rate), (Duration::from_secs(5), 100));
+        assert_eq!(s.preemption.postpone, Duration::from_secs(120), "keys without a flag still come from the file");
+        assert_eq!(resolve(&[], Some("max_memory = 1048576\n")).unwrap().quota.max_memory, 1 << 20, "bytes");
+    }
+
+    #[test]
+    // [test of feature K2]
+    fn scheduler_env_beats_the_file() {
+        // Remapped to variables no other test uses (nextest runs each test
+        // in its own process). SAFETY: only this test touches them.
+        unsafe {
+            std::env::set_var("ANKAGENT_TEST_SCHED_MAX_WORKLOADS", "7");
+            std::env::set_var("ANKAGENT_TEST_SCHED_PREEMPTION", "true");
+        }
+        let cmd = Cli::command()
+            .mut_arg("max_workloads", |a| a.env("ANKAGENT_TEST_SCHED_MAX_WORKLOADS"))
+            .mut_arg("preemption_enabled", |a| a.env("ANKAGENT_TEST_SCHED_PREEMPTION"));
+        let s = resolve_with(cmd, &[], Some("max_workloads = 3\n[preemption]\nenabled = false\n")).unwrap();
+        assert_eq!(s.quota.max_workloads, 7);
+        assert!(s.preemption.enabled);
+    }
+
+    #[test]
+    fn scheduler_bad_values_name_the_key_or_flag() {
+        let e = resolve(&[], Some("max_memory = 'lots'\n")).unwrap_err();
+        assert!(e.contains("max_memory") && e.contains("'lots'"), "{e}");
+        let e = resolve(&[], Some("[preemption]\nrate = 150\n")).unwrap_err();
+        assert!(e.contains("rate") && e.contains("percentage"), "{e}");
+        let e = resolve(&[], Some("[preemption]\nwhen = 1\n")).unwrap_err();
+        assert!(e.contains("unknown field"), "{e}");
+        let e = resolve(&[], Some("scheduler_tick = '0s'\n")).unwrap_err();
+        assert!(e.contains("scheduler_tick") && e.contains("longer than 0"), "{e}");
+        let e = resolve(&["--preemption-rate", "101"], None).unwrap_err();
+        assert!(e.contains("--preemption-rate"), "{e}");
+        let e = resolve(&["--preemption-delay", "soon"], None).unwrap_err();
+        assert!(e.contains("'soon'"), "{e}");
+    }
+}
