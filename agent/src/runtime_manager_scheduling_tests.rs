@@ -343,3 +343,21 @@ async fn k5_an_isolated_job_runs_alone_among_jobs_and_services_keep_running() {
     let j2_events = ring_of(&h.drain_events(), &j2.instance_name).to_vec();
     assert!(j2_events.iter().any(|e| e.kind == EventKind::Postponed && e.reason == "isolated: iso"), "{j2_events:?}");
 }
+
+#[tokio::test(start_paused = true)]
+// [test of feature K1]
+async fn k1_a_changed_priority_reorders_but_never_restarts_a_running_workload() {
+    let mut h = harness_with_scheduler(FakeRuntime::new(), quota(1)).await;
+    let a = spec("a");
+    h.rm.server_hello(vec![a.clone()]).await;
+    h.running(&a).await;
+    // The server raises a's (effective) priority, as an update or as an add.
+    let mut raised = prio(a.clone(), 5);
+    raised.workload.effective_priority = Some(7);
+    h.rm.update_workload(vec![raised.clone()], vec![deleted(&a)]).await;
+    h.rm.update_workload(vec![prio(a.clone(), 6)], vec![]).await;
+    tokio::time::sleep(secs(2)).await;
+    assert!(h.fake.deleted().is_empty(), "{:?}", h.fake.deleted());
+    assert_eq!(h.creates_of_instance(&a.instance_name), 1);
+    assert_eq!(h.quota_used.borrow().workloads, 1);
+}

@@ -320,9 +320,11 @@ impl WorkloadControlLoop {
     async fn handle_update(&mut self, spec: Option<WorkloadSpec>) {
         self.retry_at = None;
         self.retries_done = 0;
-        if let Some(same) = spec.as_ref().filter(|s| self.spec.as_ref() == Some(*s) && !self.deleting) {
+        let unchanged = |s: &&WorkloadSpec| self.spec.as_ref().is_some_and(|cur| policy::runs_the_same(cur, s));
+        if let Some(same) = spec.as_ref().filter(unchanged).filter(|_| !self.deleting) {
             if self.current.is_some() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
+                self.spec = Some(same.clone());
                 return self.report_again().await;
             }
             // Same spec, but nothing runs (its creates gave up, or it was
