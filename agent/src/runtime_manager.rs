@@ -3,12 +3,15 @@
 //! `WorkloadStateStore`. It turns `ServerHello` (the full set, resuming
 //! existing workloads) and `UpdateWorkload` (deletes first, then adds; an add
 //! of a known name is an update) into `WorkloadOperation`s, lets the
-//! scheduler hold back those whose dependencies do not hold, executes the
-//! ready ones, and re-evaluates the queue on every workload state update.
+//! scheduler hold back those whose dependencies, the quota or an isolated
+//! job do not let them start, executes the ready ones, preempts what the
+//! scheduler says, and re-evaluates the queue on every workload state
+//! update and on the scheduler's tick (`runtime_manager_sched.rs`).
 //!
 //! In: requests via [`RuntimeManagerHandle`] (from the `AgentManager`),
-//! `RuntimeEvent`s from the state watchers and checkers, `LoopNotice`s.
-//! Out: commands to the control loops; waiting states via the reporter.
+//! `RuntimeEvent`s from the state watchers and checkers, `LoopNotice`s,
+//! the scheduler's tick. Out: commands to the control loops; waiting
+//! states and events via the reporter; the quota use on a watch channel.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -187,16 +190,9 @@ impl RuntimeManager {
 
     async fn run(mut self) {
         loop {
-            let next_tick = self.next_tick;
-            let tick_due = async move {
-                match next_tick {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 () = self.shutdown.cancelled() => break,
-                () = tick_due => self.handle_tick().await,
+                () = sched::tick_due(self.next_tick) => self.handle_tick().await,
                 Some(req) = self.requests.recv() => match req {
                     Request::ServerHello(specs) => self.handle_server_hello(specs).await,
                     Request::Update { added, deleted } => self.handle_update(added, deleted).await,
@@ -343,22 +339,6 @@ impl RuntimeManager {
             }
         }
         self.schedule(ops).await;
-    }
-
-    /// Stores new states and runs what their change made ready.
-    // [impl->swdd~agent-handles-update-workload-state-requests~1]
-    async fn handle_workload_states(&mut self, states: &[WorkloadState]) {
-        self.store.update_all(states);
-        self.scheduler.observe(states);
-        let out = self.scheduler.next_workload_operations(&self.store);
-        self.apply(out).await;
-    }
-
-    /// Hands new operations to the scheduler and runs the ready ones.
-    // [impl->swdd~agent-handles-new-workload-operations]
-    async fn schedule(&mut self, ops: Vec<WorkloadOperation>) {
-        let out = self.scheduler.enqueue_filtered_workload_operations(ops, &self.store);
-        self.apply(out).await;
     }
 
     async fn execute(&mut self, op: WorkloadOperation) {

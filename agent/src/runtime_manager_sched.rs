@@ -1,15 +1,41 @@
-//! The `RuntimeManager`'s side of the WorkloadScheduler: carrying out what
-//! the scheduler decided (reports, events, operations, preemptions), its
-//! tick (armed only while some workload is quota-blocked, postponed or
+//! The `RuntimeManager`'s side of the WorkloadScheduler: handing it new
+//! operations and states, carrying out what it decided (reports, events,
+//! operations, preemptions), its tick (armed only while some workload is quota-blocked, postponed or
 //! preempted) and publishing what the workloads use of the agent's quota
 //! for the server link.
 
+use ank_common::WorkloadState;
 use tokio::time::Instant;
 
 use super::RuntimeManager;
+use crate::workload_operation::WorkloadOperation;
 use crate::workload_scheduler::Scheduled;
 
+/// Completes when the tick at `next` is due; never without one.
+pub(super) async fn tick_due(next: Option<Instant>) {
+    match next {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 impl RuntimeManager {
+    /// Stores new states and runs what their change made ready.
+    // [impl->swdd~agent-handles-update-workload-state-requests~1]
+    pub(super) async fn handle_workload_states(&mut self, states: &[WorkloadState]) {
+        self.store.update_all(states);
+        self.scheduler.observe(states);
+        let out = self.scheduler.next_workload_operations(&self.store);
+        self.apply(out).await;
+    }
+
+    /// Hands new operations to the scheduler and runs the ready ones.
+    // [impl->swdd~agent-handles-new-workload-operations]
+    pub(super) async fn schedule(&mut self, ops: Vec<WorkloadOperation>) {
+        let out = self.scheduler.enqueue_filtered_workload_operations(ops, &self.store);
+        self.apply(out).await;
+    }
+
     /// Reports the scheduler's states and events, preempts its victims and
     /// runs its ready operations; then arms the tick if needed and
     /// publishes the quota use.
