@@ -245,6 +245,12 @@ impl RuntimeManager {
                 ops.push(WorkloadOperation::Delete(no_dependents(&object.instance_name)));
             }
         }
+        // Waiting ones (for quota, say) that are no longer wanted never start.
+        for instance in self.scheduler.queued_creates() {
+            if !desired.contains_key(&instance.workload_name) {
+                ops.push(WorkloadOperation::Delete(no_dependents(&instance)));
+            }
+        }
         self.unsupported.retain(|name, _| desired.contains_key(name));
         for spec in desired.into_values() {
             if let Some(op) = self.hello_operation(spec, &mut existing) {

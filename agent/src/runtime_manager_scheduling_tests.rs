@@ -361,3 +361,17 @@ async fn k1_a_changed_priority_reorders_but_never_restarts_a_running_workload() 
     assert_eq!(h.creates_of_instance(&a.instance_name), 1);
     assert_eq!(h.quota_used.borrow().workloads, 1);
 }
+
+#[tokio::test(start_paused = true)]
+// [test of feature K2]
+async fn k2_a_waiting_workload_the_server_no_longer_wants_never_starts() {
+    let mut h = harness_with_scheduler(FakeRuntime::new(), quota(1)).await;
+    let (a, b) = (spec("a"), spec("b"));
+    h.rm.server_hello(vec![a.clone(), b.clone()]).await;
+    h.wait_for(&b.instance_name, quota_blocked()).await;
+    // A reconnect whose hello lacks b (or the agent stopping all workloads).
+    h.rm.server_hello(vec![]).await;
+    h.wait_all(&[&a.instance_name, &b.instance_name], StateKind::Removed).await;
+    tokio::time::sleep(secs(3)).await;
+    assert_eq!(h.creates_of_instance(&b.instance_name), 0, "the freed slot must not start b");
+}

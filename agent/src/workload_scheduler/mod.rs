@@ -105,6 +105,16 @@ impl WorkloadScheduler {
         self.queue.get(workload)?.create_spec()
     }
 
+    /// The instances of the queued creates.
+    pub fn queued_creates(&self) -> Vec<ank_common::WorkloadInstanceName> {
+        self.queue
+            .creates_in_order()
+            .iter()
+            .filter_map(|n| self.queued_create(n))
+            .map(|s| s.instance_name.clone())
+            .collect()
+    }
+
     /// Whether the tick is needed: some workload is quota-blocked,
     /// postponed or preempted.
     pub fn needs_tick(&self) -> bool {
