@@ -162,6 +162,7 @@ async fn agent_connects_runs_workloads_reconnects_and_says_goodbye() {
             reports_conditions: true,
             // [test of feature S1: the runtimes and the configured capabilities are advertised]
             capabilities: vec!["gpu".into(), "podman".into()],
+            quota: Default::default(),
         }
     );
     assert!(run_folder.path().join(format!("{AGENT}_io")).is_dir());

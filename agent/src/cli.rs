@@ -108,6 +108,9 @@ pub struct Cli {
     /// Agent key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
     pub key_pem_content: Option<ank_common::tls::PemText>,
+    /// Priority, quota and preemption of the workload scheduler.
+    #[command(flatten)]
+    pub scheduling: crate::scheduler_cli::SchedulerArgs,
 }
 
 /// A command line that cannot be run.
@@ -204,6 +207,7 @@ impl Cli {
         config.shutdown_grace = std::time::Duration::from_millis(self.shutdown_grace_ms);
         config.stop_workloads_on_shutdown = self.stop_workloads_on_shutdown;
         config.max_parallel_creates = self.max_parallel_creates.max(1);
+        config.scheduler = self.scheduling.settings();
         config.retry_policy = crate::RetryPolicy {
             max_retries: self.create_retries,
             interval: std::time::Duration::from_millis(self.create_retry_interval_ms),

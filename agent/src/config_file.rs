@@ -48,6 +48,13 @@ pub struct AgentConfigFile {
     /// `[metrics]`: static metrics (name = number).
     #[serde(default, deserialize_with = "finite_metrics")]
     pub metrics: Option<BTreeMap<String, f64>>,
+    /// Scheduler keys, see [`crate::scheduler_cli`].
+    pub max_workloads: Option<u32>,
+    #[serde(default, deserialize_with = "crate::scheduler_cli::memory")]
+    pub max_memory: Option<u64>,
+    #[serde(default, deserialize_with = "crate::scheduler_cli::tick")]
+    pub scheduler_tick: Option<std::time::Duration>,
+    pub preemption: Option<crate::scheduler_cli::PreemptionFile>,
     pub retention: Option<RetentionSection>,
 }
 
@@ -127,6 +134,13 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     fill(&mut cli.tags, file.labels.map(|l| l.into_iter().collect()), m, "tags");
     fill(&mut cli.capabilities, file.capabilities, m, "capabilities");
     fill(&mut cli.metrics, file.metrics.map(|l| l.into_iter().collect()), m, "metrics");
+    let scheduler = crate::scheduler_cli::SchedulerFile {
+        max_workloads: file.max_workloads,
+        max_memory: file.max_memory,
+        scheduler_tick: file.scheduler_tick,
+        preemption: file.preemption,
+    };
+    crate::scheduler_cli::merge(&mut cli.scheduling, m, scheduler);
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");

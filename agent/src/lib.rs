@@ -23,6 +23,7 @@ pub mod resource_monitor;
 pub mod runtime_connectors;
 mod runtime_facade;
 pub mod runtime_manager;
+pub mod scheduler_cli;
 pub mod server_link;
 pub mod workload;
 pub mod workload_files;
@@ -86,6 +87,8 @@ pub struct AgentConfig {
     /// Stop and remove every workload of this node at shutdown (default:
     /// leave them running; the next agent start takes them over).
     pub stop_workloads_on_shutdown: bool,
+    /// Tick, quota and preemption of the WorkloadScheduler.
+    pub scheduler: workload_scheduler::SchedulerSettings,
 }
 
 impl AgentConfig {
@@ -105,6 +108,7 @@ impl AgentConfig {
             heartbeat: Some(ank_proto::dial::Heartbeat::default()),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             stop_workloads_on_shutdown: false,
+            scheduler: workload_scheduler::SchedulerSettings::default(),
         }
     }
 }
@@ -160,6 +164,7 @@ pub async fn run_supervised(
     // the workloads, so that their last states still reach the server.
     let tasks = CancellationToken::new();
     let (reporter, workload_states, workload_events) = StateReporter::channel(256);
+    let (quota_used_tx, quota_used) = tokio::sync::watch::channel(ank_common::quota::QuotaUsage::default());
     let link_config = LinkConfig {
         server_url: config.server_url,
         agent_name: config.name.clone(),
@@ -168,6 +173,8 @@ pub async fn run_supervised(
         metrics: config.metrics,
         tls: config.tls,
         heartbeat: config.heartbeat,
+        quota: config.scheduler.quota,
+        quota_used,
     };
     let (link, server, link_events) = ServerLink::new(link_config, tasks.clone());
     let control_interfaces = control_interface::registry::ControlInterfaces::new(server.sender());
@@ -178,6 +185,8 @@ pub async fn run_supervised(
         io_folder: io_folder.clone(),
         control_interfaces: control_interfaces.clone(),
         retention: config.retention,
+        scheduler: config.scheduler,
+        quota_used: quota_used_tx,
     };
     let registry = std::sync::Arc::new(runtimes.clone());
     let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, tasks.clone()).await;

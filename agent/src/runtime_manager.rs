@@ -3,12 +3,15 @@
 //! `WorkloadStateStore`. It turns `ServerHello` (the full set, resuming
 //! existing workloads) and `UpdateWorkload` (deletes first, then adds; an add
 //! of a known name is an update) into `WorkloadOperation`s, lets the
-//! scheduler hold back those whose dependencies do not hold, executes the
-//! ready ones, and re-evaluates the queue on every workload state update.
+//! scheduler hold back those whose dependencies, the quota or an isolated
+//! job do not let them start, executes the ready ones, preempts what the
+//! scheduler says, and re-evaluates the queue on every workload state
+//! update and on the scheduler's tick (`runtime_manager_sched.rs`).
 //!
 //! In: requests via [`RuntimeManagerHandle`] (from the `AgentManager`),
-//! `RuntimeEvent`s from the state watchers and checkers, `LoopNotice`s.
-//! Out: commands to the control loops; waiting states via the reporter.
+//! `RuntimeEvent`s from the state watchers and checkers, `LoopNotice`s,
+//! the scheduler's tick. Out: commands to the control loops; waiting
+//! states and events via the reporter; the quota use on a watch channel.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -16,10 +19,12 @@ use std::sync::Arc;
 use ank_common::conditions::RuntimeHealth;
 use ank_common::execution_state::Pending;
 use ank_common::messages::DeletedWorkload;
+use ank_common::quota::QuotaUsage;
 use ank_common::workload::WorkloadSpec;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::finished_store::FinishedStore;
@@ -32,7 +37,7 @@ use crate::workload::policy::RetryPolicy;
 use crate::workload::retention::Retention;
 use crate::workload::{LoopNotice, StateReporter};
 use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
-use crate::workload_scheduler::WorkloadScheduler;
+use crate::workload_scheduler::{SchedulerSettings, WorkloadScheduler};
 use crate::workload_state_store::WorkloadStateStore;
 
 /// Capacity of the channel from the state watchers.
@@ -100,6 +105,11 @@ pub struct RuntimeManagerConfig {
     pub control_interfaces: crate::control_interface::registry::ControlInterfaces,
     /// How long finished workloads are kept before they are reaped.
     pub retention: Retention,
+    /// Tick, quota and preemption of the scheduler.
+    pub scheduler: SchedulerSettings,
+    /// Where what the workloads use of the quota is published (for the
+    /// server link's load status).
+    pub quota_used: watch::Sender<QuotaUsage>,
 }
 
 /// The task owning all workload objects of this agent.
@@ -110,6 +120,9 @@ pub struct RuntimeManager {
     /// Workloads whose runtime this agent does not have, by name.
     unsupported: HashMap<String, WorkloadInstanceName>,
     scheduler: WorkloadScheduler,
+    /// When the scheduler's next tick is due, while it needs one.
+    next_tick: Option<Instant>,
+    quota_used: watch::Sender<QuotaUsage>,
     store: WorkloadStateStore,
     reporter: StateReporter,
     requests: mpsc::Receiver<Request>,
@@ -165,11 +178,13 @@ impl RuntimeManager {
         let facades =
             registry.iter().map(|c| (c.name().to_owned(), RuntimeFacade::new(c.clone(), ctx.clone()))).collect();
         let manager = RuntimeManager {
-            agent_name: config.agent_name,
+            agent_name: config.agent_name.clone(),
             facades,
             objects: HashMap::new(),
             unsupported: HashMap::new(),
-            scheduler: WorkloadScheduler::new(),
+            scheduler: WorkloadScheduler::with_settings(config.agent_name.clone(), config.scheduler),
+            next_tick: None,
+            quota_used: config.quota_used,
             store: WorkloadStateStore::new(),
             reporter,
             requests,
@@ -190,6 +205,7 @@ impl RuntimeManager {
         loop {
             tokio::select! {
                 () = self.shutdown.cancelled() => break,
+                () = sched::tick_due(self.next_tick) => self.handle_tick().await,
                 Some(req) = self.requests.recv() => match req {
                     Request::ServerHello(specs) => self.handle_server_hello(specs).await,
                     Request::Update { added, deleted } => self.handle_update(added, deleted).await,
@@ -242,6 +258,12 @@ impl RuntimeManager {
                 ops.push(WorkloadOperation::Delete(no_dependents(&object.instance_name)));
             }
         }
+        // Waiting ones (for quota, say) that are no longer wanted never start.
+        for instance in self.scheduler.queued_creates() {
+            if !desired.contains_key(&instance.workload_name) {
+                ops.push(WorkloadOperation::Delete(no_dependents(&instance)));
+            }
+        }
         self.unsupported.retain(|name, _| desired.contains_key(name));
         // [feature K7: a workload deleted while the agent was away forgets that it finished]
         self.finished.retain(|name| desired.contains_key(name));
@@ -273,6 +295,7 @@ impl RuntimeManager {
                 // called off; the loop reports its state again when nothing
                 // changed, or finishes an update whose delete failed before.
                 self.scheduler.cancel(spec.name());
+                self.scheduler.started_outside(&spec);
                 object.update(Some(spec));
                 return None;
             }
@@ -304,6 +327,7 @@ impl RuntimeManager {
             // [impl->swdd~agent-existing-workloads-resume-existing~2]
             // [impl->swdd~agent-stores-running-workload~1]
             let facade = self.facades.get(&runtime)?;
+            self.scheduler.started_outside(&spec);
             let object = facade.resume_workload(spec.clone(), found);
             self.objects.insert(spec.name().to_owned(), object);
             return None;
@@ -332,6 +356,7 @@ impl RuntimeManager {
             match self.objects.get_mut(spec.name()) {
                 Some(o) if o.instance_name == spec.instance_name && !o.deleting => {
                     self.scheduler.cancel(spec.name());
+                    self.scheduler.started_outside(&spec);
                     o.update(Some(spec));
                 }
                 // [impl->swdd~agent-update-on-add-known-workload~1]
@@ -346,33 +371,11 @@ impl RuntimeManager {
         self.schedule(ops).await;
     }
 
-    /// Stores new states and runs what their change made ready.
-    // [impl->swdd~agent-handles-update-workload-state-requests~1]
-    async fn handle_workload_states(&mut self, states: &[WorkloadState]) {
-        self.store.update_all(states);
-        let out = self.scheduler.next_workload_operations(&self.store);
-        for op in out.ready {
-            self.execute(op).await;
-        }
-    }
-
-    /// Hands new operations to the scheduler and runs the ready ones.
-    // [impl->swdd~agent-handles-new-workload-operations]
-    async fn schedule(&mut self, ops: Vec<WorkloadOperation>) {
-        let out = self.scheduler.enqueue_filtered_workload_operations(ops, &self.store);
-        for state in out.report {
-            self.reporter.report(&state.instance_name, state.execution_state).await;
-        }
-        for op in out.ready {
-            self.execute(op).await;
-        }
-    }
-
     async fn execute(&mut self, op: WorkloadOperation) {
         match op {
             WorkloadOperation::Create(r) => self.execute_create(r).await,
             WorkloadOperation::Update(spec, deleted) => self.execute_update(spec, deleted).await,
-            WorkloadOperation::UpdateDeleteOnly(deleted) => self.execute_update_delete_only(&deleted),
+            WorkloadOperation::UpdateDeleteOnly(deleted) => self.execute_update_delete_only(&deleted).await,
             WorkloadOperation::Delete(deleted) => self.execute_delete(deleted).await,
         }
     }
@@ -409,11 +412,19 @@ impl RuntimeManager {
     }
 
     // [impl->swdd~agent-executes-update-delete-only-workload-operation~1]
-    fn execute_update_delete_only(&mut self, deleted: &DeletedWorkload) {
-        if let Some(object) = self.objects.get_mut(&deleted.instance_name.workload_name)
-            && object.instance_name == deleted.instance_name
-        {
-            object.update(None);
+    async fn execute_update_delete_only(&mut self, deleted: &DeletedWorkload) {
+        let name = &deleted.instance_name.workload_name;
+        match self.objects.get_mut(name) {
+            Some(object) if object.instance_name == deleted.instance_name => object.update(None),
+            Some(_) => {}
+            // Nothing of the old instance runs (it waited, or was
+            // preempted): it is gone, unless the new one is the same.
+            None => {
+                let requeued = self.scheduler.queued_create(name).map(|s| &s.instance_name);
+                if requeued != Some(&deleted.instance_name) {
+                    self.reporter.report(&deleted.instance_name, ExecutionState::removed()).await;
+                }
+            }
         }
     }
 
@@ -518,6 +529,9 @@ fn resumable(state: &ExecutionState) -> bool {
         && state.kind != StateKind::Failed(ank_common::execution_state::Failed::Unknown)
 }
 
+#[path = "runtime_manager_sched.rs"]
+mod sched;
+
 #[cfg(test)]
 #[path = "runtime_manager_tests.rs"]
 mod tests;
@@ -529,3 +543,6 @@ mod policy_tests;
 #[cfg(test)]
 #[path = "runtime_manager_retention_tests.rs"]
 mod retention_tests;
+#[cfg(test)]
+#[path = "runtime_manager_scheduling_tests.rs"]
+mod scheduling_tests;

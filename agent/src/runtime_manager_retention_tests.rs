@@ -73,7 +73,7 @@ async fn restart(mut h: Harness) -> Harness {
     let (fake, io) = (h.fake.clone(), take_io(&mut h));
     drop(h);
     tokio::time::sleep(Duration::from_millis(10)).await;
-    harness_in(fake, RuntimeRegistry::new(), io, Retention::default()).await
+    harness_in(fake, RuntimeRegistry::new(), io, Retention::default(), Default::default()).await
 }
 
 #[tokio::test(start_paused = true)]

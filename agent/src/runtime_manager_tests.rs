@@ -26,6 +26,8 @@ pub(super) struct Harness {
     shutdown: CancellationToken,
     /// The agent's `<run folder>/<agent>_io`.
     pub(super) io: tempfile::TempDir,
+    /// What the workloads use of the agent's quota, as published.
+    pub(super) quota_used: watch::Receiver<QuotaUsage>,
 }
 
 impl Drop for Harness {
@@ -35,19 +37,28 @@ impl Drop for Harness {
 }
 
 pub(super) async fn harness_with(fake: FakeRuntime) -> Harness {
-    harness_with_registry(Arc::new(fake), RuntimeRegistry::new()).await
+    harness_with_registry(Arc::new(fake), RuntimeRegistry::new(), Default::default()).await
+}
+
+/// A harness whose scheduler has `settings` (quota, preemption).
+pub(super) async fn harness_with_scheduler(fake: FakeRuntime, settings: SchedulerSettings) -> Harness {
+    harness_with_registry(Arc::new(fake), RuntimeRegistry::new(), settings).await
 }
 
 /// A harness with a second runtime connector next to the fake `podman`.
 pub(super) async fn harness_with_extra(fake: FakeRuntime, extra: Arc<FakeRuntime>) -> Harness {
     let mut registry = RuntimeRegistry::new();
     registry.register(extra);
-    harness_with_registry(Arc::new(fake), registry).await
+    harness_with_registry(Arc::new(fake), registry, Default::default()).await
 }
 
-async fn harness_with_registry(fake: Arc<FakeRuntime>, registry: RuntimeRegistry) -> Harness {
+async fn harness_with_registry(
+    fake: Arc<FakeRuntime>,
+    registry: RuntimeRegistry,
+    scheduler: SchedulerSettings,
+) -> Harness {
     let io = tempfile::tempdir().expect("temp io folder");
-    harness_in(fake, registry, io, Default::default()).await
+    harness_in(fake, registry, io, Default::default(), scheduler).await
 }
 
 /// A harness on the io folder `io` (e.g. of an earlier harness, as after an
@@ -57,9 +68,11 @@ pub(super) async fn harness_in(
     mut registry: RuntimeRegistry,
     io: tempfile::TempDir,
     retention: crate::workload::retention::Retention,
+    scheduler: SchedulerSettings,
 ) -> Harness {
     registry.register(fake.clone());
     let (reporter, states, events) = StateReporter::channel(64);
+    let (quota_tx, quota_used) = watch::channel(QuotaUsage::default());
     let shutdown = CancellationToken::new();
     let config = RuntimeManagerConfig {
         agent_name: AGENT.into(),
@@ -70,6 +83,8 @@ pub(super) async fn harness_in(
             tokio::sync::mpsc::unbounded_channel().0,
         ),
         retention,
+        scheduler,
+        quota_used: quota_tx,
     };
     let (rm, _task) = RuntimeManager::start(config, registry, reporter, shutdown.clone()).await;
     // Like the AgentManager: own states go back to the RuntimeManager.
@@ -84,7 +99,7 @@ pub(super) async fn harness_in(
             }
         }
     });
-    Harness { fake, rm, states: observed, events, shutdown, io }
+    Harness { fake, rm, states: observed, events, shutdown, io, quota_used }
 }
 
 pub(super) async fn harness() -> Harness {

@@ -3,7 +3,8 @@
 //! wire types: it converts `ToServer` / `FromServer` at this edge, logs and
 //! skips messages that do not convert, reconnects with [`Backoff`] (first
 //! retry within ~50 ms, cap 2 s, reset after a successful connection), sends
-//! `AgentHello` on every connect and `AgentLoadStatus` every 2 s. Messages
+//! `AgentHello` (with the agent's quota) on every connect and `AgentLoadStatus`
+//! (with what its workloads use of the quota) every 2 s. Messages
 //! are limited to [`MAX_MESSAGE_BYTES`] both ways: one too large to send is
 //! dropped with a warning (a workload's request is answered with an error
 //! instead), one too large from the server ends the session with a warning
@@ -80,6 +81,10 @@ pub struct LinkConfig {
     pub tls: Option<ank_common::tls::TlsSources>,
     /// How a dead server is noticed; `None`: only by TCP.
     pub heartbeat: Option<ank_proto::dial::Heartbeat>,
+    /// The agent's workload quota, announced in the hello.
+    pub quota: ank_common::quota::QuotaLimits,
+    /// What the workloads use of it, sent with the load status.
+    pub quota_used: tokio::sync::watch::Receiver<ank_common::quota::QuotaUsage>,
 }
 
 /// Why a session ended.
@@ -166,6 +171,8 @@ impl ServerLink {
             tags: self.config.tags.clone(),
             reports_conditions: true,
             capabilities: self.config.capabilities.clone(),
+            // [feature K2: the agent announces its quota]
+            quota: self.config.quota,
         };
         let _ = tx.send(to_server_to_proto(&hello)).await;
         let mut inbound = tokio::select! {
@@ -211,10 +218,12 @@ impl ServerLink {
                 },
                 _ = load.tick() => {
                     let status = self.monitor.sample();
+                    let quota_used = *self.config.quota_used.borrow();
                     let msg = ToServer::AgentLoadStatus {
                         agent_name: self.config.agent_name.clone(),
                         status,
                         metrics: self.config.metrics.clone(),
+                        quota_used,
                     };
                     let _ = tx.send(to_server_to_proto(&msg)).await;
                 }

@@ -61,6 +61,12 @@ impl WorkloadStateStore {
     pub fn state_of(&self, workload: &str) -> Option<&ExecutionState> {
         self.by_workload.get(workload)?.iter().max_by_key(|e| e.seq).map(|e| &e.state)
     }
+
+    /// The state of one instance.
+    pub fn state_of_instance(&self, instance: &WorkloadInstanceName) -> Option<&ExecutionState> {
+        let entries = self.by_workload.get(&instance.workload_name)?;
+        entries.iter().find(|e| &e.instance_name == instance).map(|e| &e.state)
+    }
 }
 
 #[cfg(test)]
@@ -83,7 +89,9 @@ mod tests {
         assert_eq!(store.state_of("db"), Some(&ExecutionState::running()));
         store.update(&WorkloadState::new(new.clone(), ExecutionState::pending_initial()));
         assert_eq!(store.state_of("db"), Some(&ExecutionState::pending_initial()));
+        assert_eq!(store.state_of_instance(&old), Some(&ExecutionState::running()));
         store.update(&WorkloadState::new(old.clone(), ExecutionState::removed()));
+        assert_eq!(store.state_of_instance(&old), None);
         assert_eq!(store.state_of("db"), Some(&ExecutionState::pending_initial()));
         store.update(&WorkloadState::new(new, ExecutionState::removed()));
         assert_eq!(store.state_of("db"), None);

@@ -106,6 +106,8 @@ pub struct WorkloadRow {
     pub state: Option<ExecutionState>,
     /// Generation and conditions (empty from an Ankaios server).
     pub status: InstanceStatus,
+    /// The start priority, when the workload has one.
+    pub priority: Option<u32>,
 }
 
 impl WorkloadRow {
@@ -120,19 +122,36 @@ impl WorkloadRow {
 pub fn workload_table(rows: &[WorkloadRow]) -> String {
     let mut rows: Vec<&WorkloadRow> = rows.iter().collect();
     rows.sort_by(|a, b| (&a.name, &a.agent).cmp(&(&b.name, &b.agent)));
-    let cells: Vec<[String; 7]> = rows
+    let cells = |r: &&WorkloadRow| {
+        let (state, info) = match &r.state {
+            Some(s) => (s.kind.to_string(), one_line(&s.additional_info)),
+            None => (String::new(), String::new()),
+        };
+        let ready = r.condition_cell(ConditionType::Ready);
+        let available = r.condition_cell(ConditionType::Available);
+        [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, ready, available, info]
+    };
+    // [feature K1: a PRIORITY column, only when some workload has a
+    // priority, so that tables without priorities stay as Ankaios prints them]
+    if rows.iter().all(|r| r.priority.is_none()) {
+        let cells: Vec<[String; 7]> = rows.iter().map(cells).collect();
+        return table(
+            ["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "READY", "AVAILABLE", "ADDITIONAL INFO"],
+            &cells,
+        );
+    }
+    let cells: Vec<[String; 8]> = rows
         .iter()
         .map(|r| {
-            let (state, info) = match &r.state {
-                Some(s) => (s.kind.to_string(), one_line(&s.additional_info)),
-                None => (String::new(), String::new()),
-            };
-            let ready = r.condition_cell(ConditionType::Ready);
-            let available = r.condition_cell(ConditionType::Available);
-            [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, ready, available, info]
+            let [name, agent, runtime, state, ready, available, info] = cells(r);
+            let priority = r.priority.unwrap_or(0).to_string();
+            [name, agent, runtime, state, ready, available, priority, info]
         })
         .collect();
-    table(["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "READY", "AVAILABLE", "ADDITIONAL INFO"], &cells)
+    table(
+        ["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "READY", "AVAILABLE", "PRIORITY", "ADDITIONAL INFO"],
+        &cells,
+    )
 }
 
 /// A multi-line additional info (podman's whole error output) as one table
@@ -161,22 +180,35 @@ pub struct AgentRow {
     pub labels: BTreeMap<String, String>,
     pub capabilities: Vec<String>,
     pub metrics: ank_common::placement::metrics::Metrics,
+    /// The agent's workload quota and its use, if it has one.
+    pub quota: Option<ank_common::quota::AgentQuota>,
 }
 
-/// The agent table, rows in the given order.
+/// The agent table, rows in the given order. The QUOTA column (`3/4`) is
+/// there only when some agent has a quota, so that the table of agents
+/// without one stays as Ankaios prints it.
+// [feature K2: `ank get agents` shows each agent's quota]
 pub fn agent_table(rows: &[AgentRow]) -> String {
-    let cells: Vec<[String; 4]> = rows
+    let cells = |r: &AgentRow| {
+        [
+            r.name.clone(),
+            r.workloads.to_string(),
+            r.cpu_usage.map(|c| format!("{c}%")).unwrap_or_default(),
+            r.free_memory.map(|m| format!("{m}B")).unwrap_or_default(),
+        ]
+    };
+    if rows.iter().all(|r| r.quota.is_none()) {
+        let cells: Vec<[String; 4]> = rows.iter().map(cells).collect();
+        return table(["NAME", "WORKLOADS", "CPU USAGE", "FREE MEMORY"], &cells);
+    }
+    let cells: Vec<[String; 5]> = rows
         .iter()
         .map(|r| {
-            [
-                r.name.clone(),
-                r.workloads.to_string(),
-                r.cpu_usage.map(|c| format!("{c}%")).unwrap_or_default(),
-                r.free_memory.map(|m| format!("{m}B")).unwrap_or_default(),
-            ]
+            let [name, workloads, cpu, memory] = cells(r);
+            [name, workloads, cpu, memory, r.quota.map(|q| q.summary()).unwrap_or_default()]
         })
         .collect();
-    table(["NAME", "WORKLOADS", "CPU USAGE", "FREE MEMORY"], &cells)
+    table(["NAME", "WORKLOADS", "CPU USAGE", "FREE MEMORY", "QUOTA"], &cells)
 }
 
 /// A state tree as YAML or pretty JSON, ending in a newline.
@@ -213,6 +245,9 @@ pub fn workload_records(rows: &[WorkloadRow]) -> serde_json::Value {
                     (record.as_object_mut(), serde_json::to_value(&r.status))
                 {
                     map.extend(status);
+                    if let Some(priority) = r.priority {
+                        map.insert("priority".into(), priority.into());
+                    }
                 }
                 record
             })
@@ -241,6 +276,9 @@ pub fn agent_records(rows: &[AgentRow]) -> serde_json::Value {
                 }
                 if !r.metrics.is_empty() {
                     record["metrics"] = serde_json::json!(r.metrics);
+                }
+                if let (Some(quota), Some(map)) = (r.quota, record.as_object_mut()) {
+                    map.insert("quota".into(), serde_json::json!(quota));
                 }
                 record
             })
@@ -271,6 +309,7 @@ mod tests {
                 runtime: "podman".into(),
                 state: Some(ExecutionState::running()),
                 status: InstanceStatus { generation: 2, ..Default::default() },
+                priority: Some(5),
             },
         ];
         let json = records(&workload_records(&rows), OutputFormat::Json).unwrap();
@@ -280,6 +319,7 @@ mod tests {
         assert_eq!(v[0]["executionState"]["subState"], "Ok");
         assert!(v[1]["executionState"].is_null());
         assert_eq!(v[0]["generation"], 2);
+        assert_eq!((v[0]["priority"].as_u64(), v[1].get("priority")), (Some(5), None));
         let yaml = records(
             &agent_records(&[AgentRow { name: "A".into(), workloads: 2, cpu_usage: Some(3), ..Default::default() }]),
             OutputFormat::Yaml,

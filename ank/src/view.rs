@@ -62,6 +62,9 @@ pub struct AgentView {
     /// Metrics advertised to agent selectors.
     #[serde(default)]
     pub metrics: ank_common::placement::metrics::Metrics,
+    /// The agent's workload quota and its use, if it has one.
+    #[serde(default)]
+    pub quota: Option<ank_common::quota::AgentQuota>,
 }
 
 /// Resource figures of an agent.
@@ -99,6 +102,16 @@ impl StateView {
     /// The runtime of each desired workload.
     pub fn runtimes(&self) -> BTreeMap<String, String> {
         self.desired_state.workloads.iter().map(|(n, w)| (n.clone(), w.runtime.clone())).collect()
+    }
+
+    /// The priority each desired workload starts with (effective, else
+    /// its own), for those that have one.
+    pub fn priorities(&self) -> BTreeMap<String, u32> {
+        self.desired_state
+            .workloads
+            .iter()
+            .filter_map(|(n, w)| Some((n.clone(), w.effective_priority.or(w.priority)?)))
+            .collect()
     }
 
     /// Names of the connected agents.

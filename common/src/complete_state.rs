@@ -87,6 +87,10 @@ pub struct AgentAttributes {
     /// Metrics the agent advertises: the built-ins and the operator's.
     #[serde(default, skip_serializing_if = "crate::placement::metrics::Metrics::is_empty")]
     pub metrics: crate::placement::metrics::Metrics,
+    /// The agent's workload quota and its use, if it has one.
+    // [feature K2: the server keeps each agent's quota]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::quota::AgentQuota>,
 }
 
 fn is_zero(n: &u64) -> bool {

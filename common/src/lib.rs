@@ -27,6 +27,7 @@ pub mod names;
 pub mod placement;
 pub mod podman_config;
 pub mod podman_kube_config;
+pub mod quota;
 pub mod scheduling;
 pub mod seq_macro;
 pub mod timestamp;

@@ -72,6 +72,8 @@ pub enum ToServer {
         reports_conditions: bool,
         /// Capabilities offered to agent selectors (extension field 100).
         capabilities: Vec<String>,
+        /// The agent's workload quota (extension; unlimited from Ankaios).
+        quota: crate::quota::QuotaLimits,
     },
     CommanderHello {
         protocol_version: String,
@@ -82,6 +84,8 @@ pub enum ToServer {
         status: AgentStatus,
         /// Operator-declared metrics (extension field 100).
         metrics: BTreeMap<String, f64>,
+        /// What the agent's workloads use of its quota (extension).
+        quota_used: crate::quota::QuotaUsage,
     },
     Request(Request),
     Goodbye,

@@ -132,6 +132,8 @@ fn agent_config_is_accepted_by_ank_agent_and_matches_its_unit() {
     );
     assert!(cli.shutdown_grace_ms < stop_timeout_ms(&unit), "grace within TimeoutStopSec");
     assert!(!cli.stop_workloads_on_shutdown, "a stop of the agent leaves the workloads running");
+    let defaults = ank_agent::workload_scheduler::SchedulerSettings::default();
+    assert_eq!(cli.scheduling.settings(), defaults, "the packaged scheduler keys are the defaults");
     // Ordering only: the agent runs without a local server on other nodes.
     assert!(one(&unit, "After").split_whitespace().any(|t| t == "ank-server.service"));
     for key in ["Requires", "BindsTo", "Requisite", "PartOf"] {

@@ -8,6 +8,7 @@
 use ank_common::daemon::{Ping, Pinger};
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
 use ank_common::placement::metrics::Metrics;
+use ank_common::quota::{AgentQuota, QuotaLimits, QuotaUsage};
 use ank_common::workload_events::EventKind;
 use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use std::collections::BTreeMap;
@@ -278,14 +279,15 @@ impl AnkaiosServer {
 
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
         match msg {
-            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities } => {
+            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities, quota } => {
                 let hello = Hello { tags, reports_conditions, capabilities };
-                self.handle_agent_hello(conn, &agent_name, &protocol_version, hello)
+                self.handle_agent_hello(conn, &agent_name, &protocol_version, hello);
+                self.handle_agent_quota(conn, &agent_name, quota);
             }
             ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
-            ToServer::AgentLoadStatus { agent_name, status, metrics } => {
-                self.handle_load_status(conn, &agent_name, status, &metrics)
+            ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
+                self.handle_load_status(conn, &agent_name, status, &metrics, quota_used)
             }
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
@@ -391,16 +393,39 @@ impl AnkaiosServer {
         }
     }
 
-    fn handle_load_status(&mut self, conn: ConnId, agent: &str, status: AgentStatus, extra: &BTreeMap<String, f64>) {
+    fn handle_load_status(
+        &mut self,
+        conn: ConnId,
+        agent: &str,
+        status: AgentStatus,
+        extra: &BTreeMap<String, f64>,
+        used: QuotaUsage,
+    ) {
         if self.conns.agent_of(conn).as_deref() != Some(agent) {
             return;
         }
         let Some(attrs) = self.conns.agent_attributes_mut(agent) else { return };
         let metrics = Metrics::from_load(&status, extra);
         attrs.status = status;
+        // [feature K2: the server shows what an agent uses of its quota]
+        if let Some(quota) = attrs.quota.as_mut() {
+            quota.used_workloads = used.workloads;
+            quota.used_memory = used.memory;
+        }
         if attrs.metrics != metrics {
             attrs.metrics = metrics;
             self.placement_agent_changed(agent);
+        }
+    }
+
+    /// Keeps the quota an agent announced in its hello (none: unlimited).
+    // [feature K2: the server keeps each agent's quota]
+    fn handle_agent_quota(&mut self, conn: ConnId, agent: &str, limits: QuotaLimits) {
+        if self.conns.agent_of(conn).as_deref() != Some(agent) {
+            return;
+        }
+        if let Some(attrs) = self.conns.agent_attributes_mut(agent) {
+            attrs.quota = AgentQuota::of(limits);
         }
     }
 

@@ -192,6 +192,7 @@ async fn agent_stream(
         tags: Default::default(),
         reports_conditions: false,
         capabilities: Vec::new(),
+        quota: Default::default(),
     };
     tx.send(to_server_to_proto(&hello)).await.unwrap();
     let mut client = AgentConnectionClient::connect(url.to_owned()).await.unwrap();

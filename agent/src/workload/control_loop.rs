@@ -160,6 +160,23 @@ impl WorkloadControlLoop {
             WorkloadCommand::Snapshot { runtime, taken_at, workloads } => {
                 self.handle_snapshot(&runtime, taken_at, &workloads).await
             }
+            WorkloadCommand::Preempt { state } => self.handle_preempt(state).await,
+        }
+    }
+
+    /// Preemption is not a failure: the container goes without Stopping /
+    /// Removed states and without the restart policy (no retry is used up);
+    /// then the workload shows `state`. Observations are ignored from now on.
+    // [feature K4: a preempted workload's container is removed]
+    async fn handle_preempt(&mut self, state: ExecutionState) {
+        self.retry_at = None;
+        self.deleting = true;
+        if let Some(current) = self.current.take() {
+            self.remove_silently(&current.runtime, &current.id).await;
+        }
+        if let Some(instance) = self.spec.as_ref().map(|s| s.instance_name.clone()) {
+            self.ctx.control_interfaces.close(&instance.workload_name);
+            self.report(&instance, state).await;
         }
     }
 
@@ -328,10 +345,12 @@ impl WorkloadControlLoop {
     async fn handle_update(&mut self, spec: Option<WorkloadSpec>) {
         self.retry_at = None;
         self.retries_done = 0;
-        if let Some(same) = spec.as_ref().filter(|s| self.spec.as_ref() == Some(*s) && !self.deleting) {
+        let unchanged = |s: &&WorkloadSpec| self.spec.as_ref().is_some_and(|cur| policy::runs_the_same(cur, s));
+        if let Some(same) = spec.as_ref().filter(unchanged).filter(|_| !self.deleting) {
             // [feature K7: a reaped workload is not run again while its spec stays]
             if self.current.is_some() || self.reaped {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
+                self.spec = Some(same.clone());
                 return self.report_again().await;
             }
             // Same spec, but nothing runs (its creates gave up, or it was

@@ -41,6 +41,9 @@ pub(crate) enum WorkloadCommand {
     ObservedById { workload_id: WorkloadId, observed: Observed },
     /// A reconcile listed all containers of `runtime`.
     Snapshot { runtime: String, taken_at: Instant, workloads: Arc<Vec<ListedWorkload>> },
+    /// The scheduler preempted the workload: remove its container without
+    /// applying the restart policy and report `state` (`Pending(Preempted)`).
+    Preempt { state: ExecutionState },
 }
 
 /// Typed sender to one workload's control loop.
@@ -89,6 +92,10 @@ impl WorkloadCommandSender {
 
     pub fn snapshot(&self, runtime: String, taken_at: Instant, workloads: Arc<Vec<ListedWorkload>>) {
         self.send(WorkloadCommand::Snapshot { runtime, taken_at, workloads });
+    }
+
+    pub fn preempt(&self, state: ExecutionState) {
+        self.send(WorkloadCommand::Preempt { state });
     }
 }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ank_common::execution_state::{Failed, Pending};
-use ank_common::workload::RestartPolicy;
+use ank_common::workload::{RestartPolicy, Workload, WorkloadSpec};
 use ank_common::{ExecutionState, StateKind};
 use tokio::time::Instant;
 
@@ -72,6 +72,24 @@ pub fn restart_needed(policy: RestartPolicy, state: &ExecutionState) -> bool {
         RestartPolicy::OnFailure => state.kind == StateKind::Failed(Failed::ExecFailed),
         RestartPolicy::Always => matches!(state.kind, StateKind::Succeeded | StateKind::Failed(Failed::ExecFailed)),
     }
+}
+
+/// Whether `new` runs the same workload as `current`: they differ at most
+/// in what only decides when and where it starts (priority, effective
+/// priority, scheduling policy, agent selector, migration, ttl), which never
+/// recreates a running workload.
+// [feature K1: a changed priority does not restart a workload]
+pub fn runs_the_same(current: &WorkloadSpec, new: &WorkloadSpec) -> bool {
+    let what_runs = |s: &WorkloadSpec| Workload {
+        priority: None,
+        effective_priority: None,
+        policy: Default::default(),
+        agent_selector: None,
+        migration: Default::default(),
+        ttl_after_finished: None,
+        ..s.workload.clone()
+    };
+    current.instance_name == new.instance_name && what_runs(current) == what_runs(new)
 }
 
 /// The state to report for an observation of the current workload.

@@ -23,8 +23,13 @@ pub fn add_condition_fulfilled(condition: AddCondition, state: &ExecutionState) 
 // [impl->swdd~execution-states-of-workload-dependencies-fulfill-delete-conditions~1]
 pub fn delete_condition_fulfilled(condition: DeleteCondition, state: &ExecutionState) -> bool {
     // Waiting to start fulfils everything: otherwise a dependency waiting to
-    // stop and a dependent waiting to start would wait for each other.
-    if state.kind == StateKind::Pending(Pending::WaitingToStart) {
+    // stop and a dependent waiting to start would wait for each other. So do
+    // the scheduler's other waiting states: nothing of the dependent runs.
+    // [feature K2: a quota-blocked, postponed or preempted dependent holds no dependency]
+    if matches!(
+        state.kind,
+        StateKind::Pending(Pending::WaitingToStart | Pending::QuotaBlocked | Pending::Postponed | Pending::Preempted)
+    ) {
         return true;
     }
     match condition {
@@ -76,9 +81,10 @@ mod tests {
     #[test]
     // [utest->swdd~execution-states-of-workload-dependencies-fulfill-delete-conditions~1]
     fn dependency_delete_conditions_match_the_design_table() {
-        let waiting = st(StateKind::Pending(Pending::WaitingToStart));
-        for cond in [DeleteCondition::Running, DeleteCondition::NotPendingNorRunning] {
-            assert!(delete_condition_fulfilled(cond, &waiting));
+        for waiting in [Pending::WaitingToStart, Pending::QuotaBlocked, Pending::Postponed, Pending::Preempted] {
+            for cond in [DeleteCondition::Running, DeleteCondition::NotPendingNorRunning] {
+                assert!(delete_condition_fulfilled(cond, &st(StateKind::Pending(waiting))), "{waiting:?}");
+            }
         }
         assert!(delete_condition_fulfilled(DeleteCondition::Running, &ExecutionState::running()));
         assert!(!delete_condition_fulfilled(DeleteCondition::Running, &ExecutionState::succeeded()));

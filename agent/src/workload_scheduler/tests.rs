@@ -7,6 +7,8 @@ use ank_common::messages::{DeleteCondition, DeletedWorkload};
 use ank_common::workload::{AddCondition, Workload, WorkloadSpec};
 use ank_common::{AgentName, ExecutionState, StateKind, WorkloadName, WorkloadState};
 
+use ank_common::workload_events::EventKind;
+
 use super::*;
 
 fn spec(name: &str, config: &str, deps: &[(&str, AddCondition)]) -> WorkloadSpec {
@@ -190,4 +192,149 @@ fn scheduler_replaces_a_queued_operation_and_drops_a_never_started_create_on_del
     let out = scheduler.enqueue_filtered_workload_operations(vec![WorkloadOperation::Delete(del.clone())], &store);
     assert_eq!(out.ready, vec![WorkloadOperation::Delete(del)]);
     assert!(!scheduler.is_queued("web"));
+}
+
+fn quota(max_workloads: u32) -> WorkloadScheduler {
+    let settings = SchedulerSettings {
+        quota: ank_common::quota::QuotaLimits { max_workloads, max_memory: 0 },
+        ..Default::default()
+    };
+    WorkloadScheduler::with_settings("agent_A", settings)
+}
+
+fn create(s: &WorkloadSpec) -> WorkloadOperation {
+    WorkloadOperation::Create(ReusableWorkloadSpec::new(s.clone()))
+}
+
+fn with_priority(mut s: WorkloadSpec, priority: u32) -> WorkloadSpec {
+    s.workload.priority = Some(priority);
+    s
+}
+
+fn quota_blocked(info: &str) -> ExecutionState {
+    ExecutionState::with_info(StateKind::Pending(Pending::QuotaBlocked), info)
+}
+
+#[test]
+// [test of feature K1]
+fn scheduler_starts_ready_creates_by_priority_then_arrival() {
+    let (a, b, c, d) = (
+        with_priority(spec("a", "image: a", &[]), 0),
+        with_priority(spec("b", "image: b", &[]), 5),
+        with_priority(spec("c", "image: c", &[]), 5),
+        with_priority(spec("d", "image: d", &[]), 1),
+    );
+    let store = WorkloadStateStore::new();
+    let mut scheduler = quota(2);
+    let out =
+        scheduler.enqueue_filtered_workload_operations(vec![create(&a), create(&b), create(&c), create(&d)], &store);
+    assert_eq!(out.ready, vec![create(&b), create(&c)]);
+    assert_eq!(
+        out.report,
+        vec![
+            WorkloadState::new(d.instance_name.clone(), quota_blocked("agent_A 2/2")),
+            WorkloadState::new(a.instance_name.clone(), quota_blocked("agent_A 2/2")),
+        ]
+    );
+    assert_eq!(out.events.len(), 2, "one QuotaBlocked event each when they begin to wait");
+    // The effective priority (set by the server) is what counts.
+    let mut escalated = spec("e", "image: e", &[]);
+    escalated.workload.effective_priority = Some(3);
+    let out = scheduler.enqueue_filtered_workload_operations(vec![create(&escalated)], &store);
+    assert_eq!(out.report, vec![WorkloadState::new(escalated.instance_name.clone(), quota_blocked("agent_A 2/2"))]);
+    assert_eq!(scheduler.queue.creates_in_order(), ["e", "d", "a"]);
+}
+
+#[test]
+// [test of feature K2]
+fn scheduler_counts_starting_running_stopping_and_restarting_workloads_but_not_finished_ones() {
+    let mut scheduler = quota(2);
+    let mut store = WorkloadStateStore::new();
+    let (job, svc, next) = (spec("job", "image: j", &[]), spec("svc", "image: s", &[]), spec("next", "image: n", &[]));
+    let mut job = job;
+    job.workload.restart_policy = ank_common::RestartPolicy::Never;
+    let mut svc = svc;
+    svc.workload.restart_policy = ank_common::RestartPolicy::Always;
+    let out = scheduler.enqueue_filtered_workload_operations(vec![create(&job), create(&svc), create(&next)], &store);
+    assert_eq!(out.ready.len(), 2, "fresh starts count before any state");
+    assert_eq!(scheduler.usage(&store).workloads, 2);
+    set(&mut store, &svc, ExecutionState::failed("Exit code: '1'"));
+    set(&mut store, &job, ExecutionState::new(StateKind::Stopping(Stopping::RequestedAtRuntime)));
+    assert!(
+        scheduler.next_workload_operations(&store).ready.is_empty(),
+        "a restarting service and a stopping job count"
+    );
+    set(&mut store, &job, ExecutionState::succeeded());
+    assert_eq!(scheduler.next_workload_operations(&store).ready, vec![create(&next)], "a finished job frees its slot");
+    let removed = WorkloadState::new(svc.instance_name.clone(), ExecutionState::removed());
+    store.update(&removed);
+    scheduler.observe(&[removed]);
+    assert_eq!(scheduler.usage(&store).workloads, 1, "next only");
+}
+
+#[test]
+// [test of feature K2]
+fn scheduler_tick_counts_the_quota_blocked_event_once_per_tick_and_keeps_the_place_on_a_change() {
+    let mut scheduler = quota(1);
+    let store = WorkloadStateStore::new();
+    let (a, b, c) = (spec("a", "image: a", &[]), spec("b", "image: b", &[]), spec("c", "image: c", &[]));
+    scheduler.enqueue_filtered_workload_operations(vec![create(&a), create(&b), create(&c)], &store);
+    assert!(scheduler.needs_tick());
+    let now = tokio::time::Instant::now();
+    for i in 1..=3 {
+        let out = scheduler.tick(&store, now + std::time::Duration::from_secs(i));
+        assert!(out.report.is_empty(), "the state is reported once");
+        let kinds: Vec<_> = out.events.iter().map(|e| (e.instance_name.workload_name.as_str(), e.kind)).collect();
+        assert_eq!(kinds, [("b", EventKind::QuotaBlocked), ("c", EventKind::QuotaBlocked)]);
+        assert!(out.events.iter().all(|e| e.reason == "agent_A 1/1"));
+    }
+    // A changed spec of b keeps its place ahead of c.
+    let b2 = with_priority(b.clone(), 0);
+    let out = scheduler.enqueue_filtered_workload_operations(vec![create(&b2)], &store);
+    assert_eq!(out.report, vec![WorkloadState::new(b2.instance_name.clone(), quota_blocked("agent_A 1/1"))]);
+    assert_eq!(scheduler.queue.creates_in_order(), ["b", "c"]);
+}
+
+#[test]
+// [test of feature K2]
+fn scheduler_update_of_a_running_workload_keeps_its_slot_under_a_full_quota() {
+    let mut scheduler = quota(1);
+    let mut store = WorkloadStateStore::new();
+    let (v1, other) = (spec("web", "image: v1", &[]), spec("other", "image: o", &[]));
+    scheduler.enqueue_filtered_workload_operations(vec![create(&v1), create(&other)], &store);
+    set(&mut store, &v1, ExecutionState::running());
+    let v2 = spec("web", "image: v2", &[]);
+    let update = WorkloadOperation::Update(v2.clone(), deleted(&v1, &[]));
+    let out = scheduler.enqueue_filtered_workload_operations(vec![update.clone()], &store);
+    assert_eq!(out.ready, vec![update]);
+    // Where it does not fit, the old one goes and the new one waits.
+    let mut scheduler = quota(1);
+    let mut store = WorkloadStateStore::new();
+    scheduler.enqueue_filtered_workload_operations(vec![create(&other)], &store);
+    set(&mut store, &other, ExecutionState::running());
+    let mut finished = spec("job", "image: v1", &[]);
+    finished.workload.restart_policy = ank_common::RestartPolicy::Never;
+    let update = WorkloadOperation::Update(v2.clone(), deleted(&finished, &[]));
+    let out = scheduler.enqueue_filtered_workload_operations(vec![update], &store);
+    assert_eq!(out.ready, vec![WorkloadOperation::UpdateDeleteOnly(deleted(&finished, &[]))]);
+    assert_eq!(out.report, vec![WorkloadState::new(v2.instance_name.clone(), quota_blocked("agent_A 1/1"))]);
+}
+
+#[test]
+// [test of feature K2]
+fn scheduler_workload_whose_declared_memory_does_not_read_is_starting_failed_under_a_memory_quota() {
+    let settings = SchedulerSettings {
+        quota: ank_common::quota::QuotaLimits { max_workloads: 0, max_memory: 1 << 30 },
+        ..Default::default()
+    };
+    let mut scheduler = WorkloadScheduler::with_settings("agent_A", settings);
+    let bad = spec("bad", "image: b\ncommandOptions: [--memory, lots]\n", &[]);
+    let out = scheduler.enqueue_filtered_workload_operations(vec![create(&bad)], &WorkloadStateStore::new());
+    assert!(out.ready.is_empty());
+    assert_eq!(out.report[0].execution_state.kind, StateKind::Pending(Pending::StartingFailed));
+    assert!(out.report[0].execution_state.additional_info.contains("'lots'"), "{:?}", out.report);
+    // Without a memory quota the declaration is not read.
+    let mut scheduler = WorkloadScheduler::new();
+    let out = scheduler.enqueue_filtered_workload_operations(vec![create(&bad)], &WorkloadStateStore::new());
+    assert_eq!(out.ready, vec![create(&bad)]);
 }

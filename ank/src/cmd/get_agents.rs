@@ -19,6 +19,7 @@ pub fn agent_rows(view: &StateView) -> Vec<AgentRow> {
             labels: agent.tags.clone(),
             capabilities: agent.capabilities.clone(),
             metrics: agent.metrics.clone(),
+            quota: agent.quota,
         })
         .collect()
 }
@@ -74,10 +75,32 @@ mod tests {
                     cpu_usage: Some(3),
                     free_memory: Some(1024),
                     dropped_stale_reports: 4,
+                    quota: None,
                     ..Default::default()
                 },
                 AgentRow { name: "agent_B".into(), ..Default::default() },
             ]
         );
+    }
+
+    #[test]
+    // [test of feature K2]
+    fn get_agents_shows_the_quota_column_only_when_an_agent_has_a_quota() {
+        let tree = serde_json::json!({
+            "agents": {
+                "agent_A": {"quota": {"maxWorkloads": 4, "maxMemory": 0, "usedWorkloads": 3, "usedMemory": 0}},
+                "agent_B": {},
+            },
+        });
+        let rows = agent_rows(&StateView::from_tree(&tree).unwrap());
+        let text = output::agent_table(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("NAME") && lines[0].ends_with("QUOTA"), "{text}");
+        assert!(lines[1].starts_with("agent_A") && lines[1].ends_with("3/4"), "{text}");
+        assert!(lines[2].starts_with("agent_B") && !lines[2].contains('/'), "{text}");
+        let without = agent_rows(&StateView::from_tree(&serde_json::json!({"agents": {"agent_B": {}}})).unwrap());
+        assert!(!output::agent_table(&without).contains("QUOTA"), "Ankaios' columns without quotas");
+        let records = output::agent_records(&rows);
+        assert_eq!(records[0]["quota"]["usedWorkloads"], 3);
     }
 }

@@ -32,11 +32,13 @@ impl WorkloadFilter {
 /// The rows of `view` that pass `filter`, sorted by workload name.
 pub fn workload_rows(view: &StateView, filter: &WorkloadFilter) -> Vec<WorkloadRow> {
     let runtimes = view.runtimes();
+    let priorities = view.priorities();
     let mut rows: Vec<WorkloadRow> = view
         .workload_state_list()
         .into_iter()
         .map(|s| WorkloadRow {
             runtime: runtimes.get(&s.instance_name.workload_name).cloned().unwrap_or_default(),
+            priority: priorities.get(&s.instance_name.workload_name).copied(),
             name: s.instance_name.workload_name,
             agent: s.instance_name.agent_name,
             state: Some(s.execution_state),
@@ -157,5 +159,33 @@ mod tests {
         assert_eq!(names(&workload_rows(&v, &by_state)), vec!["web"]);
         let by_full_state = WorkloadFilter { state: Some("Pending(StartingFailed)".into()), ..Default::default() };
         assert_eq!(names(&workload_rows(&v, &by_full_state)), vec!["db"]);
+    }
+
+    #[test]
+    // [test of feature K1]
+    fn get_workloads_shows_a_priority_column_when_a_workload_has_a_priority() {
+        let plain = output::workload_table(&workload_rows(&view(), &WorkloadFilter::default()));
+        assert!(!plain.contains("PRIORITY"), "Ankaios' columns without priorities: {plain}");
+        let v = StateView::from_tree(&serde_json::json!({
+            "desiredState": {"apiVersion": "v1", "workloads": {
+                "nav": {"runtime": "podman", "agent": "agent_A", "priority": 9},
+                "dep": {"runtime": "podman", "agent": "agent_A", "priority": 0, "effectivePriority": 9},
+                "log": {"runtime": "podman", "agent": "agent_A"},
+            }},
+            "workloadStates": {"agent_A": {
+                "nav": {"1": {"state": "Running", "subState": "Ok"}},
+                "dep": {"2": {"state": "Running", "subState": "Ok"}},
+                "log": {"3": {"state": "Pending", "subState": "QuotaBlocked", "additionalInfo": "agent_A 2/2"}},
+            }},
+        }))
+        .unwrap();
+        let text = output::workload_table(&workload_rows(&v, &WorkloadFilter::default()));
+        let lines: Vec<&str> = text.lines().collect();
+        let col = lines[0].find("PRIORITY").expect("PRIORITY column");
+        let at = |line: &str| line[col..].split_whitespace().next().unwrap_or_default().to_owned();
+        assert_eq!(at(lines[1]), "9", "dep shows its effective priority: {text}");
+        assert_eq!(at(lines[2]), "0", "log has none, 0: {text}");
+        assert!(lines[2].contains("Pending(QuotaBlocked)") && lines[2].ends_with("agent_A 2/2"), "{text}");
+        assert_eq!(at(lines[3]), "9", "{text}");
     }
 }

@@ -45,6 +45,7 @@ impl WatchTable {
                 agent: s.instance_name.agent_name.clone(),
                 state: Some(s.execution_state.clone()),
                 status: s.status.clone(),
+                priority: None,
             };
             self.rows.insert(key, row);
         }

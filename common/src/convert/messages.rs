@@ -18,6 +18,7 @@ use crate::messages::{
     AlteredFields, DeleteCondition, DeletedWorkload, FromServer, LogEntry, LogsRequest, Request, RequestContent,
     Response, ResponseContent, ToServer,
 };
+use crate::quota::{QuotaLimits, QuotaUsage};
 use crate::workload::{Workload, WorkloadSpec};
 
 fn added_to_pb(s: &WorkloadSpec) -> g::AddedWorkload {
@@ -124,13 +125,15 @@ pub fn from_server_from_proto(m: g::FromServer) -> Result<Option<FromServer>, Co
 pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
     use g::to_server::ToServerEnum as T;
     let e = match m {
-        ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities } => {
+        ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities, quota } => {
             T::AgentHello(g::AgentHello {
                 agent_name: agent_name.clone(),
                 protocol_version: protocol_version.clone(),
                 tags: Some(pb::Tags { tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }),
                 reports_conditions: *reports_conditions,
                 capabilities: capabilities.clone(),
+                max_workloads: quota.max_workloads,
+                max_memory: quota.max_memory,
             })
         }
         ToServer::CommanderHello { protocol_version } => {
@@ -139,12 +142,16 @@ pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
         ToServer::UpdateWorkloadState(states) => T::UpdateWorkloadState(g::UpdateWorkloadState {
             workload_states: states.iter().map(workload_state_to_proto).collect(),
         }),
-        ToServer::AgentLoadStatus { agent_name, status, metrics } => T::AgentLoadStatus(g::AgentLoadStatus {
-            agent_name: agent_name.clone(),
-            cpu_usage: Some(pb::CpuUsage { cpu_usage: status.cpu_usage }),
-            free_memory: Some(pb::FreeMemory { free_memory: status.free_memory }),
-            metrics: metrics.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-        }),
+        ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
+            T::AgentLoadStatus(g::AgentLoadStatus {
+                agent_name: agent_name.clone(),
+                cpu_usage: Some(pb::CpuUsage { cpu_usage: status.cpu_usage }),
+                free_memory: Some(pb::FreeMemory { free_memory: status.free_memory }),
+                metrics: metrics.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                used_workloads: quota_used.workloads,
+                used_memory: quota_used.memory,
+            })
+        }
         ToServer::Request(r) => T::Request(request_to_pb(r)),
         ToServer::Goodbye => T::Goodbye(g::Goodbye {}),
         ToServer::LogEntriesResponse { request_id, entries } => T::LogEntriesResponse(g::LogEntriesResponse {
@@ -172,6 +179,7 @@ pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertE
             tags: h.tags.map(|t| t.tags.into_iter().collect()).unwrap_or_default(),
             reports_conditions: h.reports_conditions,
             capabilities: h.capabilities,
+            quota: QuotaLimits { max_workloads: h.max_workloads, max_memory: h.max_memory },
         },
         T::CommanderHello(h) => ToServer::CommanderHello { protocol_version: h.protocol_version },
         T::UpdateWorkloadState(s) => ToServer::UpdateWorkloadState(
@@ -184,6 +192,7 @@ pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertE
                 free_memory: s.free_memory.map_or(0, |m| m.free_memory),
             },
             metrics: s.metrics.into_iter().filter(|(_, v)| v.is_finite()).collect(),
+            quota_used: QuotaUsage { workloads: s.used_workloads, memory: s.used_memory },
         },
         T::Request(r) => ToServer::Request(request_from_pb(r)?),
         T::Goodbye(_) => ToServer::Goodbye,
@@ -428,6 +437,44 @@ mod tests {
         let pb = request_to_pb(&r);
         assert!(matches!(pb.request_content, Some(pb::request::RequestContent::RenderedStateRequest(_))));
         assert_eq!(request_from_pb(pb).unwrap(), r);
+    }
+
+    #[test]
+    // [test of feature K2]
+    fn agent_quota_and_its_use_round_trip_through_the_wire() {
+        let hello = ToServer::AgentHello {
+            agent_name: "agent_A".into(),
+            protocol_version: "1".into(),
+            tags: Default::default(),
+            reports_conditions: true,
+            capabilities: vec!["podman".into()],
+            quota: QuotaLimits { max_workloads: 4, max_memory: 2 << 30 },
+        };
+        assert_eq!(to_server_from_proto(to_server_to_proto(&hello)).unwrap(), Some(hello));
+        let load = ToServer::AgentLoadStatus {
+            agent_name: "agent_A".into(),
+            status: AgentStatus { cpu_usage: 7, free_memory: 1 },
+            metrics: Default::default(),
+            quota_used: QuotaUsage { workloads: 3, memory: 1 << 30 },
+        };
+        assert_eq!(to_server_from_proto(to_server_to_proto(&load)).unwrap(), Some(load));
+        // An Ankaios agent says nothing of a quota: unlimited.
+        let g::to_server::ToServerEnum::AgentHello(mut bare) = to_server_to_proto(&ToServer::AgentHello {
+            agent_name: "a".into(),
+            protocol_version: "1".into(),
+            tags: Default::default(),
+            reports_conditions: false,
+            capabilities: Vec::new(),
+            quota: QuotaLimits::default(),
+        })
+        .to_server_enum
+        .unwrap() else {
+            panic!("not a hello")
+        };
+        bare.max_workloads = 0;
+        let back =
+            to_server_from_proto(g::ToServer { to_server_enum: Some(g::to_server::ToServerEnum::AgentHello(bare)) });
+        assert!(matches!(back, Ok(Some(ToServer::AgentHello { quota, .. })) if !quota.is_limited()));
     }
 
     #[test]

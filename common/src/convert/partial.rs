@@ -20,6 +20,7 @@ use super::state::{status_from_proto, status_to_proto};
 use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry, WorkloadStatesMap};
 use crate::jobs::Job;
 use crate::placement::metrics::Metrics;
+use crate::quota::AgentQuota;
 use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
 
@@ -62,6 +63,8 @@ struct PartialAgent {
     capabilities: Vec<String>,
     #[serde(default, skip_serializing_if = "Metrics::is_empty")]
     metrics: Metrics,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota: Option<AgentQuota>,
 }
 
 /// A workload of which any field may be absent.
@@ -113,6 +116,7 @@ pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertErr
                         cpu_usage: s.cpu_usage.map_or(0, |c| c.cpu_usage),
                         free_memory: s.free_memory.map_or(0, |m| m.free_memory),
                     });
+                    let quota = quota_from_pb(&attr);
                     let tags = attr.tags.map(|t| t.tags.into_iter().collect());
                     let agent = PartialAgent {
                         status,
@@ -120,6 +124,7 @@ pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertErr
                         dropped_stale_reports: attr.dropped_stale_reports,
                         capabilities: attr.capabilities,
                         metrics: Metrics::new(attr.metrics),
+                        quota,
                     };
                     (name, agent)
                 })
@@ -165,13 +170,15 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
                         free_memory: Some(pb::FreeMemory { free_memory: s.free_memory }),
                     });
                     let tags = a.tags.map(tags_to_pb);
-                    let attributes = pb::AgentAttributes {
+                    let mut attributes = pb::AgentAttributes {
                         status,
                         tags,
                         dropped_stale_reports: a.dropped_stale_reports,
                         capabilities: a.capabilities,
                         metrics: a.metrics.as_map().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                        ..Default::default()
                     };
+                    quota_to_pb(a.quota, &mut attributes);
                     (name, attributes)
                 })
                 .collect(),
@@ -179,6 +186,28 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
         effective_state: None,
         jobs: p.jobs.unwrap_or_default().iter().map(|(k, j)| (k.clone(), job_to_pb(j))).collect(),
     })
+}
+
+/// An agent's quota from its wire attributes (fields 102-105); none
+/// without limits.
+// [feature K2: the quota in the complete state]
+fn quota_from_pb(a: &pb::AgentAttributes) -> Option<AgentQuota> {
+    let quota = AgentQuota {
+        max_workloads: a.max_workloads.unwrap_or(0),
+        max_memory: a.max_memory.unwrap_or(0),
+        used_workloads: a.used_workloads.unwrap_or(0),
+        used_memory: a.used_memory.unwrap_or(0),
+    };
+    (a.max_workloads.is_some() || a.max_memory.is_some()).then_some(quota)
+}
+
+fn quota_to_pb(quota: Option<AgentQuota>, a: &mut pb::AgentAttributes) {
+    if let Some(q) = quota {
+        a.max_workloads = Some(q.max_workloads);
+        a.max_memory = Some(q.max_memory);
+        a.used_workloads = Some(q.used_workloads);
+        a.used_memory = Some(q.used_memory);
+    }
 }
 
 fn tags_to_pb(t: BTreeMap<String, String>) -> pb::Tags {
@@ -420,5 +449,19 @@ mod tests {
         let v = complete_state_to_json(cs.clone()).unwrap();
         assert_eq!(v, serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"w": {"agent": "a"}}}}));
         assert_eq!(complete_state_from_json(&v).unwrap(), cs);
+    }
+
+    #[test]
+    // [test of feature K2]
+    fn agent_quota_round_trips_between_json_and_the_wire() {
+        let v = serde_json::json!({"agents": {
+            "agent_A": {"quota": {"maxWorkloads": 4, "maxMemory": 0, "usedWorkloads": 3, "usedMemory": 1024}},
+            "agent_B": {"tags": {}},
+        }});
+        let cs = complete_state_from_json(&v).unwrap();
+        let a = &cs.agents.as_ref().unwrap().agents["agent_A"];
+        assert_eq!((a.max_workloads, a.used_workloads, a.used_memory), (Some(4), Some(3), Some(1024)));
+        assert_eq!(cs.agents.as_ref().unwrap().agents["agent_B"].max_workloads, None);
+        assert_eq!(complete_state_to_json(cs).unwrap(), v);
     }
 }

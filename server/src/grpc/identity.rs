@@ -73,6 +73,7 @@ mod tests {
             tags: Default::default(),
             reports_conditions: true,
             capabilities: Vec::new(),
+            quota: Default::default(),
         }
     }
 

@@ -66,6 +66,7 @@ impl Cluster {
             tags: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             reports_conditions: true,
             capabilities: caps.iter().map(|c| c.to_string()).collect(),
+            quota: Default::default(),
         };
         self.handle.message(conn, hello).await;
         assert!(matches!(rx.recv().await, Some(FromServer::ServerHello(_))));
@@ -77,7 +78,12 @@ impl Cluster {
         let conn = self.agents[name].0;
         let status = AgentStatus { cpu_usage: 10, free_memory: free_mb * 1024 * 1024 };
         let metrics = extra.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        self.handle.message(conn, ToServer::AgentLoadStatus { agent_name: name.into(), status, metrics }).await;
+        self.handle
+            .message(
+                conn,
+                ToServer::AgentLoadStatus { agent_name: name.into(), status, metrics, quota_used: Default::default() },
+            )
+            .await;
         settle().await;
     }
 
@@ -365,6 +371,7 @@ async fn on_agent_loss_moves_only_after_the_agent_stayed_away_for_the_grace() {
         tags: Default::default(),
         reports_conditions: true,
         capabilities: vec!["podman".into()],
+        quota: Default::default(),
     };
     c.handle.message(99, hello).await;
     assert!(matches!(rx.recv().await, Some(FromServer::ServerHello(s)) if s.is_empty()));

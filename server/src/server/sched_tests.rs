@@ -27,6 +27,7 @@ fn hello(agent: &str) -> ToServer {
         tags: Default::default(),
         reports_conditions: true,
         capabilities: Vec::new(),
+        quota: Default::default(),
     }
 }
 

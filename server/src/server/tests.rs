@@ -53,6 +53,7 @@ impl Harness {
             tags: Default::default(),
             reports_conditions: true,
             capabilities: Vec::new(),
+            quota: Default::default(),
         };
         handle.message(AGENT, hello).await;
         assert!(matches!(agent_rx.recv().await, Some(FromServer::ServerHello(s)) if s.is_empty()));
@@ -229,6 +230,7 @@ async fn a_deletion_while_the_agent_is_away_waits_for_its_confirmation() {
         tags: Default::default(),
         reports_conditions: true,
         capabilities: Vec::new(),
+        quota: Default::default(),
     };
     h.handle.message(3, hello).await;
     assert!(matches!(rx.recv().await, Some(FromServer::ServerHello(s)) if s.is_empty()));
@@ -269,5 +271,37 @@ async fn an_update_that_fails_keeps_available_of_the_old_generation_until_it_rep
     assert_eq!(condition(&entry, "Ready")["reason"], "NotAvailable");
     assert_eq!(condition(&entry, "Applied")["status"], ConditionStatus::False.as_str());
     assert_eq!(condition(&entry, ConditionType::Health.as_str())["status"], "True");
+    h.stop.cancel();
+}
+
+// [test of feature K2]
+#[tokio::test(start_paused = true)]
+async fn an_agents_quota_and_its_use_show_in_the_complete_state() {
+    let mut h = Harness::start().await;
+    assert!(h.tree().await["agents"]["A"].get("quota").is_none(), "the harness agent has no limits");
+    let (tx, _rx) = mpsc::channel(16);
+    h.handle.opened(3, ConnKind::Agent, tx).await;
+    let hello = ToServer::AgentHello {
+        agent_name: "B".into(),
+        protocol_version: ank_common::PROTOCOL_VERSION.into(),
+        tags: Default::default(),
+        reports_conditions: true,
+        capabilities: Vec::new(),
+        quota: ank_common::quota::QuotaLimits { max_workloads: 4, max_memory: 2 << 30 },
+    };
+    h.handle.message(3, hello).await;
+    let load = ToServer::AgentLoadStatus {
+        agent_name: "B".into(),
+        status: Default::default(),
+        metrics: Default::default(),
+        quota_used: ank_common::quota::QuotaUsage { workloads: 3, memory: 1 << 30 },
+    };
+    h.handle.message(3, load).await;
+    settle().await;
+    let quota = h.tree().await["agents"]["B"]["quota"].clone();
+    assert_eq!(
+        quota,
+        serde_json::json!({"maxWorkloads": 4, "maxMemory": 2u64 << 30, "usedWorkloads": 3, "usedMemory": 1u64 << 30})
+    );
     h.stop.cancel();
 }

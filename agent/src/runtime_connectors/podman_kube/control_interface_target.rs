@@ -59,7 +59,8 @@ pub fn inject(manifest: &str, target: Option<&str>, host_folder: &Path) -> Resul
     Ok(write_documents(&docs))
 }
 
-fn read_documents(manifest: &str) -> Result<Vec<Value>, String> {
+/// The documents of a (multi-document) manifest, read as Kubernetes reads them.
+pub(crate) fn read_documents(manifest: &str) -> Result<Vec<Value>, String> {
     let options = serde_saphyr::options! {
         legacy_octal_numbers: true,
         duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,

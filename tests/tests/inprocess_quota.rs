@@ -1,0 +1,122 @@
+//! In-process server + agent with the FakeRuntime and an agent quota of two
+//! workloads (feature K2): the third workload waits in
+//! `Pending(QuotaBlocked)` in the server's complete state with one
+//! `QuotaBlocked` event whose count grows every tick, the server shows the
+//! agent's quota and its use, and a delete lets the third one run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ank_agent::runtime_connectors::fake::FakeRuntime;
+use ank_agent::workload_scheduler::SchedulerSettings;
+use ank_agent::{AgentConfig, RuntimeRegistry};
+use ank_common::quota::QuotaLimits;
+use ank_tests::commander::Commander;
+use tokio_util::sync::CancellationToken;
+
+const TICK: Duration = Duration::from_millis(100);
+
+struct Setup {
+    url: String,
+    fake: Arc<FakeRuntime>,
+    server_stop: CancellationToken,
+    agent_stop: CancellationToken,
+    _run_folder: tempfile::TempDir,
+}
+
+async fn setup(max_workloads: u32) -> Setup {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let server_stop = CancellationToken::new();
+    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
+    tokio::spawn(ank_server::run(initial, listener, server_stop.clone()));
+    let fake = Arc::new(FakeRuntime::new());
+    let mut runtimes = RuntimeRegistry::new();
+    runtimes.register(fake.clone());
+    let run_folder = tempfile::tempdir().expect("run folder");
+    let scheduler =
+        SchedulerSettings { tick: TICK, quota: QuotaLimits { max_workloads, max_memory: 0 }, ..Default::default() };
+    let config = AgentConfig {
+        run_folder: run_folder.path().to_path_buf(),
+        scheduler,
+        ..AgentConfig::new("agent_A", url.clone())
+    };
+    let agent_stop = CancellationToken::new();
+    tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
+    Setup { url, fake, server_stop, agent_stop, _run_folder: run_folder }
+}
+
+fn manifest(names: &[&str]) -> String {
+    let mut m = String::from("apiVersion: v1\nworkloads:\n");
+    for name in names {
+        m.push_str(&format!(
+            "  {name}:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: [sleep, \"1000\"]\n"
+        ));
+    }
+    m
+}
+
+/// The QuotaBlocked events of `workload` in the server's complete state.
+async fn quota_blocked_events(c: &mut Commander, workload: &str) -> Vec<serde_json::Value> {
+    let state = c.complete_state(&["workloadStates"]).await;
+    let by_id = state["workloadStates"]["agent_A"][workload].as_object().cloned().unwrap_or_default();
+    by_id
+        .values()
+        .flat_map(|entry| entry["events"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["kind"] == "QuotaBlocked")
+        .collect()
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, for at most `limit`.
+async fn eventually<T>(limit: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+// [itest of feature K2]
+async fn itest_third_workload_is_quota_blocked_with_a_growing_event_until_one_is_deleted() {
+    let s = setup(2).await;
+    let mut c = Commander::connect(&s.url).await;
+    c.apply(&manifest(&["w1", "w2", "w3"])).await;
+    c.wait_for_state("w1", "Running(Ok)").await;
+    c.wait_for_state("w2", "Running(Ok)").await;
+    let blocked = c.wait_for_state("w3", "Pending(QuotaBlocked)").await;
+    assert_eq!(blocked.additional_info, "agent_A 2/2");
+
+    let first = eventually(Duration::from_secs(5), async || {
+        let events = quota_blocked_events(&mut c, "w3").await;
+        events.first().and_then(|e| e["count"].as_u64()).filter(|n| *n >= 2).map(|n| (n, events.len()))
+    })
+    .await;
+    assert_eq!(first.1, 1, "one entry, not one per tick");
+    let grown = eventually(Duration::from_secs(5), async || {
+        let events = quota_blocked_events(&mut c, "w3").await;
+        events.first().and_then(|e| e["count"].as_u64()).filter(|n| *n >= first.0 + 5)
+    })
+    .await;
+    assert!(grown >= first.0 + 5);
+    assert_eq!(quota_blocked_events(&mut c, "w3").await[0]["reason"], "agent_A 2/2");
+
+    // The server shows the quota and its use (from the load status, every 2 s).
+    let quota = eventually(Duration::from_secs(5), async || {
+        let agents = c.complete_state(&["agents"]).await;
+        let quota = agents["agents"]["agent_A"]["quota"].clone();
+        (quota["usedWorkloads"] == 2).then_some(quota)
+    })
+    .await;
+    assert_eq!(quota, serde_json::json!({"maxWorkloads": 2, "maxMemory": 0, "usedWorkloads": 2, "usedMemory": 0}));
+
+    c.delete(&["w1"]).await;
+    c.wait_for_state("w3", "Running(Ok)").await;
+    let creates_of_w3 = s.fake.created().iter().filter(|i| i.workload_name == "w3").count();
+    assert_eq!(creates_of_w3, 1, "waiting for quota used no create retries");
+    s.agent_stop.cancel();
+    s.server_stop.cancel();
+}
