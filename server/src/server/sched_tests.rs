@@ -416,6 +416,13 @@ async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a
     assert!(rc.contains("PORT_A: \"8002\"") && rc.contains("PORT_B: \"8003\""), "{rc}");
     assert!(rendered["desiredState"]["workloads"].get("w1").is_none(), "filtered by the mask");
     assert!(file.seq_path().exists(), "kept next to the state file");
+    // The agent restarts: its ServerHello has the same numbers.
+    let (tx, mut rx) = mpsc::channel(16);
+    h.handle.closed(AGENT).await;
+    h.handle.opened(3, ConnKind::Agent, tx).await;
+    h.handle.message(3, hello("A")).await;
+    let Some(FromServer::ServerHello(again)) = rx.recv().await else { panic!("no ServerHello") };
+    assert_eq!((ports(spec(&again, "w1")), ports(spec(&again, "w2"))), ("8000/8001".into(), "8002/8003".into()));
     h.stop.cancel();
 
     // A new server on the same files hands the agent the same numbers.
