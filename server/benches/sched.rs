@@ -19,7 +19,7 @@ fn big_state() -> State {
     let mut yaml = String::from("apiVersion: v1\nworkloads:\n");
     for i in 0..WORKLOADS {
         yaml.push_str(&format!(
-            "  wl{i}:\n    runtime: podman\n    agent: agent{}\n    priority: {}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      env:\n        PORT_A: \"${{seq:8000}}\"\n        PORT_B: \"${{seq:8000}}\"\n",
+            "  wl{i}:\n    runtime: podman\n    agent: agent{}\n    priority: {}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandOptions: [\"-e\", \"PORT_A=${{seq:8000}}\", \"-e\", \"PORT_B=${{seq:8000}}\"]\n",
             (i / GROUP_SIZE) % AGENTS,
             i % 13
         ));

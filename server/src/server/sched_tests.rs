@@ -383,15 +383,20 @@ async fn k7_the_server_default_ttl_reaps_workloads_without_their_own() {
 
 fn ported(name: &str) -> String {
     format!(
-        "  {name}:\n    runtime: podman\n    agent: A\n    runtimeConfig: |\n      image: {name}\n      env:\n        PORT_A: \"${{seq:8000}}\"\n        PORT_B: \"${{seq:8000}}\"\n"
+        "  {name}:\n    runtime: podman\n    agent: A\n    runtimeConfig: |\n      image: {name}\n      commandOptions: [\"-e\", \"PORT_A=${{seq:8000}}\", \"-e\", \"PORT_B=${{seq:8000}}\"]\n"
     )
 }
 
 fn ports(s: &WorkloadSpec) -> String {
-    let rc = &s.workload.runtime_config;
-    let get =
-        |key: &str| rc.lines().find_map(|l| l.trim().strip_prefix(key)).unwrap_or("").trim_matches('"').to_owned();
-    format!("{}/{}", get("PORT_A: "), get("PORT_B: "))
+    port_pair(&s.workload.runtime_config)
+}
+
+/// `PORT_A=8000` and `PORT_B=8001` in a runtime config -> "8000/8001".
+fn port_pair(rc: &str) -> String {
+    let get = |key: &str| {
+        rc.split(key).nth(1).map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>()).unwrap_or_default()
+    };
+    format!("{}/{}", get("PORT_A="), get("PORT_B="))
 }
 
 // [test of feature K9: 8000/8001 and 8002/8003; same after a restart; freed numbers reused]
@@ -413,7 +418,7 @@ async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a
         panic!("no rendered state")
     };
     let rc = rendered["desiredState"]["workloads"]["w2"]["runtimeConfig"].as_str().unwrap().to_owned();
-    assert!(rc.contains("PORT_A: \"8002\"") && rc.contains("PORT_B: \"8003\""), "{rc}");
+    assert_eq!(port_pair(&rc), "8002/8003", "{rc}");
     assert!(rendered["desiredState"]["workloads"].get("w1").is_none(), "filtered by the mask");
     assert!(file.seq_path().exists(), "kept next to the state file");
     // The agent restarts: its ServerHello has the same numbers.
