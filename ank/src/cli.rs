@@ -580,4 +580,17 @@ mod tests {
         assert!(parse(&["wait", "workload/web", "--timeout", "5 parsecs"]).is_err());
         assert_eq!(parse_duration("500ms"), Ok(std::time::Duration::from_millis(500)));
     }
+
+    // [test of feature K6]
+    // [test of feature K9]
+    #[test]
+    fn cli_get_groups_and_rendered_workloads() {
+        let cli = parse(&["-k", "get", "groups", "-o", "json"]).unwrap();
+        let Command::Get(GetCommand::Group(args)) = cli.command else { panic!("not get groups") };
+        assert_eq!(args.output, Some(OutputFormat::Json));
+        let cli = parse(&["-k", "get", "workload", "web", "--rendered", "-o", "yaml"]).unwrap();
+        let Command::Get(GetCommand::Workload(args)) = cli.command else { panic!("not get workload") };
+        assert!(args.rendered && args.names == ["web"]);
+        assert!(parse(&["-k", "get", "workloads", "--rendered", "-w"]).is_err(), "a rendered spec is not watched");
+    }
 }

@@ -1,5 +1,5 @@
 //! The `${seq:N}` macro (the tackle2-hub number generator): in a rendered
-//! workload's `runtimeConfig` (which holds a podman workload's env) and
+//! workload's `runtimeConfig` (which holds a podman workload's environment) and
 //! text `files[].data` (where rendered config items end up), each
 //! `${seq:N}` is replaced by a number from pool `N` of the workload's
 //! agent: successive occurrences in one workload get successive free

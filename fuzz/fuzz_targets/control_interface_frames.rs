@@ -219,8 +219,13 @@ fn allowed_by_rules(set: usize, request: &Request) -> bool {
     };
     match (&request.content, set) {
         (RequestContent::LogsCancel | RequestContent::EventsCancel, _) => true,
-        (RequestContent::CompleteState { field_mask, .. }, 0) => under(field_mask, &["workloadStates"]),
-        (RequestContent::CompleteState { field_mask, .. }, 2) => under(field_mask, &["workloadStates", "desiredState"]),
+        // The rendered state is read like the complete state.
+        (RequestContent::CompleteState { field_mask, .. } | RequestContent::RenderedState { field_mask }, 0) => {
+            under(field_mask, &["workloadStates"])
+        }
+        (RequestContent::CompleteState { field_mask, .. } | RequestContent::RenderedState { field_mask }, 2) => {
+            under(field_mask, &["workloadStates", "desiredState"])
+        }
         // The deny rule blocks the secret and every path above it.
         (RequestContent::UpdateState { update_mask, .. }, 1) => !update_mask.iter().any(|m| {
             let path: Vec<&str> = m.split('.').collect();
@@ -230,7 +235,8 @@ fn allowed_by_rules(set: usize, request: &Request) -> bool {
         (RequestContent::Logs(logs), 2) => {
             logs.workload_names.iter().all(|n| n.workload_name.starts_with("app") && n.workload_name != "app_secret")
         }
-        (RequestContent::CompleteState { .. }, 1) | (RequestContent::Logs(_), 3) => true,
+        (RequestContent::CompleteState { .. } | RequestContent::RenderedState { .. }, 1)
+        | (RequestContent::Logs(_), 3) => true,
         (RequestContent::Logs(logs), _) => logs.workload_names.is_empty(),
         _ => false,
     }

@@ -325,6 +325,21 @@ mod tests {
         assert!(err.contains("config key name 'a.b'"), "{err}");
     }
 
+    // [test of feature K3]
+    // [test of feature K6]
+    #[test]
+    fn the_groups_example_renders_defaults_order_and_priorities() {
+        let text = include_str!("../../examples/groups.yaml");
+        let d = DesiredState::new(state(text)).unwrap();
+        let r = &d.rendered.workloads;
+        assert_eq!(r["verify"].dependencies.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["flash"]);
+        assert_eq!(r["fetch"].effective_priority, Some(5), "flash depends on fetch through the pipeline");
+        assert_eq!((r["cleanup"].effective_priority, r["report"].effective_priority), (Some(7), Some(2)));
+        assert_eq!(r["cleanup"].agent, "agent_A");
+        assert!(r["web"].runtime_config.contains("${seq:8000}"), "the server expands it per agent");
+        assert!(d.state.workloads["verify"].dependencies.is_empty());
+    }
+
     #[test]
     fn update_with_only_agent_masks_keeps_the_desired_state() {
         let cur = state(TWO);

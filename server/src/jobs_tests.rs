@@ -271,3 +271,47 @@ fn a_reason_names_a_few_items_and_counts_the_rest() {
     assert_eq!(bounded(parts, ", "), "w0, w1, w2, w3, w4, and 3 more");
     assert_eq!(bounded(vec!["a"], "; "), "a");
 }
+
+// [test of feature K6: a canceled item fails its job and is held for good until taken over]
+#[tokio::test(start_paused = true)]
+async fn a_canceled_workload_fails_its_item_and_stays_held_until_a_new_job_takes_it_over() {
+    let mut engine = JobEngine::new(JobSettings::default());
+    let view = View::default();
+    engine.create(adds(&["db", "api"]));
+    let now = Instant::now();
+    assert_eq!(triggered(&engine.step(&view, now)), ["db"]);
+    view.set("db", StateKind::Failed(Failed::ExecFailed));
+    assert!(engine.cancel(spec("api"), "pipeline p: db failed"), "api was never handed out");
+    assert!(engine.is_held("api") && engine.is_canceled(&spec("api").instance_name));
+    assert_eq!(engine.held_items().count(), 0, "not shown as waiting, not rerun");
+    assert!(engine.step(&view, now).is_empty());
+    let j = job(&engine, 1);
+    assert_eq!(j.phase, JobPhase::Failed);
+    assert_eq!(j.workloads["api"].reason, "canceled: pipeline p: db failed");
+    assert_eq!(
+        engine.canceled().map(|(n, r)| (n.workload_name.as_str(), r)).collect::<Vec<_>>(),
+        [("api", "pipeline p: db failed")]
+    );
+    // Canceling what was handed out says so: the server then deletes it on its agent.
+    assert!(!engine.cancel(spec("log"), "pipeline q: x failed"), "log was never held");
+    assert!(engine.is_held("log"), "held for good from now on");
+    // A new job over api takes it over: handed out once db is Running.
+    engine.create(adds(&["api"]));
+    assert!(!engine.is_canceled(&spec("api").instance_name));
+    view.set("db", StateKind::Running);
+    assert_eq!(triggered(&engine.step(&view, now)), ["api"]);
+}
+
+// [test of feature K6: a handed-out item whose instance is Pending(Canceled) has failed]
+#[tokio::test(start_paused = true)]
+async fn a_handed_out_item_in_pending_canceled_is_failed() {
+    let mut engine = JobEngine::new(JobSettings::default());
+    let view = View::default();
+    engine.create(adds(&["log"]));
+    let now = Instant::now();
+    assert_eq!(triggered(&engine.step(&view, now)), ["log"]);
+    view.set("log", StateKind::Pending(Pending::Canceled));
+    engine.step(&view, now);
+    let j = job(&engine, 1);
+    assert_eq!((j.phase, j.workloads["log"].reason.as_str()), (JobPhase::Failed, "Pending(Canceled)"));
+}

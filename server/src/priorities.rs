@@ -45,49 +45,47 @@ pub struct Effective {
 }
 
 /// The effective priority of every workload of `state` (dependencies on
-/// workloads the state lacks are ignored; the state has no cycle).
+/// workloads the state lacks are ignored; the state has no cycle, a
+/// workload on one would keep its own priority). Iterative, dependents
+/// before what they depend on, so a long chain cannot exhaust the stack.
 // [feature K3: effective priority = max over the transitive dependents]
 pub fn compute(state: &State) -> BTreeMap<String, Effective> {
+    let names: Vec<&str> = state.workloads.keys().map(|n| n.as_str()).collect();
+    // Dependents in name order: the first with the highest value names the escalation.
     let mut dependents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (name, wl) in &state.workloads {
-        for dep in wl.dependencies.keys() {
+        for dep in wl.dependencies.keys().filter(|d| state.workloads.contains_key(*d)) {
             dependents.entry(dep.as_str()).or_default().push(name.as_str());
         }
     }
-    let mut memo: BTreeMap<String, Effective> = BTreeMap::new();
-    for name in state.workloads.keys() {
-        effective_of(state, &dependents, name.as_str(), &mut memo, 0);
-    }
-    memo
-}
-
-/// Depth guard: a cycle is rejected at apply, this only bounds recursion.
-const MAX_DEPTH: usize = 10_000;
-
-fn effective_of(
-    state: &State,
-    dependents: &BTreeMap<&str, Vec<&str>>,
-    name: &str,
-    memo: &mut BTreeMap<String, Effective>,
-    depth: usize,
-) -> Effective {
-    if let Some(e) = memo.get(name) {
-        return e.clone();
-    }
-    let own = state.workloads.get(name).and_then(|w| w.priority).unwrap_or(0);
-    let mut best = Effective { value: own, raised_by: None };
-    if depth < MAX_DEPTH {
-        // Dependents in name order: the first with the highest value names the escalation.
+    let mut open: BTreeMap<&str, usize> = names.iter().map(|n| (*n, dependents.get(n).map_or(0, Vec::len))).collect();
+    let mut ready: Vec<&str> = names.iter().copied().filter(|n| open[n] == 0).collect();
+    let mut out: BTreeMap<String, Effective> = BTreeMap::new();
+    while let Some(name) = ready.pop() {
+        let own = state.workloads.get(name).and_then(|w| w.priority).unwrap_or(0);
+        let mut best = Effective { value: own, raised_by: None };
         for dependent in dependents.get(name).into_iter().flatten() {
-            let e = effective_of(state, dependents, dependent, memo, depth + 1);
+            let Some(e) = out.get(*dependent) else { continue };
             if e.value > best.value {
-                let origin = e.raised_by.unwrap_or_else(|| (*dependent).to_owned());
+                let origin = e.raised_by.clone().unwrap_or_else(|| (*dependent).to_owned());
                 best = Effective { value: e.value, raised_by: Some(origin) };
             }
         }
+        out.insert(name.to_owned(), best);
+        for dep in state.workloads.get(name).into_iter().flat_map(|w| w.dependencies.keys()) {
+            if let Some(count) = open.get_mut(dep.as_str()) {
+                *count -= 1;
+                if *count == 0 {
+                    ready.push(dep.as_str());
+                }
+            }
+        }
     }
-    memo.insert(name.to_owned(), best.clone());
-    best
+    for name in names {
+        let own = state.workloads.get(name).and_then(|w| w.priority).unwrap_or(0);
+        out.entry(name.to_owned()).or_insert(Effective { value: own, raised_by: None });
+    }
+    out
 }
 
 /// The field value of an effective priority: set when the workload has a
@@ -188,6 +186,22 @@ mod tests {
         let e = compute(&state(&chain));
         assert_eq!((e["A"].value, e["A"].raised_by.as_deref()), (9, Some("D")));
         assert_eq!(e["C"].value, 1);
+    }
+
+    #[test]
+    fn effective_priority_of_a_long_chain_needs_no_deep_stack() {
+        let mut s = State { api_version: "v1".into(), ..Default::default() };
+        let name = |i: usize| ank_common::WorkloadName::new(format!("w{i}")).unwrap();
+        for i in 0..20_000 {
+            let mut wl = Workload { runtime: "podman".into(), agent: "A".into(), ..Default::default() };
+            if i > 0 {
+                wl.dependencies.insert(name(i - 1), ank_common::AddCondition::Running);
+            }
+            s.workloads.insert(name(i), wl);
+        }
+        s.workloads.get_mut("w19999").unwrap().priority = Some(9);
+        let e = compute(&s);
+        assert_eq!((e["w0"].value, e["w0"].raised_by.as_deref()), (9, Some("w19999")));
     }
 
     #[test]

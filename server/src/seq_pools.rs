@@ -193,7 +193,7 @@ mod tests {
         let mut text = String::from("apiVersion: v1\nworkloads:\n");
         for (name, agent) in names {
             text.push_str(&format!(
-                "  {name}:\n    runtime: podman\n    agent: '{agent}'\n    runtimeConfig: \"image: x\\nenv:\\n  PORT_A: '${{seq:8000}}'\\n  PORT_B: '${{seq:8000}}'\\n\"\n"
+                "  {name}:\n    runtime: podman\n    agent: '{agent}'\n    runtimeConfig: \"image: x\\ncommandOptions: [-e, PORT_A=${{seq:8000}}, -e, PORT_B=${{seq:8000}}]\"\n"
             ));
         }
         ank_common::manifest::parse_manifest("t", &text).unwrap()
@@ -201,11 +201,13 @@ mod tests {
 
     fn ports(s: &State, name: &str) -> String {
         let rc = &s.workloads[name].runtime_config;
-        rc.lines()
-            .filter_map(|l| l.split_once(": '"))
-            .map(|(_, v)| v.trim_end_matches('\''))
-            .collect::<Vec<_>>()
-            .join("/")
+        let get = |key: &str| {
+            rc.split(key)
+                .nth(1)
+                .map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>())
+                .unwrap_or_default()
+        };
+        format!("{}/{}", get("PORT_A="), get("PORT_B="))
     }
 
     fn apply(pools: &mut SeqPools, mut s: State) -> State {

@@ -186,15 +186,7 @@ impl AnkaiosServer {
             placer: Placer::default(),
         };
         server.place_update(&mut initial.rendered);
-        match server.render_for_agents(&mut initial) {
-            Ok(table) => {
-                if let Err(e) = server.seq.save(&table) {
-                    tracing::error!("{e}; the numbers are kept in memory only until the next change");
-                }
-                server.seq.commit(table);
-            }
-            Err(e) => tracing::error!("the initial state keeps its ${{seq:N}} macros unexpanded: {e}"),
-        }
+        server.render_initial(&mut initial);
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.generations.advance(&server.desired.rendered, &initial.rendered, |_| 0);
         server.desired = initial;

@@ -16,10 +16,14 @@ impl AnkaiosServer {
     pub(super) fn reaper_tick(&mut self) {
         let now = Instant::now();
         let states = &self.states;
+        let default_ttl = self.reaper.settings().default_ttl;
         let candidates = self.desired.rendered.workloads.iter().filter_map(|(name, wl)| {
-            let spec = desired_state::spec_of(name, wl)?;
             // Validated at apply.
             let ttl = wl.ttl_after_finished.as_deref().and_then(|t| ank_common::duration::parse_duration(t).ok());
+            if ttl.is_none() && default_ttl.is_none() {
+                return None;
+            }
+            let spec = desired_state::spec_of(name, wl)?;
             Some(Candidate {
                 name,
                 kind: states.kind_of(&spec.instance_name),

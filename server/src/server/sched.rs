@@ -49,6 +49,20 @@ impl AnkaiosServer {
         Ok(table)
     }
 
+    /// [`Self::render_for_agents`] for the state the server starts with;
+    /// a failure to save the numbers is logged (they stay in memory).
+    pub(super) fn render_initial(&mut self, initial: &mut DesiredState) {
+        match self.render_for_agents(initial) {
+            Ok(table) => {
+                if let Err(e) = self.seq.save(&table) {
+                    tracing::error!("{e}; the numbers are kept in memory only until the next change");
+                }
+                self.seq.commit(table);
+            }
+            Err(e) => tracing::error!("the initial state keeps its ${{seq:N}} macros unexpanded: {e}"),
+        }
+    }
+
     /// Records an `Escalated` event on every workload not started yet whose
     /// effective priority a dependent raised since `old`.
     // [feature K3: Escalated event "for B (5)"]

@@ -330,14 +330,17 @@ async fn k7_a_finished_workload_is_reaped_after_its_ttl_and_saved_so() {
     h.handle.opened(4, ConnKind::Commander, sub_tx).await;
     let sub = RequestContent::CompleteState { field_mask: vec!["workloadStates".into()], subscribe_for_events: true };
     h.handle.message(4, ToServer::Request(Request { request_id: "sub".into(), content: sub })).await;
+    let finished = tokio::time::Instant::now();
     h.report(spec(&added, "job"), ExecutionState::succeeded(), 1).await;
     h.report(spec(&added, "svc"), ExecutionState::failed("Exit code: '1'"), 1).await;
     h.report(spec(&added, "keep"), ExecutionState::succeeded(), 1).await;
     tokio::time::sleep(Duration::from_secs(9)).await;
     settle().await;
     assert!(h.tree().await["desiredState"]["workloads"].get("job").is_some(), "not before 10 s");
-    let took = within(&mut h, Duration::from_secs(3), |t| t["desiredState"]["workloads"].get("job").is_none()).await;
-    eprintln!("reaped {:?} after the ttl ran out (paused time)", took);
+    within(&mut h, Duration::from_secs(3), |t| t["desiredState"]["workloads"].get("job").is_none()).await;
+    let took = finished.elapsed();
+    eprintln!("ttl 10s, 1 s tick: reaped {took:?} after it finished (paused time, polled every 0.5 s)");
+    assert!(took >= Duration::from_secs(10) && took <= Duration::from_millis(11_500), "{took:?}");
     let tree = h.tree().await;
     assert!(tree["desiredState"]["workloads"].get("svc").is_some(), "ON_FAILURE restarts a failure: not finished");
     assert!(tree["desiredState"]["workloads"].get("keep").is_some(), "no ttl, no default: stays");
@@ -382,15 +385,20 @@ async fn k7_the_server_default_ttl_reaps_workloads_without_their_own() {
 
 fn ported(name: &str) -> String {
     format!(
-        "  {name}:\n    runtime: podman\n    agent: A\n    runtimeConfig: |\n      image: {name}\n      env:\n        PORT_A: \"${{seq:8000}}\"\n        PORT_B: \"${{seq:8000}}\"\n"
+        "  {name}:\n    runtime: podman\n    agent: A\n    runtimeConfig: |\n      image: {name}\n      commandOptions: [\"-e\", \"PORT_A=${{seq:8000}}\", \"-e\", \"PORT_B=${{seq:8000}}\"]\n"
     )
 }
 
 fn ports(s: &WorkloadSpec) -> String {
-    let rc = &s.workload.runtime_config;
-    let get =
-        |key: &str| rc.lines().find_map(|l| l.trim().strip_prefix(key)).unwrap_or("").trim_matches('"').to_owned();
-    format!("{}/{}", get("PORT_A: "), get("PORT_B: "))
+    port_pair(&s.workload.runtime_config)
+}
+
+/// `PORT_A=8000` and `PORT_B=8001` in a runtime config -> "8000/8001".
+fn port_pair(rc: &str) -> String {
+    let get = |key: &str| {
+        rc.split(key).nth(1).map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>()).unwrap_or_default()
+    };
+    format!("{}/{}", get("PORT_A="), get("PORT_B="))
 }
 
 // [test of feature K9: 8000/8001 and 8002/8003; same after a restart; freed numbers reused]
@@ -412,9 +420,16 @@ async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a
         panic!("no rendered state")
     };
     let rc = rendered["desiredState"]["workloads"]["w2"]["runtimeConfig"].as_str().unwrap().to_owned();
-    assert!(rc.contains("PORT_A: \"8002\"") && rc.contains("PORT_B: \"8003\""), "{rc}");
+    assert_eq!(port_pair(&rc), "8002/8003", "{rc}");
     assert!(rendered["desiredState"]["workloads"].get("w1").is_none(), "filtered by the mask");
     assert!(file.seq_path().exists(), "kept next to the state file");
+    // The agent restarts: its ServerHello has the same numbers.
+    let (tx, mut rx) = mpsc::channel(16);
+    h.handle.closed(AGENT).await;
+    h.handle.opened(3, ConnKind::Agent, tx).await;
+    h.handle.message(3, hello("A")).await;
+    let Some(FromServer::ServerHello(again)) = rx.recv().await else { panic!("no ServerHello") };
+    assert_eq!((ports(spec(&again, "w1")), ports(spec(&again, "w2"))), ("8000/8001".into(), "8002/8003".into()));
     h.stop.cancel();
 
     // A new server on the same files hands the agent the same numbers.
