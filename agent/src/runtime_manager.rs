@@ -294,10 +294,7 @@ impl RuntimeManager {
                 // Wanted as it is: a delete waiting for its dependents is
                 // called off; the loop reports its state again when nothing
                 // changed, or finishes an update whose delete failed before.
-                self.scheduler.cancel(spec.name());
-                self.scheduler.started_outside(&spec);
-                object.update(Some(spec));
-                return None;
+                return self.wanted_again(spec);
             }
             return Some(WorkloadOperation::Update(spec, no_dependents(&object.instance_name)));
         }
@@ -355,9 +352,7 @@ impl RuntimeManager {
         for spec in added.into_iter().flatten() {
             match self.objects.get_mut(spec.name()) {
                 Some(o) if o.instance_name == spec.instance_name && !o.deleting => {
-                    self.scheduler.cancel(spec.name());
-                    self.scheduler.started_outside(&spec);
-                    o.update(Some(spec));
+                    ops.extend(self.wanted_again(spec));
                 }
                 // [impl->swdd~agent-update-on-add-known-workload~1]
                 Some(o) => {

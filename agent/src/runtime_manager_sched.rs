@@ -4,11 +4,13 @@
 //! preempted) and publishing what the workloads use of the agent's quota
 //! for the server link.
 
-use ank_common::WorkloadState;
+use ank_common::execution_state::{Failed, Pending};
+use ank_common::workload::WorkloadSpec;
+use ank_common::{StateKind, WorkloadState};
 use tokio::time::Instant;
 
 use super::RuntimeManager;
-use crate::workload_operation::WorkloadOperation;
+use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
 use crate::workload_scheduler::Scheduled;
 
 /// Completes when the tick at `next` is due; never without one.
@@ -57,6 +59,27 @@ impl RuntimeManager {
         }
         let used = self.scheduler.usage(&self.store);
         self.quota_used.send_if_modified(|u| std::mem::replace(u, used) != used);
+    }
+
+    /// A workload the server wants again as it is: its control loop takes
+    /// the spec (a delete waiting for its dependents is called off). When
+    /// nothing of it runs (its creates gave up, or its container was lost),
+    /// that loop ends and a new create goes through the scheduler instead,
+    /// so that priority, quota and isolation apply to it as to any start.
+    pub(super) fn wanted_again(&mut self, spec: WorkloadSpec) -> Option<WorkloadOperation> {
+        self.scheduler.cancel(spec.name());
+        let nothing_runs = self.store.state_of_instance(&spec.instance_name).is_some_and(|s| {
+            matches!(s.kind, StateKind::Pending(Pending::StartingFailed) | StateKind::Failed(Failed::Lost))
+        });
+        if nothing_runs {
+            self.objects.remove(spec.name());
+            return Some(WorkloadOperation::Create(ReusableWorkloadSpec::new(spec)));
+        }
+        self.scheduler.started_outside(&spec);
+        if let Some(object) = self.objects.get_mut(spec.name()) {
+            object.update(Some(spec));
+        }
+        None
     }
 
     /// The scheduler's tick.

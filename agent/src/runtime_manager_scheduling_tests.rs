@@ -375,3 +375,25 @@ async fn k2_a_waiting_workload_the_server_no_longer_wants_never_starts() {
     tokio::time::sleep(secs(3)).await;
     assert_eq!(h.creates_of_instance(&b.instance_name), 0, "the freed slot must not start b");
 }
+
+#[tokio::test(start_paused = true)]
+// [test of feature K2]
+async fn k2_a_workload_that_gave_up_and_is_sent_again_waits_for_room_like_any_start() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: image not known");
+    let mut h = harness_with_scheduler(fake, quota(1)).await;
+    let x = spec("x");
+    h.rm.server_hello(vec![x.clone()]).await;
+    h.wait_for(&x.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    let other = spec("other");
+    h.rm.update_workload(vec![other.clone()], vec![]).await;
+    h.running(&other).await;
+    // The server sends x again unchanged (say after a reconnect): no room.
+    h.fake.clear_failures();
+    let tries = h.creates_of_instance(&x.instance_name);
+    h.rm.server_hello(vec![x.clone(), other.clone()]).await;
+    h.wait_for(&x.instance_name, quota_blocked()).await;
+    assert_eq!(h.creates_of_instance(&x.instance_name), tries);
+    h.rm.update_workload(vec![], vec![deleted(&other)]).await;
+    h.running(&x).await;
+}

@@ -164,6 +164,8 @@ impl WorkloadScheduler {
             let replaced_create = replaced.as_ref().is_some_and(|e| e.create_spec().is_some());
             match op {
                 WorkloadOperation::Create(r) => {
+                    // A create is only asked for what does not run (any more).
+                    self.slots.forget(&r.spec.instance_name);
                     let memory = self.memory_of(&r.spec);
                     self.queue.insert_create(r, memory, replaced);
                 }

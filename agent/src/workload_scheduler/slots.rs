@@ -99,6 +99,12 @@ impl Slots {
         }
     }
 
+    /// Forgets the slot of `instance`: it waits in the queue again and
+    /// nothing of it runs (its old control loop gave up or was lost).
+    pub fn forget(&mut self, instance: &WorkloadInstanceName) {
+        self.by_name.retain(|_, slot| slot.instance() != instance);
+    }
+
     /// The slot of `name`.
     pub fn get(&self, name: &str) -> Option<&Slot> {
         self.by_name.get(name)
