@@ -253,16 +253,26 @@ impl AgentManager {
 
     /// Merges an event into its workload's ring; the changed entry goes to
     /// the server with the instance's current state, at once if it has one.
-    fn handle_event(&mut self, ev: EventReport) {
+    fn handle_event(&mut self, first: EventReport) {
         let at = clock::now_rfc3339();
-        let ring = self.events.entry(ev.instance_name.workload_name.clone()).or_default();
-        let entry = ring.record(ev.kind, &ev.reason, &at).clone();
-        let unsent = self.unsent_events.entry(ev.instance_name.clone()).or_default();
-        unsent.retain(|e| !(e.kind == entry.kind && e.reason == entry.reason));
-        unsent.push(entry);
-        if self.states.contains_key(&ev.instance_name) {
-            self.send_states(vec![ev.instance_name]);
+        // Events queued behind the first (a scheduler tick reports one per
+        // waiting workload) go out together, in batches.
+        let mut touched: Vec<WorkloadInstanceName> = Vec::new();
+        let mut next = Some(first);
+        while let Some(ev) = next.take() {
+            let ring = self.events.entry(ev.instance_name.workload_name.clone()).or_default();
+            let entry = ring.record(ev.kind, &ev.reason, &at).clone();
+            let unsent = self.unsent_events.entry(ev.instance_name.clone()).or_default();
+            unsent.retain(|e| !(e.kind == entry.kind && e.reason == entry.reason));
+            unsent.push(entry);
+            if self.states.contains_key(&ev.instance_name) && !touched.contains(&ev.instance_name) {
+                touched.push(ev.instance_name);
+            }
+            if touched.len() < MAX_BATCH {
+                next = self.workload_events.try_recv().ok();
+            }
         }
+        self.send_states(touched);
     }
 
     /// Passes states of this agent's workloads (and any queued behind the
