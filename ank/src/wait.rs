@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ank_common::execution_state::Pending;
 use ank_common::instance_name::InstanceNameError;
 use ank_common::messages::{RequestContent, ResponseContent};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
@@ -116,7 +117,17 @@ impl WaitTracker {
 
 fn reached(goal: Goal, state: &ExecutionState) -> bool {
     match goal {
-        Goal::Settled => state.is_final() || state.kind == StateKind::AgentDisconnected,
+        // A workload the agent's scheduler holds back (no room in its quota,
+        // an isolated job running, preempted) has come to rest too: it may
+        // wait for capacity for a long time.
+        Goal::Settled => {
+            state.is_final()
+                || matches!(
+                    state.kind,
+                    StateKind::AgentDisconnected
+                        | StateKind::Pending(Pending::QuotaBlocked | Pending::Postponed | Pending::Preempted)
+                )
+        }
         Goal::Removed => state.kind == StateKind::Removed,
     }
 }
@@ -251,5 +262,19 @@ mod tests {
     #[test]
     fn wait_rejects_malformed_instance_names() {
         assert!(WaitTracker::new(&["no-dots".into()], &[]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod scheduler_wait_tests {
+    use super::*;
+
+    // [test of feature K2: an apply does not wait for quota-blocked workloads to get room]
+    #[test]
+    fn workloads_the_scheduler_holds_back_count_as_settled() {
+        for p in [Pending::QuotaBlocked, Pending::Postponed, Pending::Preempted, Pending::Canceled] {
+            assert!(reached(Goal::Settled, &ExecutionState::new(StateKind::Pending(p))), "{p:?}");
+        }
+        assert!(!reached(Goal::Settled, &ExecutionState::new(StateKind::Pending(Pending::WaitingToStart))));
     }
 }
