@@ -6,6 +6,7 @@
 
 pub mod binaries;
 pub mod commander;
+pub mod inprocess;
 pub mod netns;
 
 /// Panics with a clear message unless `podman` is on PATH: real-podman

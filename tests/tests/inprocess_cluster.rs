@@ -1,37 +1,14 @@
 //! In-process server + agent with the in-memory FakeRuntime: the whole
 //! apply -> run -> report -> delete flow without podman, plus agent loss.
 
-use std::sync::Arc;
-
-use ank_agent::runtime_connectors::fake::FakeRuntime;
 use ank_agent::{AgentConfig, RuntimeRegistry};
 use ank_common::messages::ResponseContent;
 use ank_tests::commander::Commander;
+use ank_tests::inprocess::InProcess;
 use tokio_util::sync::CancellationToken;
 
-struct Setup {
-    url: String,
-    fake: Arc<FakeRuntime>,
-    server_stop: CancellationToken,
-    agent_stop: CancellationToken,
-    _run_folder: tempfile::TempDir,
-}
-
-async fn setup() -> Setup {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let server_stop = CancellationToken::new();
-    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
-    tokio::spawn(ank_server::run(initial, listener, server_stop.clone()));
-    let fake = Arc::new(FakeRuntime::new());
-    let mut runtimes = RuntimeRegistry::new();
-    runtimes.register(fake.clone());
-    let run_folder = tempfile::tempdir().expect("run folder");
-    let config =
-        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
-    let agent_stop = CancellationToken::new();
-    tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
-    Setup { url, fake, server_stop, agent_stop, _run_folder: run_folder }
+async fn setup() -> InProcess {
+    InProcess::start().await
 }
 
 fn manifest(names_and_runtimes: &[(&str, &str)]) -> String {
@@ -281,8 +258,7 @@ async fn itest_a_job_succeeds_once_all_run_and_its_specs_sent_again_restart_noth
     c.wait_for_state("a", "AgentDisconnected").await;
     let mut runtimes = RuntimeRegistry::new();
     runtimes.register(s.fake.clone());
-    let config =
-        AgentConfig { run_folder: s._run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", s.url.clone()) };
+    let config = AgentConfig { run_folder: s.run_folder().to_path_buf(), ..AgentConfig::new("agent_A", s.url.clone()) };
     let again = CancellationToken::new();
     tokio::spawn(ank_agent::run(config, runtimes, again.clone()));
     for name in ["a", "b", "c"] {

@@ -2,13 +2,10 @@
 //! from the agent's control loop through the AgentManager to the server's
 //! per-workload ring and back out in the complete state.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use ank_agent::runtime_connectors::fake::FakeRuntime;
-use ank_agent::{AgentConfig, RuntimeRegistry};
 use ank_tests::commander::Commander;
-use tokio_util::sync::CancellationToken;
+use ank_tests::inprocess::InProcess;
 
 const FLAKY: &str = "apiVersion: v1\nworkloads:\n  flaky:\n    runtime: podman\n    agent: agent_A\n    restartPolicy: ALWAYS\n    runtimeConfig: |\n      image: localhost/busybox:latest\n";
 
@@ -37,19 +34,8 @@ async fn events_until(
 // [itest of feature K8: six restarts are one Restarted event with count 6 in the server's state]
 #[tokio::test]
 async fn itest_restarts_show_as_one_counted_event() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = CancellationToken::new();
-    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
-    tokio::spawn(ank_server::run(initial, listener, stop.clone()));
-    let fake = Arc::new(FakeRuntime::new());
-    let mut runtimes = RuntimeRegistry::new();
-    runtimes.register(fake.clone());
-    let run_folder = tempfile::tempdir().expect("run folder");
-    let config =
-        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
-    tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
-
+    let s = InProcess::start().await;
+    let (url, fake) = (s.url.clone(), s.fake.clone());
     let mut c = Commander::connect(&url).await;
     c.apply(FLAKY).await;
     c.wait_for_state("flaky", "Running(Ok)").await;
@@ -70,5 +56,5 @@ async fn itest_restarts_show_as_one_counted_event() {
     assert_eq!(restarted[0]["count"], 6);
     assert_eq!(restarted[0]["reason"], "restartPolicy Always after Failed(ExecFailed)");
     assert!(restarted[0]["firstSeen"].as_str().unwrap() <= restarted[0]["last"].as_str().unwrap());
-    stop.cancel();
+    s.stop();
 }

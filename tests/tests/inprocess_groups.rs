@@ -3,38 +3,15 @@
 //! the rest, which the runtime never sees; a batch group's defaults reach
 //! the agent.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ank_agent::runtime_connectors::fake::FakeRuntime;
-use ank_agent::{AgentConfig, RuntimeRegistry};
 use ank_common::messages::{RequestContent, ResponseContent};
 use ank_tests::commander::Commander;
-use tokio_util::sync::CancellationToken;
+use ank_tests::inprocess::InProcess;
 
-struct Setup {
-    url: String,
-    fake: Arc<FakeRuntime>,
-    server_stop: CancellationToken,
-    agent_stop: CancellationToken,
-    _run_folder: tempfile::TempDir,
-}
-
-async fn setup() -> Setup {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let server_stop = CancellationToken::new();
-    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
-    tokio::spawn(ank_server::run(initial, listener, server_stop.clone()));
-    let fake = Arc::new(FakeRuntime::new());
-    let mut runtimes = RuntimeRegistry::new();
-    runtimes.register(fake.clone());
-    let run_folder = tempfile::tempdir().expect("run folder");
-    let config =
-        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
-    let agent_stop = CancellationToken::new();
-    tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
-    Setup { url, fake, server_stop, agent_stop, _run_folder: run_folder }
+async fn setup() -> InProcess {
+    InProcess::start().await
 }
 
 const PIPELINE: &str = "apiVersion: v1

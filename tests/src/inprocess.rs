@@ -1,0 +1,56 @@
+//! An in-process cluster: `ank-server` on a free local port with an empty
+//! desired state and one `ank-agent` named `agent_A` whose only runtime is
+//! the in-memory FakeRuntime (registered as `podman`), with its run folder
+//! in a temporary directory.
+
+use std::sync::Arc;
+
+use ank_agent::runtime_connectors::fake::FakeRuntime;
+use ank_agent::{AgentConfig, RuntimeRegistry};
+use tokio_util::sync::CancellationToken;
+
+/// The running server and agent; stop them with the tokens.
+pub struct InProcess {
+    pub url: String,
+    pub fake: Arc<FakeRuntime>,
+    pub server_stop: CancellationToken,
+    pub agent_stop: CancellationToken,
+    run_folder: tempfile::TempDir,
+}
+
+impl InProcess {
+    /// Server and agent with the agent's defaults.
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Server and agent, the agent's config changed by `tweak` first.
+    pub async fn start_with(tweak: impl FnOnce(&mut AgentConfig)) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let server_stop = CancellationToken::new();
+        let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
+        tokio::spawn(ank_server::run(initial, listener, server_stop.clone()));
+        let fake = Arc::new(FakeRuntime::new());
+        let mut runtimes = RuntimeRegistry::new();
+        runtimes.register(fake.clone());
+        let run_folder = tempfile::tempdir().expect("run folder");
+        let mut config =
+            AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
+        tweak(&mut config);
+        let agent_stop = CancellationToken::new();
+        tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
+        Self { url, fake, server_stop, agent_stop, run_folder }
+    }
+
+    /// The agent's run folder (for an agent started again on it).
+    pub fn run_folder(&self) -> &std::path::Path {
+        self.run_folder.path()
+    }
+
+    /// Stops the agent and the server.
+    pub fn stop(&self) {
+        self.agent_stop.cancel();
+        self.server_stop.cancel();
+    }
+}
