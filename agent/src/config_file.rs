@@ -64,15 +64,10 @@ pub struct AgentConfigFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetentionSection {
-    #[serde(default, deserialize_with = "duration")]
+    #[serde(default, deserialize_with = "ank_common::duration::optional")]
     pub succeeded: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
+    #[serde(default, deserialize_with = "ank_common::duration::optional")]
     pub failed: Option<Duration>,
-}
-
-fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let text = String::deserialize(d)?;
-    ank_common::duration::parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// The `[metrics]` table; every value a finite number.

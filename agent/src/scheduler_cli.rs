@@ -79,9 +79,9 @@ fn parse_tick_arg(text: &str) -> Result<Duration, String> {
 #[serde(deny_unknown_fields)]
 pub struct PreemptionFile {
     pub enabled: Option<bool>,
-    #[serde(default, deserialize_with = "duration")]
+    #[serde(default, deserialize_with = "ank_common::duration::optional")]
     pub delay: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
+    #[serde(default, deserialize_with = "ank_common::duration::optional")]
     pub postpone: Option<Duration>,
     #[serde(default, deserialize_with = "rate")]
     pub rate: Option<u8>,
@@ -107,12 +107,6 @@ pub fn merge(args: &mut SchedulerArgs, m: &ArgMatches, file: SchedulerFile) {
     fill(&mut args.preemption_delay, p.delay, m, "preemption_delay");
     fill(&mut args.preemption_postpone, p.postpone, m, "preemption_postpone");
     fill(&mut args.preemption_rate, p.rate, m, "preemption_rate");
-}
-
-/// A duration key (`"60s"`, `"500ms"`).
-pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let text = String::deserialize(d)?;
-    parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// A positive duration key (the tick).

@@ -20,6 +20,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(ms))
 }
 
+/// A config-file key holding a duration (`'90s'`, `'72h'`), for
+/// `#[serde(default, deserialize_with = "ank_common::duration::optional")]`.
+pub fn optional<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
+}
+
 /// The shortest text [`parse_duration`] reads back as `d` (whole
 /// milliseconds).
 pub fn format_duration(d: Duration) -> String {

@@ -130,10 +130,6 @@ impl Migration {
             Migration::Rebalance => "rebalance",
         }
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [Migration::OnAgentLoss, Migration::Never, Migration::Rebalance].into_iter().find(|m| m.as_str() == s)
-    }
 }
 
 #[cfg(test)]
@@ -164,9 +160,9 @@ mod tests {
     #[test]
     fn migration_names_round_trip() {
         for m in [Migration::OnAgentLoss, Migration::Never, Migration::Rebalance] {
-            assert_eq!(Migration::parse(m.as_str()), Some(m));
             let yaml = serde_json::to_string(&m).unwrap();
             assert_eq!(yaml, format!("\"{}\"", m.as_str()));
+            assert_eq!(serde_json::from_str::<Migration>(&yaml).unwrap(), m);
         }
     }
 }

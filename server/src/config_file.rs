@@ -49,15 +49,9 @@ pub struct ServerConfigFile {
     #[serde(default, deserialize_with = "crate::placement::config::metrics_key")]
     pub metrics: Option<Vec<(String, crate::placement::MetricRange)>>,
     /// A duration such as `1h`; absent: the reaper is off.
-    #[serde(default, deserialize_with = "duration_field")]
+    #[serde(default, deserialize_with = "ank_common::duration::optional")]
     pub ttl_after_finished: Option<std::time::Duration>,
     pub reaper_tick_ms: Option<u64>,
-}
-
-/// A duration key (`"90s"`, `"1h"`), with the duration parser's error.
-fn duration_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::time::Duration>, D::Error> {
-    let text = String::deserialize(d)?;
-    ank_common::duration::parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)

@@ -44,6 +44,7 @@ struct Hello {
     tags: BTreeMap<String, String>,
     reports_conditions: bool,
     capabilities: Vec<String>,
+    quota: QuotaLimits,
 }
 
 /// What the gRPC layer reports to the server.
@@ -272,9 +273,8 @@ impl AnkaiosServer {
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
         match msg {
             ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities, quota } => {
-                let hello = Hello { tags, reports_conditions, capabilities };
+                let hello = Hello { tags, reports_conditions, capabilities, quota };
                 self.handle_agent_hello(conn, &agent_name, &protocol_version, hello);
-                self.handle_agent_quota(conn, &agent_name, quota);
             }
             ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
@@ -292,7 +292,7 @@ impl AnkaiosServer {
 
     // [impl->swdd~agent-sends-hello~1]
     fn handle_agent_hello(&mut self, conn: ConnId, agent: &str, version: &str, hello: Hello) {
-        let Hello { tags, reports_conditions, capabilities } = hello;
+        let Hello { tags, reports_conditions, capabilities, quota } = hello;
         if self.conns.kind(conn) != Some(ConnKind::Agent) {
             tracing::warn!("connection {conn}: AgentHello on a non-agent stream ignored");
             return;
@@ -308,7 +308,9 @@ impl AnkaiosServer {
             return;
         }
         tracing::info!("agent '{agent}' connected");
-        let attributes = AgentAttributes { tags, capabilities, ..AgentAttributes::default() };
+        // [feature K2: the server keeps each agent's quota (none: unlimited)]
+        let attributes =
+            AgentAttributes { tags, capabilities, quota: AgentQuota::of(quota), ..AgentAttributes::default() };
         self.conns.register_agent(conn, agent, attributes);
         self.agent_kinds.insert(agent.to_owned(), reports_conditions);
         // Specs a job holds back go out when the job hands them out.
@@ -407,17 +409,6 @@ impl AnkaiosServer {
         if attrs.metrics != metrics {
             attrs.metrics = metrics;
             self.placement_agent_changed(agent);
-        }
-    }
-
-    /// Keeps the quota an agent announced in its hello (none: unlimited).
-    // [feature K2: the server keeps each agent's quota]
-    fn handle_agent_quota(&mut self, conn: ConnId, agent: &str, limits: QuotaLimits) {
-        if self.conns.agent_of(conn).as_deref() != Some(agent) {
-            return;
-        }
-        if let Some(attrs) = self.conns.agent_attributes_mut(agent) {
-            attrs.quota = AgentQuota::of(limits);
         }
     }
 

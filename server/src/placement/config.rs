@@ -17,9 +17,9 @@ use super::{MetricRange, PlacementSettings};
 pub struct SchedulerKeys {
     #[serde(default, deserialize_with = "stickiness_key")]
     pub stickiness: Option<f64>,
-    #[serde(default, alias = "rescheduleAfter", deserialize_with = "duration_key")]
+    #[serde(default, alias = "rescheduleAfter", deserialize_with = "ank_common::duration::optional")]
     pub reschedule_after: Option<Duration>,
-    #[serde(default, alias = "agentLossGrace", deserialize_with = "duration_key")]
+    #[serde(default, alias = "agentLossGrace", deserialize_with = "ank_common::duration::optional")]
     pub agent_loss_grace: Option<Duration>,
     pub seed: Option<u64>,
 }
@@ -49,11 +49,6 @@ pub fn metrics_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<(String
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
-}
-
-fn duration_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let text = String::deserialize(d)?;
-    ank_common::duration::parse_duration(&text).map(Some).map_err(serde::de::Error::custom)
 }
 
 fn stickiness_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
