@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ank_common::WorkloadState;
 use ank_common::convert::{ConvertError, from_server_from_proto, to_server_to_proto};
-use ank_common::messages::{FromServer, Request, RequestContent, ResponseContent, ToServer};
+use ank_common::messages::{FromServer, PUSH_STATES_HEADER, Request, RequestContent, ResponseContent, ToServer};
 use ank_proto::grpc_api as g;
 use ank_proto::limits::{MAX_MESSAGE_BYTES, MessageTooLarge, check_size};
 use g::command_connection_client::CommandConnectionClient;
@@ -86,7 +86,10 @@ impl Connection {
         let mut client = CommandConnectionClient::new(channel)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let response = tokio::time::timeout(response_timeout, client.connect_command(ReceiverStream::new(rx)))
+        // Ankaios pushes commanders no workload states; ask this server for them.
+        let mut request = tonic::Request::new(ReceiverStream::new(rx));
+        request.metadata_mut().insert(PUSH_STATES_HEADER, tonic::metadata::MetadataValue::from_static("true"));
+        let response = tokio::time::timeout(response_timeout, client.connect_command(request))
             .await
             .map_err(|_| ConnectionError::Timeout { what: "the command stream", after: response_timeout })?
             .map_err(|status| ConnectionError::Refused { url: url.to_owned(), status })?;

@@ -3,7 +3,8 @@
 //! [`filter`] keeps only the masked parts (for CompleteStateRequest);
 //! [`apply_update`] copies masked paths from a new state into the current
 //! one, creating parents and deleting paths absent in the new state (for
-//! UpdateStateRequest).
+//! UpdateStateRequest); [`check_update`] finds the first mask of an update
+//! that Ankaios refuses because a path it needs does not exist.
 
 use serde_json::{Map, Value};
 
@@ -78,6 +79,65 @@ pub fn apply_update(current: &mut Value, new: &Value, masks: &[String]) {
     }
 }
 
+/// Plays an update's masks on a copy of `current` the way Ankaios does and
+/// returns the first mask it cannot apply (`Could not find field <mask>`):
+/// a path with a value in `new` needs every existing parent in `current`
+/// to be a map (missing ones are created); a path without a value in `new`
+/// is removed, which needs its parent to exist and be a map (a missing last
+/// segment is fine). An empty mask can be neither set nor removed.
+pub fn check_update(current: &Value, new: &Value, masks: &[String]) -> Result<(), String> {
+    let mut tree = current.clone();
+    for mask in masks {
+        let path: Vec<&str> = if mask.is_empty() { Vec::new() } else { mask.split('.').collect() };
+        let Some((last, parents)) = path.split_last() else { return Err(mask.clone()) };
+        let ok = match get_exact(new, &path) {
+            Some(v) => try_set(&mut tree, parents, last, v.clone()),
+            None => try_remove(&mut tree, parents, last),
+        };
+        if !ok {
+            return Err(mask.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Looks up `path` segment by segment (list items by index), empty
+/// segments included.
+fn get_exact<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(value, |v, seg| match v {
+        Value::Object(m) => m.get(*seg),
+        Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
+fn try_set(target: &mut Value, parents: &[&str], last: &str, v: Value) -> bool {
+    let mut node = target;
+    for seg in parents {
+        let Value::Object(m) = node else { return false };
+        node = m.entry((*seg).to_owned()).or_insert_with(|| Value::Object(Map::new()));
+    }
+    let Value::Object(m) = node else { return false };
+    m.insert(last.to_owned(), v);
+    true
+}
+
+fn try_remove(target: &mut Value, parents: &[&str], last: &str) -> bool {
+    let mut node = target;
+    for seg in parents {
+        match node {
+            Value::Object(m) => match m.get_mut(*seg) {
+                Some(n) => node = n,
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
+    let Value::Object(m) = node else { return false };
+    m.remove(last);
+    true
+}
+
 fn set(target: &mut Value, path: &[&str], v: Value) {
     let Some((last, parents)) = path.split_last() else {
         *target = v;
@@ -126,6 +186,24 @@ mod tests {
         assert_eq!(filter(&v, &["b".into(), "a.y".into()]), json!({"a": {"y": {"s": 3}}, "b": 4}));
         assert_eq!(filter(&v, &["nope".into()]), json!({}));
         assert_eq!(filter(&v, &[]), v);
+    }
+
+    #[test]
+    fn field_mask_check_update_names_the_first_path_ankaios_cannot_find() {
+        let cur = json!({"desiredState": {"workloads": {"a": {"agent": "A", "tags": {}}}, "configs": {"c": "text"}}});
+        let masks = |m: &[&str]| m.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        // Removing a missing workload or tag is fine: the parent exists.
+        assert_eq!(check_update(&cur, &json!({}), &masks(&["desiredState.workloads.b", "desiredState.workloads.a.tags.x"])), Ok(()));
+        // A workload name with a dot: its parent 'x' does not exist.
+        assert_eq!(check_update(&cur, &json!({}), &masks(&["desiredState.workloads.x.y"])), Err("desiredState.workloads.x.y".into()));
+        assert_eq!(check_update(&cur, &json!({}), &masks(&["desiredState.configs.missing.sub"])), Err("desiredState.configs.missing.sub".into()));
+        // Setting creates missing parents but cannot go through a string.
+        let new = json!({"desiredState": {"workloads": {"n": {"tags": {"k": "v"}}}, "configs": {"c": {"k": "v"}}}});
+        assert_eq!(check_update(&cur, &new, &masks(&["desiredState.workloads.n.tags.k"])), Ok(()));
+        assert_eq!(check_update(&cur, &new, &masks(&["desiredState.configs.c.k"])), Err("desiredState.configs.c.k".into()));
+        // Masks apply in order: a parent set first can be removed from.
+        assert_eq!(check_update(&cur, &new, &masks(&["desiredState.workloads.n", "desiredState.workloads.n.agent"])), Ok(()));
+        assert_eq!(check_update(&cur, &new, &masks(&[""])), Err(String::new()));
     }
 
     #[test]

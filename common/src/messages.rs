@@ -9,6 +9,12 @@ use crate::complete_state::AgentStatus;
 use crate::instance_name::WorkloadInstanceName;
 use crate::workload::{WorkloadSpec, WorkloadState};
 
+/// The gRPC request header with which a CommandConnection client (this
+/// project's `ank`) asks the server to push it the workload states it
+/// pushes to agents; Ankaios sends commanders only the answers to their
+/// requests, and so does this server without the header.
+pub const PUSH_STATES_HEADER: &str = "x-ank-push-workload-states";
+
 /// Condition a dependent workload must meet before a deletion proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteCondition {

@@ -102,6 +102,11 @@ pub struct Args {
     /// How many finished apply jobs the server keeps (`ank get jobs`).
     #[arg(long = "job-history", env = "ANKSERVER_JOB_HISTORY", default_value_t = 100, value_name = "N")]
     pub job_history: usize,
+    /// Show an apply job's progress ("job 14: waits for db ...") as the
+    /// additionalInfo of the workloads it holds back (extension; Ankaios
+    /// shows them without).
+    #[arg(long = "job-progress-in-states", env = "ANKSERVER_JOB_PROGRESS_IN_STATES")]
+    pub job_progress_in_states: bool,
     /// How long a finished workload without its own ttlAfterFinished stays
     /// in the desired state, e.g. 1h or 2d [default: forever (the reaper is off)].
     #[arg(
@@ -193,6 +198,7 @@ impl Args {
         crate::jobs::JobSettings {
             stuck_after: std::time::Duration::from_secs(self.job_stuck_after_s.max(1)),
             history: self.job_history,
+            progress_in_states: self.job_progress_in_states,
         }
     }
 

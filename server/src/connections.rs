@@ -2,7 +2,7 @@
 //! outbound queues, and which stream currently speaks for which agent. A
 //! stream whose queue is full is dropped rather than blocking the server.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ank_common::AgentAttributes;
 use ank_common::messages::FromServer;
@@ -11,12 +11,20 @@ use tokio::sync::mpsc;
 /// Identifies one gRPC stream.
 pub type ConnId = u64;
 
-/// Which service a stream came in on.
+/// Which service a stream came in on, and so what it is sent unasked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnKind {
     Agent,
+    /// A commander that gets the workload states the server pushes to the
+    /// agents: the (deprecated) CliConnection, as in Ankaios, or a
+    /// CommandConnection that asked for them with
+    /// [`PUSH_STATES_HEADER`](ank_common::messages::PUSH_STATES_HEADER).
     Commander,
+    /// A CommandConnection: only the answers to its own requests, as
+    /// Ankaios sends to commanders.
+    Command,
 }
+
 
 struct Connection {
     kind: ConnKind,
@@ -28,6 +36,9 @@ struct Connection {
 pub struct Connections {
     conns: HashMap<ConnId, Connection>,
     agents: BTreeMap<String, (ConnId, AgentAttributes)>,
+    /// Connected agents that have reported their load (before that, an
+    /// agent has no status in Ankaios' complete state).
+    status_reported: BTreeSet<String>,
 }
 
 impl Connections {
@@ -44,7 +55,20 @@ impl Connections {
         self.conns.remove(&id);
         let agent = self.agent_of(id)?;
         self.agents.remove(&agent);
+        self.status_reported.remove(&agent);
         Some(agent)
+    }
+
+    /// Notes that `agent` has reported its load.
+    pub fn mark_status_reported(&mut self, agent: &str) {
+        if self.agents.contains_key(agent) {
+            self.status_reported.insert(agent.to_owned());
+        }
+    }
+
+    /// Whether `agent` has reported its load since it connected.
+    pub fn status_reported(&self, agent: &str) -> bool {
+        self.status_reported.contains(agent)
     }
 
     /// Registers `id` as the stream of `agent`; an older stream of the same
@@ -55,6 +79,7 @@ impl Connections {
         {
             tracing::info!("agent '{agent}' connected again; dropping its previous connection");
             self.conns.remove(&old);
+            self.status_reported.remove(agent);
         }
     }
 
@@ -101,7 +126,8 @@ impl Connections {
         }
     }
 
-    /// Queues `msg` for every commander and every agent except `except`.
+    /// Queues `msg` for every commander that gets pushes and every agent
+    /// except `except`.
     pub fn broadcast(&mut self, except_agent: Option<&str>, msg: &FromServer) {
         let except = except_agent.and_then(|a| self.agents.get(a)).map(|(id, _)| *id);
         let targets: Vec<ConnId> = self

@@ -134,14 +134,30 @@ pub struct StateDiff {
     pub unscheduled: Vec<WorkloadName>,
     /// Unscheduled workloads that were removed or moved to an agent.
     pub unscheduled_gone: Vec<WorkloadName>,
+    /// Every added instance, unscheduled ones too (`name.id.` with an empty
+    /// agent): changed workloads first, then new ones, each by name.
+    added_names: Vec<String>,
+    /// Every deleted instance, unscheduled ones too, by name.
+    deleted_names: Vec<String>,
 }
 
 impl StateDiff {
+    /// The added instances as UpdateStateSuccess lists them, as in Ankaios.
+    // [impl->swdd~server-update-state-success-response~1]
     pub fn added_instance_names(&self) -> Vec<String> {
-        self.added.values().flatten().map(|s| s.instance_name.to_string()).collect()
+        self.added_names.clone()
     }
+    /// The deleted instances as UpdateStateSuccess lists them, as in Ankaios.
     pub fn deleted_instance_names(&self) -> Vec<String> {
-        self.deleted.values().flatten().map(|d| d.instance_name.to_string()).collect()
+        self.deleted_names.clone()
+    }
+}
+
+/// The instance name of a workload, `name.id.` if it has no agent.
+fn instance_of(name: &WorkloadName, wl: &Workload) -> ank_common::WorkloadInstanceName {
+    match spec_of(name, wl) {
+        Some(spec) => spec.instance_name,
+        None => ank_common::WorkloadInstanceName::new(name, &AgentName::unscheduled(), &wl.runtime_config),
     }
 }
 
@@ -152,6 +168,10 @@ pub fn diff(old: &State, new: &State) -> StateDiff {
     for (name, old_wl) in &old.workloads {
         if new.workloads.get(name) == Some(old_wl) {
             continue;
+        }
+        d.deleted_names.push(instance_of(name, old_wl).to_string());
+        if let Some(new_wl) = new.workloads.get(name) {
+            d.added_names.push(instance_of(name, new_wl).to_string());
         }
         match spec_of(name, old_wl) {
             Some(spec) => d.deleted.entry(spec.instance_name.agent_name.clone()).or_default().push(DeletedWorkload {
@@ -164,6 +184,9 @@ pub fn diff(old: &State, new: &State) -> StateDiff {
     for (name, new_wl) in &new.workloads {
         if old.workloads.get(name) == Some(new_wl) {
             continue;
+        }
+        if !old.workloads.contains_key(name) {
+            d.added_names.push(instance_of(name, new_wl).to_string());
         }
         match spec_of(name, new_wl) {
             Some(spec) => d.added.entry(spec.instance_name.agent_name.clone()).or_default().push(spec),
@@ -213,6 +236,27 @@ mod tests {
         assert_eq!(d.added["B"][0].workload.runtime_config, "z");
         assert!(!d.added.contains_key("A"));
         assert_eq!(diff(&old, &old), StateDiff::default());
+    }
+
+    #[test]
+    fn diff_names_unscheduled_instances_with_an_empty_agent_changed_first() {
+        let old = state(&format!("{TWO}  u:\n    runtime: podman\n    runtimeConfig: old\n"));
+        let new = state(&format!(
+            "{}  u:\n    runtime: podman\n    runtimeConfig: new\n  n:\n    runtime: podman\n    runtimeConfig: n\n",
+            TWO.replace("runtimeConfig: x", "runtimeConfig: x2")
+        ));
+        let d = diff(&old, &new);
+        let id = |w: &str, agent: &str, cfg: &str| {
+            ank_common::WorkloadInstanceName::new(
+                &WorkloadName::new(w).unwrap(),
+                &if agent.is_empty() { AgentName::unscheduled() } else { AgentName::new(agent).unwrap() },
+                cfg,
+            )
+            .to_string()
+        };
+        assert!(id("u", "", "new").ends_with('.'), "an empty agent leaves a trailing dot");
+        assert_eq!(d.added_instance_names(), [id("a", "A", "x2"), id("u", "", "new"), id("n", "", "n")]);
+        assert_eq!(d.deleted_instance_names(), [id("a", "A", "x"), id("u", "", "old")]);
     }
 
     #[test]

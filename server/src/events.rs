@@ -1,8 +1,8 @@
 //! Event subscriptions (CompleteStateRequest with `subscribeForEvents`):
-//! who subscribed with which field masks, the comparison of two complete
-//! states into altered fields (added and removed at the first level that
-//! differs, updated at the leaves, lists are leaves) and the event each
-//! subscriber gets: only the paths its masks select, with their new values.
+//! who subscribed with which field masks, and the event each subscriber
+//! gets for a change: the altered fields its masks select (computed by
+//! [`state_diff`](crate::state_diff) as Ankaios computes them) and the
+//! complete state under them.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +11,7 @@ use ank_common::messages::AlteredFields;
 use serde_json::Value;
 
 use crate::connections::ConnId;
+use crate::state_diff;
 
 /// One event for one subscriber.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,135 +49,53 @@ impl EventSubscriptions {
         self.subs.retain(|(c, id), _| *c != conn || !drop(id));
     }
 
-    /// The events that the change from `old` to `new` gives each subscriber.
-    pub fn events(&self, old: &Value, new: &Value) -> Vec<Event> {
-        let altered = altered_fields(old, new);
-        if altered.is_empty() {
+    /// The events that the change from `old` to `new` (both
+    /// [`comparable`](crate::state_diff::comparable) trees) gives each
+    /// subscriber; `current` is the complete state after the change, from
+    /// which each event carries the altered fields' values.
+    // [impl->swdd~event-handler-sends-complete-state-differences-including-altered-fields~1]
+    pub fn events(&self, old: &Value, new: &Value, current: &Value) -> Vec<Event> {
+        let differences = state_diff::differences(old, new);
+        if differences.is_empty() {
             return Vec::new();
         }
         let mut out = Vec::new();
         for ((conn, request_id), masks) in &self.subs {
-            let mine = select(&altered, old, new, masks);
-            if mine.is_empty() {
+            let altered_fields = differences.altered_fields(masks);
+            if altered_fields.is_empty() {
                 continue;
             }
-            // As in every answer, the desired state's apiVersion comes along.
-            let selected: Vec<String> = mine
-                .added_fields
-                .iter()
-                .chain(&mine.updated_fields)
-                .cloned()
-                .chain(std::iter::once("desiredState.apiVersion".to_owned()))
-                .collect();
-            let complete_state = field_mask::filter(new, &selected);
-            out.push(Event { conn: *conn, request_id: request_id.clone(), complete_state, altered_fields: mine });
+            let complete_state = event_state(current, &altered_fields);
+            out.push(Event { conn: *conn, request_id: request_id.clone(), complete_state, altered_fields });
         }
         out
     }
 }
 
-/// What differs between two trees.
-pub fn altered_fields(old: &Value, new: &Value) -> AlteredFields {
-    let mut out = AlteredFields::default();
-    compare(old, new, &mut Vec::new(), &mut out);
-    out
-}
-
-/// An execution state (`workloadStates.<agent>.<workload>.<id>`) is one
-/// leaf: state, subState and additionalInfo only make sense together.
-fn is_leaf(path: &[&str]) -> bool {
-    path.len() == 4 && path[0] == "workloadStates"
-}
-
-fn compare<'a>(old: &'a Value, new: &'a Value, path: &mut Vec<&'a str>, out: &mut AlteredFields) {
-    match (old, new) {
-        (Value::Object(o), Value::Object(n)) if !is_leaf(path) => {
-            for (key, old_child) in o {
-                path.push(key);
-                match n.get(key) {
-                    Some(new_child) => compare(old_child, new_child, path, out),
-                    None => out.removed_fields.push(path.join(".")),
-                }
-                path.pop();
+/// What an event carries, as in Ankaios: the complete state under the
+/// altered fields, with the desired state's apiVersion if any of them is
+/// in the desired state, and an execution state's `state` and `subState`
+/// together.
+fn event_state(current: &Value, altered: &AlteredFields) -> Value {
+    let mut masks: Vec<String> =
+        altered.added_fields.iter().chain(&altered.removed_fields).chain(&altered.updated_fields).cloned().collect();
+    if masks.iter().any(|m| m.starts_with("desiredState")) {
+        masks.push("desiredState.apiVersion".to_owned());
+    }
+    let companions: Vec<String> = masks
+        .iter()
+        .filter(|m| m.starts_with("workloadStates.") && m.split('.').count() == 5)
+        .filter_map(|m| {
+            let (head, last) = m.rsplit_once('.')?;
+            match last {
+                "state" => Some(format!("{head}.subState")),
+                "subState" => Some(format!("{head}.state")),
+                _ => None,
             }
-            for key in n.keys().filter(|k| !o.contains_key(*k)) {
-                path.push(key);
-                out.added_fields.push(path.join("."));
-                path.pop();
-            }
-        }
-        (o, n) if o != n => out.updated_fields.push(path.join(".")),
-        _ => {}
-    }
-}
-
-/// The altered fields a subscriber's masks select. A change above a mask
-/// (a workload added while the mask names one of its fields) is reported as
-/// the concrete paths of the mask inside it.
-fn select(altered: &AlteredFields, old: &Value, new: &Value, masks: &[String]) -> AlteredFields {
-    if masks.is_empty() {
-        return altered.clone();
-    }
-    AlteredFields {
-        added_fields: select_paths(&altered.added_fields, new, masks),
-        updated_fields: select_paths(&altered.updated_fields, new, masks),
-        removed_fields: select_paths(&altered.removed_fields, old, masks),
-    }
-}
-
-fn select_paths(paths: &[String], tree: &Value, masks: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for path in paths {
-        let p: Vec<&str> = path.split('.').collect();
-        for mask in masks {
-            let m: Vec<&str> = mask.split('.').filter(|s| !s.is_empty()).collect();
-            if prefix_matches(&m, &p) {
-                out.push(path.clone());
-            } else if prefix_matches(&p, &m) {
-                out.extend(expand(tree, &m).into_iter().filter(|c| c.starts_with(&format!("{path}."))));
-            }
-        }
-    }
-    for path in &mut out {
-        widen_to_leaf(path);
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// A path inside an execution state stands for the whole state.
-fn widen_to_leaf(path: &mut String) {
-    let segs: Vec<&str> = path.split('.').collect();
-    if segs.len() > 4 && segs[0] == "workloadStates" {
-        *path = segs[..4].join(".");
-    }
-}
-
-/// Whether `prefix` (which may hold `*`) matches the first segments of `path`.
-fn prefix_matches(prefix: &[&str], path: &[&str]) -> bool {
-    prefix.len() <= path.len() && prefix.iter().zip(path).all(|(a, b)| *a == "*" || *b == "*" || a == b)
-}
-
-/// The concrete paths in `tree` that `mask` selects.
-fn expand(tree: &Value, mask: &[&str]) -> Vec<String> {
-    fn walk(node: &Value, mask: &[&str], path: &mut Vec<String>, out: &mut Vec<String>) {
-        let Some((head, rest)) = mask.split_first() else {
-            out.push(path.join("."));
-            return;
-        };
-        let Value::Object(map) = node else { return };
-        for (key, child) in map {
-            if *head == "*" || head == key {
-                path.push(key.clone());
-                walk(child, rest, path, out);
-                path.pop();
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(tree, mask, &mut Vec::new(), &mut out);
-    out
+        })
+        .collect();
+    masks.extend(companions);
+    field_mask::filter(current, &masks)
 }
 
 #[cfg(test)]
@@ -185,62 +104,39 @@ mod tests {
 
     use super::*;
 
-    fn old() -> Value {
-        json!({
-            "desiredState": {"apiVersion": "v1", "workloads": {"a": {"agent": "A", "tags": {"x": "1"}, "files": [1]}}},
-            "workloadStates": {"A": {"a": {"id1": {"state": "Pending", "subState": "Initial"}}}}
-        })
-    }
-
-    fn new() -> Value {
-        json!({
-            "desiredState": {"apiVersion": "v1", "workloads": {
-                "a": {"agent": "A", "tags": {"y": "2"}, "files": [1, 2]},
-                "b": {"agent": "B"}
-            }},
-            "workloadStates": {"A": {"a": {"id1": {"state": "Running", "subState": "Ok"}}}}
-        })
-    }
-
     #[test]
-    fn altered_fields_add_and_remove_at_first_level_update_leaves() {
-        let a = altered_fields(&old(), &new());
-        assert_eq!(a.added_fields, ["desiredState.workloads.a.tags.y", "desiredState.workloads.b"]);
-        assert_eq!(a.updated_fields, ["desiredState.workloads.a.files", "workloadStates.A.a.id1"]);
-        assert_eq!(a.removed_fields, ["desiredState.workloads.a.tags.x"]);
-        assert!(altered_fields(&new(), &new()).is_empty());
-    }
-
-    #[test]
-    fn subscribers_get_only_what_their_masks_select() {
+    fn subscribers_get_their_altered_fields_and_the_values_under_them() {
+        let old = json!({"desiredState": {"apiVersion": "v1", "workloads": {}},
+            "workloadStates": {"A": {"w": {"id": {"state": "Pending", "subState": "Starting", "additionalInfo": "x"}}}}});
+        let new = json!({"desiredState": {"apiVersion": "v1", "workloads": {"n": {"agent": "A"}}},
+            "workloadStates": {"A": {"w": {"id": {"state": "Pending", "subState": "Starting", "additionalInfo": "y"}}}}});
         let mut subs = EventSubscriptions::default();
         subs.add(1, "all".into(), vec![]);
-        subs.add(2, "states".into(), vec!["workloadStates.*.a".into()]);
-        subs.add(3, "agents-of-new".into(), vec!["desiredState.workloads.*.agent".into()]);
-        subs.add(4, "quiet".into(), vec!["configs".into()]);
-        let events = subs.events(&old(), &new());
-        let by_id = |id: &str| events.iter().find(|e| e.request_id == id).cloned();
-        assert_eq!(by_id("all").unwrap().altered_fields, altered_fields(&old(), &new()));
-        let states = by_id("states").unwrap();
-        assert_eq!(states.altered_fields.updated_fields, ["workloadStates.A.a.id1"]);
-        assert!(states.altered_fields.added_fields.is_empty());
+        subs.add(2, "agents".into(), vec!["desiredState.workloads.*.agent".into()]);
+        subs.add(3, "quiet".into(), vec!["desiredState.configs".into()]);
+        let events = subs.events(&old, &new, &new);
+        assert_eq!(events.len(), 2, "{events:?}");
+        let all = &events[0];
+        assert_eq!(all.altered_fields.added_fields, ["desiredState.workloads.n"]);
+        assert_eq!(all.altered_fields.updated_fields, ["workloadStates.A.w.id.additionalInfo"]);
         assert_eq!(
-            states.complete_state,
-            json!({"desiredState": {"apiVersion": "v1"}, "workloadStates": {"A": {"a": {"id1": {"state": "Running", "subState": "Ok"}}}}})
+            all.complete_state,
+            json!({"desiredState": {"apiVersion": "v1", "workloads": {"n": {"agent": "A"}}},
+                "workloadStates": {"A": {"w": {"id": {"additionalInfo": "y"}}}}})
         );
-        // "b" was added above the mask's level: reported as its agent field.
-        let agents = by_id("agents-of-new").unwrap();
-        assert_eq!(agents.altered_fields.added_fields, ["desiredState.workloads.b.agent"]);
+        let agents = &events[1];
+        assert_eq!(agents.altered_fields.added_fields, ["desiredState.workloads.n.agent"]);
+        assert!(agents.altered_fields.updated_fields.is_empty());
+    }
+
+    #[test]
+    fn an_event_state_carries_state_and_sub_state_together() {
+        let current = json!({"workloadStates": {"A": {"w": {"id": {"state": "Running", "subState": "Ok", "additionalInfo": ""}}}}});
+        let altered = AlteredFields { updated_fields: vec!["workloadStates.A.w.id.subState".into()], ..Default::default() };
         assert_eq!(
-            agents.complete_state,
-            json!({"desiredState": {"apiVersion": "v1", "workloads": {"b": {"agent": "B"}}}})
+            event_state(&current, &altered),
+            json!({"workloadStates": {"A": {"w": {"id": {"state": "Running", "subState": "Ok"}}}}})
         );
-        assert!(by_id("quiet").is_none(), "nothing under its mask changed");
-        // A mask inside an execution state gets the whole state.
-        subs.add(5, "sub-state".into(), vec!["workloadStates.A.a.id1.subState".into()]);
-        let events = subs.events(&old(), &new());
-        let e = events.iter().find(|e| e.request_id == "sub-state").unwrap();
-        assert_eq!(e.altered_fields.updated_fields, ["workloadStates.A.a.id1"]);
     }
 
     #[test]

@@ -24,11 +24,16 @@ pub struct JobSettings {
     pub stuck_after: Duration,
     /// How many finished jobs are kept.
     pub history: usize,
+    /// Whether held workloads show the job's progress ("job 14: waits for
+    /// db ...") as the additionalInfo of their execution state. Off (as in
+    /// Ankaios): held workloads show a bare Pending(WaitingToStart) /
+    /// Stopping(WaitingToStop); the progress is in `ank get jobs`.
+    pub progress_in_states: bool,
 }
 
 impl Default for JobSettings {
     fn default() -> Self {
-        Self { stuck_after: Self::DEFAULT_STUCK_AFTER, history: Self::DEFAULT_HISTORY }
+        Self { stuck_after: Self::DEFAULT_STUCK_AFTER, history: Self::DEFAULT_HISTORY, progress_in_states: false }
     }
 }
 
@@ -117,6 +122,11 @@ pub struct JobEngine {
 impl JobEngine {
     pub fn new(settings: JobSettings) -> Self {
         Self { settings, ..Default::default() }
+    }
+
+    /// The settings the engine was made with.
+    pub fn settings(&self) -> &JobSettings {
+        &self.settings
     }
 
     /// Opens a job over `items` (by workload name, with the generation each

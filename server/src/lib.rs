@@ -19,6 +19,7 @@ mod requests;
 pub mod seq_pools;
 mod server;
 pub mod state_file;
+mod state_diff;
 pub mod ttl_reaper;
 mod workload_states;
 

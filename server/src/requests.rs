@@ -6,6 +6,7 @@ use ank_common::{CompleteState, State};
 use serde_json::Value;
 
 use crate::connections::Connections;
+use crate::desired_state::DesiredState;
 use crate::jobs::JobEngine;
 use crate::workload_states::WorkloadStateStore;
 
@@ -31,6 +32,30 @@ pub fn complete_state(
     let mut masks: Vec<String> = field_mask.iter().map(|m| widen_state_mask(m)).collect();
     masks.push("desiredState.apiVersion".to_owned());
     Ok(field_mask::filter(&tree, &masks))
+}
+
+/// Checks the masks of an update the way Ankaios applies them to its
+/// complete state (desired state, agents, empty workload states and the
+/// effective state); the error is the first mask naming a path that does
+/// not exist there (see [`field_mask::check_update`]).
+pub fn check_update_masks(
+    desired: &DesiredState,
+    conns: &Connections,
+    new_state: &Value,
+    update_mask: &[String],
+) -> Result<(), String> {
+    if update_mask.is_empty() {
+        return Ok(());
+    }
+    let mut effective = serde_json::to_value(&desired.rendered).unwrap_or_default();
+    effective["configs"] = serde_json::json!({});
+    let current = serde_json::json!({
+        "desiredState": serde_json::to_value(&desired.state).unwrap_or_default(),
+        "workloadStates": {},
+        "agents": serde_json::to_value(conns.agents()).unwrap_or_default(),
+        "effectiveState": effective,
+    });
+    field_mask::check_update(&current, new_state, update_mask)
 }
 
 /// Applies the `agents...` masks of an update: only the tags of connected

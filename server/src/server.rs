@@ -94,6 +94,12 @@ impl ServerHandle {
     }
 }
 
+/// The answer to an update the server refuses, worded as Ankaios words it.
+fn rejected(reason: String) -> ResponseContent {
+    tracing::warn!("Update rejected: '{reason}'");
+    ResponseContent::Error(format!("Update rejected: '{reason}'"))
+}
+
 /// Whether `msg` may change the complete state (and so cause events):
 /// reads, log traffic and goodbyes do not.
 fn changes_state(msg: &ToServer) -> bool {
@@ -254,16 +260,23 @@ impl AnkaiosServer {
         if self.events.is_empty() {
             return change(self);
         }
-        let before = self.complete_state_tree();
+        let before = self.comparable_tree(&self.complete_state_tree());
         change(self);
-        let after = self.complete_state_tree();
-        for event in self.events.events(&before, &after) {
+        let current = self.complete_state_tree();
+        let after = self.comparable_tree(&current);
+        for event in self.events.events(&before, &after, &current) {
             let content = ResponseContent::Event {
                 complete_state: Box::new(event.complete_state),
                 altered_fields: event.altered_fields,
             };
             self.conns.send(event.conn, FromServer::Response(Response { request_id: event.request_id, content }));
         }
+    }
+
+    /// `tree` as Ankaios compares complete states for events.
+    // [impl->swdd~server-sends-state-differences-as-events~1]
+    fn comparable_tree(&self, tree: &serde_json::Value) -> serde_json::Value {
+        crate::state_diff::comparable(tree, |agent| self.conns.status_reported(agent))
     }
 
     fn complete_state_tree(&self) -> serde_json::Value {
@@ -398,6 +411,7 @@ impl AnkaiosServer {
         if self.conns.agent_of(conn).as_deref() != Some(agent) {
             return;
         }
+        self.conns.mark_status_reported(agent);
         let Some(attrs) = self.conns.agent_attributes_mut(agent) else { return };
         let metrics = Metrics::from_load(&status, extra);
         attrs.status = status;
@@ -478,12 +492,13 @@ impl AnkaiosServer {
     }
 
     fn update_state(&mut self, new_state: &serde_json::Value, update_mask: &[String]) -> ResponseContent {
+        // [impl->swdd~update-desired-state-with-update-mask~1]
+        if let Err(mask) = requests::check_update_masks(&self.desired, &self.conns, new_state, update_mask) {
+            return rejected(format!("Could not find field {mask}"));
+        }
         let next = match desired_state::apply_update(&self.desired.state, new_state, update_mask) {
             Ok(next) => next,
-            Err(e) => {
-                tracing::warn!("update rejected: {e}");
-                return ResponseContent::Error(format!("update rejected: {e}"));
-            }
+            Err(e) => return rejected(e),
         };
         match self.accept(next) {
             Ok((diff, job_id)) => {
@@ -498,7 +513,7 @@ impl AnkaiosServer {
                     job_id,
                 }
             }
-            Err(e) => ResponseContent::Error(format!("update rejected: {e}")),
+            Err(e) => ResponseContent::Error(format!("Update rejected: '{e}'")),
         }
     }
 

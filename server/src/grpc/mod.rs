@@ -8,7 +8,10 @@
 //! client that sends a larger one gets its stream ended with
 //! ResourceExhausted naming the size and the limit; a response too large to
 //! send is answered with an error response instead, any other message too
-//! large ends the stream the same way.
+//! large ends the stream the same way. A Goodbye ends the connection like
+//! the end of its stream. A CommandConnection gets only the answers to its
+//! requests unless it asks for pushed workload states with
+//! [`PUSH_STATES_HEADER`].
 //!
 //! [`ToServer`]: ank_common::messages::ToServer
 //! [`MAX_MESSAGE_BYTES`]: ank_proto::MAX_MESSAGE_BYTES
@@ -22,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ank_common::convert::{from_server_to_proto, to_server_from_proto};
-use ank_common::messages::{self, FromServer, ResponseContent, ToServer};
+use ank_common::messages::{self, FromServer, PUSH_STATES_HEADER, ResponseContent, ToServer};
 use ank_proto::grpc_api as g;
 use ank_proto::limits::{MAX_MESSAGE_BYTES, check_size, is_too_large, too_large_status};
 use g::agent_connection_server::{AgentConnection, AgentConnectionServer};
@@ -99,6 +102,10 @@ impl Services {
         req: Request<Streaming<g::ToServer>>,
     ) -> Result<Response<OutStream>, Status> {
         let peer = req.extensions().get::<PeerIdentity>().cloned();
+        let kind = match kind {
+            ConnKind::Command if req.metadata().contains_key(PUSH_STATES_HEADER) => ConnKind::Commander,
+            kind => kind,
+        };
         let mut inbound = req.into_inner();
         let conn: ConnId = self.next_conn.fetch_add(1, Ordering::Relaxed);
         // An agent's certificate must carry the name it says hello with.
@@ -209,6 +216,13 @@ async fn forward_inbound(
                 break;
             }
         };
+        // As in Ankaios, a goodbye ends the connection: the server forgets
+        // it (its log campaigns and event subscriptions end) and so ends
+        // the response stream, which the client waits for.
+        if matches!(msg, ToServer::Goodbye) {
+            tracing::debug!("connection {conn} says goodbye");
+            break;
+        }
         if let Some((peer, tx)) = &read_only
             && let Some(refusal) = refuse_write(peer, &msg)
         {
@@ -242,7 +256,7 @@ impl CliConnection for Services {
 impl CommandConnection for Services {
     type ConnectCommandStream = OutStream;
     async fn connect_command(&self, req: Request<Streaming<g::ToServer>>) -> Result<Response<OutStream>, Status> {
-        self.connect(ConnKind::Commander, req).await
+        self.connect(ConnKind::Command, req).await
     }
 }
 

@@ -62,6 +62,19 @@ impl Harness {
     }
 }
 
+// [test of feature L1: the job's progress in the execution states is opt-in]
+#[tokio::test(start_paused = true)]
+async fn held_workloads_show_the_job_progress_only_when_asked() {
+    let jobs = crate::jobs::JobSettings { progress_in_states: true, ..Default::default() };
+    let mut h = Harness::start_with_jobs(jobs).await;
+    job_id(&h.update(chain(), &[]).await);
+    settle().await;
+    let tree = h.tree().await;
+    let api = tree["workloadStates"]["A"]["api"].as_object().unwrap().values().next().unwrap().clone();
+    assert_eq!((api["state"].as_str(), api["subState"].as_str()), (Some("Pending"), Some("WaitingToStart")));
+    assert_eq!(api["additionalInfo"], "job 1: waits for db (Pending(Initial), needs Running)");
+}
+
 fn names(specs: &[WorkloadSpec]) -> Vec<&str> {
     specs.iter().map(|s| s.name()).collect()
 }
@@ -93,7 +106,7 @@ async fn a_chain_is_handed_to_the_agent_in_dependency_order() {
     let tree = h.tree().await;
     let api = tree["workloadStates"]["A"]["api"].as_object().unwrap().values().next().unwrap().clone();
     assert_eq!((api["state"].as_str(), api["subState"].as_str()), (Some("Pending"), Some("WaitingToStart")));
-    assert_eq!(api["additionalInfo"], "job 1: waits for db (Pending(Initial), needs Running)");
+    assert_eq!(api["additionalInfo"], "", "as in Ankaios, the job's progress is not in the execution state");
 
     let (db, log) = (added[0].clone(), added[1].clone());
     h.report(&log, running(), 1).await;

@@ -191,14 +191,20 @@ impl AnkaiosServer {
     }
 
     /// Held additions show as Pending(WaitingToStart), held deletions as
-    /// Stopping(WaitingToStop), each with what it waits for.
+    /// Stopping(WaitingToStop), as an Ankaios agent shows what waits for
+    /// its dependencies; with `progress_in_states`, each with what it waits
+    /// for.
     fn show_held(&mut self) -> Vec<WorkloadState> {
+        let progress = self.jobs.settings().progress_in_states;
         let marks: Vec<(WorkloadInstanceName, ExecutionState)> = self
             .jobs
             .held_items()
             .filter_map(|(_, job, item, reason)| {
-                let info =
-                    if reason.is_empty() { format!("held by job {job}") } else { format!("job {job}: {reason}") };
+                let info = match (progress, reason.is_empty()) {
+                    (false, _) => String::new(),
+                    (true, true) => format!("held by job {job}"),
+                    (true, false) => format!("job {job}: {reason}"),
+                };
                 let (n, kind) = match (&item.add, &item.delete) {
                     (Some(spec), _) => (&spec.instance_name, StateKind::Pending(Pending::WaitingToStart)),
                     (None, Some(d)) => (&d.instance_name, StateKind::Stopping(Stopping::WaitingToStop)),

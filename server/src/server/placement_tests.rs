@@ -393,7 +393,7 @@ async fn a_bad_selector_expression_is_rejected_naming_field_index_and_column() {
     let answer = c.apply(json!({"w": selector_workload(json!({"labels": ["arch === x"]}), "onAgentLoss")})).await;
     let ResponseContent::Error(e) = answer else { panic!("accepted: {answer:?}") };
     assert!(e.contains("workload 'w': agentSelector.labels[0]: unexpected '='"), "{e}");
-    assert!(e.ends_with("at column 8 in 'arch === x'"), "{e}");
+    assert!(e.ends_with("at column 8 in 'arch === x''"), "{e}");
     let both =
         json!({"w": {"runtime": "podman", "runtimeConfig": "x", "agent": "A", "agentSelector": {"labels": ["a = b"]}}});
     let ResponseContent::Error(e) = c.apply(both).await else { panic!("accepted") };

@@ -328,7 +328,9 @@ async fn k7_a_finished_workload_is_reaped_after_its_ttl_and_saved_so() {
     // A subscriber from now on: the Reaped event comes before the removal.
     let (sub_tx, mut sub_rx) = mpsc::channel(256);
     h.handle.opened(4, ConnKind::Commander, sub_tx).await;
-    let sub = RequestContent::CompleteState { field_mask: vec!["workloadStates".into()], subscribe_for_events: true };
+    // The events beside an execution state are an extension: named by the mask.
+    let field_mask = vec!["workloadStates.*.*.*.events".into()];
+    let sub = RequestContent::CompleteState { field_mask, subscribe_for_events: true };
     h.handle.message(4, ToServer::Request(Request { request_id: "sub".into(), content: sub })).await;
     let finished = tokio::time::Instant::now();
     h.report(spec(&added, "job"), ExecutionState::succeeded(), 1).await;

@@ -39,8 +39,11 @@ pub(super) async fn settle() {
 
 impl Harness {
     pub(super) async fn start() -> Self {
-        let (handle, actor) =
-            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), Default::default());
+        Self::start_with_jobs(JobSettings::default()).await
+    }
+
+    pub(super) async fn start_with_jobs(jobs: JobSettings) -> Self {
+        let (handle, actor) = AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), jobs);
         let stop = CancellationToken::new();
         tokio::spawn(actor.run(stop.clone()));
         let (agent_tx, mut agent_rx) = mpsc::channel(64);
