@@ -193,16 +193,31 @@ mod tests {
         let cur = json!({"desiredState": {"workloads": {"a": {"agent": "A", "tags": {}}}, "configs": {"c": "text"}}});
         let masks = |m: &[&str]| m.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         // Removing a missing workload or tag is fine: the parent exists.
-        assert_eq!(check_update(&cur, &json!({}), &masks(&["desiredState.workloads.b", "desiredState.workloads.a.tags.x"])), Ok(()));
+        assert_eq!(
+            check_update(&cur, &json!({}), &masks(&["desiredState.workloads.b", "desiredState.workloads.a.tags.x"])),
+            Ok(())
+        );
         // A workload name with a dot: its parent 'x' does not exist.
-        assert_eq!(check_update(&cur, &json!({}), &masks(&["desiredState.workloads.x.y"])), Err("desiredState.workloads.x.y".into()));
-        assert_eq!(check_update(&cur, &json!({}), &masks(&["desiredState.configs.missing.sub"])), Err("desiredState.configs.missing.sub".into()));
+        assert_eq!(
+            check_update(&cur, &json!({}), &masks(&["desiredState.workloads.x.y"])),
+            Err("desiredState.workloads.x.y".into())
+        );
+        assert_eq!(
+            check_update(&cur, &json!({}), &masks(&["desiredState.configs.missing.sub"])),
+            Err("desiredState.configs.missing.sub".into())
+        );
         // Setting creates missing parents but cannot go through a string.
         let new = json!({"desiredState": {"workloads": {"n": {"tags": {"k": "v"}}}, "configs": {"c": {"k": "v"}}}});
         assert_eq!(check_update(&cur, &new, &masks(&["desiredState.workloads.n.tags.k"])), Ok(()));
-        assert_eq!(check_update(&cur, &new, &masks(&["desiredState.configs.c.k"])), Err("desiredState.configs.c.k".into()));
+        assert_eq!(
+            check_update(&cur, &new, &masks(&["desiredState.configs.c.k"])),
+            Err("desiredState.configs.c.k".into())
+        );
         // Masks apply in order: a parent set first can be removed from.
-        assert_eq!(check_update(&cur, &new, &masks(&["desiredState.workloads.n", "desiredState.workloads.n.agent"])), Ok(()));
+        assert_eq!(
+            check_update(&cur, &new, &masks(&["desiredState.workloads.n", "desiredState.workloads.n.agent"])),
+            Ok(())
+        );
         assert_eq!(check_update(&cur, &new, &masks(&[""])), Err(String::new()));
     }
 

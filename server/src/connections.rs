@@ -25,7 +25,6 @@ pub enum ConnKind {
     Command,
 }
 
-
 struct Connection {
     kind: ConnKind,
     tx: mpsc::Sender<FromServer>,

@@ -132,7 +132,8 @@ mod tests {
     #[test]
     fn an_event_state_carries_state_and_sub_state_together() {
         let current = json!({"workloadStates": {"A": {"w": {"id": {"state": "Running", "subState": "Ok", "additionalInfo": ""}}}}});
-        let altered = AlteredFields { updated_fields: vec!["workloadStates.A.w.id.subState".into()], ..Default::default() };
+        let altered =
+            AlteredFields { updated_fields: vec!["workloadStates.A.w.id.subState".into()], ..Default::default() };
         assert_eq!(
             event_state(&current, &altered),
             json!({"workloadStates": {"A": {"w": {"id": {"state": "Running", "subState": "Ok"}}}}})

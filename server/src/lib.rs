@@ -18,8 +18,8 @@ pub mod priorities;
 mod requests;
 pub mod seq_pools;
 mod server;
-pub mod state_file;
 mod state_diff;
+pub mod state_file;
 pub mod ttl_reaper;
 mod workload_states;
 

@@ -49,9 +49,9 @@ fn desired_state(value: &Value) -> Value {
             for key in ["dependencies", "tags", "configs", "files"] {
                 drop_if_empty(workload, key);
             }
-            let no_rules = workload.get("controlInterfaceAccess").is_some_and(|access| {
-                ["allowRules", "denyRules"].iter().all(|k| access.get(*k).is_none_or(is_empty))
-            });
+            let no_rules = workload
+                .get("controlInterfaceAccess")
+                .is_some_and(|access| ["allowRules", "denyRules"].iter().all(|k| access.get(*k).is_none_or(is_empty)));
             if no_rules {
                 workload.remove("controlInterfaceAccess");
             }
@@ -269,7 +269,13 @@ fn join(path: &str, key: &str) -> String {
 /// leaves) and the full one. At the mask's end, the first differences
 /// below are reported; below a first difference, only what the mask names
 /// down to a leaf of the full tree (a wildcard at the end names every key).
-fn walk(first: Option<&Map<String, Value>>, full: &Map<String, Value>, parts: &[&str], path: String, out: &mut Vec<String>) {
+fn walk(
+    first: Option<&Map<String, Value>>,
+    full: &Map<String, Value>,
+    parts: &[&str],
+    path: String,
+    out: &mut Vec<String>,
+) {
     let Some((head, rest)) = parts.split_first() else {
         if let Some(first) = first {
             for (key, child) in first {

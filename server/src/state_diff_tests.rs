@@ -46,8 +46,12 @@ fn events_no_wildcard() {
     let empty = state(json!({}), json!({}));
     let one = state(json!({"simple": simple("agent_A", json!({}))}), json!({}));
     let a = differences(&empty, &one).altered_fields(&m);
-    assert_eq!((a.added_fields, a.updated_fields, a.removed_fields.len()), (masks(&["desiredState.workloads.simple"]), vec![], 0));
-    let moved = state(json!({"simple": simple("agent_B", json!({"some_other_workload": "ADD_COND_RUNNING"}))}), json!({}));
+    assert_eq!(
+        (a.added_fields, a.updated_fields, a.removed_fields.len()),
+        (masks(&["desiredState.workloads.simple"]), vec![], 0)
+    );
+    let moved =
+        state(json!({"simple": simple("agent_B", json!({"some_other_workload": "ADD_COND_RUNNING"}))}), json!({}));
     let a = differences(&one, &moved).altered_fields(&m);
     assert_eq!(a.added_fields, ["desiredState.workloads.simple.dependencies"]);
     assert_eq!(a.updated_fields, ["desiredState.workloads.simple.agent"]);
@@ -61,12 +65,16 @@ fn events_no_wildcard() {
 fn events_with_wildcards_reach_into_added_and_removed_workloads() {
     let empty = state(json!({}), json!({}));
     let one = state(json!({"simple": simple("agent_A", json!({}))}), json!({}));
-    let moved = state(json!({"simple": simple("agent_B", json!({"some_other_workload": "ADD_COND_RUNNING"}))}), json!({}));
+    let moved =
+        state(json!({"simple": simple("agent_B", json!({"some_other_workload": "ADD_COND_RUNNING"}))}), json!({}));
     let agent = masks(&["desiredState.workloads.*.agent"]);
     assert_eq!(differences(&empty, &one).altered_fields(&agent).added_fields, ["desiredState.workloads.simple.agent"]);
     let a = differences(&one, &moved).altered_fields(&agent);
     assert_eq!((a.added_fields.len(), a.updated_fields), (0, masks(&["desiredState.workloads.simple.agent"])));
-    assert_eq!(differences(&moved, &empty).altered_fields(&agent).removed_fields, ["desiredState.workloads.simple.agent"]);
+    assert_eq!(
+        differences(&moved, &empty).altered_fields(&agent).removed_fields,
+        ["desiredState.workloads.simple.agent"]
+    );
 
     let deep = masks(&["desiredState.workloads.*.*.some_other_workload"]);
     assert!(differences(&empty, &one).altered_fields(&deep).is_empty());
@@ -178,5 +186,8 @@ fn lists_count_as_one_leaf() {
     let old = json!({"a": {"l": []}, "b": {"l": [1]}, "c": {"l": [1]}});
     let new = json!({"a": {"l": [1]}, "b": {"l": []}, "c": {"l": [2]}});
     let a = differences(&old, &new).altered_fields(&[]);
-    assert_eq!((a.added_fields, a.removed_fields, a.updated_fields), (masks(&["a.l"]), masks(&["b.l"]), masks(&["c.l"])));
+    assert_eq!(
+        (a.added_fields, a.removed_fields, a.updated_fields),
+        (masks(&["a.l"]), masks(&["b.l"]), masks(&["c.l"]))
+    );
 }

@@ -31,10 +31,9 @@ impl Commander {
         let hello = ToServer::CommanderHello { protocol_version: ank_common::PROTOCOL_VERSION.to_owned() };
         tx.send(to_server_to_proto(&hello)).await.expect("queue hello");
         let mut request = tonic::Request::new(ReceiverStream::new(rx));
-        request.metadata_mut().insert(
-            ank_common::messages::PUSH_STATES_HEADER,
-            tonic::metadata::MetadataValue::from_static("true"),
-        );
+        request
+            .metadata_mut()
+            .insert(ank_common::messages::PUSH_STATES_HEADER, tonic::metadata::MetadataValue::from_static("true"));
         let inbound = CommandConnectionClient::new(channel)
             .connect_command(request)
             .await

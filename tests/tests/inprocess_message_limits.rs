@@ -99,7 +99,7 @@ async fn message_limit_updates_that_would_grow_the_state_beyond_it_are_refused()
     }
     let answer = c.request(add_workload("three", "", MAX_MESSAGE_BYTES / 3)).await;
     let ResponseContent::Error(e) = answer else { panic!("a state beyond the limit was accepted: {answer:?}") };
-    assert!(e.starts_with("update rejected: the desired state would take "), "{e}");
+    assert!(e.starts_with("Update rejected: 'the desired state would take "), "{e}");
     assert!(e.contains("more than the 3145728 bytes allowed (3/4 of the 4194304 byte message limit)"), "{e}");
     // The state is as before, and it can still be read whole.
     let ResponseContent::CompleteState(state) =
