@@ -143,7 +143,6 @@ pub struct StateDiff {
 
 impl StateDiff {
     /// The added instances as UpdateStateSuccess lists them, as in Ankaios.
-    // [impl->swdd~server-update-state-success-response~1]
     pub fn added_instance_names(&self) -> Vec<String> {
         self.added_names.clone()
     }

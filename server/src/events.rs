@@ -53,7 +53,6 @@ impl EventSubscriptions {
     /// [`comparable`](crate::state_diff::comparable) trees) gives each
     /// subscriber; `current` is the complete state after the change, from
     /// which each event carries the altered fields' values.
-    // [impl->swdd~event-handler-sends-complete-state-differences-including-altered-fields~1]
     pub fn events(&self, old: &Value, new: &Value, current: &Value) -> Vec<Event> {
         let differences = state_diff::differences(old, new);
         if differences.is_empty() {

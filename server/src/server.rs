@@ -274,7 +274,6 @@ impl AnkaiosServer {
     }
 
     /// `tree` as Ankaios compares complete states for events.
-    // [impl->swdd~server-sends-state-differences-as-events~1]
     fn comparable_tree(&self, tree: &serde_json::Value) -> serde_json::Value {
         crate::state_diff::comparable(tree, |agent| self.conns.status_reported(agent))
     }
@@ -492,7 +491,6 @@ impl AnkaiosServer {
     }
 
     fn update_state(&mut self, new_state: &serde_json::Value, update_mask: &[String]) -> ResponseContent {
-        // [impl->swdd~update-desired-state-with-update-mask~1]
         if let Err(mask) = requests::check_update_masks(&self.desired, &self.conns, new_state, update_mask) {
             return rejected(format!("Could not find field {mask}"));
         }

@@ -54,7 +54,6 @@ impl Plain {
     }
 }
 
-// [itest->swdd~server-removes-event-subscription-for-disconnected-cli~1]
 #[tokio::test]
 async fn itest_goodbye_ends_the_stream_of_a_subscriber() {
     let s = InProcess::start().await;
