@@ -7,7 +7,7 @@
 //! a container). The fake stands in for the containers: it "prints" the
 //! `echo` of each child workload so the log step has a line to find.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -66,25 +66,31 @@ fn echoed_word(runtime_config: &str) -> Option<String> {
     Some(rest.split([';', ' ', '\'', '"', '\n']).next()?.to_owned()).filter(|w| !w.is_empty())
 }
 
-/// Stands in for the child containers' output: each new `child` instance
-/// gets the line its command would echo, read from its desired runtime
-/// config when the fake creates it.
+/// Stands in for the child containers' output: once someone asks for the
+/// logs of a `child` instance, it "prints" the word its command echoes
+/// (read from the desired runtime config when the fake created it) every
+/// 50 ms, as a container printing in a loop would. Printing only from the
+/// request on, and more than once, leaves the SDK the moment it needs to
+/// register its log campaign after the acceptance (both SDKs drop entries
+/// that arrive before that, as they would from Ankaios).
 async fn echo_children(url: String, fake: std::sync::Arc<ank_agent::runtime_connectors::fake::FakeRuntime>) {
     let mut c = Commander::connect(&url).await;
-    let mut done = HashSet::new();
+    let mut words = HashMap::new();
     loop {
         for instance in fake.created().into_iter().filter(|n| n.workload_name == "child") {
-            if done.contains(&instance) {
-                continue;
+            if !words.contains_key(&instance) {
+                let state = c.complete_state(&["desiredState.workloads.child"]).await;
+                let config = state["desiredState"]["workloads"]["child"]["runtimeConfig"].as_str().unwrap_or_default();
+                words.insert(instance.clone(), echoed_word(config));
             }
-            let state = c.complete_state(&["desiredState.workloads.child"]).await;
-            let config = state["desiredState"]["workloads"]["child"]["runtimeConfig"].as_str().unwrap_or_default();
-            if let Some(word) = echoed_word(config) {
-                fake.push_log(&instance, &word).await;
-            }
-            done.insert(instance);
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let requested: HashSet<_> = fake.log_requests().into_iter().map(|(instance, _)| instance).collect();
+        for (instance, word) in &words {
+            if let Some(word) = word.as_deref().filter(|_| requested.contains(instance)) {
+                fake.push_log(instance, word).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

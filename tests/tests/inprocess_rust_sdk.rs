@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use ank_agent::runtime_connectors::fake::FakeRuntime;
+use ank_tests::commander::Commander;
 use ank_tests::inprocess::InProcess;
 use ankaios_sdk::{
     Ankaios, AnkaiosError, GrpcConfig, LogResponse, LogsRequest, Manifest, WorkloadInstanceName, WorkloadStateEnum,
@@ -57,8 +58,7 @@ workloads:
     agent: agent_A
     restartPolicy: NEVER
     tags:
-      - key: owner
-        value: sdk
+      owner: sdk
     runtimeConfig: |
       image: localhost/busybox:latest
 ";
@@ -190,13 +190,14 @@ async fn drive_sdk(ank: &mut Ankaios, fake: &FakeRuntime) {
     assert!(ank.get_configs().await.unwrap().is_empty());
 
     // Logs: the entries the runtime has, then a stop when cancelled.
-    let instance = fake_instance(fake, &nginx);
-    fake.push_log(&instance, "hello from nginx").await;
+    // The line is printed once the campaign is accepted: the SDK registers
+    // its campaign only after the acceptance and drops entries before that.
     let mut campaign = ank
         .request_logs(LogsRequest { workload_names: vec![nginx.clone()], follow: true, ..Default::default() })
         .await
         .expect("request logs");
     assert_eq!(campaign.accepted_workload_names, vec![nginx.clone()]);
+    fake.push_log(&fake_instance(fake, &nginx), "hello from nginx").await;
     let entries = match tokio::time::timeout(Duration::from_secs(10), campaign.logs_receiver.recv()).await {
         Ok(Some(LogResponse::LogEntries(entries))) => entries,
         other => panic!("expected log entries, got {other:?}"),
@@ -243,6 +244,12 @@ async fn itest_rust_sdk_command_interface_drives_workloads_configs_events_and_lo
     wait_for_agent(&mut ank).await;
     let agents = ank.get_agents().await.unwrap();
     assert_eq!(agents.keys().collect::<Vec<_>>(), ["agent_A"]);
+    let tags = HashMap::from([("location".to_owned(), "lab".to_owned())]);
+    ank.set_agent_tags("agent_A".into(), tags.clone()).await.expect("set agent tags");
+    assert_eq!(ank.get_agent("agent_A".into()).await.unwrap().tags, tags);
+    let full = ank.get_state(Vec::new()).await.expect("the whole state");
+    assert_eq!(full.get_api_version(), "v1");
+    assert!(full.get_agents().contains_key("agent_A"));
 
     drive_sdk(&mut ank, &cluster.fake).await;
 
@@ -255,23 +262,55 @@ async fn itest_rust_sdk_command_interface_drives_workloads_configs_events_and_lo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn itest_rust_sdk_command_interface_gets_a_denied_update_as_an_error_response() {
+async fn itest_rust_sdk_command_interface_gets_a_refused_update_as_an_error_response() {
     sdk_log();
     let cluster = InProcess::start().await;
     let mut ank = connect_commander(&cluster.url).await;
-    // A workload without runtime is refused by the server; the SDK hands
-    // the server's message back as AnkaiosResponseError.
-    let bad = "apiVersion: v1\nworkloads:\n  broken:\n    agent: agent_A\n    runtimeConfig: ''\n";
-    match ank.apply_manifest(Manifest::from_string(bad).unwrap()).await {
-        Err(AnkaiosError::AnkaiosResponseError(message)) => assert!(!message.is_empty()),
+    // Two workloads waiting for each other are refused by the server (the
+    // SDK does not check this itself); the SDK hands the server's message
+    // back as AnkaiosResponseError.
+    let cycle = "apiVersion: v1
+workloads:
+  a:
+    runtime: podman
+    agent: agent_A
+    dependencies:
+      b: ADD_COND_RUNNING
+    runtimeConfig: |
+      image: localhost/busybox:latest
+  b:
+    runtime: podman
+    agent: agent_A
+    dependencies:
+      a: ADD_COND_RUNNING
+    runtimeConfig: |
+      image: localhost/busybox:latest
+";
+    match ank.apply_manifest(Manifest::from_string(cycle).unwrap()).await {
+        Err(AnkaiosError::AnkaiosResponseError(message)) => assert!(message.contains("cycle"), "{message}"),
         other => panic!("expected an error response, got {other:?}"),
     }
-    assert!(ank.get_workload("broken".into()).await.unwrap().is_empty());
+    assert!(ank.get_workload("a".into()).await.unwrap().is_empty());
     drop(ank);
     cluster.stop();
     let complaints: Vec<String> =
         sdk_complaints().into_iter().filter(|c| !c.contains("Error while trying to apply manifest")).collect();
     assert!(complaints.is_empty(), "the SDK logged warnings or errors:\n{}", complaints.join("\n"));
+}
+
+/// Waits until the fake created `name` with its FIFOs and returns their folder.
+async fn control_interface_of(cluster: &InProcess, name: &str) -> PathBuf {
+    for _ in 0..500 {
+        let created = cluster.fake.created().into_iter().find(|n| n.workload_name == name);
+        if let Some(folder) = created.and_then(|i| cluster.fake.options_of(&i)).and_then(|o| o.control_interface)
+            && folder.join("input").exists()
+            && folder.join("output").exists()
+        {
+            return folder;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the agent never created {name} with a control interface");
 }
 
 /// Runs `body` on a thread of its own in a private mount namespace where
@@ -305,17 +344,11 @@ where
 async fn itest_rust_sdk_control_interface_drives_the_cluster_from_inside_a_workload() {
     sdk_log();
     let cluster = InProcess::start().await;
-    let mut commander = connect_commander(&cluster.url).await;
-    wait_for_agent(&mut commander).await;
-    let applied = commander.apply_manifest(Manifest::from_string(SDK_APP).unwrap()).await.unwrap();
-    let app = applied.added_workloads[0].clone();
-    commander.wait_for_workload_to_reach_state(app.clone(), WorkloadStateEnum::Running).await.unwrap();
-    let folder = cluster
-        .fake
-        .options_of(&fake_instance(&cluster.fake, &app))
-        .unwrap()
-        .control_interface
-        .expect("sdk_app gets a control interface");
+    // The SDK's own manifest parser rejects LogRule allow rules (it wants a
+    // filter mask in every rule), so the workload comes in as `ank` would.
+    let mut commander = Commander::connect(&cluster.url).await;
+    commander.apply(SDK_APP).await;
+    let folder = control_interface_of(&cluster, "sdk_app").await;
 
     let fake: Arc<FakeRuntime> = cluster.fake.clone();
     let workload = in_workload_mount_namespace(folder, move || async move {
