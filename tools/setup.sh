@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing the orchestrator needs on a
 # Debian 12 machine, idempotently and without prompts: podman, runc,
-# busybox-static, a dev/test podman drop-in and the local image
+# busybox-static, protoc and python3-venv (the SDK tests), a dev/test podman
+# drop-in and the local image
 # localhost/busybox:latest. Safe to run again; quick when all is there.
 set -euo pipefail
 
@@ -13,7 +14,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 
 missing=()
-for pkg in podman runc busybox-static iproute2; do
+for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
