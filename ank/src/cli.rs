@@ -303,6 +303,26 @@ pub enum OutputFormat {
     Json,
 }
 
+/// `-o` of `ank get workloads`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadsOutput {
+    Yaml,
+    Json,
+    /// Ankaios' columns and ours: READY, AVAILABLE, PRIORITY
+    Wide,
+}
+
+impl WorkloadsOutput {
+    /// The record format, `None` for a table.
+    pub fn records(self) -> Option<OutputFormat> {
+        match self {
+            Self::Yaml => Some(OutputFormat::Yaml),
+            Self::Json => Some(OutputFormat::Json),
+            Self::Wide => None,
+        }
+    }
+}
+
 /// Arguments of `ank get state`.
 #[derive(Debug, Args)]
 pub struct GetStateArgs {
@@ -324,11 +344,11 @@ pub struct GetWorkloadsArgs {
     #[arg(short = 's', long = "state")]
     pub state: Option<String>,
     /// Keep the table on screen and update it on every change
-    #[arg(short = 'w', long = "watch", conflicts_with = "output")]
+    #[arg(short = 'w', long = "watch")]
     pub watch: bool,
-    /// Print YAML or JSON instead of the table
+    /// wide: the table with the READY, AVAILABLE and PRIORITY columns; yaml or json: records instead of the table
     #[arg(short = 'o', long = "output", value_enum)]
-    pub output: Option<OutputFormat>,
+    pub output: Option<WorkloadsOutput>,
     /// Print the specs as rendered for the agents (templates, group
     /// defaults, pipeline order, effective priority, ${seq:N} numbers), YAML unless -o json
     #[arg(long = "rendered", conflicts_with_all = ["watch", "state"])]
