@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod completers;
 pub mod config_file;
 pub mod connection;
 pub mod error_text;

@@ -541,3 +541,29 @@ async fn fake_server_ctrl_c_of_get_workloads_watch_says_goodbye() {
     assert!(text.starts_with("WORKLOAD NAME   AGENT     RUNTIME   EXECUTION STATE   ADDITIONAL INFO\n"), "{text}");
     assert!(text.ends_with("\n\n"), "a blank line after each table, as Ankaios: {text:?}");
 }
+
+#[tokio::test]
+async fn fake_server_completion_offers_the_servers_workload_names() {
+    let state = json!({"desiredState": {"apiVersion": "v1", "workloads": {
+        "web": {"agent": "agent_A", "runtime": "podman", "runtimeConfig": ""},
+        "db": {"agent": "agent_A", "runtime": "podman", "runtimeConfig": ""},
+    }}});
+    let (addr, _) = start(Script { state, ..Default::default() }).await;
+    // What bash runs on `ank delete workload w<TAB>` (clap_complete's protocol).
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ank"))
+            .env("COMPLETE", "bash")
+            .env("_CLAP_COMPLETE_INDEX", "3")
+            .env("_CLAP_COMPLETE_COMP_TYPE", "9")
+            .env("_CLAP_COMPLETE_SPACE", "true")
+            .env("_CLAP_IFS", "\n")
+            .env("ANK_SERVER_URL", format!("http://{addr}"))
+            .env("ANK_INSECURE", "true")
+            .args(["--", "ank", "delete", "workload", "w"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(stdout(&out).trim(), "web", "{}", stderr(&out));
+}
