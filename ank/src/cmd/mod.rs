@@ -152,7 +152,8 @@ pub async fn follow(
     } else if !quiet {
         ctx.print(&format!("{WAITING}\n"))?;
     }
-    let job = if quiet {
+    // With nothing to show (only `--wait` on an unchanged state) no table.
+    let job = if quiet || tracker.is_empty() {
         wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut crate::progress::Silent).await?
     } else {
         let live = std::io::stdout().is_terminal();
