@@ -259,6 +259,15 @@ mod tests {
     }
 
     #[test]
+    fn apply_finds_workloads_without_agent_as_ankaios_does() {
+        let text = "apiVersion: v1\nworkloads:\n  none:\n    runtime: podman\n    runtimeConfig: x\n  empty:\n    runtime: podman\n    agent: \"\"\n    runtimeConfig: x\n  placed:\n    runtime: podman\n    agentSelector:\n      labels: [\"arch == arm64\"]\n    runtimeConfig: x\n";
+        assert_eq!(workloads_without_agent(text), ["none"], "an empty agent and a selector count as given");
+        assert!(workloads_without_agent(A).is_empty());
+        let merged = merge(vec![manifest("a.yaml", A), manifest("n.yaml", text)]).unwrap();
+        assert_eq!(merged.without_agent, ["none"]);
+    }
+
+    #[test]
     fn apply_agent_override_sets_every_workload() {
         let mut merged = merge(vec![manifest("a.yaml", A), manifest("b.yaml", B)]).unwrap();
         merged.override_agent(&AgentName::new("agent_X").unwrap());
