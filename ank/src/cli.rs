@@ -163,7 +163,7 @@ pub struct LogsArgs {
     #[arg(short = 'u', long, value_name = "T")]
     pub until: Option<String>,
     /// Names of the workloads
-    #[arg(value_name = "NAME", required = true)]
+    #[arg(value_name = "NAME", required = true, add = crate::completers::workloads())]
     pub workloads: Vec<String>,
 }
 
@@ -233,7 +233,7 @@ pub struct GetEventsArgs {
     pub include_current_state: bool,
     /// Workload names (prints their kept events and exits), or field masks
     /// selecting what to follow, e.g. workloadStates.agent_A
-    #[arg(value_name = "WORKLOAD|MASK")]
+    #[arg(value_name = "WORKLOAD|MASK", add = crate::completers::masks())]
     pub masks: Vec<String>,
 }
 
@@ -303,6 +303,26 @@ pub enum OutputFormat {
     Json,
 }
 
+/// `-o` of `ank get workloads`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadsOutput {
+    Yaml,
+    Json,
+    /// Ankaios' columns and ours: READY, AVAILABLE, PRIORITY
+    Wide,
+}
+
+impl WorkloadsOutput {
+    /// The record format, `None` for a table.
+    pub fn records(self) -> Option<OutputFormat> {
+        match self {
+            Self::Yaml => Some(OutputFormat::Yaml),
+            Self::Json => Some(OutputFormat::Json),
+            Self::Wide => None,
+        }
+    }
+}
+
 /// Arguments of `ank get state`.
 #[derive(Debug, Args)]
 pub struct GetStateArgs {
@@ -310,7 +330,7 @@ pub struct GetStateArgs {
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output_format: OutputFormat,
     /// Field masks selecting parts of the state, e.g. desiredState.workloads.nginx
-    #[arg(value_name = "MASK")]
+    #[arg(value_name = "MASK", add = crate::completers::masks())]
     pub masks: Vec<String>,
 }
 
@@ -324,17 +344,17 @@ pub struct GetWorkloadsArgs {
     #[arg(short = 's', long = "state")]
     pub state: Option<String>,
     /// Keep the table on screen and update it on every change
-    #[arg(short = 'w', long = "watch", conflicts_with = "output")]
+    #[arg(short = 'w', long = "watch")]
     pub watch: bool,
-    /// Print YAML or JSON instead of the table
+    /// wide: the table with the READY, AVAILABLE and PRIORITY columns; yaml or json: records instead of the table
     #[arg(short = 'o', long = "output", value_enum)]
-    pub output: Option<OutputFormat>,
+    pub output: Option<WorkloadsOutput>,
     /// Print the specs as rendered for the agents (templates, group
     /// defaults, pipeline order, effective priority, ${seq:N} numbers), YAML unless -o json
     #[arg(long = "rendered", conflicts_with_all = ["watch", "state"])]
     pub rendered: bool,
     /// Only these workloads
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", add = crate::completers::workloads())]
     pub names: Vec<String>,
 }
 
@@ -345,14 +365,14 @@ pub enum DeleteCommand {
     #[command(visible_alias = "workloads")]
     Workload {
         /// Names of the workloads to delete
-        #[arg(value_name = "NAME", required = true)]
+        #[arg(value_name = "NAME", required = true, add = crate::completers::workloads())]
         names: Vec<String>,
     },
     /// Delete configs by name
     #[command(visible_alias = "configs")]
     Config {
         /// Names of the configs to delete
-        #[arg(value_name = "NAME", required = true)]
+        #[arg(value_name = "NAME", required = true, add = crate::completers::configs())]
         names: Vec<String>,
     },
 }
@@ -368,7 +388,7 @@ pub enum SetCommand {
 #[derive(Debug, Args)]
 pub struct SetStateArgs {
     /// Field masks of the parts to set, e.g. desiredState.workloads.nginx
-    #[arg(value_name = "MASK", required = true, num_args = 1..)]
+    #[arg(value_name = "MASK", required = true, num_args = 1.., add = crate::completers::masks())]
     pub masks: Vec<String>,
     /// YAML file with the new values in the shape of `ank get state`; `-` reads standard input
     #[arg(value_name = "FILE", required = true)]

@@ -10,7 +10,7 @@ use ank_common::jobs::Job;
 use anyhow::Context;
 
 use crate::connection::Connection;
-use crate::wait::{WaitTracker, read_state, snapshot};
+use crate::wait::{Progress, SPINNER_STEP, WaitTracker, read_state, snapshot};
 
 /// How often the job is asked for when no state update comes.
 const POLL: Duration = Duration::from_secs(1);
@@ -26,30 +26,40 @@ pub async fn fetch_job(conn: &mut Connection, id: u64) -> anyhow::Result<Option<
 
 /// Follows `tracker` and job `id` until the job is over, or (when not
 /// `whole_job`) until every tracked instance settled. Returns the job as
-/// last seen.
+/// last seen. `progress` sees the tracker after the snapshot, after every
+/// pushed update and at every spinner step.
 pub async fn wait_for_job(
     conn: &mut Connection,
     tracker: &mut WaitTracker,
     id: u64,
     whole_job: bool,
-    on_change: &mut dyn FnMut(&WaitTracker) -> anyhow::Result<()>,
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<Option<Job>> {
     snapshot(conn, tracker).await?;
-    on_change(tracker)?;
+    progress.changed(tracker)?;
+    let mut ticks = tokio::time::interval(SPINNER_STEP);
     loop {
         let job = fetch_job(conn, id).await?;
         while let Some(states) = conn.take_pushed() {
             tracker.apply_update(&states);
+            progress.changed(tracker)?;
         }
-        on_change(tracker)?;
         let over = job.as_ref().is_none_or(|j| j.phase.is_final());
         if over || (!whole_job && tracker.is_done()) {
             return Ok(job);
         }
-        if let Some(states) =
-            conn.next_state_update_within(POLL).await.context("lost the server while waiting for the job")?
-        {
-            tracker.apply_update(&states);
+        let poll = tokio::time::sleep(POLL);
+        tokio::pin!(poll);
+        loop {
+            tokio::select! {
+                states = conn.next_state_update() => {
+                    tracker.apply_update(&states.context("lost the server while waiting for the job")?);
+                    progress.changed(tracker)?;
+                    break;
+                }
+                _ = ticks.tick() => progress.tick(tracker)?,
+                () = &mut poll => break,
+            }
         }
     }
 }

@@ -28,7 +28,9 @@ fn main() -> ExitCode {
     match runtime.block_on(ank_cli::run(cli, &mut stdout)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("{}", ank_cli::error_message(&err));
+            if let Some(message) = ank_cli::error_message(&err) {
+                eprintln!("{message}");
+            }
             ExitCode::from(ank_cli::exit_code(&err))
         }
     }

@@ -9,6 +9,7 @@ use ank_common::conditions::{ConditionType, InstanceStatus};
 use anyhow::Context;
 
 use crate::cli::OutputFormat;
+use crate::plain_table;
 
 /// Spaces between two columns.
 const COLUMN_GAP: usize = 3;
@@ -118,10 +119,70 @@ impl WorkloadRow {
     }
 }
 
-/// The workload table, rows sorted by workload name, then agent.
+/// The workload table exactly as Ankaios prints it (WORKLOAD NAME, AGENT,
+/// RUNTIME, EXECUTION STATE, ADDITIONAL INFO), rows sorted by workload
+/// name, then agent; on a terminal a long additional info wraps.
 pub fn workload_table(rows: &[WorkloadRow]) -> String {
+    workload_table_with_width(rows, crate::plain_table::output_width())
+}
+
+/// [`workload_table`] for a given terminal width (`None`: no limit).
+pub fn workload_table_with_width(rows: &[WorkloadRow], width: Option<usize>) -> String {
+    let cells: Vec<[String; 5]> = sorted(rows)
+        .iter()
+        .map(|r| {
+            let (state, info) = state_cells(r);
+            [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, info]
+        })
+        .collect();
+    let mut text = plain_table::render(WORKLOAD_HEADER, &cells, 4, plain_table::Fit::Wrap, width);
+    text.push('\n');
+    text
+}
+
+/// The columns of Ankaios' workload table.
+const WORKLOAD_HEADER: [&str; 5] = ["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "ADDITIONAL INFO"];
+
+/// The table `apply`, `run`, `delete` and `set state` print while they
+/// wait, as Ankaios does: the state of each row not yet settled is
+/// preceded by the `spinner` symbol, of settled ones by a space; on a
+/// terminal a long additional info is cut.
+pub fn wait_table(rows: &[(WorkloadRow, bool)], spinner: char, width: Option<usize>) -> String {
+    let mut rows: Vec<&(WorkloadRow, bool)> = rows.iter().collect();
+    rows.sort_by(|(a, _), (b, _)| (&a.name, &a.agent).cmp(&(&b.name, &b.agent)));
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|(r, settled)| {
+            let (state, info) = state_cells(r);
+            let mark = if *settled { ' ' } else { spinner };
+            [r.name.clone(), r.agent.clone(), r.runtime.clone(), format!("{mark} {state}"), info]
+        })
+        .collect();
+    let mut header = WORKLOAD_HEADER;
+    header[3] = "  EXECUTION STATE";
+    plain_table::render(header, &cells, 4, plain_table::Fit::Truncate, width)
+}
+
+/// The state and additional info cells, the info on one line as Ankaios
+/// shows it: trimmed, line breaks replaced by ", ".
+fn state_cells(r: &WorkloadRow) -> (String, String) {
+    match &r.state {
+        Some(s) => (s.kind.to_string(), s.additional_info.trim().replace('\n', ", ")),
+        None => (String::new(), String::new()),
+    }
+}
+
+fn sorted(rows: &[WorkloadRow]) -> Vec<&WorkloadRow> {
     let mut rows: Vec<&WorkloadRow> = rows.iter().collect();
     rows.sort_by(|a, b| (&a.name, &a.agent).cmp(&(&b.name, &b.agent)));
+    rows
+}
+
+/// The workload table of `-o wide`: Ankaios' columns plus READY and
+/// AVAILABLE and, when some workload has one, PRIORITY.
+// [feature K1: the PRIORITY column]
+pub fn workload_table_wide(rows: &[WorkloadRow]) -> String {
+    let rows = sorted(rows);
     let cells = |r: &&WorkloadRow| {
         let (state, info) = match &r.state {
             Some(s) => (s.kind.to_string(), one_line(&s.additional_info)),
@@ -131,8 +192,6 @@ pub fn workload_table(rows: &[WorkloadRow]) -> String {
         let available = r.condition_cell(ConditionType::Available);
         [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, ready, available, info]
     };
-    // [feature K1: a PRIORITY column, only when some workload has a
-    // priority, so that tables without priorities stay as Ankaios prints them]
     if rows.iter().all(|r| r.priority.is_none()) {
         let cells: Vec<[String; 7]> = rows.iter().map(cells).collect();
         return table(
@@ -365,7 +424,7 @@ mod tests {
     }
 
     #[test]
-    fn output_workload_table_rows_start_with_name_sorted() {
+    fn output_workload_tables_rows_start_with_name_sorted() {
         let rows = vec![
             row("web", "agent_B", Some(ExecutionState::with_info(StateKind::Pending(Pending::Starting), "Retry 1"))),
             row("db", "agent_A", Some(ExecutionState::running())),
@@ -379,7 +438,13 @@ mod tests {
         );
         let ready = ank_common::conditions::ready(&rows[1].status, 1);
         rows[1].status.conditions.push(ready);
-        let text = workload_table(&rows);
+        let plain = workload_table_with_width(&rows, None);
+        assert_eq!(
+            plain.lines().next(),
+            Some("WORKLOAD NAME   AGENT     RUNTIME   EXECUTION STATE     ADDITIONAL INFO"),
+            "Ankaios' columns: {plain}"
+        );
+        let text = workload_table_wide(&rows);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("WORKLOAD NAME   AGENT"), "{text}");
         assert!(lines[1].starts_with("db ") && lines[1].contains("Running(Ok)"), "{text}");

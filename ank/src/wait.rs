@@ -72,20 +72,18 @@ impl WaitTracker {
     }
 
     /// Applies a full snapshot of the workload states and the connected
-    /// agents: deleted instances absent from it are gone, and added ones on
+    /// agents: deleted instances absent from it are gone, and instances on
     /// agents that are not connected will get no report, so they are not
     /// waited for.
     pub fn apply_snapshot(&mut self, states: &[WorkloadState], connected_agents: &BTreeSet<String>) {
         self.apply_update(states);
         let present: BTreeSet<&WorkloadInstanceName> = states.iter().map(|s| &s.instance_name).collect();
         for (instance, t) in &mut self.entries {
-            match t.goal {
-                Goal::Removed if !present.contains(instance) => {
-                    t.state = Some(ExecutionState::removed());
-                    t.done = true;
-                }
-                Goal::Settled if !connected_agents.contains(&instance.agent_name) => t.done = true,
-                _ => {}
+            // A deleted instance absent from the state is gone; its row
+            // stays hidden, as Ankaios shows rows only for reported states.
+            let gone = t.goal == Goal::Removed && !present.contains(instance);
+            if gone || !connected_agents.contains(&instance.agent_name) {
+                t.done = true;
             }
         }
     }
@@ -100,16 +98,21 @@ impl WaitTracker {
         self.entries.is_empty()
     }
 
-    /// Table rows of the tracked instances.
-    pub fn rows(&self) -> Vec<WorkloadRow> {
+    /// Table rows of the tracked instances that have a state, each with
+    /// whether it reached its goal.
+    pub fn rows(&self) -> Vec<(WorkloadRow, bool)> {
         self.entries
             .iter()
-            .map(|(i, t)| WorkloadRow {
-                name: i.workload_name.clone(),
-                agent: i.agent_name.clone(),
-                runtime: self.runtimes.get(&i.workload_name).cloned().unwrap_or_default(),
-                state: t.state.clone(),
-                ..Default::default()
+            .filter(|(_, t)| t.state.is_some())
+            .map(|(i, t)| {
+                let row = WorkloadRow {
+                    name: i.workload_name.clone(),
+                    agent: i.agent_name.clone(),
+                    runtime: self.runtimes.get(&i.workload_name).cloned().unwrap_or_default(),
+                    state: t.state.clone(),
+                    ..Default::default()
+                };
+                (row, t.done)
             })
             .collect()
     }
@@ -128,28 +131,46 @@ fn reached(goal: Goal, state: &ExecutionState) -> bool {
                         | StateKind::Pending(Pending::QuotaBlocked | Pending::Postponed | Pending::Preempted)
                 )
         }
-        Goal::Removed => state.kind == StateKind::Removed,
+        Goal::Removed => matches!(state.kind, StateKind::Removed | StateKind::AgentDisconnected),
     }
+}
+
+/// How often the spinner of the wait table steps, as in Ankaios.
+pub const SPINNER_STEP: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What the wait loops report to: every applied update, and every step of
+/// the spinner while something is still awaited.
+pub trait Progress {
+    /// The tracker changed (or was first filled).
+    fn changed(&mut self, tracker: &WaitTracker) -> anyhow::Result<()>;
+    /// [`SPINNER_STEP`] passed.
+    fn tick(&mut self, tracker: &WaitTracker) -> anyhow::Result<()>;
 }
 
 /// Follows the tracked instances on `conn` until all reached their goal:
 /// one snapshot request, then the pushed updates. Updates that arrived
 /// before the snapshot's response are older than it and applied first.
-/// `on_change` sees the tracker after the snapshot and after every update.
+/// `progress` sees the tracker after the snapshot, after every update and
+/// at every spinner step.
 pub async fn wait_for(
     conn: &mut Connection,
     tracker: &mut WaitTracker,
-    on_change: &mut dyn FnMut(&WaitTracker) -> anyhow::Result<()>,
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<()> {
     if tracker.is_empty() {
         return Ok(());
     }
     snapshot(conn, tracker).await?;
-    on_change(tracker)?;
+    progress.changed(tracker)?;
+    let mut ticks = tokio::time::interval(SPINNER_STEP);
     while !tracker.is_done() {
-        let states = conn.next_state_update().await.context("lost the server while waiting for the workloads")?;
-        tracker.apply_update(&states);
-        on_change(tracker)?;
+        tokio::select! {
+            states = conn.next_state_update() => {
+                tracker.apply_update(&states.context("lost the server while waiting for the workloads")?);
+                progress.changed(tracker)?;
+            }
+            _ = ticks.tick() => progress.tick(tracker)?,
+        }
     }
     Ok(())
 }
@@ -201,8 +222,9 @@ mod tests {
         t.apply_update(&[st("b.2.ag", StateKind::Failed(ank_common::execution_state::Failed::ExecFailed))]);
         assert!(t.is_done(), "a failed workload is final too");
         let rows = t.rows();
-        assert_eq!(rows[0].state.as_ref().unwrap().to_string(), "Running(Ok)");
-        assert_eq!(rows[1].state.as_ref().unwrap().to_string(), "Failed(ExecFailed)");
+        assert_eq!(rows[0].0.state.as_ref().unwrap().to_string(), "Running(Ok)");
+        assert_eq!(rows[1].0.state.as_ref().unwrap().to_string(), "Failed(ExecFailed)");
+        assert!(rows.iter().all(|(_, settled)| *settled));
     }
 
     #[test]
@@ -214,7 +236,15 @@ mod tests {
         assert!(!t.is_done(), "Running is no goal for a deleted instance");
         t.apply_update(&[st("a.1.ag", StateKind::Removed)]);
         assert!(t.is_done(), "b was absent from the snapshot, a is removed");
-        assert!(t.rows().iter().all(|r| r.state == Some(ExecutionState::removed())));
+        let rows = t.rows();
+        assert_eq!(rows.len(), 1, "b never had a reported state: no row");
+        assert_eq!(rows[0].0.state, Some(ExecutionState::removed()));
+        let mut t = WaitTracker::new(&[], &["c.3.gone".into()]).unwrap();
+        t.apply_snapshot(&[st("c.3.gone", StateKind::Running)], &agents(&["ag"]));
+        assert!(t.is_done(), "an instance of a disconnected agent is not waited for");
+        let mut t = WaitTracker::new(&[], &["d.4.ag".into()]).unwrap();
+        t.apply_update(&[st("d.4.ag", StateKind::AgentDisconnected)]);
+        assert!(t.is_done(), "nor one whose agent disconnected");
     }
 
     #[test]
@@ -240,7 +270,8 @@ mod tests {
         t.apply_update(&[st("a.1.ag", StateKind::Pending(Pending::Initial))]);
         t.apply_snapshot(&[st("a.1.ag", StateKind::Pending(Pending::Starting))], &agents(&["ag"]));
         assert!(!t.is_done());
-        assert_eq!(t.rows()[0].state.as_ref().unwrap().to_string(), "Pending(Starting)");
+        assert_eq!(t.rows()[0].0.state.as_ref().unwrap().to_string(), "Pending(Starting)");
+        assert!(!t.rows()[0].1);
     }
 
     #[test]

@@ -39,6 +39,8 @@ struct Script {
 struct Fake {
     script: Arc<Script>,
     received: Arc<Mutex<Vec<ToServer>>>,
+    /// Bumped after every received message.
+    seen: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 type OutStream = Pin<Box<dyn Stream<Item = Result<g::FromServer, Status>> + Send>>;
@@ -66,6 +68,7 @@ impl Fake {
         while let Ok(Some(wire)) = inbound.message().await {
             let Ok(Some(msg)) = to_server_from_proto(wire) else { continue };
             self.received.lock().unwrap().push(msg.clone());
+            self.seen.send_modify(|n| *n += 1);
             let ToServer::Request(Request { request_id, content }) = msg else { continue };
             if self.script.silent {
                 continue;
@@ -99,16 +102,72 @@ impl Fake {
 
 /// Starts the fake server; returns its address and the received messages.
 async fn start(script: Script) -> (SocketAddr, Arc<Mutex<Vec<ToServer>>>) {
+    let (addr, received, _) = start_watched(script).await;
+    (addr, received)
+}
+
+/// Like [`start`], also returning a receiver woken on every received message.
+async fn start_watched(script: Script) -> (SocketAddr, Arc<Mutex<Vec<ToServer>>>, tokio::sync::watch::Receiver<usize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let fake = Fake { script: Arc::new(script), received: Arc::new(Mutex::new(Vec::new())) };
+    let (seen, seen_rx) = tokio::sync::watch::channel(0);
+    let fake = Fake { script: Arc::new(script), received: Arc::new(Mutex::new(Vec::new())), seen: Arc::new(seen) };
     let received = fake.received.clone();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(CommandConnectionServer::new(fake))
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
-    (addr, received)
+    (addr, received, seen_rx)
+}
+
+/// Waits (at most 20 s) until the received messages pass `check`.
+async fn until_received(
+    received: &Mutex<Vec<ToServer>>,
+    seen: &mut tokio::sync::watch::Receiver<usize>,
+    check: impl Fn(&[ToServer]) -> bool,
+) {
+    let wait = async {
+        while !check(&received.lock().unwrap()) {
+            seen.changed().await.unwrap();
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), wait).await.expect("the server never got it");
+}
+
+/// Starts `ank` with `args` without waiting for it.
+fn spawn_ank(args: &[String]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ank"))
+        .args(args)
+        .env_remove("ANK_SERVER_URL")
+        .env_remove("ANK_INSECURE")
+        .env_remove("ANK_NO_WAIT")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends `signal` (e.g. "TERM") to `child` and collects its output.
+async fn signal_and_wait(child: std::process::Child, signal: &str) -> Output {
+    let kill = std::process::Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status();
+    assert!(kill.unwrap().success());
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap()
+}
+
+fn count_updates(messages: &[ToServer]) -> usize {
+    messages
+        .iter()
+        .filter(|m| matches!(m, ToServer::Request(Request { content: RequestContent::UpdateState { .. }, .. })))
+        .count()
+}
+
+fn count_state_requests(messages: &[ToServer]) -> usize {
+    messages
+        .iter()
+        .filter(|m| matches!(m, ToServer::Request(Request { content: RequestContent::CompleteState { .. }, .. })))
+        .count()
 }
 
 /// Runs `ank` with `args` (and `stdin` as its standard input).
@@ -174,14 +233,16 @@ async fn fake_server_get_workloads_prints_table_and_says_hello_and_goodbye() {
     let out = ank(args(addr, &["get", "workloads"])).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
-    assert!(lines[0].starts_with("WORKLOAD NAME"), "{text}");
-    assert!(
-        lines[1].starts_with("db ") && lines[1].contains("Pending(StartingFailed)") && lines[1].ends_with("no podman")
-    );
-    assert!(lines[2].starts_with("web ") && lines[2].contains("agent_A") && lines[2].contains("podman"));
-    assert!(lines[2].contains("Running(Ok)"), "{text}");
+    // Exactly Ankaios' table: its five columns, cells padded, trailing spaces kept.
+    let expected = [
+        "WORKLOAD NAME   AGENT     RUNTIME   EXECUTION STATE           ADDITIONAL INFO\n".to_owned(),
+        format!("db              agent_B             Pending(StartingFailed)   no podman{}\n", " ".repeat(6)),
+        format!("web             agent_A   podman    Running(Ok){}\n", " ".repeat(12 + 3 + 15)),
+    ]
+    .concat();
+    assert_eq!(text, expected);
+    let wide = stdout(&ank(args(addr, &["get", "workloads", "-o", "wide"])).await);
+    assert!(wide.lines().next().unwrap().contains("   READY   AVAILABLE   ADDITIONAL INFO"), "{wide}");
 
     let received = received.lock().unwrap().clone();
     assert!(
@@ -192,8 +253,9 @@ async fn fake_server_get_workloads_prints_table_and_says_hello_and_goodbye() {
         panic!("second message is no state request: {received:?}")
     };
     assert_eq!(field_mask, &vec!["desiredState.workloads".to_owned(), "workloadStates".to_owned()]);
+    assert_eq!(received[2], ToServer::Goodbye);
     assert_eq!(received.last(), Some(&ToServer::Goodbye));
-    assert_eq!(received.len(), 3, "one hello, one request, one goodbye: {received:?}");
+    assert_eq!(received.len(), 6, "per call one hello, one request, one goodbye: {received:?}");
 }
 
 #[tokio::test]
@@ -222,9 +284,22 @@ async fn fake_server_apply_waits_for_running_across_pushed_updates() {
     let (addr, received) = start(script).await;
     let out = ank(args(addr, &["apply", &file.display().to_string()])).await;
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "no job id, no warning");
     let text = stdout(&out);
-    let row = text.lines().nth(1).unwrap_or_default();
-    assert!(row.starts_with("web ") && row.contains("Running(Ok)") && row.contains("podman"), "{text}");
+    // As Ankaios on a pipe: the message, then the table after every update
+    // and spinner step, each followed by a blank line.
+    let waiting = "Successfully applied the manifest(s).\nWaiting for workload(s) to reach desired states (press Ctrl+C to interrupt).\n\n";
+    assert!(text.starts_with(waiting), "{text}");
+    let tables: Vec<&str> = text[waiting.len()..].split_terminator("\n\n").collect();
+    assert!(tables.len() >= 2, "{text}");
+    for table in &tables {
+        assert!(table.starts_with("WORKLOAD NAME   AGENT     RUNTIME     EXECUTION STATE"), "{table}");
+    }
+    let first_row = tables[0].lines().nth(1).unwrap();
+    assert!(first_row.starts_with("web             agent_A   podman    | Pending(Initial)"), "{text}");
+    let last_row = tables.last().unwrap().lines().nth(1).unwrap();
+    assert!(last_row.starts_with("web             agent_A   podman      Running(Ok)"), "{text}");
+    assert!(tables.iter().any(|t| t.contains("Pending(Starting)")), "every state shows: {text}");
 
     let updates = updates(&received);
     assert_eq!(updates.len(), 1);
@@ -234,7 +309,7 @@ async fn fake_server_apply_waits_for_running_across_pushed_updates() {
 }
 
 #[tokio::test]
-async fn fake_server_delete_warns_about_unknown_names_and_waits_for_removal() {
+async fn fake_server_delete_waits_for_removal_and_names_unknown_names_only_when_verbose() {
     let script = Script {
         state: json!({"workloadStates": {"agent_A": {"web": {"abc": {"state": "Stopping", "subState": "RequestedAtRuntime"}}}}, "agents": {"agent_A": {}}}),
         update_answer: Some(ResponseContent::UpdateStateSuccess {
@@ -248,12 +323,13 @@ async fn fake_server_delete_warns_about_unknown_names_and_waits_for_removal() {
     let (addr, received) = start(script).await;
     let out = ank(args(addr, &["delete", "workloads", "web", "ghost"])).await;
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("'ghost' does not exist"), "{}", stderr(&out));
-    assert!(
-        stdout(&out).lines().nth(1).is_some_and(|l| l.starts_with("web ") && l.contains("Removed")),
-        "{}",
-        stdout(&out)
-    );
+    assert_eq!(stderr(&out), "", "Ankaios says nothing about unknown names");
+    let text = stdout(&out);
+    assert!(text.starts_with("Successfully applied the manifest(s).\n"), "{text}");
+    let last_row = text.trim_end().lines().last().unwrap_or_default();
+    assert!(last_row.starts_with("web ") && last_row.contains("  Removed"), "{text}");
+    let out = ank(args(addr, &["-v", "delete", "workloads", "web", "ghost"])).await;
+    assert!(stderr(&out).contains("'ghost' does not exist"), "-v names it: {}", stderr(&out));
     let updates = updates(&received);
     assert_eq!(updates[0].1, vec!["desiredState.workloads.ghost".to_owned(), "desiredState.workloads.web".to_owned()]);
     assert_eq!(updates[0].0, json!({"desiredState": {"apiVersion": "v1"}}));
@@ -267,15 +343,21 @@ async fn fake_server_rejected_update_exits_1_with_the_servers_message() {
     let out =
         ank(args(addr, &["run", "workload", "w", "--runtime", "podman", "--agent", "a", "--config", "image: x"])).await;
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("rejected the request: dependency cycle"), "{}", stderr(&out));
+    let expected = "error: Failed to run workloads: 'Command failed: 'SetState failed with: 'dependency cycle'''\n";
+    assert_eq!(stderr(&out), expected);
 }
 
 #[tokio::test]
-async fn fake_server_silent_server_times_out_with_exit_3() {
+async fn fake_server_silent_server_times_out_with_exit_1() {
     let (addr, _) = start(Script { silent: true, ..Default::default() }).await;
     let out = ank(args(addr, &["--response-timeout", "300", "get", "state"])).await;
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("timed out after 300 ms"), "{}", stderr(&out));
+    let run = ["run", "workload", "w", "--runtime", "podman", "--agent", "a", "--config", "c"];
+    let out = ank(args(addr, &[&["--response-timeout", "300"][..], &run].concat())).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let expected = "error: Failed to run workloads: 'Command failed: 'Command timed out after '300ms'''\n";
+    assert_eq!(stderr(&out), expected);
 }
 
 #[tokio::test]
@@ -298,7 +380,7 @@ async fn fake_server_invalid_manifest_is_reported_without_contacting_the_server(
     let out = ank(args(addr, &["apply", &name])).await;
     assert_eq!(out.status.code(), Some(1));
     let expected = ank_common::manifest::parse_manifest(&name, text).unwrap_err().to_string();
-    assert_eq!(stderr(&out).trim_end(), expected);
+    assert_eq!(stderr(&out).trim_end(), format!("error: Command failed: '{expected}'"));
     assert!(received.lock().unwrap().is_empty());
 }
 
@@ -359,4 +441,129 @@ async fn fake_server_apply_of_a_manifest_above_the_message_limit_names_the_limit
     let err = stderr(&out);
     assert!(err.contains(&format!("exceeds the limit of {} bytes", ank_proto::MAX_MESSAGE_BYTES)), "{err}");
     assert!(updates(&received).is_empty(), "nothing above the limit reaches the server");
+}
+
+fn success(added: &[&str], deleted: &[&str], job_id: u64) -> Option<ResponseContent> {
+    Some(ResponseContent::UpdateStateSuccess {
+        added_workloads: added.iter().map(|s| s.to_string()).collect(),
+        deleted_workloads: deleted.iter().map(|s| s.to_string()).collect(),
+        job_id,
+    })
+}
+
+#[tokio::test]
+async fn fake_server_apply_of_a_workload_without_agent_is_refused_unless_agent_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.yaml");
+    std::fs::write(&file, "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    runtimeConfig: \"image: x\"\n")
+        .unwrap();
+    let name = file.display().to_string();
+    let (addr, received) = start(Script { update_answer: success(&[], &[], 0), ..Default::default() }).await;
+    let out = ank(args(addr, &["apply", &name])).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out), "error: Command failed: 'No agent name specified -> use '--agent' option to specify!'\n");
+    assert!(updates(&received).is_empty(), "nothing is sent");
+    // Deleting needs no agent; --agent supplies one.
+    let out = ank(args(addr, &["--no-wait", "apply", "-d", &name])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ank(args(addr, &["--no-wait", "apply", "--agent", "agent_B", &name])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let updates = updates(&received);
+    assert_eq!(updates.len(), 2);
+    assert_eq!(updates[1].0["desiredState"]["workloads"]["web"]["agent"], "agent_B");
+}
+
+#[tokio::test]
+async fn fake_server_write_commands_print_what_ankaios_prints_and_the_job_only_on_request() {
+    let (addr, received) = start(Script { update_answer: success(&[], &[], 7), ..Default::default() }).await;
+    let run = ["run", "workload", "w", "--runtime", "podman", "--agent", "a", "--config", "image: x"];
+    let out = ank(args(addr, &run)).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Apply successful. No workloads updated.\n");
+    assert_eq!(stderr(&out), "", "no job id by default");
+    let out = ank(args(addr, &[&["--no-wait"][..], &run].concat())).await;
+    assert_eq!((stdout(&out).as_str(), stderr(&out).as_str()), ("", ""), "--no-wait prints nothing");
+    let out = ank(args(addr, &[&["-v", "--no-wait"][..], &run].concat())).await;
+    assert!(stderr(&out).contains("job 7 accepted"), "-v shows the job: {}", stderr(&out));
+    let out = ank(args(addr, &[&["-q"][..], &run].concat())).await;
+    assert_eq!(stdout(&out), "", "quiet");
+
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "apiVersion: v1\n").unwrap();
+    let out = ank(args(addr, &["apply", &empty.display().to_string()])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Nothing to update.\n");
+    let missing = dir.path().join("missing.yaml").display().to_string();
+    let out = ank(args(addr, &["apply", &missing])).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out), format!("error: Command failed: 'File '{missing}' not found!'\n"));
+    assert_eq!(updates(&received).len(), 4, "the four runs; not the empty or missing manifests");
+}
+
+#[tokio::test]
+async fn fake_server_sigterm_while_apply_waits_says_goodbye() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: x\n",
+    )
+    .unwrap();
+    // The workload never settles: ank keeps waiting.
+    let script = Script {
+        state: json!({
+            "workloadStates": {"agent_A": {"web": {"abc": {"state": "Pending", "subState": "Initial"}}}},
+            "agents": {"agent_A": {}},
+        }),
+        update_answer: success(&["web.abc.agent_A"], &[], 0),
+        ..Default::default()
+    };
+    let (addr, received, mut seen) = start_watched(script).await;
+    let child = spawn_ank(&args(addr, &["apply", &file.display().to_string()]));
+    // The snapshot after the update: ank is in its wait loop.
+    until_received(&received, &mut seen, |m| count_updates(m) == 1 && count_state_requests(m) == 1).await;
+    let out = signal_and_wait(child, "TERM").await;
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    until_received(&received, &mut seen, |m| m.last() == Some(&ToServer::Goodbye)).await;
+}
+
+#[tokio::test]
+async fn fake_server_ctrl_c_of_get_workloads_watch_says_goodbye() {
+    let state = json!({"workloadStates": {"agent_A": {"web": {"abc": {"state": "Running", "subState": "Ok"}}}}});
+    let (addr, received, mut seen) = start_watched(Script { state, ..Default::default() }).await;
+    let child = spawn_ank(&args(addr, &["get", "workloads", "--watch"]));
+    until_received(&received, &mut seen, |m| count_state_requests(m) == 1).await;
+    let out = signal_and_wait(child, "INT").await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    until_received(&received, &mut seen, |m| m.last() == Some(&ToServer::Goodbye)).await;
+    let text = stdout(&out);
+    assert!(text.starts_with("WORKLOAD NAME   AGENT     RUNTIME   EXECUTION STATE   ADDITIONAL INFO\n"), "{text}");
+    assert!(text.ends_with("\n\n"), "a blank line after each table, as Ankaios: {text:?}");
+}
+
+#[tokio::test]
+async fn fake_server_completion_offers_the_servers_workload_names() {
+    let state = json!({"desiredState": {"apiVersion": "v1", "workloads": {
+        "web": {"agent": "agent_A", "runtime": "podman", "runtimeConfig": ""},
+        "db": {"agent": "agent_A", "runtime": "podman", "runtimeConfig": ""},
+    }}});
+    let (addr, _) = start(Script { state, ..Default::default() }).await;
+    // What bash runs on `ank delete workload w<TAB>` (clap_complete's protocol).
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ank"))
+            .env("COMPLETE", "bash")
+            .env("_CLAP_COMPLETE_INDEX", "3")
+            .env("_CLAP_COMPLETE_COMP_TYPE", "9")
+            .env("_CLAP_COMPLETE_SPACE", "true")
+            .env("_CLAP_IFS", "\n")
+            .env("ANK_SERVER_URL", format!("http://{addr}"))
+            .env("ANK_INSECURE", "true")
+            .args(["--", "ank", "delete", "workload", "w"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(stdout(&out).trim(), "web", "{}", stderr(&out));
 }

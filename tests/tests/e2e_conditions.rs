@@ -26,7 +26,7 @@ fn e2e_ank_wait_for_ready_succeeds_and_times_out_naming_the_reason() {
     assert!(o.status.success(), "wait failed: {}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "workload/w: Ready\n");
 
-    let table = text(&c.ank(&["get", "workloads"]).stdout);
+    let table = text(&c.ank(&["get", "workloads", "-o", "wide"]).stdout);
     let header = table.lines().next().unwrap_or_default();
     assert!(header.contains("READY") && header.contains("AVAILABLE"), "{table}");
     let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();
@@ -43,7 +43,7 @@ fn e2e_ank_wait_for_ready_succeeds_and_times_out_naming_the_reason() {
     assert!(err.contains("timed out after 5s waiting for Ready") && err.contains("workload/w: Ready=False ("), "{err}");
     let yaml = text(&c.ank(&["get", "workloads", "-o", "yaml"]).stdout);
     assert!(yaml.contains("generation: 2"), "{yaml}");
-    let table = text(&c.ank(&["get", "workloads"]).stdout);
+    let table = text(&c.ank(&["get", "workloads", "-o", "wide"]).stdout);
     let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();
     assert_eq!(row.get(4), Some(&"False"), "READY of the new generation: {table}");
 }

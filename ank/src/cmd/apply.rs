@@ -11,7 +11,7 @@ use ank_common::groups::Group;
 use ank_common::manifest::parse_manifest_with_warnings;
 use ank_common::messages::RequestContent;
 use ank_common::{AgentName, State, Workload, WorkloadName};
-use anyhow::Context;
+use anyhow::{Context, bail};
 use serde_json::json;
 
 use crate::cli::ApplyArgs;
@@ -25,6 +25,24 @@ pub const STDIN_NAME: &str = "<stdin>";
 pub struct Manifest {
     pub source: String,
     pub state: State,
+    /// Its workloads that name no `agent` (and no `agentSelector`).
+    pub without_agent: Vec<String>,
+}
+
+/// What Ankaios' `ank` answers to a workload without an agent when no
+/// `--agent` is given.
+pub const NO_AGENT: &str = "No agent name specified -> use '--agent' option to specify!";
+
+/// The workloads of the manifest `text` that have neither an `agent` key
+/// (an empty value counts as one, as in Ankaios) nor our `agentSelector`.
+pub fn workloads_without_agent(text: &str) -> Vec<String> {
+    let Ok(tree) = serde_saphyr::from_str::<serde_json::Value>(text) else { return Vec::new() };
+    let Some(workloads) = tree.get("workloads").and_then(serde_json::Value::as_object) else { return Vec::new() };
+    workloads
+        .iter()
+        .filter(|(_, w)| w.get("agent").is_none() && w.get("agentSelector").is_none())
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// Why manifests cannot be combined.
@@ -44,6 +62,8 @@ pub struct Merged {
     pub workloads: BTreeMap<WorkloadName, (Workload, String)>,
     pub configs: BTreeMap<String, (ConfigItem, String)>,
     pub groups: BTreeMap<String, (Group, String)>,
+    /// The workloads that name no agent.
+    pub without_agent: Vec<String>,
 }
 
 /// Reads and parses every file (`-` is standard input). The first invalid
@@ -56,14 +76,18 @@ pub fn read_manifests(files: &[String]) -> anyhow::Result<Vec<Manifest>> {
             std::io::stdin().read_to_string(&mut text).context("cannot read the manifest from standard input")?;
             (STDIN_NAME.to_owned(), text)
         } else {
-            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read the manifest '{file}'"))?;
+            let text = match std::fs::read_to_string(file) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("File '{file}' not found!"),
+                read => read.with_context(|| format!("cannot read the manifest '{file}'"))?,
+            };
             (file.clone(), text)
         };
         let (state, warnings) = parse_manifest_with_warnings(&source, &text)?;
         for warning in warnings {
             eprintln!("warning: {warning}");
         }
-        manifests.push(Manifest { source, state });
+        let without_agent = workloads_without_agent(&text);
+        manifests.push(Manifest { source, state, without_agent });
     }
     Ok(manifests)
 }
@@ -72,7 +96,8 @@ pub fn read_manifests(files: &[String]) -> anyhow::Result<Vec<Manifest>> {
 /// error naming both files.
 pub fn merge(manifests: Vec<Manifest>) -> Result<Merged, MergeError> {
     let mut merged = Merged::default();
-    for Manifest { source, state } in manifests {
+    for Manifest { source, state, without_agent } in manifests {
+        merged.without_agent.extend(without_agent);
         for (name, workload) in state.workloads {
             if let Some((_, first)) = merged.workloads.get(&name) {
                 return Err(MergeError::DuplicateWorkload {
@@ -143,13 +168,20 @@ impl Merged {
 /// Applies (or deletes) the manifests and waits for the workloads.
 pub async fn run(ctx: &mut Ctx<'_>, args: ApplyArgs) -> anyhow::Result<()> {
     let mut merged = merge(read_manifests(&args.files)?)?;
-    if let Some(agent) = &args.agent {
-        let agent = AgentName::new(agent.as_str()).context("invalid value of --agent")?;
-        merged.override_agent(&agent);
+    match &args.agent {
+        Some(agent) => {
+            let agent = AgentName::new(agent.as_str()).context("invalid value of --agent")?;
+            merged.override_agent(&agent);
+        }
+        // Ankaios refuses a workload without an agent unless --agent names one.
+        None if !args.delete && !merged.without_agent.is_empty() => bail!(NO_AGENT),
+        None => {}
     }
     if merged.is_empty() {
         // An update without masks would replace the whole desired state.
-        ctx.warn("the manifests name no workloads and no configs; nothing to do");
+        if !ctx.settings.quiet {
+            ctx.print("Nothing to update.\n")?;
+        }
         return Ok(());
     }
     let request = merged.update_request(args.delete)?;
@@ -162,7 +194,11 @@ mod tests {
     use ank_common::manifest::parse_manifest;
 
     fn manifest(source: &str, yaml: &str) -> Manifest {
-        Manifest { source: source.into(), state: parse_manifest(source, yaml).unwrap() }
+        Manifest {
+            source: source.into(),
+            state: parse_manifest(source, yaml).unwrap(),
+            without_agent: workloads_without_agent(yaml),
+        }
     }
 
     const A: &str = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: |\n      image: nginx\nconfigs:\n  port: \"80\"\n";
@@ -220,6 +256,15 @@ mod tests {
         assert_eq!(err.to_string(), "group 'nightly' is defined in both 'g.yaml' and 'o.yaml'");
         // Only a group: not empty.
         assert!(!merge(vec![manifest("o.yaml", other)]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn apply_finds_workloads_without_agent_as_ankaios_does() {
+        let text = "apiVersion: v1\nworkloads:\n  none:\n    runtime: podman\n    runtimeConfig: x\n  empty:\n    runtime: podman\n    agent: \"\"\n    runtimeConfig: x\n  placed:\n    runtime: podman\n    agentSelector:\n      labels: [\"arch == arm64\"]\n    runtimeConfig: x\n";
+        assert_eq!(workloads_without_agent(text), ["none"], "an empty agent and a selector count as given");
+        assert!(workloads_without_agent(A).is_empty());
+        let merged = merge(vec![manifest("a.yaml", A), manifest("n.yaml", text)]).unwrap();
+        assert_eq!(merged.without_agent, ["none"]);
     }
 
     #[test]

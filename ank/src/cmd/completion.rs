@@ -1,7 +1,7 @@
 //! `ank completion SHELL`: prints the shell code that registers ank's
 //! completion. The shell then calls `ank` back (with `COMPLETE=<shell>`), so
 //! completions come from the clap model and, for workload and config names
-//! and field masks, from the running server.
+//! and field masks, from the running server (see [`crate::completers`]).
 
 use anyhow::Context;
 

@@ -9,7 +9,7 @@ use ank_common::{WorkloadInstanceName, WorkloadName};
 use anyhow::Context;
 use serde_json::json;
 
-use crate::cmd::{Ctx, UpdateOutcome, follow, send_update};
+use crate::cmd::{Ctx, UpdateOutcome, follow, report_job, send_update, until_interrupted};
 
 /// The update request deleting `names`.
 pub fn delete_request(names: &[WorkloadName]) -> RequestContent {
@@ -32,17 +32,22 @@ pub fn parse_names(names: &[String]) -> anyhow::Result<Vec<WorkloadName>> {
     set.into_iter().map(|n| WorkloadName::new(n.as_str()).context("cannot delete the workload")).collect()
 }
 
-/// Deletes the workloads and (in wait mode) waits for their removal.
+/// Deletes the workloads and (in wait mode) waits for their removal. Like
+/// Ankaios, names without a workload pass silently; `--verbose` names them.
 pub async fn run(ctx: &mut Ctx<'_>, names: &[String]) -> anyhow::Result<()> {
     let names = parse_names(names)?;
+    let interrupted = crate::signals::termination();
     let mut conn = ctx.connect().await?;
-    let result = async {
+    let result = until_interrupted(interrupted, async {
         let outcome = send_update(&mut conn, delete_request(&names)).await?;
-        for name in unknown_names(&names, &outcome) {
-            ctx.warn(&format!("workload '{name}' does not exist; nothing to delete"));
+        report_job(ctx, &outcome);
+        if ctx.settings.verbose {
+            for name in unknown_names(&names, &outcome) {
+                ctx.warn(&format!("workload '{name}' does not exist; nothing to delete"));
+            }
         }
         follow(ctx, &mut conn, &outcome, BTreeMap::new()).await
-    }
+    })
     .await;
     conn.goodbye().await;
     result

@@ -63,6 +63,7 @@ pub fn format_event(
 
 /// Prints events until Ctrl-C or until the server ends the stream.
 pub async fn run(ctx: &mut Ctx<'_>, args: GetEventsArgs) -> anyhow::Result<()> {
+    let interrupted = crate::signals::termination();
     let mut conn = ctx.connect().await?;
     let request_id = conn.new_request_id();
     let request = RequestContent::CompleteState { field_mask: args.masks.clone(), subscribe_for_events: true };
@@ -80,7 +81,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: GetEventsArgs) -> anyhow::Result<()> {
     }
     let result = tokio::select! {
         r = print_events(ctx, &mut conn, &request_id, &args, &mut current) => r,
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = interrupted => Ok(()),
     };
     // Best effort: the subscription also ends when the connection closes.
     let _ = conn.send_request(&request_id, RequestContent::EventsCancel).await;

@@ -1,8 +1,9 @@
 //! `ank get workloads [NAME...] [-a AGENT] [-s STATE] [-w]`: one row per
 //! reported workload instance with its agent, runtime and execution state
-//! (`-w` watches, see `watch_workloads`).
+//! (`-w` watches, see `watch_workloads`). The table has Ankaios' columns;
+//! `-o wide` adds ours (READY, AVAILABLE, PRIORITY).
 
-use crate::cli::GetWorkloadsArgs;
+use crate::cli::{GetWorkloadsArgs, WorkloadsOutput};
 use crate::cmd::{Ctx, fetch_state};
 use crate::output::{self, WorkloadRow};
 use crate::view::StateView;
@@ -50,23 +51,29 @@ pub fn workload_rows(view: &StateView, filter: &WorkloadFilter) -> Vec<WorkloadR
     rows
 }
 
-/// Prints the workload table.
+/// Prints the workload table: Ankaios' columns, ours too with `-o wide`.
 pub async fn run(ctx: &mut Ctx<'_>, args: GetWorkloadsArgs) -> anyhow::Result<()> {
+    let records = args.output.and_then(WorkloadsOutput::records);
+    let wide = args.output == Some(WorkloadsOutput::Wide);
     if args.watch {
+        if records.is_some() {
+            anyhow::bail!("--watch prints a table: use it without -o, or with -o wide");
+        }
         let filter = WorkloadFilter { names: args.names, agent: args.agent, state: args.state };
-        return super::watch_workloads::run(ctx, filter).await;
+        return super::watch_workloads::run(ctx, filter, wide).await;
     }
     if args.rendered {
-        return super::rendered_workloads::run(ctx, &args.names, args.agent.as_deref(), args.output).await;
+        return super::rendered_workloads::run(ctx, &args.names, args.agent.as_deref(), records).await;
     }
     let masks = vec!["desiredState.workloads".to_owned(), "workloadStates".to_owned()];
     let tree = fetch_state(ctx, masks).await?;
     let view = StateView::from_tree(&tree)?;
     let filter = WorkloadFilter { names: args.names, agent: args.agent, state: args.state };
     let rows = workload_rows(&view, &filter);
-    match args.output {
-        Some(f) => ctx.print(&output::records(&with_priorities(output::workload_records(&rows), &view), f)?),
-        None => ctx.print(&output::workload_table(&rows)),
+    match (records, wide) {
+        (Some(f), _) => ctx.print(&output::records(&with_priorities(output::workload_records(&rows), &view), f)?),
+        (None, true) => ctx.print(&output::workload_table_wide(&rows)),
+        (None, false) => ctx.print(&output::workload_table(&rows)),
     }
 }
 
@@ -118,12 +125,11 @@ mod tests {
         assert_eq!(names(&rows), vec!["db", "gone", "web"]);
         assert_eq!(rows[0].runtime, "podman-kube");
         assert_eq!(rows[1].runtime, "", "unknown runtime stays empty");
-        let text = output::workload_table(&rows);
-        let db = text.lines().nth(1).unwrap();
-        assert!(
-            db.starts_with("db ") && db.contains("Pending(StartingFailed)") && db.ends_with("no runtime"),
-            "{text}"
-        );
+        let text = output::workload_table_with_width(&rows, None);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "WORKLOAD NAME   AGENT     RUNTIME       EXECUTION STATE           ADDITIONAL INFO");
+        assert_eq!(lines[1], "db              agent_B   podman-kube   Pending(StartingFailed)   no runtime     ");
+        assert_eq!(lines[2], "gone            agent_C                 Removed                                  ");
     }
 
     // [test of feature K3: `ank get workloads -o yaml` shows effectivePriority]
@@ -163,9 +169,9 @@ mod tests {
 
     #[test]
     // [test of feature K1]
-    fn get_workloads_shows_a_priority_column_when_a_workload_has_a_priority() {
-        let plain = output::workload_table(&workload_rows(&view(), &WorkloadFilter::default()));
-        assert!(!plain.contains("PRIORITY"), "Ankaios' columns without priorities: {plain}");
+    fn get_workloads_wide_shows_a_priority_column_when_a_workload_has_a_priority() {
+        let plain = output::workload_table_wide(&workload_rows(&view(), &WorkloadFilter::default()));
+        assert!(!plain.contains("PRIORITY"), "no priorities, no column: {plain}");
         let v = StateView::from_tree(&serde_json::json!({
             "desiredState": {"apiVersion": "v1", "workloads": {
                 "nav": {"runtime": "podman", "agent": "agent_A", "priority": 9},
@@ -179,7 +185,10 @@ mod tests {
             }},
         }))
         .unwrap();
-        let text = output::workload_table(&workload_rows(&v, &WorkloadFilter::default()));
+        let rows = workload_rows(&v, &WorkloadFilter::default());
+        let default = output::workload_table(&rows);
+        assert!(!default.contains("PRIORITY") && !default.contains("READY"), "Ankaios' columns only: {default}");
+        let text = output::workload_table_wide(&rows);
         let lines: Vec<&str> = text.lines().collect();
         let col = lines[0].find("PRIORITY").expect("PRIORITY column");
         let at = |line: &str| line[col..].split_whitespace().next().unwrap_or_default().to_owned();

@@ -46,6 +46,7 @@ pub fn format_line(name: &WorkloadInstanceName, message: &str, with_name: bool) 
 pub async fn run(ctx: &mut Ctx<'_>, args: LogsArgs) -> anyhow::Result<()> {
     let tree = fetch_state(ctx, vec!["workloadStates".to_owned()]).await?;
     let names = resolve(&StateView::from_tree(&tree)?, &args.workloads)?;
+    let interrupted = crate::signals::termination();
     let mut conn = ctx.connect().await?;
     let request_id = conn.new_request_id();
     let request = LogsRequest {
@@ -58,7 +59,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: LogsArgs) -> anyhow::Result<()> {
     conn.send_request(&request_id, RequestContent::Logs(request)).await?;
     let result = tokio::select! {
         r = stream(ctx, &mut conn, &request_id, args.names) => r,
-        _ = tokio::signal::ctrl_c() => {
+        _ = interrupted => {
             cancel(&mut conn, &request_id).await;
             Ok(())
         }

@@ -31,7 +31,6 @@ use anyhow::{Context, bail};
 
 use crate::cli::{Cli, SettingsError};
 use crate::connection::Connection;
-use crate::output;
 use crate::wait::{WaitTracker, wait_for};
 use ank_common::jobs::{Job, JobPhase};
 
@@ -112,14 +111,20 @@ pub async fn send_update(conn: &mut Connection, content: RequestContent) -> anyh
         ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id } => {
             Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads, job_id })
         }
-        ResponseContent::Error(msg) => bail!("the server rejected the request: {msg}"),
+        ResponseContent::Error(msg) => Err(crate::error_text::UpdateRejected(msg).into()),
         other => bail!("unexpected answer to an update request: {other:?}"),
     }
 }
 
-/// In wait mode, follows the instances of `outcome` until they settled
-/// (or its job is over) and prints their table (unless quiet). With
-/// `--wait`, follows the job to its end and fails if it failed.
+/// What Ankaios' `ank` prints when an update changed no workload.
+pub const NOTHING_CHANGED: &str = "Apply successful. No workloads updated.";
+/// What it prints before it waits for the changed workloads.
+pub const WAITING: &str = "Successfully applied the manifest(s).\nWaiting for workload(s) to reach desired states (press Ctrl+C to interrupt).\n";
+
+/// In wait mode, says what changed and follows the instances of `outcome`
+/// until they settled (or its job is over), printing their table as
+/// Ankaios does (nothing when quiet). With `--wait`, follows the job to its
+/// end and fails if it failed.
 pub async fn follow(
     ctx: &mut Ctx<'_>,
     conn: &mut Connection,
@@ -136,30 +141,24 @@ pub async fn follow(
     if whole_job && outcome.job_id == 0 {
         bail!("--wait needs a server with apply jobs; this one answered without a job id");
     }
-    if tracker.is_empty() && !whole_job {
-        return Ok(());
-    }
-    let job = if ctx.settings.quiet {
-        wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut |_| Ok(())).await?
-    } else if !std::io::stdout().is_terminal() {
-        // Scripts and pipes get the final table only.
-        let job = wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut |_| Ok(())).await?;
-        if !tracker.is_empty() {
-            ctx.print(&output::workload_table(&tracker.rows()))?;
+    let quiet = ctx.settings.quiet;
+    if tracker.is_empty() {
+        if !quiet {
+            ctx.print(&format!("{NOTHING_CHANGED}\n"))?;
         }
-        job
+        if !whole_job {
+            return Ok(());
+        }
+    } else if !quiet {
+        ctx.print(&format!("{WAITING}\n"))?;
+    }
+    // With nothing to show (only `--wait` on an unchanged state) no table.
+    let job = if quiet || tracker.is_empty() {
+        wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut crate::progress::Silent).await?
     } else {
-        // On a terminal the table stays live: redrawn in place on every change.
-        let mut shown = String::new();
-        wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut |t| {
-            let next = output::workload_table(&t.rows());
-            if next != shown {
-                ctx.print(&output::redraw(&shown, &next))?;
-                shown = next;
-            }
-            Ok(())
-        })
-        .await?
+        let live = std::io::stdout().is_terminal();
+        let mut printer = crate::progress::TablePrinter::new(&mut *ctx.out, live, crate::plain_table::output_width());
+        wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut printer).await?
     };
     if !whole_job {
         return Ok(());
@@ -179,13 +178,13 @@ async fn wait_any(
     tracker: &mut WaitTracker,
     job_id: u64,
     whole_job: bool,
-    on_change: &mut dyn FnMut(&WaitTracker) -> anyhow::Result<()>,
+    progress: &mut dyn crate::wait::Progress,
 ) -> anyhow::Result<Option<Job>> {
     if job_id == 0 {
-        wait_for(conn, tracker, on_change).await?;
+        wait_for(conn, tracker, progress).await?;
         return Ok(None);
     }
-    crate::job_wait::wait_for_job(conn, tracker, job_id, whole_job, on_change).await
+    crate::job_wait::wait_for_job(conn, tracker, job_id, whole_job, progress).await
 }
 
 /// Connects, sends the update, follows it and says goodbye.
@@ -194,18 +193,40 @@ pub async fn update_and_follow(
     content: RequestContent,
     runtimes: BTreeMap<String, String>,
 ) -> anyhow::Result<UpdateOutcome> {
+    let interrupted = crate::signals::termination();
     let mut conn = ctx.connect().await?;
-    let result = async {
+    let result = until_interrupted(interrupted, async {
         let outcome = send_update(&mut conn, content).await?;
-        if outcome.job_id != 0 && !ctx.settings.quiet {
-            eprintln!("job {} accepted", outcome.job_id);
-        }
+        report_job(ctx, &outcome);
         follow(ctx, &mut conn, &outcome, runtimes).await?;
         Ok(outcome)
-    }
+    })
     .await;
     conn.goodbye().await;
     result
+}
+
+/// Runs `work` until it ends or `interrupted` (a
+/// [`termination`](crate::signals::termination) future) does; the signal
+/// becomes an [`Interrupted`](crate::signals::Interrupted) error, so the
+/// caller still says goodbye to the server before the process exits.
+pub async fn until_interrupted<T>(
+    interrupted: impl Future<Output = crate::signals::Interrupted>,
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::select! {
+        result = work => result,
+        signal = interrupted => Err(signal.into()),
+    }
+}
+
+/// Our extension: the job an update became, on stderr, with `--verbose` or
+/// `--wait` (Ankaios' `ank` has no jobs and prints no id).
+pub fn report_job(ctx: &Ctx<'_>, outcome: &UpdateOutcome) {
+    let wanted = ctx.settings.verbose || ctx.settings.wait_job;
+    if outcome.job_id != 0 && wanted && !ctx.settings.quiet {
+        eprintln!("job {} accepted", outcome.job_id);
+    }
 }
 
 /// Sends one state request and says goodbye.

@@ -20,12 +20,14 @@ pub struct WatchTable {
     rows: BTreeMap<String, WorkloadRow>,
     runtimes: BTreeMap<String, String>,
     filter: WorkloadFilter,
+    /// `-o wide`: our columns too.
+    wide: bool,
 }
 
 impl WatchTable {
     /// The table of a state snapshot.
-    pub fn new(view: &StateView, filter: WorkloadFilter) -> Self {
-        let mut table = Self { rows: BTreeMap::new(), runtimes: view.runtimes(), filter };
+    pub fn new(view: &StateView, filter: WorkloadFilter, wide: bool) -> Self {
+        let mut table = Self { rows: BTreeMap::new(), runtimes: view.runtimes(), filter, wide };
         table.apply(&view.workload_state_list());
         table
     }
@@ -69,7 +71,7 @@ impl WatchTable {
     /// The table text of the rows that pass the filter.
     pub fn render(&self) -> String {
         let rows: Vec<WorkloadRow> = self.rows.values().filter(|r| self.filter.matches(r)).cloned().collect();
-        output::workload_table(&rows)
+        if self.wide { output::workload_table_wide(&rows) } else { output::workload_table(&rows) }
     }
 }
 
@@ -82,31 +84,33 @@ async fn snapshot(conn: &mut Connection) -> anyhow::Result<StateView> {
     }
 }
 
-/// Prints the table and redraws it on every change until Ctrl-C.
-pub async fn run(ctx: &mut Ctx<'_>, filter: WorkloadFilter) -> anyhow::Result<()> {
+/// Prints the table and again on every update until a termination
+/// signal (Ctrl-C, SIGTERM), then says goodbye.
+pub async fn run(ctx: &mut Ctx<'_>, filter: WorkloadFilter, wide: bool) -> anyhow::Result<()> {
+    let interrupted = crate::signals::termination();
+    tokio::pin!(interrupted);
     let mut conn = ctx.connect().await?;
-    let mut table = WatchTable::new(&snapshot(&mut conn).await?, filter);
+    let mut table = WatchTable::new(&snapshot(&mut conn).await?, filter, wide);
     let redraw_in_place = std::io::stdout().is_terminal();
     let mut shown = table.render();
-    ctx.print(&shown)?;
+    // Like Ankaios: a pipe or file gets the whole table, then a blank
+    // line, after every update; a terminal has it redrawn in place.
+    ctx.print(&if redraw_in_place { shown.clone() } else { format!("{shown}\n") })?;
     let result: anyhow::Result<()> = async {
         loop {
             let states = tokio::select! {
                 s = conn.next_state_update() => s?,
-                _ = tokio::signal::ctrl_c() => return Ok(()),
+                _ = &mut interrupted => return Ok(()),
             };
             table.apply(&states);
             if table.misses_runtimes() {
                 table.set_runtimes(snapshot(&mut conn).await?.runtimes());
             }
             let next = table.render();
-            if next == shown {
-                continue;
-            }
-            if redraw_in_place {
+            if !redraw_in_place {
+                ctx.print(&format!("{next}\n"))?;
+            } else if next != shown {
                 ctx.print(&output::redraw(&shown, &next))?;
-            } else {
-                ctx.print(&format!("\n{next}"))?;
             }
             shown = next;
         }
@@ -133,7 +137,7 @@ mod tests {
             "workloadStates": {"A": {"web": {"abc": {"state": "Pending", "subState": "Starting"}}}},
         });
         let view = StateView::from_tree(&tree).unwrap();
-        let mut t = WatchTable::new(&view, WorkloadFilter::default());
+        let mut t = WatchTable::new(&view, WorkloadFilter::default(), false);
         assert!(t.render().contains("Pending(Starting)"));
         t.apply(&[state("web.abc.A", ExecutionState::running())]);
         assert!(t.render().contains("Running(Ok)") && t.render().contains("podman"));
@@ -150,7 +154,7 @@ mod tests {
     fn watch_table_applies_the_filter() {
         let view = StateView::from_tree(&serde_json::json!({})).unwrap();
         let filter = WorkloadFilter { names: vec!["db".into()], agent: None, state: None };
-        let mut t = WatchTable::new(&view, filter);
+        let mut t = WatchTable::new(&view, filter, false);
         t.apply(&[state("web.abc.A", ExecutionState::running()), state("db.def.A", ExecutionState::running())]);
         let text = t.render();
         assert!(text.contains("db") && !text.contains("web"), "{text}");
