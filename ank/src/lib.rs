@@ -11,6 +11,7 @@ pub mod config_file;
 pub mod connection;
 pub mod job_wait;
 pub mod output;
+pub mod render;
 pub mod view;
 pub mod wait;
 
