@@ -228,7 +228,7 @@ pub struct GetEventsArgs {
     /// (default), YAML or JSON
     #[arg(short = 'o', long = "output", value_enum)]
     pub output_format: Option<OutputFormat>,
-    /// Print the current state under the masks with every event
+    /// Print the state under the masks at subscription time first, then the events
     #[arg(short = 'c', long = "include-current-state")]
     pub include_current_state: bool,
     /// Workload names (prints their kept events and exits), or field masks
@@ -309,6 +309,9 @@ pub struct GetStateArgs {
     /// Output format
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output_format: OutputFormat,
+    /// Also print what the server adds beyond Ankaios' complete state (jobs, agent capabilities, metrics and quotas, instance conditions, effective priorities); a mask naming such a field prints it too
+    #[arg(long = "extensions")]
+    pub extensions: bool,
     /// Field masks selecting parts of the state, e.g. desiredState.workloads.nginx
     #[arg(value_name = "MASK")]
     pub masks: Vec<String>,
