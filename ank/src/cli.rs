@@ -177,7 +177,7 @@ pub enum GetCommand {
     Workload(GetWorkloadsArgs),
     /// The connected agents
     #[command(visible_alias = "agents")]
-    Agent(TableOutputArgs),
+    Agent(AgentsArgs),
     /// The names of the configs in the desired state
     #[command(visible_alias = "configs")]
     Config(TableOutputArgs),
@@ -294,6 +294,23 @@ pub struct TableOutputArgs {
     /// Print YAML or JSON instead of the table
     #[arg(short = 'o', long = "output", value_enum)]
     pub output: Option<OutputFormat>,
+}
+
+/// Arguments of `ank get agents`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AgentsArgs {
+    /// Print YAML or JSON instead of the table, or the wide table (with each agent's quota)
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<AgentsFormat>,
+}
+
+/// `-o` of `ank get agents`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AgentsFormat {
+    Yaml,
+    Json,
+    /// The table with the extra columns
+    Wide,
 }
 
 /// Output formats of `ank get state`.

@@ -4,6 +4,7 @@
 //! serde_yaml/libyaml write it ([`yaml`]) or as JSON through serde_json.
 
 pub mod shape;
+pub mod table;
 pub mod yaml;
 
 use serde::ser::{SerializeMap, SerializeSeq};
