@@ -223,7 +223,7 @@ pub enum JobCommand {
 /// Arguments of `ank get events`.
 #[derive(Debug, Clone, Args)]
 pub struct GetEventsArgs {
-    /// Output format. Following masks: YAML documents separated by ---
+    /// Output format. Following masks: YAML documents each starting with ---
     /// (default), or one JSON object per line. Workload events: a table
     /// (default), YAML or JSON
     #[arg(short = 'o', long = "output", value_enum)]
