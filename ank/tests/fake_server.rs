@@ -402,7 +402,10 @@ agents:
     let out = ank(args(addr, &["get", "state", "--extensions", "-o", "json"])).await;
     let text = stdout(&out);
     assert!(text.contains("\"jobs\"") && text.contains("\"capabilities\""), "{text}");
-    assert!(text.find("\"desiredState\"") < text.find("\"workloadStates\"") && text.find("\"workloadStates\"") < text.find("\"agents\""));
+    assert!(
+        text.find("\"desiredState\"") < text.find("\"workloadStates\"")
+            && text.find("\"workloadStates\"") < text.find("\"agents\"")
+    );
     let out = ank(args(addr, &["get", "agents"])).await;
     assert_eq!(
         stdout(&out),

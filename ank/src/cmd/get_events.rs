@@ -166,7 +166,8 @@ mod tests {
     #[test]
     fn events_print_as_ankaios_yaml_documents() {
         let t = "2026-11-23T10:00:00.123456789+00:00";
-        let state = json!({"desiredState": {"apiVersion": "v1", "workloads": {"b": {"agent": "B", "runtime": "podman"}}}});
+        let state =
+            json!({"desiredState": {"apiVersion": "v1", "workloads": {"b": {"agent": "B", "runtime": "podman"}}}});
         let opts = ShapeOptions { masks: vec!["desiredState.workloads".into()], extensions: false };
         let doc = format_event(t, Some(&altered()), &state, &opts, OutputFormat::Yaml);
         assert_eq!(
@@ -186,7 +187,8 @@ mod tests {
     #[test]
     fn events_print_as_ankaios_json_lines() {
         let t = "2026-11-23T10:00:00.5+00:00";
-        let line = format_event(t, Some(&altered()), &json!({"agents": {}}), &ShapeOptions::default(), OutputFormat::Json);
+        let line =
+            format_event(t, Some(&altered()), &json!({"agents": {}}), &ShapeOptions::default(), OutputFormat::Json);
         assert_eq!(
             line,
             format!(

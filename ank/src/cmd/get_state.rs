@@ -33,7 +33,10 @@ mod tests {
     fn get_state_text_ends_like_ankaios_println() {
         let tree = serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {}, "configs": {}}});
         let opts = ShapeOptions::default();
-        assert_eq!(state_text(&tree, &opts, OutputFormat::Yaml), "desiredState:\n  apiVersion: v1\n  workloads: {}\n\n");
+        assert_eq!(
+            state_text(&tree, &opts, OutputFormat::Yaml),
+            "desiredState:\n  apiVersion: v1\n  workloads: {}\n\n"
+        );
         assert_eq!(
             state_text(&tree, &opts, OutputFormat::Json),
             "{\n  \"desiredState\": {\n    \"apiVersion\": \"v1\",\n    \"workloads\": {}\n  }\n}\n"

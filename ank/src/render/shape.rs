@@ -44,11 +44,8 @@ struct Kind {
     hidden: &'static [&'static str],
 }
 
-const TOP: Kind = Kind {
-    order: &["desiredState", "workloadStates", "agents", "effectiveState"],
-    omit_empty: &[],
-    hidden: &["jobs"],
-};
+const TOP: Kind =
+    Kind { order: &["desiredState", "workloadStates", "agents", "effectiveState"], omit_empty: &[], hidden: &["jobs"] };
 const STATE: Kind = Kind { order: &["apiVersion", "workloads", "configs"], omit_empty: &["configs"], hidden: &[] };
 const WORKLOAD: Kind = Kind {
     order: &[
@@ -65,7 +62,8 @@ const WORKLOAD: Kind = Kind {
     omit_empty: &["dependencies", "tags", "controlInterfaceAccess", "configs", "files"],
     hidden: &["effectivePriority"],
 };
-const ACCESS: Kind = Kind { order: &["allowRules", "denyRules"], omit_empty: &["allowRules", "denyRules"], hidden: &[] };
+const ACCESS: Kind =
+    Kind { order: &["allowRules", "denyRules"], omit_empty: &["allowRules", "denyRules"], hidden: &[] };
 const EXECUTION_STATE: Kind = Kind {
     order: &["additionalInfo", "state", "subState"],
     omit_empty: &[],
@@ -156,15 +154,12 @@ fn each(value: &Value, entry: impl Fn(&Value, &[&str]) -> Node, path: &[&str]) -
     )
 }
 
+/// Shapes one value of an object (key, value, its path); `None` keeps it as it is.
+type Child<'a> = dyn Fn(&str, &Value, &[&str]) -> Option<Node> + 'a;
+
 /// An object of `kind`: Ankaios' keys first in its order, then the other
 /// keys (sorted); `child` shapes a value, `None` keeps it as it is.
-fn object(
-    value: &Value,
-    kind: &Kind,
-    path: &[&str],
-    opts: &ShapeOptions,
-    child: &dyn Fn(&str, &Value, &[&str]) -> Option<Node>,
-) -> Node {
+fn object(value: &Value, kind: &Kind, path: &[&str], opts: &ShapeOptions, child: &Child) -> Node {
     let Value::Object(map) = value else { return Node::from_value(value) };
     let others = map.keys().map(String::as_str).filter(|k| !kind.order.contains(k));
     let keys: Vec<&str> = kind.order.iter().copied().filter(|k| map.contains_key(*k)).chain(others).collect();

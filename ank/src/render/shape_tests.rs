@@ -82,7 +82,8 @@ fn shape_shows_extensions_when_asked_for() {
 #[test]
 fn shape_of_an_empty_answer_is_an_empty_map() {
     assert_eq!(print(&json!({}), &["workloadStates.nobody"], false), "{}\n");
-    let configs = print(&json!({"desiredState": {"apiVersion": "v1", "configs": {}}}), &["desiredState.configs"], false);
+    let configs =
+        print(&json!({"desiredState": {"apiVersion": "v1", "configs": {}}}), &["desiredState.configs"], false);
     assert_eq!(configs, "desiredState:\n  apiVersion: v1\n");
 }
 
