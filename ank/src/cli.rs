@@ -177,7 +177,7 @@ pub enum GetCommand {
     Workload(GetWorkloadsArgs),
     /// The connected agents
     #[command(visible_alias = "agents")]
-    Agent(TableOutputArgs),
+    Agent(AgentsArgs),
     /// The names of the configs in the desired state
     #[command(visible_alias = "configs")]
     Config(TableOutputArgs),
@@ -223,12 +223,12 @@ pub enum JobCommand {
 /// Arguments of `ank get events`.
 #[derive(Debug, Clone, Args)]
 pub struct GetEventsArgs {
-    /// Output format. Following masks: YAML documents separated by ---
+    /// Output format. Following masks: YAML documents each starting with ---
     /// (default), or one JSON object per line. Workload events: a table
     /// (default), YAML or JSON
     #[arg(short = 'o', long = "output", value_enum)]
     pub output_format: Option<OutputFormat>,
-    /// Print the current state under the masks with every event
+    /// Print the state under the masks at subscription time first, then the events
     #[arg(short = 'c', long = "include-current-state")]
     pub include_current_state: bool,
     /// Workload names (prints their kept events and exits), or field masks
@@ -296,6 +296,23 @@ pub struct TableOutputArgs {
     pub output: Option<OutputFormat>,
 }
 
+/// Arguments of `ank get agents`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AgentsArgs {
+    /// Print YAML or JSON instead of the table, or the wide table (with each agent's quota)
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<AgentsFormat>,
+}
+
+/// `-o` of `ank get agents`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AgentsFormat {
+    Yaml,
+    Json,
+    /// The table with the extra columns
+    Wide,
+}
+
 /// Output formats of `ank get state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -329,6 +346,9 @@ pub struct GetStateArgs {
     /// Output format
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output_format: OutputFormat,
+    /// Also print what the server adds beyond Ankaios' complete state (jobs, agent capabilities, metrics and quotas, instance conditions, effective priorities); a mask naming such a field prints it too
+    #[arg(long = "extensions")]
+    pub extensions: bool,
     /// Field masks selecting parts of the state, e.g. desiredState.workloads.nginx
     #[arg(value_name = "MASK", add = crate::completers::masks())]
     pub masks: Vec<String>,

@@ -16,6 +16,7 @@ pub mod output;
 pub mod plain_table;
 pub mod progress;
 pub mod signals;
+pub mod render;
 pub mod view;
 pub mod wait;
 

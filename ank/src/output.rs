@@ -243,33 +243,6 @@ pub struct AgentRow {
     pub quota: Option<ank_common::quota::AgentQuota>,
 }
 
-/// The agent table, rows in the given order. The QUOTA column (`3/4`) is
-/// there only when some agent has a quota, so that the table of agents
-/// without one stays as Ankaios prints it.
-// [feature K2: `ank get agents` shows each agent's quota]
-pub fn agent_table(rows: &[AgentRow]) -> String {
-    let cells = |r: &AgentRow| {
-        [
-            r.name.clone(),
-            r.workloads.to_string(),
-            r.cpu_usage.map(|c| format!("{c}%")).unwrap_or_default(),
-            r.free_memory.map(|m| format!("{m}B")).unwrap_or_default(),
-        ]
-    };
-    if rows.iter().all(|r| r.quota.is_none()) {
-        let cells: Vec<[String; 4]> = rows.iter().map(cells).collect();
-        return table(["NAME", "WORKLOADS", "CPU USAGE", "FREE MEMORY"], &cells);
-    }
-    let cells: Vec<[String; 5]> = rows
-        .iter()
-        .map(|r| {
-            let [name, workloads, cpu, memory] = cells(r);
-            [name, workloads, cpu, memory, r.quota.map(|q| q.summary()).unwrap_or_default()]
-        })
-        .collect();
-    table(["NAME", "WORKLOADS", "CPU USAGE", "FREE MEMORY", "QUOTA"], &cells)
-}
-
 /// A state tree as YAML or pretty JSON, ending in a newline.
 pub fn state_tree(tree: &serde_json::Value, format: OutputFormat) -> anyhow::Result<String> {
     let mut text = match format {
@@ -459,24 +432,6 @@ mod tests {
         let state_col = lines[0].find("EXECUTION STATE").unwrap();
         assert_eq!(lines[1].find("Running(Ok)"), Some(state_col));
         assert_eq!(lines[3].find("Pending(Starting)"), Some(state_col));
-    }
-
-    #[test]
-    fn output_agent_table_shows_percent_and_bytes() {
-        let text = agent_table(&[
-            AgentRow {
-                name: "agent_A".into(),
-                workloads: 2,
-                cpu_usage: Some(3),
-                free_memory: Some(7989682176),
-                ..Default::default()
-            },
-            AgentRow { name: "b".into(), ..Default::default() },
-        ]);
-        assert_eq!(
-            text,
-            "NAME      WORKLOADS   CPU USAGE   FREE MEMORY\nagent_A   2           3%          7989682176B\nb         0\n"
-        );
     }
 
     #[test]

@@ -567,3 +567,55 @@ async fn fake_server_completion_offers_the_servers_workload_names() {
     .unwrap();
     assert_eq!(stdout(&out).trim(), "web", "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn fake_server_get_state_and_agents_print_what_ankaios_prints() {
+    let state = json!({
+        "desiredState": {"apiVersion": "v1", "configs": {}, "workloads": {
+            "web": {"agent": "agent_A", "restartPolicy": "NEVER", "runtime": "podman", "runtimeConfig": "image: nginx\nx: 1", "tags": {}},
+        }},
+        "workloadStates": {"agent_A": {"web": {"abc": {"state": "Running", "subState": "Ok"}}}},
+        "agents": {"agent_A": {"status": {"cpuUsage": 5, "freeMemory": 1024}, "capabilities": ["podman"]}},
+        "jobs": {"1": {"id": 1}},
+    });
+    let (addr, _) = start(Script { state, ..Default::default() }).await;
+    let out = ank(args(addr, &["get", "state"])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expected = "desiredState:
+  apiVersion: v1
+  workloads:
+    web:
+      agent: agent_A
+      restartPolicy: NEVER
+      runtime: podman
+      runtimeConfig: |-
+        image: nginx
+        x: 1
+workloadStates:
+  agent_A:
+    web:
+      abc:
+        additionalInfo: ''
+        state: Running
+        subState: Ok
+agents:
+  agent_A:
+    status:
+      cpuUsage: 5
+      freeMemory: 1024
+
+";
+    assert_eq!(stdout(&out), expected);
+    let out = ank(args(addr, &["get", "state", "--extensions", "-o", "json"])).await;
+    let text = stdout(&out);
+    assert!(text.contains("\"jobs\"") && text.contains("\"capabilities\""), "{text}");
+    assert!(
+        text.find("\"desiredState\"") < text.find("\"workloadStates\"")
+            && text.find("\"workloadStates\"") < text.find("\"agents\"")
+    );
+    let out = ank(args(addr, &["get", "agents"])).await;
+    assert_eq!(
+        stdout(&out),
+        "NAME      WORKLOADS   CPU USAGE   FREE MEMORY\nagent_A   1           5%          1024B      \n"
+    );
+}

@@ -41,7 +41,8 @@ pub fn parse_manifest_with_warnings(source_name: &str, text: &str) -> Result<(St
     match probe.api_version.as_deref() {
         Some(API_VERSION) => {}
         Some(DEPRECATED_API_VERSION) => {
-            let state = crate::manifest_v01::parse(text).map_err(err)?;
+            let mut state = crate::manifest_v01::parse(text).map_err(err)?;
+            trim_runtime_configs(&mut state);
             validate_state(&state).map_err(err)?;
             let warning = format!(
                 "{source_name}: apiVersion '{DEPRECATED_API_VERSION}' is deprecated; it was read as '{API_VERSION}' \
@@ -57,9 +58,22 @@ pub fn parse_manifest_with_warnings(source_name: &str, text: &str) -> Result<(St
         }
         None => return Err(err("field 'apiVersion' is missing; expected 'apiVersion: v1'".to_owned())),
     }
-    let state: State = serde_saphyr::from_str(text).map_err(|e| err(describe(&e)))?;
+    let mut state: State = serde_saphyr::from_str(text).map_err(|e| err(describe(&e)))?;
+    trim_runtime_configs(&mut state);
     validate_state(&state).map_err(err)?;
     Ok((state, Vec::new()))
+}
+
+/// Ankaios keeps a manifest's runtimeConfig without leading and trailing
+/// whitespace (a `|` block loses its final line break), and so does the
+/// state `ank get state` prints and the instance id hashes.
+fn trim_runtime_configs(state: &mut State) {
+    for wl in state.workloads.values_mut() {
+        let trimmed = wl.runtime_config.trim();
+        if trimmed.len() != wl.runtime_config.len() {
+            wl.runtime_config = trimmed.to_owned();
+        }
+    }
 }
 
 /// Checks what the types alone do not: required non-empty fields.
@@ -148,7 +162,8 @@ mod tests {
         let s = parse_manifest("m.yaml", GOOD).unwrap();
         let wl = &s.workloads["nginx"];
         assert_eq!(wl.agent, "agent_A");
-        assert_eq!(wl.runtime_config, "image: busybox\n");
+        // Trimmed as Ankaios trims it: the `|` block loses its final line break.
+        assert_eq!(wl.runtime_config, "image: busybox");
         assert_eq!(wl.restart_policy, crate::RestartPolicy::Always);
         assert_eq!(wl.tags["owner"], "me");
     }

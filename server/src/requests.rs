@@ -10,8 +10,8 @@ use crate::desired_state::DesiredState;
 use crate::jobs::JobEngine;
 use crate::workload_states::WorkloadStateStore;
 
-/// The complete state as a JSON tree, filtered by `field_mask`; the
-/// desired state's apiVersion is always included.
+/// The complete state as a JSON tree, filtered by `field_mask`; masks into
+/// the desired state also select its apiVersion.
 pub fn complete_state(
     desired: &State,
     states: &WorkloadStateStore,
@@ -30,7 +30,11 @@ pub fn complete_state(
         return Ok(tree);
     }
     let mut masks: Vec<String> = field_mask.iter().map(|m| widen_state_mask(m)).collect();
-    masks.push("desiredState.apiVersion".to_owned());
+    // As Ankaios: the apiVersion comes with masks into the desired state only,
+    // so a mask that selects nothing else answers with an empty state.
+    if field_mask.iter().any(|m| m.starts_with("desiredState")) {
+        masks.push("desiredState.apiVersion".to_owned());
+    }
     Ok(field_mask::filter(&tree, &masks))
 }
 
@@ -131,6 +135,24 @@ mod tests {
         .unwrap();
         assert_eq!(v, serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"a": {"agent": "A"}}}}));
         assert_eq!(widen_state_mask("workloadStates.A.w.id.subState"), "workloadStates.A.w.id");
+    }
+
+    #[test]
+    fn complete_state_masks_outside_the_desired_state_select_no_api_version() {
+        let desired = ank_common::manifest::parse_manifest("t", "apiVersion: v1\n").unwrap();
+        let answer = |mask: &str| {
+            complete_state(
+                &desired,
+                &WorkloadStateStore::default(),
+                &Connections::default(),
+                &JobEngine::default(),
+                &[mask.to_owned()],
+            )
+            .unwrap()
+        };
+        assert_eq!(answer("workloadStates.agent_X"), serde_json::json!({}));
+        assert_eq!(answer("agents.nobody"), serde_json::json!({}));
+        assert_eq!(answer("desiredState.workloads.nothing"), serde_json::json!({"desiredState": {"apiVersion": "v1"}}));
     }
 
     #[test]

@@ -97,7 +97,8 @@ async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it
     let ResponseContent::UpdateStateSuccess { added_workloads, .. } = c.apply(TEMPLATED).await else {
         panic!("apply rejected")
     };
-    let rendered = "image: localhost/busybox:latest\ncommandArgs: [sleep, \"1000\"]\n";
+    // The manifest's runtimeConfig is trimmed when read, as Ankaios does.
+    let rendered = "image: localhost/busybox:latest\ncommandArgs: [sleep, \"1000\"]";
     let web = ank_common::WorkloadName::new("web").unwrap();
     let agent = ank_common::AgentName::new("agent_A").unwrap();
     let first = ank_common::WorkloadInstanceName::new(&web, &agent, rendered);

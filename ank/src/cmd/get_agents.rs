@@ -1,9 +1,11 @@
 //! `ank get agents`: the connected agents, how many workloads each has and
-//! the resources they report.
+//! the resources they report, in Ankaios' table; `-o wide` adds our QUOTA
+//! column, `-o yaml|json` prints the records with everything we know.
 
-use crate::cli::OutputFormat;
+use crate::cli::{AgentsFormat, OutputFormat};
 use crate::cmd::{Ctx, fetch_state};
-use crate::output::{self, AgentRow};
+use crate::output::{self, AgentRow, terminal_width};
+use crate::render::table;
 use crate::view::StateView;
 
 /// Table rows of the agents in `view`, sorted by name.
@@ -24,13 +26,44 @@ pub fn agent_rows(view: &StateView) -> Vec<AgentRow> {
         .collect()
 }
 
-/// Prints the agent table (or its records with `-o`).
-pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Result<()> {
+/// The agent table as Ankaios prints it; `wide` adds the QUOTA column
+/// (`3/4`, empty for agents without a quota).
+// [feature K2: `ank get agents -o wide` shows each agent's quota]
+pub fn agent_table(rows: &[AgentRow], wide: bool, max_width: Option<usize>) -> String {
+    let cells = |r: &AgentRow| {
+        [
+            r.name.clone(),
+            r.workloads.to_string(),
+            r.cpu_usage.map(|c| format!("{c}%")).unwrap_or_default(),
+            r.free_memory.map(|m| format!("{m}B")).unwrap_or_default(),
+        ]
+    };
+    const HEADER: [&str; 4] = ["NAME", "WORKLOADS", "CPU USAGE", "FREE MEMORY"];
+    if !wide {
+        let cells: Vec<[String; 4]> = rows.iter().map(cells).collect();
+        return table::table(HEADER, &cells, max_width);
+    }
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            let [name, workloads, cpu, memory] = cells(r);
+            [name, workloads, cpu, memory, r.quota.map(|q| q.summary()).unwrap_or_default()]
+        })
+        .collect();
+    let [a, b, c, d] = HEADER;
+    table::table([a, b, c, d, "QUOTA"], &cells, max_width)
+}
+
+/// Prints the agent table (or its records with `-o yaml|json`).
+pub async fn run(ctx: &mut Ctx<'_>, format: Option<AgentsFormat>) -> anyhow::Result<()> {
     let tree = fetch_state(ctx, vec!["agents".to_owned(), "workloadStates".to_owned()]).await?;
     let rows = agent_rows(&StateView::from_tree(&tree)?);
+    let records = |f| output::records(&output::agent_records(&rows), f);
     match format {
-        Some(f) => ctx.print(&output::records(&output::agent_records(&rows), f)?),
-        None => ctx.print(&output::agent_table(&rows)),
+        Some(AgentsFormat::Yaml) => ctx.print(&records(OutputFormat::Yaml)?),
+        Some(AgentsFormat::Json) => ctx.print(&records(OutputFormat::Json)?),
+        Some(AgentsFormat::Wide) => ctx.print(&agent_table(&rows, true, terminal_width())),
+        None => ctx.print(&agent_table(&rows, false, terminal_width())),
     }
 }
 
@@ -81,11 +114,17 @@ mod tests {
                 AgentRow { name: "agent_B".into(), ..Default::default() },
             ]
         );
+        // Ankaios' table: every cell padded, also the last column.
+        assert_eq!(
+            agent_table(&rows, false, None),
+            "NAME      WORKLOADS   CPU USAGE   FREE MEMORY\nagent_A   2           3%          1024B      \n\
+             agent_B   0                                  \n"
+        );
     }
 
     #[test]
     // [test of feature K2]
-    fn get_agents_shows_the_quota_column_only_when_an_agent_has_a_quota() {
+    fn get_agents_shows_the_quota_column_only_in_the_wide_table() {
         let tree = serde_json::json!({
             "agents": {
                 "agent_A": {"quota": {"maxWorkloads": 4, "maxMemory": 0, "usedWorkloads": 3, "usedMemory": 0}},
@@ -93,13 +132,12 @@ mod tests {
             },
         });
         let rows = agent_rows(&StateView::from_tree(&tree).unwrap());
-        let text = output::agent_table(&rows);
+        assert!(!agent_table(&rows, false, None).contains("QUOTA"), "Ankaios' columns by default");
+        let text = agent_table(&rows, true, None);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("NAME") && lines[0].ends_with("QUOTA"), "{text}");
-        assert!(lines[1].starts_with("agent_A") && lines[1].ends_with("3/4"), "{text}");
+        assert!(lines[1].starts_with("agent_A") && lines[1].ends_with("3/4  "), "{text}");
         assert!(lines[2].starts_with("agent_B") && !lines[2].contains('/'), "{text}");
-        let without = agent_rows(&StateView::from_tree(&serde_json::json!({"agents": {"agent_B": {}}})).unwrap());
-        assert!(!output::agent_table(&without).contains("QUOTA"), "Ankaios' columns without quotas");
         let records = output::agent_records(&rows);
         assert_eq!(records[0]["quota"]["usedWorkloads"], 3);
     }

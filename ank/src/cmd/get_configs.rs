@@ -1,8 +1,10 @@
-//! `ank get configs`: the names of the configs in the desired state.
+//! `ank get configs`: the names of the configs in the desired state, in
+//! Ankaios' one-column table (or the names as YAML/JSON with `-o`).
 
 use crate::cli::OutputFormat;
 use crate::cmd::{Ctx, fetch_state};
-use crate::output;
+use crate::output::{self, terminal_width};
+use crate::render::table;
 
 /// The config names of a state tree, sorted.
 pub fn config_names(tree: &serde_json::Value) -> Vec<String> {
@@ -14,6 +16,12 @@ pub fn config_names(tree: &serde_json::Value) -> Vec<String> {
     names
 }
 
+/// The CONFIG table as Ankaios prints it.
+pub fn config_table(names: &[String], max_width: Option<usize>) -> String {
+    let rows: Vec<[String; 1]> = names.iter().map(|n| [n.clone()]).collect();
+    table::table(["CONFIG"], &rows, max_width)
+}
+
 /// Prints the config table (or the names with `-o`).
 pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Result<()> {
     let tree = fetch_state(ctx, vec!["desiredState.configs".to_owned()]).await?;
@@ -21,8 +29,7 @@ pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Res
     if let Some(f) = format {
         return ctx.print(&output::records(&serde_json::json!(names), f)?);
     }
-    let rows: Vec<[String; 1]> = names.into_iter().map(|n| [n]).collect();
-    ctx.print(&output::table(["CONFIG"], &rows))
+    ctx.print(&config_table(&names, terminal_width()))
 }
 
 #[cfg(test)]
@@ -34,5 +41,12 @@ mod tests {
         let tree = serde_json::json!({"desiredState": {"apiVersion": "v1", "configs": {"b": "1", "a": {"x": "y"}}}});
         assert_eq!(config_names(&tree), vec!["a", "b"]);
         assert!(config_names(&serde_json::json!({"desiredState": {"apiVersion": "v1"}})).is_empty());
+    }
+
+    #[test]
+    fn get_configs_table_pads_names_like_ankaios() {
+        let names = vec!["config_1".to_owned(), "c".to_owned()];
+        assert_eq!(config_table(&names, None), "CONFIG  \nconfig_1\nc       \n");
+        assert_eq!(config_table(&[], None), "CONFIG\n");
     }
 }
