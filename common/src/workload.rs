@@ -35,7 +35,7 @@ pub enum AddCondition {
 
 /// A file mounted read-only into the workload.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct File {
     pub mount_point: String,
     #[serde(flatten)]
@@ -61,7 +61,7 @@ pub enum ReadWrite {
 
 /// One allow or deny rule of the control interface.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "type", deny_unknown_fields)]
+#[serde(tag = "type")]
 pub enum AccessRule {
     #[serde(rename_all = "camelCase")]
     StateRule {
@@ -75,7 +75,7 @@ pub enum AccessRule {
 
 /// Which parts of the control interface a workload may use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ControlInterfaceAccess {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_rules: Vec<AccessRule>,
@@ -85,7 +85,7 @@ pub struct ControlInterfaceAccess {
 
 /// One workload of the desired state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Workload {
     /// Target agent; empty means not scheduled. May hold a template.
     #[serde(default, deserialize_with = "agent_field")]
