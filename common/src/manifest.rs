@@ -268,7 +268,10 @@ mod tests {
             "    controlInterfaceAccess:\n      allowRules: []\n      futureRules: []\n    tags:",
         );
         let (_, warnings) = parse_manifest_with_warnings("m.yaml", &rules).unwrap();
-        assert_eq!(warnings, ["m.yaml: line 9: unknown field 'workloads.nginx.controlInterfaceAccess.futureRules' is ignored"]);
+        assert_eq!(
+            warnings,
+            ["m.yaml: line 9: unknown field 'workloads.nginx.controlInterfaceAccess.futureRules' is ignored"]
+        );
     }
 
     #[test]
@@ -314,7 +317,10 @@ mod tests {
         let text = GOOD.replace("restartPolicy: ALWAYS", "restartPolicy: Always");
         assert!(parse_manifest("m.yaml", &text).is_err());
         let text = GOOD.replace("restartPolicy: ALWAYS", "restartPolicy: ON_FAILURE");
-        assert_eq!(parse_manifest("m.yaml", &text).unwrap().workloads["nginx"].restart_policy, crate::RestartPolicy::OnFailure);
+        assert_eq!(
+            parse_manifest("m.yaml", &text).unwrap().workloads["nginx"].restart_policy,
+            crate::RestartPolicy::OnFailure
+        );
     }
 
     #[test]

@@ -225,7 +225,8 @@ mod tests {
     const TRIMMED_NGINX_ID: &str = "7d853558fc3ab36ad65ee7bfa35fd600b935f909e3344c41aecfd539ea793609";
 
     fn instance_id(workload: Workload) -> String {
-        let spec = WorkloadSpec::new(&WorkloadName::new("nginx").unwrap(), &AgentName::new("agent_A").unwrap(), workload);
+        let spec =
+            WorkloadSpec::new(&WorkloadName::new("nginx").unwrap(), &AgentName::new("agent_A").unwrap(), workload);
         spec.instance_name.id
     }
 

@@ -121,11 +121,7 @@ impl Authorizer {
 
 /// The segments of a mask or rule; the empty string has none.
 fn sections(mask: &str) -> Vec<&str> {
-    if mask.is_empty() {
-        Vec::new()
-    } else {
-        mask.split('.').collect()
-    }
+    if mask.is_empty() { Vec::new() } else { mask.split('.').collect() }
 }
 
 fn allow_matches(rule: &str, path: &[&str]) -> bool {

@@ -94,7 +94,8 @@ mod tests {
     use super::*;
 
     fn entry(message: String) -> LogEntry {
-        let name = WorkloadInstanceName::new(&WorkloadName::new("web").unwrap(), &AgentName::new("agent_A").unwrap(), "c");
+        let name =
+            WorkloadInstanceName::new(&WorkloadName::new("web").unwrap(), &AgentName::new("agent_A").unwrap(), "c");
         LogEntry { workload_name: name, message }
     }
 

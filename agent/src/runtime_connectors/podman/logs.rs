@@ -101,7 +101,11 @@ enum LineRead {
     End,
 }
 
-async fn read_line(reader: &mut (impl AsyncBufRead + Unpin), buf: &mut Vec<u8>, limit: usize) -> std::io::Result<LineRead> {
+async fn read_line(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<LineRead> {
     buf.clear();
     loop {
         let available = reader.fill_buf().await?;
@@ -159,7 +163,10 @@ mod tests {
     #[tokio::test]
     async fn podman_log_lines_split_at_newlines_and_keep_what_is_not_utf8() {
         let steps = read_all(b"first line\nsecond\r\n\nli\x90ne\nno newline", 1000).await;
-        assert_eq!(steps, [line("first line"), line("second\r"), line(""), line("li\u{fffd}ne"), line("no newline"), LineRead::End]);
+        assert_eq!(
+            steps,
+            [line("first line"), line("second\r"), line(""), line("li\u{fffd}ne"), line("no newline"), LineRead::End]
+        );
     }
 
     #[tokio::test]

@@ -346,9 +346,9 @@ spec:
         assert_eq!(e, "controlInterfaceTarget 'web/x': the pod 'web' has no list of containers");
         let e = inject(&format!("{WEB}  volumes: 3\n"), Some("web/frontend"), Path::new(FOLDER)).unwrap_err();
         assert_eq!(e, "controlInterfaceTarget 'web/frontend': 'volumes' of 'web' is not a list");
-        let e =
-            inject("kind: Deployment\nmetadata: {name: web}\nspec: 5\n", Some("web/x"), Path::new(FOLDER)).unwrap_err();
-        assert_eq!(e, "controlInterfaceTarget 'web/x': 'spec.template.spec' of the pod 'web' is not an object");
+        let e = inject("kind: Deployment\nmetadata: {name: web}\nspec: 5\n", Some("web-pod/x"), Path::new(FOLDER))
+            .unwrap_err();
+        assert_eq!(e, "controlInterfaceTarget 'web-pod/x': 'spec.template.spec' of the pod 'web-pod' is not an object");
     }
 
     #[test]
