@@ -188,7 +188,7 @@ mod tests {
         );
         let desired = &new_state["desiredState"];
         assert_eq!(desired["apiVersion"], "v1");
-        assert_eq!(desired["workloads"]["web"]["runtimeConfig"], "image: nginx\n");
+        assert_eq!(desired["workloads"]["web"]["runtimeConfig"], "image: nginx", "trimmed, as Ankaios stores it");
         assert_eq!(desired["workloads"]["db"]["agent"], "agent_B");
         assert_eq!(desired["configs"]["port"], "80");
         ank_common::convert::complete_state_from_json(&new_state).unwrap();
