@@ -212,7 +212,8 @@ mod tests {
         let get_existing = || read(&["desiredState.workloads.simple_existing"]);
         let get_tags = || read(&["desiredState.workloads.simple_existing.tags"]);
         let get_controller = || read(&["desiredState.workloads.controller"]);
-        let suite: Vec<(&str, Authorizer, Vec<(RequestContent, bool)>)> = vec![
+        type Case = (RequestContent, bool);
+        let suite: Vec<(&str, Authorizer, Vec<Case>)> = vec![
             (
                 "no rules",
                 authorizer(vec![], vec![]),
