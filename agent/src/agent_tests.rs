@@ -222,8 +222,8 @@ async fn agent_survives_oversized_messages_both_ways() {
     conn.send(&FromServer::ServerHello(vec![a.clone()])).await;
     conn.states_until(|s| s.execution_state == ExecutionState::running()).await;
 
-    // Log lines too large for one message are dropped, not sent: the
-    // session goes on and the stop response still arrives.
+    // A log line too large for one message is cut to fit 2 MiB and
+    // followed by a note, as Ankaios does; the stop response still arrives.
     fake.push_log(&a.instance_name, &"x".repeat(ank_proto::MAX_MESSAGE_BYTES + 1)).await;
     let request = ank_common::messages::LogsRequest {
         workload_names: vec![a.instance_name.clone()],
@@ -233,6 +233,12 @@ async fn agent_survives_oversized_messages_both_ways() {
         until: None,
     };
     conn.send(&FromServer::LogsRequest { request_id: "r1".into(), request }).await;
+    let ToServer::LogEntriesResponse { request_id, entries } = conn.next().await else { panic!("no log entries") };
+    assert_eq!(request_id, "r1");
+    let messages: Vec<&str> = entries.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(messages.len(), 2);
+    assert!(messages[0].ends_with("x [truncated]") && messages[0].len() < 2 * 1024 * 1024, "{}", messages[0].len());
+    assert_eq!(messages[1], "The previous message was truncated due to exceeding the maximum 2 MB size.");
     let next = conn.next().await;
     assert!(matches!(next, ToServer::LogsStopResponse { ref request_id, .. } if request_id == "r1"), "{next:?}");
 

@@ -454,6 +454,10 @@ pub struct ApplyArgs {
     /// Delete the workloads and configs the manifests name instead of applying them
     #[arg(short = 'd')]
     pub delete: bool,
+    /// Refuse manifests with unknown fields (by default they are ignored
+    /// with a warning, as Ankaios ignores them)
+    #[arg(long = "strict")]
+    pub strict: bool,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

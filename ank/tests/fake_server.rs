@@ -377,9 +377,23 @@ async fn fake_server_invalid_manifest_is_reported_without_contacting_the_server(
     std::fs::write(&file, text).unwrap();
     let (addr, received) = start(Script::default()).await;
     let name = file.display().to_string();
+    // An unknown field is refused with --strict (by default it is ignored
+    // with a warning, as Ankaios ignores it).
+    let out = ank(args(addr, &["apply", "--strict", &name])).await;
+    assert_eq!(out.status.code(), Some(1));
+    let expected =
+        ank_common::manifest::parse_manifest_checked(&name, text, ank_common::manifest::UnknownFields::Reject)
+            .unwrap_err()
+            .to_string();
+    assert_eq!(stderr(&out).trim_end(), expected);
+    assert!(
+        expected.ends_with("line 5: unknown field 'workloads.web.colour' (unknown fields are refused in strict mode)")
+    );
+    let broken = text.replace("    colour: red\n", "    restartPolicy: Sometimes\n");
+    std::fs::write(&file, &broken).unwrap();
     let out = ank(args(addr, &["apply", &name])).await;
     assert_eq!(out.status.code(), Some(1));
-    let expected = ank_common::manifest::parse_manifest(&name, text).unwrap_err().to_string();
+    let expected = ank_common::manifest::parse_manifest(&name, &broken).unwrap_err().to_string();
     assert_eq!(stderr(&out).trim_end(), format!("error: Command failed: '{expected}'"));
     assert!(received.lock().unwrap().is_empty());
 }
@@ -423,6 +437,32 @@ async fn fake_server_set_state_with_an_invalid_value_fails_naming_it_and_sends_n
         .filter(|m| matches!(m, ToServer::Request(Request { content: RequestContent::UpdateState { .. }, .. })))
         .count();
     assert_eq!(sent_updates, 0, "nothing reaches the server");
+}
+
+#[tokio::test]
+async fn fake_server_apply_ignores_unknown_fields_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.yaml");
+    let text = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    colour: red\n    runtimeConfig: \"image: nginx\"\n";
+    std::fs::write(&file, text).unwrap();
+    let script = Script {
+        update_answer: Some(ResponseContent::UpdateStateSuccess {
+            added_workloads: vec!["web.abc.agent_A".into()],
+            deleted_workloads: vec![],
+            job_id: 0,
+        }),
+        ..Default::default()
+    };
+    let (addr, received) = start(script).await;
+    let name = file.display().to_string();
+    let out = ank(args(addr, &["--no-wait", "apply", &name])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("warning: {name}: line 6: unknown field 'workloads.web.colour' is ignored")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(updates(&received).len(), 1);
 }
 
 #[tokio::test]

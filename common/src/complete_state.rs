@@ -22,7 +22,7 @@ pub enum ConfigItem {
 
 /// The desired state (also the shape of a manifest).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct State {
     #[serde(default)]
     pub api_version: String,

@@ -41,7 +41,7 @@ impl GroupMode {
 
 /// One group of the desired state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Group {
     #[serde(default)]
     pub mode: GroupMode,

@@ -1,6 +1,12 @@
 //! Manifest parsing: YAML text (apiVersion `v1`) into a validated desired
 //! [`State`]. Errors name the source, the line and column and the field, so
 //! `ank apply` and `ank-server -m` can say exactly what is wrong.
+//!
+//! Read as Ankaios reads manifests: plain scalars follow the YAML 1.2 core
+//! schema (`yes`, `on`, `no` are strings, only `true`/`false` booleans), and
+//! unknown fields are ignored, each with a warning naming the source, the
+//! line and the field's path; [`UnknownFields::Reject`] (`ank apply --strict`,
+//! `ank-server --strict-manifest`) refuses them instead.
 
 use serde::Deserialize;
 
@@ -23,6 +29,16 @@ struct VersionProbe {
     api_version: Option<String>,
 }
 
+/// What an unknown field of a manifest does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UnknownFields {
+    /// Ignored with a warning, as Ankaios ignores it.
+    #[default]
+    Warn,
+    /// The manifest is refused.
+    Reject,
+}
+
 /// The deprecated manifest version still accepted as input.
 pub const DEPRECATED_API_VERSION: &str = "v0.1";
 
@@ -32,8 +48,19 @@ pub fn parse_manifest(source_name: &str, text: &str) -> Result<State, ManifestEr
 }
 
 /// Like [`parse_manifest`], also returning warnings for the user (a
-/// deprecated `v0.1` manifest is converted to `v1`).
+/// deprecated `v0.1` manifest is converted to `v1`; an unknown field is
+/// ignored).
 pub fn parse_manifest_with_warnings(source_name: &str, text: &str) -> Result<(State, Vec<String>), ManifestError> {
+    parse_manifest_checked(source_name, text, UnknownFields::Warn)
+}
+
+/// Like [`parse_manifest_with_warnings`], with unknown fields handled as
+/// `unknown` says.
+pub fn parse_manifest_checked(
+    source_name: &str,
+    text: &str,
+    unknown: UnknownFields,
+) -> Result<(State, Vec<String>), ManifestError> {
     let err = |message: String| ManifestError { source_name: source_name.to_owned(), message };
     // Checked first so a wrong version is reported as such, not as the
     // unknown fields an older schema may carry.
@@ -58,15 +85,78 @@ pub fn parse_manifest_with_warnings(source_name: &str, text: &str) -> Result<(St
         }
         None => return Err(err("field 'apiVersion' is missing; expected 'apiVersion: v1'".to_owned())),
     }
-    let mut state: State = serde_saphyr::from_str(text).map_err(|e| err(describe(&e)))?;
-    trim_runtime_configs(&mut state);
+    let mut ignored: Vec<Vec<String>> = Vec::new();
+    let state: State = serde_saphyr::with_deserializer_from_str_with_options(text, yaml_options(), |de| {
+        serde_ignored::deserialize(de, |path| ignored.push(path_segments(&path)))
+    })
+    .map_err(|e| err(describe(&e)))?;
+    let unknown_fields: Vec<String> = ignored
+        .iter()
+        .map(|path| {
+            let at = line_of_path(text, path).map(|l| format!("line {l}: ")).unwrap_or_default();
+            format!("{at}unknown field '{}'", path.join("."))
+        })
+        .collect();
+    if unknown == UnknownFields::Reject
+        && let Some(first) = unknown_fields.first()
+    {
+        return Err(err(format!("{first} (unknown fields are refused in strict mode)")));
+    }
     validate_state(&state).map_err(err)?;
-    Ok((state, Vec::new()))
+    let warnings = unknown_fields.into_iter().map(|f| format!("{source_name}: {f} is ignored")).collect();
+    Ok((state, warnings))
+}
+
+/// YAML 1.2 core schema for plain scalars, as Ankaios' parser reads them.
+pub(crate) fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true }
+}
+
+/// The keys (and list indices) leading to an ignored field.
+fn path_segments(path: &serde_ignored::Path<'_>) -> Vec<String> {
+    use serde_ignored::Path;
+    let mut segments = Vec::new();
+    let mut at = path;
+    loop {
+        at = match at {
+            Path::Root => break,
+            Path::Seq { parent, index } => {
+                segments.push(index.to_string());
+                parent
+            }
+            Path::Map { parent, key } => {
+                segments.push(key.clone());
+                parent
+            }
+            Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => parent,
+        };
+    }
+    segments.reverse();
+    segments
+}
+
+/// The line of the last key of `path`, found by looking for each key in
+/// turn below the previous one; `None` when the text is not laid out so.
+fn line_of_path(text: &str, path: &[String]) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut from = 0;
+    let mut found = None;
+    for key in path.iter().filter(|k| k.parse::<usize>().is_err()) {
+        let offset = lines[from..].iter().position(|l| line_has_key(l, key))?;
+        found = Some(from + offset);
+        from += offset + 1;
+    }
+    found.map(|i| i + 1)
+}
+
+fn line_has_key(line: &str, key: &str) -> bool {
+    let line = line.trim_start().trim_start_matches("- ").trim_start();
+    [format!("{key}:"), format!("\"{key}\":"), format!("'{key}':")].iter().any(|k| line.starts_with(k.as_str()))
 }
 
 /// Ankaios keeps a manifest's runtimeConfig without leading and trailing
-/// whitespace (a `|` block loses its final line break), and so does the
-/// state `ank get state` prints and the instance id hashes.
+/// whitespace (a `|` block loses its final line break); the v0.1 reader
+/// builds workloads itself, so they are trimmed here.
 fn trim_runtime_configs(state: &mut State) {
     for wl in state.workloads.values_mut() {
         let trimmed = wl.runtime_config.trim();
@@ -154,6 +244,7 @@ pub(crate) fn describe(e: &serde_saphyr::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::complete_state::ConfigItem;
 
     const GOOD: &str = "apiVersion: v1\nworkloads:\n  nginx:\n    runtime: podman\n    agent: agent_A\n    restartPolicy: ALWAYS\n    tags:\n      owner: me\n    dependencies:\n      db: ADD_COND_RUNNING\n    runtimeConfig: |\n      image: busybox\n";
 
@@ -162,8 +253,7 @@ mod tests {
         let s = parse_manifest("m.yaml", GOOD).unwrap();
         let wl = &s.workloads["nginx"];
         assert_eq!(wl.agent, "agent_A");
-        // Trimmed as Ankaios trims it: the `|` block loses its final line break.
-        assert_eq!(wl.runtime_config, "image: busybox");
+        assert_eq!(wl.runtime_config, "image: busybox", "trimmed, as Ankaios stores it");
         assert_eq!(wl.restart_policy, crate::RestartPolicy::Always);
         assert_eq!(wl.tags["owner"], "me");
     }
@@ -175,11 +265,75 @@ mod tests {
     }
 
     #[test]
-    fn manifest_error_unknown_field_names_line_and_field() {
+    fn manifest_unknown_fields_are_ignored_with_a_warning_naming_line_and_field() {
+        let text = GOOD.replace("    tags:", "    colour: red\n    tags:") + "extra:\n  deep: 1\n";
+        let (state, warnings) = parse_manifest_with_warnings("m.yaml", &text).unwrap();
+        assert_eq!(state, parse_manifest("m.yaml", GOOD).unwrap());
+        assert_eq!(
+            warnings,
+            [
+                "m.yaml: line 7: unknown field 'workloads.nginx.colour' is ignored",
+                "m.yaml: line 14: unknown field 'extra' is ignored"
+            ]
+        );
+        let rules = GOOD.replace(
+            "    tags:",
+            "    controlInterfaceAccess:\n      allowRules: []\n      futureRules: []\n    tags:",
+        );
+        let (_, warnings) = parse_manifest_with_warnings("m.yaml", &rules).unwrap();
+        assert_eq!(
+            warnings,
+            ["m.yaml: line 9: unknown field 'workloads.nginx.controlInterfaceAccess.futureRules' is ignored"]
+        );
+    }
+
+    #[test]
+    fn manifest_unknown_field_is_an_error_in_strict_mode() {
         let text = GOOD.replace("    tags:", "    colour: red\n    tags:");
-        let e = parse_manifest("m.yaml", &text).unwrap_err().to_string();
-        assert!(e.starts_with("m.yaml: line 7 column 5: unknown field `colour`"), "{e}");
-        assert!(e.contains("colour"), "{e}");
+        let e = parse_manifest_checked("m.yaml", &text, UnknownFields::Reject).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "m.yaml: line 7: unknown field 'workloads.nginx.colour' (unknown fields are refused in strict mode)"
+        );
+        assert!(parse_manifest_checked("m.yaml", GOOD, UnknownFields::Reject).is_ok());
+    }
+
+    #[test]
+    fn manifest_config_values_follow_yaml_1_2_like_ankaios() {
+        let text = "apiVersion: v1\nconfigs:\n  flags:\n    debug: yes\n    power: on\n    list: [no, off, y]\n    quoted: \"true\"\n";
+        let s = parse_manifest("m.yaml", text).unwrap();
+        let ConfigItem::Object(flags) = &s.configs["flags"] else { panic!("{:?}", s.configs) };
+        assert_eq!(flags["debug"], ConfigItem::String("yes".into()));
+        assert_eq!(flags["power"], ConfigItem::String("on".into()));
+        assert_eq!(
+            flags["list"],
+            ConfigItem::Array(vec![
+                ConfigItem::String("no".into()),
+                ConfigItem::String("off".into()),
+                ConfigItem::String("y".into())
+            ])
+        );
+        assert_eq!(flags["quoted"], ConfigItem::String("true".into()));
+        // As in Ankaios, a config value is a string, a list or a map: an
+        // unquoted number or true/false is refused.
+        for bad in ["port: 8080", "debug: true", "ratio: 0.5"] {
+            let text = format!("apiVersion: v1\nconfigs:\n  c:\n    {bad}\n");
+            assert!(parse_manifest("m.yaml", &text).is_err(), "{bad}");
+        }
+        // Strings of other fields keep what was written.
+        let tags = GOOD.replace("owner: me", "owner: yes");
+        assert_eq!(parse_manifest("m.yaml", &tags).unwrap().workloads["nginx"].tags["owner"], "yes");
+    }
+
+    #[test]
+    fn manifest_restart_policy_is_upper_case_as_in_ankaios() {
+        let text = GOOD.replace("restartPolicy: ALWAYS", "restartPolicy: Always");
+        assert!(parse_manifest("m.yaml", &text).is_err());
+        let text = GOOD.replace("restartPolicy: ALWAYS", "restartPolicy: ON_FAILURE");
+        assert_eq!(
+            parse_manifest("m.yaml", &text).unwrap().workloads["nginx"].restart_policy,
+            crate::RestartPolicy::OnFailure
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@ use crate::complete_state::State;
 
 /// Parses a `v0.1` manifest text into a `v1` state.
 pub fn parse(text: &str) -> Result<State, String> {
-    let mut tree: Value = serde_saphyr::from_str(text).map_err(|e| crate::manifest::describe(&e))?;
+    let mut tree: Value = serde_saphyr::from_str_with_options(text, crate::manifest::yaml_options())
+        .map_err(|e| crate::manifest::describe(&e))?;
     tree["apiVersion"] = Value::String(API_VERSION.to_owned());
     if let Some(workloads) = tree.get_mut("workloads").and_then(Value::as_object_mut) {
         for (name, wl) in workloads.iter_mut() {
@@ -50,6 +51,12 @@ mod tests {
         assert_eq!(state.workloads["nginx"].control_interface_access.allow_rules.len(), 1);
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].starts_with("old.yaml: apiVersion 'v0.1' is deprecated"), "{}", warnings[0]);
+    }
+
+    #[test]
+    fn v01_manifest_reads_yes_as_a_string() {
+        let (state, _) = parse_manifest_with_warnings("old.yaml", &V01.replace("value: me", "value: yes")).unwrap();
+        assert_eq!(state.workloads["nginx"].tags["owner"], "yes");
     }
 
     #[test]

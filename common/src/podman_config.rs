@@ -6,7 +6,8 @@ use serde::Deserialize;
 
 /// Parsed podman runtime config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// Unknown keys are ignored, as Ankaios ignores them.
+#[serde(rename_all = "camelCase")]
 pub struct PodmanRuntimeConfig {
     #[serde(default, alias = "general_options")]
     pub general_options: Vec<String>,
@@ -51,8 +52,9 @@ mod tests {
     }
 
     #[test]
-    fn podman_config_rejects_missing_image_and_unknown_keys() {
+    fn podman_config_rejects_missing_image_and_ignores_unknown_keys() {
         assert!(PodmanRuntimeConfig::parse("commandArgs: [a]\n").unwrap_err().contains("image"));
-        assert!(PodmanRuntimeConfig::parse("image: a\nfoo: 1\n").unwrap_err().contains("foo"));
+        let c = PodmanRuntimeConfig::parse("image: a\nfoo: 1\nhealthCheck: {cmd: x}\n").unwrap();
+        assert_eq!(c, PodmanRuntimeConfig { image: "a".into(), ..Default::default() });
     }
 }

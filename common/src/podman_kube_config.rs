@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 /// Parsed podman-kube runtime config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// Unknown keys are ignored, as Ankaios ignores them.
+#[serde(rename_all = "camelCase")]
 pub struct PodmanKubeRuntimeConfig {
     #[serde(default, alias = "general_options")]
     pub general_options: Vec<String>,
@@ -65,8 +66,8 @@ mod tests {
     fn podman_kube_config_errors_name_the_problem() {
         let e = PodmanKubeRuntimeConfig::parse("playOptions: []\n").unwrap_err();
         assert!(e.contains("manifest"), "{e}");
-        let e = PodmanKubeRuntimeConfig::parse("manifest: x\nimage: y\n").unwrap_err();
-        assert!(e.contains("image"), "{e}");
+        let cfg = PodmanKubeRuntimeConfig::parse("manifest: x\nimage: y\n").unwrap();
+        assert_eq!(cfg.manifest, "x", "an unknown key is ignored, as by Ankaios");
         let e = PodmanKubeRuntimeConfig::parse("manifest: '  '\n").unwrap_err();
         assert!(e.contains("must not be empty"), "{e}");
     }

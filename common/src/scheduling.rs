@@ -9,7 +9,7 @@ use crate::placement::constraint::{LabelConstraint, MetricConstraint};
 
 /// Preemption and isolation switches of one workload.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadPolicy {
     /// May preempt lower-priority workloads when quota-blocked, even if the
     /// agent's preemption is off.
@@ -31,7 +31,7 @@ impl WorkloadPolicy {
 
 /// One term of the ranking: a metric and its weight.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RankTerm {
     pub metric: String,
     #[serde(default = "one")]
@@ -47,7 +47,7 @@ impl Eq for RankTerm {}
 
 /// Where a workload may run, instead of a fixed `agent`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AgentSelector {
     /// Label constraints (`arch = arm64`, `ecu in (hpc1, hpc2)`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -35,7 +35,7 @@ pub enum AddCondition {
 
 /// A file mounted read-only into the workload.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct File {
     pub mount_point: String,
     #[serde(flatten)]
@@ -61,7 +61,7 @@ pub enum ReadWrite {
 
 /// One allow or deny rule of the control interface.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "type", deny_unknown_fields)]
+#[serde(tag = "type")]
 pub enum AccessRule {
     #[serde(rename_all = "camelCase")]
     StateRule {
@@ -75,7 +75,7 @@ pub enum AccessRule {
 
 /// Which parts of the control interface a workload may use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ControlInterfaceAccess {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_rules: Vec<AccessRule>,
@@ -85,7 +85,7 @@ pub struct ControlInterfaceAccess {
 
 /// One workload of the desired state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Workload {
     /// Target agent; empty means not scheduled. May hold a template.
     #[serde(default, deserialize_with = "agent_field")]
@@ -97,6 +97,10 @@ pub struct Workload {
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
     pub runtime: String,
+    /// Stored without leading and trailing whitespace, as Ankaios (>= 1.0)
+    /// keeps it, so a `|` block hashes to the same instance name there and
+    /// here.
+    #[serde(deserialize_with = "trimmed")]
     pub runtime_config: String,
     #[serde(default)]
     pub control_interface_access: ControlInterfaceAccess,
@@ -139,6 +143,15 @@ fn agent_field<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         AgentName::new(s.as_str()).map_err(serde::de::Error::custom)?;
     }
     Ok(s)
+}
+
+/// A string without its leading and trailing (Unicode) whitespace.
+fn trimmed<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    Ok(match s.trim() {
+        t if t.len() == s.len() => s,
+        t => t.to_owned(),
+    })
 }
 
 /// A workload as handed to one agent: its rendered spec and instance name,
@@ -200,5 +213,45 @@ impl WorkloadState {
     pub fn with_status(mut self, status: InstanceStatus) -> Self {
         self.status = status;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// sha256 of `image: docker.io/library/nginx\ncommandOptions: ["-p", "8081:80"]`
+    /// (no trailing newline), computed with sha256sum.
+    const TRIMMED_NGINX_ID: &str = "7d853558fc3ab36ad65ee7bfa35fd600b935f909e3344c41aecfd539ea793609";
+
+    fn instance_id(workload: Workload) -> String {
+        let spec =
+            WorkloadSpec::new(&WorkloadName::new("nginx").unwrap(), &AgentName::new("agent_A").unwrap(), workload);
+        spec.instance_name.id
+    }
+
+    #[test]
+    fn runtime_config_of_a_block_is_trimmed_before_it_is_hashed() {
+        let manifest = "apiVersion: v1\nworkloads:\n  nginx:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: |\n      image: docker.io/library/nginx\n      commandOptions: [\"-p\", \"8081:80\"]\n";
+        let state = crate::manifest::parse_manifest("m.yaml", manifest).unwrap();
+        let wl = state.workloads["nginx"].clone();
+        assert_eq!(wl.runtime_config, "image: docker.io/library/nginx\ncommandOptions: [\"-p\", \"8081:80\"]");
+        assert_eq!(instance_id(wl), TRIMMED_NGINX_ID);
+    }
+
+    #[test]
+    fn runtime_config_from_json_loses_surrounding_whitespace_only() {
+        let json = serde_json::json!({
+            "agent": "agent_A",
+            "runtime": "podman",
+            "runtimeConfig": " \n\timage: docker.io/library/nginx\ncommandOptions: [\"-p\", \"8081:80\"]\n\n ",
+        });
+        let wl: Workload = serde_json::from_value(json).unwrap();
+        assert_eq!(instance_id(wl), TRIMMED_NGINX_ID);
+        let inner: Workload = serde_json::from_value(serde_json::json!({
+            "runtime": "podman", "runtimeConfig": "a:  1\n\nb: 2"
+        }))
+        .unwrap();
+        assert_eq!(inner.runtime_config, "a:  1\n\nb: 2", "whitespace inside stays");
     }
 }

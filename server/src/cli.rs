@@ -16,6 +16,10 @@ pub struct Args {
     /// Manifest loaded as the initial desired state.
     #[arg(short = 'm', long = "startup-manifest", visible_alias = "startup-config", value_name = "PATH")]
     pub startup_manifest: Option<PathBuf>,
+    /// Refuse a startup manifest with unknown fields (by default they are
+    /// ignored with a warning, as Ankaios ignores them)
+    #[arg(long = "strict-manifest", env = "ANKSERVER_STRICT_MANIFEST")]
+    pub strict_manifest: bool,
     /// File that keeps the desired state across restarts: loaded at start
     /// when it exists (the startup manifest is then not used), rewritten
     /// atomically after every accepted change.

@@ -26,6 +26,7 @@ mod workload_states;
 use std::path::Path;
 
 use ank_common::State;
+pub use ank_common::manifest::UnknownFields;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -62,13 +63,23 @@ pub fn initial_state(
     state_file: Option<&StateFile>,
     startup_manifest: Option<&Path>,
 ) -> Result<(State, InitialSource), StartupError> {
+    initial_state_with(state_file, startup_manifest, UnknownFields::Warn)
+}
+
+/// Like [`initial_state`], with unknown fields of the startup manifest
+/// handled as `unknown` says (`--strict-manifest` refuses them).
+pub fn initial_state_with(
+    state_file: Option<&StateFile>,
+    startup_manifest: Option<&Path>,
+    unknown: UnknownFields,
+) -> Result<(State, InitialSource), StartupError> {
     if let Some(file) = state_file
         && let Some(saved) = file.load()?
     {
         return Ok((saved.state, InitialSource::StateFile));
     }
     let (state, source) = match startup_manifest {
-        Some(path) => (load_startup_manifest(path)?, InitialSource::StartupManifest),
+        Some(path) => (load_startup_manifest_checked(path, unknown)?, InitialSource::StartupManifest),
         None => (State { api_version: ank_common::API_VERSION.to_owned(), ..Default::default() }, InitialSource::Empty),
     };
     if let Some(file) = state_file {
@@ -77,11 +88,17 @@ pub fn initial_state(
     Ok((state, source))
 }
 
-/// Reads and validates the startup manifest.
+/// Reads and validates the startup manifest (unknown fields are ignored
+/// with a warning).
 pub fn load_startup_manifest(path: &Path) -> Result<State, StartupError> {
+    load_startup_manifest_checked(path, UnknownFields::Warn)
+}
+
+/// Like [`load_startup_manifest`], with unknown fields handled as `unknown` says.
+pub fn load_startup_manifest_checked(path: &Path, unknown: UnknownFields) -> Result<State, StartupError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| StartupError::ReadManifest { path: path.display().to_string(), source })?;
-    let (state, warnings) = ank_common::manifest::parse_manifest_with_warnings(&path.display().to_string(), &text)
+    let (state, warnings) = ank_common::manifest::parse_manifest_checked(&path.display().to_string(), &text, unknown)
         .map_err(|e| StartupError::InvalidManifest(e.to_string()))?;
     for warning in warnings {
         tracing::warn!("{warning}");
@@ -160,6 +177,27 @@ mod tests {
         );
         let e = load_startup_manifest(&dir.path().join("nope.yaml")).unwrap_err().to_string();
         assert!(e.starts_with("cannot read startup manifest") && e.contains("nope.yaml"), "{e}");
+    }
+
+    #[test]
+    fn startup_manifest_unknown_fields_are_ignored_unless_strict() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: A\n    colour: red\n    runtimeConfig: 'image: x'\n",
+        )
+        .unwrap();
+        let state = load_startup_manifest(&path).unwrap();
+        assert_eq!(state.workloads.len(), 1);
+        let e = initial_state_with(None, Some(&path), UnknownFields::Reject).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "invalid startup manifest: {}: line 6: unknown field 'workloads.w.colour' (unknown fields are refused in strict mode)",
+                path.display()
+            )
+        );
     }
 
     #[test]

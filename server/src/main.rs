@@ -45,16 +45,19 @@ async fn main() -> ExitCode {
         }
     };
     let state_file = args.state_file.clone().map(ank_server::state_file::StateFile::new);
-    let initial = match ank_server::initial_state(state_file.as_ref(), args.startup_manifest.as_deref()) {
-        Ok((state, source)) => {
-            log_initial_source(source, &args);
-            state
-        }
-        Err(e) => {
-            eprintln!("ank-server: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let unknown_fields =
+        if args.strict_manifest { ank_server::UnknownFields::Reject } else { ank_server::UnknownFields::Warn };
+    let initial =
+        match ank_server::initial_state_with(state_file.as_ref(), args.startup_manifest.as_deref(), unknown_fields) {
+            Ok((state, source)) => {
+                log_initial_source(source, &args);
+                state
+            }
+            Err(e) => {
+                eprintln!("ank-server: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     let listener = match tokio::net::TcpListener::bind(args.address).await {
         Ok(l) => l,
         Err(e) => {

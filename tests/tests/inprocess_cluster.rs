@@ -97,12 +97,14 @@ async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it
     let ResponseContent::UpdateStateSuccess { added_workloads, .. } = c.apply(TEMPLATED).await else {
         panic!("apply rejected")
     };
-    // The manifest's runtimeConfig is trimmed when read, as Ankaios does.
+    // The `|` block is stored trimmed (as by Ankaios), then rendered.
     let rendered = "image: localhost/busybox:latest\ncommandArgs: [sleep, \"1000\"]";
     let web = ank_common::WorkloadName::new("web").unwrap();
     let agent = ank_common::AgentName::new("agent_A").unwrap();
     let first = ank_common::WorkloadInstanceName::new(&web, &agent, rendered);
     assert_eq!(added_workloads, vec![first.to_string()], "the instance id hashes the rendered runtimeConfig");
+    // sha256 of the rendered, trimmed config, computed with sha256sum.
+    assert_eq!(first.id, "ee128dfdb203b8541d667daddea530577857cc23daebb8b4d60e9652a27939c8");
     c.wait_for_state("web", "Running(Ok)").await;
     assert_eq!(s.fake.created(), vec![first.clone()]);
     // The state keeps the template.

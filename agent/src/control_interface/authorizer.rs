@@ -1,9 +1,21 @@
 //! The Authorizer: decides from a workload's `controlInterfaceAccess` which
-//! of its requests go to the server. Default deny. State requests need an
-//! allow rule for every mask entry (a Read rule for CompleteStateRequest, a
-//! Write rule for UpdateStateRequest; ReadWrite counts for both) and no deny
-//! rule that covers it; log requests need an allow LogRule for every
-//! workload and no deny LogRule; cancel requests are always allowed.
+//! of its requests go to the server, with Eclipse Ankaios' matching rules.
+//! Default deny. A state request needs, for every mask entry (an empty mask
+//! list is one empty entry: the whole state), an allow rule of its side (a
+//! Read rule for CompleteStateRequest, a Write rule for UpdateStateRequest;
+//! ReadWrite counts for both) that matches, and no deny rule of that side
+//! that matches. A log request needs an allow LogRule for every workload and
+//! no deny LogRule; cancel requests are always allowed.
+//!
+//! Matching works on `.`-separated segments; a rule's `*` segment matches
+//! any one segment, a rule without segments never matches.
+//! - An allow rule matches the paths it equals or is a prefix of; the rule
+//!   `*` also matches the empty path (the whole state).
+//! - A deny rule matches over the shorter of both paths: the paths it equals,
+//!   the paths below it (they are part of the denied one) and its parents
+//!   (they include it); so every non-empty deny rule matches the whole state.
+//!   A `*` segment of the request also matches (the server expands it to every
+//!   entry, the denied one included).
 
 use ank_common::messages::RequestContent;
 use ank_common::workload::{AccessRule, ControlInterfaceAccess, ReadWrite};
@@ -42,7 +54,8 @@ impl Authorizer {
         Self { access }
     }
 
-    /// `Ok` if the request may go to the server, else why not.
+    /// `Ok` if the request may go to the server, else why not (for the log;
+    /// the workload is only told "Access denied", as by Ankaios).
     pub fn authorize(&self, request: &RequestContent) -> Result<(), String> {
         match request {
             RequestContent::CompleteState { field_mask, .. } | RequestContent::RenderedState { field_mask } => {
@@ -69,22 +82,19 @@ impl Authorizer {
     }
 
     fn state(&self, access: Access, masks: &[String]) -> Result<(), String> {
-        if masks.is_empty() {
-            // The whole state: only a literal `*` rule grants it.
-            let allowed = self.state_rules(false, access).any(|m| m == "*");
-            let denied = self.state_rules(true, access).any(|m| m == "*");
-            return if allowed && !denied {
-                Ok(())
-            } else {
-                Err(format!("access denied: {} of the whole state is not allowed", access.name()))
-            };
-        }
+        let whole_state = [String::new()];
+        let masks = if masks.is_empty() { &whole_state[..] } else { masks };
         for mask in masks {
-            let path: Vec<&str> = mask.split('.').collect();
-            let allowed = self.state_rules(false, access).any(|rule| allow_matches(rule, &path));
-            let denied = self.state_rules(true, access).any(|rule| deny_matches(rule, &path));
-            if !allowed || denied {
-                return Err(format!("access denied: {} of '{mask}' is not allowed", access.name()));
+            let path = sections(mask);
+            let what = if path.is_empty() { "the whole state".to_owned() } else { format!("'{mask}'") };
+            let Some(allowed_by) = self.state_rules(false, access).find(|rule| allow_matches(rule, &path)) else {
+                return Err(format!("{} of {what} is not allowed by any rule", access.name()));
+            };
+            if let Some(denied_by) = self.state_rules(true, access).find(|rule| deny_matches(rule, &path)) {
+                return Err(format!(
+                    "{} of {what} is allowed by '{allowed_by}' but denied by '{denied_by}'",
+                    access.name()
+                ));
             }
         }
         Ok(())
@@ -99,33 +109,30 @@ impl Authorizer {
     }
 
     fn logs_of(&self, workload: &str) -> Result<(), String> {
-        let allowed = self.log_patterns(false).any(|p| name_matches(p, workload));
-        let denied = self.log_patterns(true).any(|p| name_matches(p, workload));
-        if allowed && !denied {
-            Ok(())
-        } else {
-            Err(format!("access denied: the logs of workload '{workload}' are not allowed"))
+        if !self.log_patterns(false).any(|p| name_matches(p, workload)) {
+            return Err(format!("the logs of workload '{workload}' are not allowed by any rule"));
         }
+        if let Some(denied_by) = self.log_patterns(true).find(|p| name_matches(p, workload)) {
+            return Err(format!("the logs of workload '{workload}' are denied by '{denied_by}'"));
+        }
+        Ok(())
     }
 }
 
-fn segments(rule: &str) -> Vec<&str> {
-    rule.split('.').filter(|s| !s.is_empty()).collect()
+/// The segments of a mask or rule; the empty string has none.
+fn sections(mask: &str) -> Vec<&str> {
+    if mask.is_empty() { Vec::new() } else { mask.split('.').collect() }
 }
 
-/// An allow rule covers a request path it equals or is a prefix of; a rule
-/// `*` segment matches any one request segment (a request `*` only a rule `*`).
 fn allow_matches(rule: &str, path: &[&str]) -> bool {
-    let rule = segments(rule);
-    !rule.is_empty() && rule.len() <= path.len() && rule.iter().zip(path).all(|(r, p)| *r == "*" || r == p)
+    let rule = sections(rule);
+    let whole = rule == ["*"];
+    !rule.is_empty() && (rule.len() <= path.len() || whole) && rule.iter().zip(path).all(|(r, p)| *r == "*" || r == p)
 }
 
-/// A deny rule blocks a request path that equals it or is a prefix of it
-/// (asking for a parent includes the denied part); `*` on either side
-/// matches any segment.
 fn deny_matches(rule: &str, path: &[&str]) -> bool {
-    let rule = segments(rule);
-    !rule.is_empty() && path.len() <= rule.len() && rule.iter().zip(path).all(|(r, p)| *r == "*" || *p == "*" || r == p)
+    let rule = sections(rule);
+    !rule.is_empty() && rule.iter().zip(path).all(|(r, p)| *r == "*" || *p == "*" || r == p)
 }
 
 /// A log rule entry: the name itself, `*`, or `prefix*suffix`.
@@ -195,6 +202,114 @@ mod tests {
         assert_eq!(a.authorize(&RequestContent::EventsCancel), Ok(()));
     }
 
+    /// The cases of Ankaios' `authorization.robot`: the controller's rules,
+    /// then each request with whether it succeeds.
+    #[test]
+    fn reference_authorization_suite() {
+        let update_simple = || write(&["desiredState.workloads.simple"]);
+        let update_tags = || write(&["desiredState.workloads.simple_existing.tags"]);
+        let get_all = || read(&[]);
+        let get_existing = || read(&["desiredState.workloads.simple_existing"]);
+        let get_tags = || read(&["desiredState.workloads.simple_existing.tags"]);
+        let get_controller = || read(&["desiredState.workloads.controller"]);
+        type Case = (RequestContent, bool);
+        let suite: Vec<(&str, Authorizer, Vec<Case>)> = vec![
+            (
+                "no rules",
+                authorizer(vec![], vec![]),
+                vec![
+                    (update_simple(), false),
+                    (update_tags(), false),
+                    (get_all(), false),
+                    (get_existing(), false),
+                    (get_tags(), false),
+                    (get_controller(), false),
+                ],
+            ),
+            (
+                "write on *",
+                authorizer(vec![rule(ReadWrite::Write, &["*"])], vec![]),
+                vec![
+                    (update_simple(), true),
+                    (update_tags(), true),
+                    (get_all(), false),
+                    (get_existing(), false),
+                    (get_tags(), false),
+                ],
+            ),
+            (
+                "read on *",
+                authorizer(vec![rule(ReadWrite::Read, &["*"])], vec![]),
+                vec![
+                    (update_simple(), false),
+                    (update_tags(), false),
+                    (get_all(), true),
+                    (get_existing(), true),
+                    (get_tags(), true),
+                    (logs(&["simple_existing"]), false),
+                ],
+            ),
+            (
+                "read and write on *",
+                authorizer(vec![rule(ReadWrite::ReadWrite, &["*"])], vec![]),
+                vec![
+                    (update_simple(), true),
+                    (update_tags(), true),
+                    (get_all(), true),
+                    (get_existing(), true),
+                    (get_tags(), true),
+                ],
+            ),
+            (
+                "write on desiredState.workloads.*.tags",
+                authorizer(vec![rule(ReadWrite::Write, &["desiredState.workloads.*.tags"])], vec![]),
+                vec![
+                    (update_tags(), true),
+                    (update_simple(), false),
+                    (get_all(), false),
+                    (get_existing(), false),
+                    (get_tags(), false),
+                ],
+            ),
+            (
+                "read on desiredState.workloads.*.tags",
+                authorizer(vec![rule(ReadWrite::Read, &["desiredState.workloads.*.tags"])], vec![]),
+                vec![
+                    (get_tags(), true),
+                    (update_simple(), false),
+                    (update_tags(), false),
+                    (get_all(), false),
+                    (get_existing(), false),
+                ],
+            ),
+            (
+                "read and write on desiredState.workloads, no write on simple_existing",
+                authorizer(
+                    vec![rule(ReadWrite::ReadWrite, &["desiredState.workloads"])],
+                    vec![rule(ReadWrite::Write, &["desiredState.workloads.simple_existing"])],
+                ),
+                vec![
+                    (update_simple(), true),
+                    (get_existing(), true),
+                    (get_tags(), true),
+                    // The security bug: a path below a denied one.
+                    (update_tags(), false),
+                    (get_all(), false),
+                ],
+            ),
+            (
+                "logs of simple_existing",
+                authorizer(vec![log_rule(&["simple_existing"])], vec![]),
+                vec![(logs(&["simple_existing"]), true), (logs(&["simple"]), false)],
+            ),
+        ];
+        for (name, a, cases) in suite {
+            for (request, allowed) in cases {
+                assert_eq!(a.authorize(&request).is_ok(), allowed, "{name}: {request:?}");
+            }
+        }
+    }
+
     #[test]
     fn allow_rules_cover_their_paths_and_below_for_their_operation() {
         let a = authorizer(
@@ -208,34 +323,71 @@ mod tests {
         assert_eq!(a.authorize(&read(&["desiredState.workloads", "workloadStates.A.web"])), Ok(()));
         assert_eq!(
             a.authorize(&read(&["desiredState"])),
-            Err("access denied: read of 'desiredState' is not allowed".into()),
+            Err("read of 'desiredState' is not allowed by any rule".into()),
             "a parent of the allowed path"
         );
         assert!(a.authorize(&read(&["desiredState.workloads.a", "configs"])).is_err(), "every entry must be allowed");
         assert!(a.authorize(&write(&["desiredState.workloads.a"])).is_err(), "Read does not grant write");
         assert_eq!(a.authorize(&write(&["workloadStates.B.web.id"])), Ok(()));
         assert!(a.authorize(&read(&["workloadStates.*.db"])).is_err());
-        assert!(a.authorize(&read(&["workloadStates.*.web"])).is_ok());
-        assert!(a.authorize(&read(&[])).is_err(), "the whole state needs a literal *");
+        assert!(a.authorize(&read(&["workloadStates.*.web"])).is_ok(), "a rule * matches a request *");
+        assert!(
+            authorizer(vec![rule(ReadWrite::Read, &["desiredState.workloads.a"])], vec![])
+                .authorize(&read(&["desiredState.workloads.*"]))
+                .is_err(),
+            "a request * is not matched by a named rule segment"
+        );
+        assert_eq!(a.authorize(&read(&[])), Err("read of the whole state is not allowed by any rule".into()));
         let nothing = authorizer(vec![rule(ReadWrite::Nothing, &["*"])], vec![]);
         assert!(nothing.authorize(&read(&["desiredState"])).is_err());
+        let empty = authorizer(vec![rule(ReadWrite::Read, &[""])], vec![]);
+        assert!(empty.authorize(&read(&[])).is_err(), "a rule without segments never matches");
+        assert!(empty.authorize(&read(&["desiredState"])).is_err());
     }
 
     #[test]
-    fn deny_rules_block_their_paths_and_parents() {
+    fn a_leading_wildcard_rule_does_not_grant_the_parents_of_what_it_names() {
+        // Only the rule `*` matches paths shorter than itself (the whole
+        // state); Ankaios lets any rule starting with `*` do so.
+        let tags = authorizer(vec![rule(ReadWrite::Read, &["*.workloads.*.tags"])], vec![]);
+        assert_eq!(tags.authorize(&read(&["desiredState.workloads.a.tags"])), Ok(()));
+        assert!(tags.authorize(&read(&["desiredState.workloads"])).is_err());
+        assert!(tags.authorize(&read(&[])).is_err());
+        let all = authorizer(vec![rule(ReadWrite::Read, &["*"])], vec![]);
+        assert_eq!(all.authorize(&read(&["", "desiredState.workloads.a.tags"])), Ok(()));
+    }
+
+    #[test]
+    fn deny_rules_block_their_paths_their_children_and_their_parents() {
         let a = authorizer(
             vec![rule(ReadWrite::ReadWrite, &["*"])],
             vec![rule(ReadWrite::Write, &["desiredState.workloads.secret"])],
         );
         assert_eq!(a.authorize(&read(&[])), Ok(()));
         assert_eq!(a.authorize(&read(&["desiredState.workloads.secret"])), Ok(()), "deny is for write only");
-        assert!(a.authorize(&write(&["desiredState.workloads.secret"])).is_err());
+        assert_eq!(
+            a.authorize(&write(&["desiredState.workloads.secret"])),
+            Err("write of 'desiredState.workloads.secret' is allowed by '*' but denied by 'desiredState.workloads.secret'"
+                .into())
+        );
+        assert!(a.authorize(&write(&["desiredState.workloads.secret.agent"])).is_err(), "a child is denied");
         assert!(a.authorize(&write(&["desiredState"])).is_err(), "a parent includes the denied part");
+        assert!(a.authorize(&write(&[])).is_err(), "so does the whole state");
         assert!(a.authorize(&write(&["desiredState.workloads.*"])).is_err(), "a wildcard includes it too");
         assert_eq!(a.authorize(&write(&["desiredState.workloads.public"])), Ok(()));
         assert_eq!(a.authorize(&write(&["desiredState.workloads.secret2"])), Ok(()));
+        assert_eq!(a.authorize(&write(&["desiredState.configs"])), Ok(()));
+        let wild = authorizer(
+            vec![rule(ReadWrite::Read, &["*"])],
+            vec![rule(ReadWrite::Read, &["desiredState.workloads.*.agent"])],
+        );
+        assert!(wild.authorize(&read(&["desiredState.workloads.a.agent"])).is_err());
+        assert!(wild.authorize(&read(&["desiredState.workloads.a"])).is_err());
+        assert_eq!(wild.authorize(&read(&["desiredState.workloads.a.tags"])), Ok(()));
         let whole = authorizer(vec![rule(ReadWrite::Read, &["*"])], vec![rule(ReadWrite::Read, &["*"])]);
         assert!(whole.authorize(&read(&[])).is_err());
+        let empty = authorizer(vec![rule(ReadWrite::Read, &["*"])], vec![rule(ReadWrite::Read, &[""])]);
+        assert_eq!(empty.authorize(&read(&[])), Ok(()), "a deny rule without segments never matches");
     }
 
     #[test]
@@ -244,12 +396,14 @@ mod tests {
         assert_eq!(a.authorize(&logs(&["db", "web_1", "nightly_job"])), Ok(()));
         assert_eq!(
             a.authorize(&logs(&["db", "web_secret"])),
-            Err("access denied: the logs of workload 'web_secret' are not allowed".into())
+            Err("the logs of workload 'web_secret' are denied by 'web_secret'".into())
         );
         assert!(a.authorize(&logs(&["cache"])).is_err());
         let all = authorizer(vec![log_rule(&["*"])], vec![]);
         assert_eq!(all.authorize(&logs(&["anything"])), Ok(()));
         assert!(!name_matches("ab*ba", "aba"), "prefix and suffix may not overlap");
+        let later = authorizer(vec![log_rule(&["web_*", "db"])], vec![]);
+        assert_eq!(later.authorize(&logs(&["db"])), Ok(()), "every pattern of a rule is tried");
     }
 
     #[test]
@@ -260,9 +414,7 @@ mod tests {
         );
         // (request, allowed?) in the reference's matching rules.
         let cases: &[(RequestContent, bool)] = &[
-            // A deny rule matches the request path or its parents, not the
-            // paths below it (as Eclipse Ankaios does).
-            (write(&["desiredState.workloads.secret.agent"]), true),
+            (write(&["desiredState.workloads.secret.agent"]), false),
             (read(&["desiredState.workloads.secret"]), false),
             (read(&["desiredState.workloads"]), false),
             // An empty rule never matches anything.

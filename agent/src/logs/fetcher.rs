@@ -1,5 +1,6 @@
 //! One log stream: finds the workload in the runtimes, streams its lines to
-//! the server in batches and says when the stream ended.
+//! the server in batches (sized by [`framing`](super::framing)) and says
+//! when the stream ended.
 
 use std::sync::Arc;
 
@@ -68,9 +69,11 @@ impl Fetcher {
                     Err(_) => break,
                 }
             }
-            let msg = ToServer::LogEntriesResponse { request_id: self.request_id.clone(), entries };
-            if self.server.send(msg).is_err() {
-                return;
+            for entries in super::framing::frame(entries) {
+                let msg = ToServer::LogEntriesResponse { request_id: self.request_id.clone(), entries };
+                if self.server.send(msg).is_err() {
+                    return;
+                }
             }
         }
     }

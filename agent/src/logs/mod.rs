@@ -1,13 +1,15 @@
 //! [`LogsManager`]: serves the server's log requests for this agent's
 //! workloads. Each request ("campaign") gets one fetcher per named workload
 //! of this agent; a fetcher streams the runtime's log lines to the server
-//! as `LogEntriesResponse`s and ends with a `LogsStopResponse`. Campaigns
+//! as `LogEntriesResponse`s (of at most 2 MiB each, a longer line cut, as
+//! Ankaios does) and ends with a `LogsStopResponse`. Campaigns
 //! end on `LogsCancelRequest`, when the server link is lost and at shutdown.
 //!
 //! In: commands via [`LogsManagerHandle`] (from the `AgentManager`).
 //! Out: `ToServer` log messages through the server link.
 
 mod fetcher;
+mod framing;
 
 use std::collections::HashMap;
 use std::sync::Arc;

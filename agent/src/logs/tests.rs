@@ -163,3 +163,37 @@ async fn logs_cancel_all_ends_every_stream() {
     .await
     .expect("all streams closed");
 }
+
+#[tokio::test]
+async fn logs_longer_than_2_mib_are_sent_cut_and_large_batches_are_split() {
+    let mut s = setup();
+    let web = instance("web", AGENT);
+    s.fake.insert_existing(web.clone(), ExecutionState::running());
+    let long = "x".repeat(5 * 1024 * 1024);
+    let medium = "m".repeat(1536 * 1024);
+    for l in ["first", long.as_str(), medium.as_str(), medium.as_str(), "last"] {
+        s.fake.push_log(&web, l).await;
+    }
+    s.logs.start("r1".into(), request(vec![web.clone()]));
+    let mut responses = Vec::new();
+    loop {
+        match s.next().await {
+            ToServer::LogEntriesResponse { entries, .. } => {
+                responses.push(entries.into_iter().map(|e| e.message).collect::<Vec<_>>())
+            }
+            ToServer::LogsStopResponse { .. } => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let lines: Vec<&String> = responses.iter().flatten().collect();
+    assert_eq!(lines.len(), 6, "every line arrives, plus the note on the cut one");
+    assert_eq!(lines[0], "first");
+    let kept = lines[1].strip_suffix(" [truncated]").expect("the long line is cut");
+    assert!(kept.len() > 2 * 1024 * 1024 - 512 && long.starts_with(kept), "{}", kept.len());
+    assert_eq!(lines[2], "The previous message was truncated due to exceeding the maximum 2 MB size.");
+    assert_eq!((lines[3], lines[4], lines[5].as_str()), (&medium, &medium, "last"));
+    assert!(
+        responses.iter().all(|r| r.iter().map(String::len).sum::<usize>() <= 2 * 1024 * 1024),
+        "no response above 2 MiB"
+    );
+}

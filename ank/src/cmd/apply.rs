@@ -8,7 +8,7 @@ use std::io::Read;
 
 use ank_common::complete_state::ConfigItem;
 use ank_common::groups::Group;
-use ank_common::manifest::parse_manifest_with_warnings;
+use ank_common::manifest::{UnknownFields, parse_manifest_checked};
 use ank_common::messages::RequestContent;
 use ank_common::{AgentName, State, Workload, WorkloadName};
 use anyhow::{Context, bail};
@@ -67,8 +67,15 @@ pub struct Merged {
 }
 
 /// Reads and parses every file (`-` is standard input). The first invalid
-/// manifest ends this with its parse error unchanged.
+/// manifest ends this with its parse error unchanged; unknown fields are
+/// ignored with a warning on standard error.
 pub fn read_manifests(files: &[String]) -> anyhow::Result<Vec<Manifest>> {
+    read_manifests_checked(files, UnknownFields::Warn)
+}
+
+/// Like [`read_manifests`], with unknown fields handled as `unknown` says
+/// (`ank apply --strict` refuses them).
+pub fn read_manifests_checked(files: &[String], unknown: UnknownFields) -> anyhow::Result<Vec<Manifest>> {
     let mut manifests = Vec::with_capacity(files.len());
     for file in files {
         let (source, text) = if file == "-" {
@@ -82,7 +89,7 @@ pub fn read_manifests(files: &[String]) -> anyhow::Result<Vec<Manifest>> {
             };
             (file.clone(), text)
         };
-        let (state, warnings) = parse_manifest_with_warnings(&source, &text)?;
+        let (state, warnings) = parse_manifest_checked(&source, &text, unknown)?;
         for warning in warnings {
             eprintln!("warning: {warning}");
         }
@@ -167,7 +174,8 @@ impl Merged {
 
 /// Applies (or deletes) the manifests and waits for the workloads.
 pub async fn run(ctx: &mut Ctx<'_>, args: ApplyArgs) -> anyhow::Result<()> {
-    let mut merged = merge(read_manifests(&args.files)?)?;
+    let unknown = if args.strict { UnknownFields::Reject } else { UnknownFields::Warn };
+    let mut merged = merge(read_manifests_checked(&args.files, unknown)?)?;
     match &args.agent {
         Some(agent) => {
             let agent = AgentName::new(agent.as_str()).context("invalid value of --agent")?;
@@ -216,7 +224,7 @@ mod tests {
         );
         let desired = &new_state["desiredState"];
         assert_eq!(desired["apiVersion"], "v1");
-        assert_eq!(desired["workloads"]["web"]["runtimeConfig"], "image: nginx", "trimmed as Ankaios trims it");
+        assert_eq!(desired["workloads"]["web"]["runtimeConfig"], "image: nginx", "trimmed, as Ankaios stores it");
         assert_eq!(desired["workloads"]["db"]["agent"], "agent_B");
         assert_eq!(desired["configs"]["port"], "80");
         ank_common::convert::complete_state_from_json(&new_state).unwrap();
@@ -297,5 +305,22 @@ mod tests {
         let err = read_manifests(&files).unwrap_err();
         let expected = parse_manifest(&bad.display().to_string(), "apiVersion: v7\n").unwrap_err().to_string();
         assert_eq!(format!("{err:#}"), expected);
+    }
+
+    #[test]
+    fn apply_ignores_unknown_fields_unless_strict() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.yaml");
+        std::fs::write(&file, A.replace("runtime: podman", "runtime: podman\n    colour: red")).unwrap();
+        let files = vec![file.display().to_string()];
+        assert_eq!(read_manifests(&files).unwrap()[0].state.workloads.len(), 1);
+        let err = read_manifests_checked(&files, UnknownFields::Reject).unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            format!(
+                "{}: line 5: unknown field 'workloads.web.colour' (unknown fields are refused in strict mode)",
+                file.display()
+            )
+        );
     }
 }

@@ -390,7 +390,7 @@ mod tests {
         let wl = Workload {
             agent: "agent_A".into(),
             runtime: "podman".into(),
-            runtime_config: "image: busybox\n".into(),
+            runtime_config: "image: busybox".into(),
             ..Default::default()
         };
         let spec = WorkloadSpec::new(&WorkloadName::new("w").unwrap(), &AgentName::new("agent_A").unwrap(), wl);

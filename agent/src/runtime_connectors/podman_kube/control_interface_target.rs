@@ -1,6 +1,7 @@
 //! Puts a workload's control interface into its Kubernetes manifest: the
-//! pod named by `controlInterfaceTarget` (`<pod>/<container>`, a `kind: Pod`
-//! or the pod template of a `kind: Deployment`) gets a `hostPath` volume of
+//! pod named by `controlInterfaceTarget` (`<pod>/<container>`: a `kind: Pod`
+//! by its name, or the pod template of a `kind: Deployment` by the name podman
+//! gives its pod, `<deployment>-pod`, as Ankaios does) gets a `hostPath` volume of
 //! the host folder holding the FIFOs, and the named container mounts it at
 //! [`CONTROL_INTERFACE_MOUNT`]. Owns reading the (multi-document) manifest
 //! and writing the changed one; every other document and field is kept.
@@ -16,8 +17,12 @@ use serde_json::{Map, Value, json};
 
 use crate::runtime_connectors::podman::CONTROL_INTERFACE_MOUNT;
 
-/// Name of the injected volume (with `-2`, `-3`, ... when the pod already has one of that name).
-pub const VOLUME_NAME: &str = "ankaios-control-interface";
+/// Name of the injected volume, Ankaios' (with `-2`, `-3`, ... when the pod
+/// already has one of that name).
+pub const VOLUME_NAME: &str = "control-interface-volume";
+
+/// What podman appends to a Deployment's name to name its pod.
+const DEPLOYMENT_POD_SUFFIX: &str = "-pod";
 
 /// `<pod>/<container>` of a `controlInterfaceTarget`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,13 +81,14 @@ fn write_documents(docs: &[Value]) -> String {
     docs.iter().map(|doc| format!("{doc}\n")).collect::<Vec<_>>().join("---\n")
 }
 
-/// The name a document gives its pod, with the pod spec's path in it:
-/// a Pod's `spec`, a Deployment's `spec.template.spec`.
-fn pod_of(doc: &Value) -> Option<(&str, &'static [&'static str])> {
+/// The name podman gives a document's pod, with the pod spec's path in it:
+/// a Pod's `metadata.name` and `spec`, a Deployment's `<metadata.name>-pod`
+/// and `spec.template.spec`.
+fn pod_of(doc: &Value) -> Option<(String, &'static [&'static str])> {
     let name = doc.pointer("/metadata/name")?.as_str()?;
     match doc.get("kind")?.as_str()? {
-        "Pod" => Some((name, &["spec"])),
-        "Deployment" => Some((name, &["spec", "template", "spec"])),
+        "Pod" => Some((name.to_owned(), &["spec"])),
+        "Deployment" => Some((format!("{name}{DEPLOYMENT_POD_SUFFIX}"), &["spec", "template", "spec"])),
         _ => None,
     }
 }
@@ -90,9 +96,9 @@ fn pod_of(doc: &Value) -> Option<(&str, &'static [&'static str])> {
 /// The pod spec (as an object) of the first Pod or Deployment named `pod`.
 fn find_pod_spec<'a>(docs: &'a mut [Value], pod: &str) -> Result<&'a mut Map<String, Value>, String> {
     let found =
-        docs.iter().enumerate().find_map(|(i, doc)| pod_of(doc).filter(|(name, _)| *name == pod).map(|(_, p)| (i, p)));
+        docs.iter().enumerate().find_map(|(i, doc)| pod_of(doc).filter(|(name, _)| name == pod).map(|(_, p)| (i, p)));
     let Some((index, path)) = found else {
-        let names: Vec<&str> = docs.iter().filter_map(pod_of).map(|(name, _)| name).collect();
+        let names: Vec<String> = docs.iter().filter_map(pod_of).map(|(name, _)| name).collect();
         let names = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
         return Err(format!("the manifest has no Pod or Deployment named '{pod}' (pods: {names})"));
     };
@@ -208,8 +214,8 @@ spec:
         let docs = inject_into(WEB, "web/sidecar").unwrap();
         assert_eq!(docs.len(), 1);
         let spec = &docs[0]["spec"];
-        assert_eq!(spec["volumes"], json!([volume("ankaios-control-interface")]));
-        assert_eq!(spec["containers"][1]["volumeMounts"], json!([mount("ankaios-control-interface")]));
+        assert_eq!(spec["volumes"], json!([volume("control-interface-volume")]));
+        assert_eq!(spec["containers"][1]["volumeMounts"], json!([mount("control-interface-volume")]));
         assert_eq!(spec["containers"][1]["image"], "localhost/busybox:latest");
         assert!(spec["containers"][0].get("volumeMounts").is_none(), "only the target container mounts it");
         assert_eq!(docs[0]["metadata"], json!({ "name": "web" }));
@@ -226,8 +232,8 @@ spec:
         let original: Vec<Value> = serde_saphyr::from_multiple(&manifest).unwrap();
         assert_eq!(docs[0], original[0], "the ConfigMap is unchanged");
         assert_eq!(docs[1], original[1], "the other pod is unchanged");
-        assert_eq!(docs[2]["spec"]["volumes"], json!([volume("ankaios-control-interface")]));
-        assert_eq!(docs[2]["spec"]["containers"][0]["volumeMounts"], json!([mount("ankaios-control-interface")]));
+        assert_eq!(docs[2]["spec"]["volumes"], json!([volume("control-interface-volume")]));
+        assert_eq!(docs[2]["spec"]["containers"][0]["volumeMounts"], json!([mount("control-interface-volume")]));
     }
 
     #[test]
@@ -236,7 +242,7 @@ spec:
 metadata: {name: web}
 spec:
   volumes:
-  - name: ankaios-control-interface
+  - name: control-interface-volume
     emptyDir: {}
   - name: data
     hostPath: {path: /srv/data}
@@ -250,14 +256,14 @@ spec:
         assert_eq!(
             spec["volumes"],
             json!([
-                { "name": "ankaios-control-interface", "emptyDir": {} },
+                { "name": "control-interface-volume", "emptyDir": {} },
                 { "name": "data", "hostPath": { "path": "/srv/data" } },
-                volume("ankaios-control-interface-2"),
+                volume("control-interface-volume-2"),
             ])
         );
         assert_eq!(
             spec["containers"][0]["volumeMounts"],
-            json!([{ "name": "data", "mountPath": "/data", "readOnly": true }, mount("ankaios-control-interface-2")])
+            json!([{ "name": "data", "mountPath": "/data", "readOnly": true }, mount("control-interface-volume-2")])
         );
     }
 
@@ -274,12 +280,19 @@ spec:
       containers:
       - {name: frontend, image: localhost/busybox:latest}
 ";
-        let docs = inject_into(manifest, "web/frontend").unwrap();
+        // podman names the Deployment's pod `web-pod` (Ankaios'
+        // multi_container_podman_kube_deployment.yaml targets `pod_A-pod`).
+        let docs = inject_into(manifest, "web-pod/frontend").unwrap();
         let template = &docs[0]["spec"]["template"];
-        assert_eq!(template["spec"]["volumes"], json!([volume("ankaios-control-interface")]));
-        assert_eq!(template["spec"]["containers"][0]["volumeMounts"], json!([mount("ankaios-control-interface")]));
+        assert_eq!(template["spec"]["volumes"], json!([volume("control-interface-volume")]));
+        assert_eq!(template["spec"]["containers"][0]["volumeMounts"], json!([mount("control-interface-volume")]));
         assert_eq!(template["metadata"], json!({ "labels": { "app": "web" } }));
         assert_eq!(docs[0]["spec"]["replicas"], 1);
+        let e = inject(manifest, Some("web/frontend"), Path::new(FOLDER)).unwrap_err();
+        assert_eq!(
+            e,
+            "controlInterfaceTarget 'web/frontend': the manifest has no Pod or Deployment named 'web' (pods: web-pod)"
+        );
     }
 
     #[test]
@@ -333,9 +346,9 @@ spec:
         assert_eq!(e, "controlInterfaceTarget 'web/x': the pod 'web' has no list of containers");
         let e = inject(&format!("{WEB}  volumes: 3\n"), Some("web/frontend"), Path::new(FOLDER)).unwrap_err();
         assert_eq!(e, "controlInterfaceTarget 'web/frontend': 'volumes' of 'web' is not a list");
-        let e =
-            inject("kind: Deployment\nmetadata: {name: web}\nspec: 5\n", Some("web/x"), Path::new(FOLDER)).unwrap_err();
-        assert_eq!(e, "controlInterfaceTarget 'web/x': 'spec.template.spec' of the pod 'web' is not an object");
+        let e = inject("kind: Deployment\nmetadata: {name: web}\nspec: 5\n", Some("web-pod/x"), Path::new(FOLDER))
+            .unwrap_err();
+        assert_eq!(e, "controlInterfaceTarget 'web-pod/x': 'spec.template.spec' of the pod 'web-pod' is not an object");
     }
 
     #[test]
