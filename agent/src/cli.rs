@@ -18,7 +18,7 @@ pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
 
 /// Flags of `ank-agent`.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "ank-agent", version, about = "Ankaios-compatible agent: runs the server's workloads on this node")]
+#[command(name = "ank-agent", version = ank_common::version::VERSION_LINE, about = "Ankaios-compatible agent: runs the server's workloads on this node")]
 pub struct Cli {
     /// Unique name of this agent ([A-Za-z0-9_-]); from the config file if not given.
     #[arg(short = 'n', long)]
@@ -99,6 +99,11 @@ pub struct Cli {
     /// Agent key (PEM) for mTLS.
     #[arg(long = "key_pem", env = "ANKAGENT_KEY_PEM", value_name = "PATH")]
     pub key_pem: Option<PathBuf>,
+    /// With mTLS: check the server's certificate against the host of the
+    /// server URL instead of the name `ank-server` (Ankaios' rule).
+    #[arg(long = "check-server-url-host", env = "ANKAGENT_CHECK_SERVER_URL_HOST",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub check_server_url_host: bool,
     /// CA certificate itself, from the config file's `ca_pem_content`.
     #[arg(skip)]
     pub ca_pem_content: Option<ank_common::tls::PemText>,
@@ -108,6 +113,10 @@ pub struct Cli {
     /// Agent key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
     pub key_pem_content: Option<ank_common::tls::PemText>,
+    /// The runtimes to offer, from the config file's `runtimes` (Ankaios);
+    /// `None`: all of them.
+    #[arg(skip)]
+    pub runtimes: Option<Vec<String>>,
     /// Priority, quota and preemption of the workload scheduler.
     #[command(flatten)]
     pub scheduling: crate::scheduler_cli::SchedulerArgs,
@@ -121,8 +130,12 @@ pub enum CliError {
     #[error("the agent needs a name: give --name (-n) or set 'name' in the config file")]
     MissingName,
     // [impl->swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1]
-    #[error("{0}")]
+    #[error("{}", .0.daemon_message())]
+    MissingCertificates(tls::MissingCertificates),
+    #[error("Failed to load certificate files!: '{0}'")]
     Tls(String),
+    #[error("Invalid runtime configuration: '{0}'")]
+    Runtimes(String),
     #[error("server url '{0}' uses https, which needs TLS; use an http:// url with --insecure")]
     HttpsWithInsecure(String),
     #[error("server url '{0}' uses http, but certificates were given; use an https:// url")]
@@ -170,6 +183,26 @@ impl Cli {
         Ok(crate::health::socket_path(&folder, name.as_str()))
     }
 
+    /// Ankaios' warning for `--insecure` given together with PEM items.
+    pub fn tls_conflict(&self) -> Option<&'static str> {
+        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
+        tls::conflict(
+            self.insecure,
+            given(&self.ca_pem, &self.ca_pem_content),
+            given(&self.crt_pem, &self.crt_pem_content),
+            given(&self.key_pem, &self.key_pem_content),
+        )
+    }
+
+    /// Narrows `registry` to the config file's `runtimes`, if given;
+    /// returns a warning for each runtime named there that this agent does
+    /// not have, or an error when it has none of them.
+    pub fn select_runtimes(&self, registry: &mut crate::RuntimeRegistry) -> Result<Vec<String>, CliError> {
+        let Some(wanted) = &self.runtimes else { return Ok(Vec::new()) };
+        let unsupported = registry.select(wanted).map_err(CliError::Runtimes)?;
+        Ok(unsupported.iter().map(|r| format!("Configured runtime '{r}' is not supported.")).collect())
+    }
+
     /// Validates the flags into the library's configuration.
     // [impl->swdd~agent-supports-cli-argument-for-insecure-communication~1]
     pub fn into_config(self) -> Result<AgentConfig, CliError> {
@@ -181,9 +214,8 @@ impl Cli {
             PemSource::from_parts(self.ca_pem, self.ca_pem_content),
             PemSource::from_parts(self.crt_pem, self.crt_pem_content),
             PemSource::from_parts(self.key_pem, self.key_pem_content),
-            "ANKAGENT",
         )
-        .map_err(CliError::Tls)?;
+        .map_err(CliError::MissingCertificates)?;
         let default_url = if tls.is_some() { DEFAULT_SERVER_URL } else { DEFAULT_INSECURE_SERVER_URL };
         let server_url = self.server_url.unwrap_or_else(|| default_url.to_owned());
         match (server_url.split_once("://").map(|(scheme, _)| scheme), tls.is_some()) {
@@ -198,6 +230,7 @@ impl Cli {
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
         config.tls = tls;
+        config.tls_check_url_host = self.check_server_url_host;
         config.heartbeat =
             ank_proto::dial::Heartbeat::from_millis(self.heartbeat_interval_ms, self.heartbeat_timeout_ms);
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);

@@ -76,7 +76,6 @@ fn parse_tick_arg(text: &str) -> Result<Duration, String> {
 
 /// The config file's `[preemption]` table.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PreemptionFile {
     pub enabled: Option<bool>,
     #[serde(default, deserialize_with = "ank_common::duration::optional")]

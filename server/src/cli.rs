@@ -11,10 +11,10 @@ use crate::placement::config as placement;
 
 /// The Ankaios-compatible server.
 #[derive(Debug, Parser)]
-#[command(name = "ank-server", version, about = "Holds the desired state and serves agents and the ank CLI")]
+#[command(name = "ank-server", version = ank_common::version::VERSION_LINE, about = "Holds the desired state and serves agents and the ank CLI")]
 pub struct Args {
     /// Manifest loaded as the initial desired state.
-    #[arg(short = 'm', long = "startup-manifest", visible_alias = "startup-config", value_name = "PATH")]
+    #[arg(short = 'm', short_alias = 'c', long = "startup-manifest", visible_alias = "startup-config", value_name = "PATH")]
     pub startup_manifest: Option<PathBuf>,
     /// File that keeps the desired state across restarts: loaded at start
     /// when it exists (the startup manifest is then not used), rewritten
@@ -63,9 +63,14 @@ pub struct Args {
     /// Server key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
     pub key_pem_content: Option<ank_common::tls::PemText>,
-    /// With mTLS: accept agents whose certificate does not carry their name.
+    /// With mTLS: accept agents whatever names their certificate carries.
     #[arg(long = "allow-any-agent-name", env = "ANKSERVER_ALLOW_ANY_AGENT_NAME")]
     pub allow_any_agent_name: bool,
+    /// With mTLS: an agent's certificate must carry the agent's name itself
+    /// as CN or SAN DNS name; a SAN of `*` admits no agent [default: as
+    /// Ankaios, a SAN DNS name equal to the name or `*`].
+    #[arg(long = "strict-agent-names", env = "ANKSERVER_STRICT_AGENT_NAMES")]
+    pub strict_agent_names: bool,
     /// With mTLS: clients whose certificate carries this name (CN or SAN)
     /// may only read the state (repeatable; env: comma-separated).
     #[arg(long = "read-only-client", env = "ANKSERVER_READ_ONLY_CLIENTS", value_delimiter = ',', value_name = "NAME")]
@@ -163,16 +168,37 @@ pub struct Args {
 }
 
 impl Args {
-    /// The mTLS set-up, `None` with `--insecure`; an error unless exactly
-    /// one of the two is configured.
-    pub fn tls_sources(&self) -> Result<Option<TlsSources>, String> {
+    /// The mTLS set-up, `None` with `--insecure`; refused (as Ankaios
+    /// does) unless all three PEM items or `--insecure` alone are given.
+    pub fn tls_sources(&self) -> Result<Option<TlsSources>, tls::MissingCertificates> {
         tls::choose(
             self.insecure,
             PemSource::from_parts(self.ca_pem.clone(), self.ca_pem_content.clone()),
             PemSource::from_parts(self.crt_pem.clone(), self.crt_pem_content.clone()),
             PemSource::from_parts(self.key_pem.clone(), self.key_pem_content.clone()),
-            "ANKSERVER",
         )
+    }
+
+    /// Ankaios' warning for `--insecure` given together with PEM items.
+    pub fn tls_conflict(&self) -> Option<&'static str> {
+        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
+        tls::conflict(
+            self.insecure,
+            given(&self.ca_pem, &self.ca_pem_content),
+            given(&self.crt_pem, &self.crt_pem_content),
+            given(&self.key_pem, &self.key_pem_content),
+        )
+    }
+
+    /// How agent names are checked against their certificates.
+    pub fn identity_policy(&self) -> crate::grpc::identity::IdentityPolicy {
+        use crate::grpc::identity::AgentNameRule;
+        let agent_names = match (self.allow_any_agent_name, self.strict_agent_names) {
+            (true, _) => AgentNameRule::Any,
+            (false, true) => AgentNameRule::Strict,
+            (false, false) => AgentNameRule::San,
+        };
+        crate::grpc::identity::IdentityPolicy { agent_names, read_only_clients: self.read_only_clients.clone() }
     }
 
     /// The heartbeat settings; `None` when switched off (interval 0).
@@ -223,7 +249,7 @@ impl Args {
 
     /// Checks combinations clap cannot express.
     pub fn validate(&self) -> Result<(), String> {
-        self.tls_sources().map(|_| ())
+        self.tls_sources().map(|_| ()).map_err(|e| e.daemon_message())
     }
 }
 
