@@ -254,6 +254,7 @@ impl Cli {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     fn parse(args: &[&str]) -> Result<AgentConfig, CliError> {
         let mut all = vec!["ank-agent"];
@@ -325,15 +326,58 @@ mod tests {
     }
 
     #[test]
+    // [utest->swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1]
+    fn cli_without_certificates_or_insecure_fails_with_ankaios_message() {
+        let e = parse(&["-n", "a"]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "Missing certificate files: 'Either provide mTLS config via the '--ca_pem \"\"', '--crt_pem \"\"' and \
+             '--key_pem \"\"' options or deactivate mTLS with the '--insecure' option!'"
+        );
+        let e = parse(&["-n", "a", "-k", "--ca_pem", "/nope/ca.pem"]).unwrap_err().to_string();
+        assert!(e.contains("'--ca_pem /nope/ca.pem', '--crt_pem \"\"'"), "{e}");
+        let cli = Cli::try_parse_from(["ank-agent", "-k", "--ca_pem", "a", "--crt_pem", "b", "--key_pem", "c"]).unwrap();
+        assert_eq!(cli.tls_conflict(), Some(ank_common::tls::INSECURE_AND_SECURE));
+    }
+
+    #[test]
+    fn cli_runtimes_of_the_config_file_narrow_the_registry() {
+        use crate::runtime_connectors::fake::FakeRuntime;
+        let registry = || {
+            let mut r = crate::RuntimeRegistry::new();
+            r.register(std::sync::Arc::new(FakeRuntime::named("podman")));
+            r.register(std::sync::Arc::new(FakeRuntime::named("podman-kube")));
+            r
+        };
+        let mut cli = Cli::try_parse_from(["ank-agent", "-n", "a", "-k"]).unwrap();
+        let mut all = registry();
+        assert_eq!(cli.select_runtimes(&mut all), Ok(vec![]));
+        assert_eq!(all.iter().count(), 2, "no runtimes key: all of them");
+        cli.runtimes = Some(vec!["podman".into(), "containerd".into()]);
+        let mut some = registry();
+        assert_eq!(cli.select_runtimes(&mut some), Ok(vec!["Configured runtime 'containerd' is not supported.".into()]));
+        assert!(some.get("podman").is_some() && some.get("podman-kube").is_none());
+        cli.runtimes = Some(vec!["containerd".into()]);
+        assert_eq!(
+            cli.select_runtimes(&mut registry()).unwrap_err().to_string(),
+            "Invalid runtime configuration: 'No valid runtimes configured. Supported runtimes: [\"podman\", \"podman-kube\"]'"
+        );
+    }
+
+    #[test]
+    fn cli_reports_the_ankaios_version_and_checks_the_server_host_only_on_request() {
+        let version = Cli::command().render_version();
+        assert_eq!(version.split(' ').nth(1), Some(ank_common::version::ANKAIOS_VERSION), "{version}");
+        assert!(!parse(&["-n", "a", "-k"]).unwrap().tls_check_url_host, "Ankaios checks the name ank-server");
+        assert!(parse(&["-n", "a", "-k", "--check-server-url-host"]).unwrap().tls_check_url_host);
+    }
+
+    #[test]
     // [utest->swdd~agent-supports-pem-file-paths-as-cli-arguments~1]
     fn cli_refuses_tls_and_https_with_insecure() {
-        let e = parse(&["-n", "a"]).unwrap_err().to_string();
-        assert!(e.starts_with("neither certificates nor --insecure given"), "{e}");
-        let e = parse(&["-n", "a", "--ca_pem", "/nope/ca.pem"]).unwrap_err().to_string();
-        assert!(e.contains("--crt_pem, --key_pem missing"), "{e}");
         let pems = ["-n", "a", "--ca_pem", "/nope/ca.pem", "--crt_pem", "/nope/c.pem", "--key_pem", "/nope/k.pem"];
         let e = parse(&pems).unwrap_err().to_string();
-        assert!(e.starts_with("cannot read ca_pem file '/nope/ca.pem'"), "{e}");
+        assert!(e.starts_with("Failed to load certificate files!: 'cannot read ca_pem file '/nope/ca.pem'"), "{e}");
         let mut http = pems.to_vec();
         http.extend(["-s", "http://h:1"]);
         assert_eq!(parse(&http).unwrap_err(), CliError::HttpWithTls("http://h:1".into()));

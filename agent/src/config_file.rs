@@ -228,7 +228,7 @@ mod tests {
         let cli = resolve_with(cmd, &[], conf(FULL).path()).unwrap();
         assert_eq!(cli.create_retries, 7);
         assert!(!cli.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
-        assert!(matches!(cli.into_config().unwrap_err(), CliError::Tls(e) if e.contains("incomplete mTLS")));
+        assert!(matches!(cli.into_config().unwrap_err(), CliError::MissingCertificates(_)), "only key_pem_content");
     }
 
     // [test of feature S1: labels, capabilities and metrics from the config file]

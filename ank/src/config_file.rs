@@ -206,7 +206,9 @@ mod tests {
         assert_eq!(cli.response_timeout(), Duration::from_millis(100));
         assert!(cli.verbose && !cli.quiet && !cli.wait());
         assert_eq!(cli.crt_pem.as_deref(), Some("/c.pem"));
-        assert_eq!(cli.resolved_server_url().unwrap(), "http://10.0.0.1:25551");
+        assert_eq!(cli.server_url.as_deref(), Some("http://10.0.0.1:25551"));
+        assert!(cli.insecure);
+        assert!(cli.resolved_server_url().is_err(), "insecure with only some PEM items is refused, as in Ankaios");
     }
 
     #[test]
@@ -215,7 +217,7 @@ mod tests {
         let argv = ["-s", "http://h:1", "--crt_pem", "/flag.pem", "get", "agents", "--response-timeout", "5"];
         let cli = resolve(&argv, f.path()).unwrap();
         assert_eq!(cli.response_timeout_ms, 5);
-        assert_eq!(cli.resolved_server_url().unwrap(), "http://h:1");
+        assert_eq!(cli.server_url.as_deref(), Some("http://h:1"));
         assert_eq!(cli.crt_pem.as_deref(), Some("/flag.pem"));
         assert!(cli.verbose, "keys without a flag still come from the file");
     }
@@ -235,7 +237,7 @@ mod tests {
             .mut_arg("verbose", |a| a.env("ANK_TEST_CONFIG_FILE_VERBOSE"));
         let f = conf(FULL);
         let cli = resolve_with(cmd, &["get", "agents"], &[f.path().to_path_buf()]).unwrap();
-        assert_eq!(cli.resolved_server_url().unwrap(), "http://env:2");
+        assert_eq!(cli.server_url.as_deref(), Some("http://env:2"));
         assert!(!cli.verbose, "ANK_VERBOSE=false beats verbose = true");
         assert_eq!(cli.response_timeout_ms, 100);
     }

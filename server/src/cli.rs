@@ -256,18 +256,47 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[test]
     fn cli_defaults_and_insecure_requirement() {
         let a = Args::try_parse_from(["ank-server"]).unwrap();
         assert_eq!(a.address.to_string(), "127.0.0.1:25551");
-        assert!(a.validate().unwrap_err().starts_with("neither certificates nor --insecure given"));
+        assert_eq!(
+            a.validate().unwrap_err(),
+            "Missing certificate files: 'Either provide mTLS config via the '--ca_pem \"\"', '--crt_pem \"\"' and \
+             '--key_pem \"\"' options or deactivate mTLS with the '--insecure' option!'"
+        );
         let a = Args::try_parse_from(["ank-server", "--ca_pem", "ca.pem", "--crt_pem", "s.pem", "--key_pem", "k.pem"])
             .unwrap();
         assert!(a.tls_sources().unwrap().is_some());
         let a = Args::try_parse_from(["ank-server", "-k", "-a", "0.0.0.0:1", "-m", "x.yaml"]).unwrap();
         assert!(a.validate().is_ok());
         assert_eq!(a.startup_manifest.unwrap().to_str(), Some("x.yaml"));
+    }
+
+    #[test]
+    fn cli_takes_ankaios_flags_and_reports_the_ankaios_version() {
+        let a = Args::try_parse_from(["ank-server", "-k", "-c", "/m.yaml"]).unwrap();
+        assert_eq!(a.startup_manifest, Some(PathBuf::from("/m.yaml")), "-c is Ankaios' short flag");
+        let a = Args::try_parse_from(["ank-server", "-k", "--startup-config", "/n.yaml"]).unwrap();
+        assert_eq!(a.startup_manifest, Some(PathBuf::from("/n.yaml")));
+        let version = Args::command().render_version();
+        assert_eq!(version.split(' ').nth(1), Some(ank_common::version::ANKAIOS_VERSION), "{version}");
+        assert_eq!(version.trim_end(), format!("ank-server 1.1.0-pre (ank {})", env!("CARGO_PKG_VERSION")));
+    }
+
+    #[test]
+    fn cli_agent_name_rule_by_flag() {
+        use crate::grpc::identity::AgentNameRule;
+        let rule = |argv: &[&str]| {
+            let all: Vec<&str> = ["ank-server", "-k"].iter().chain(argv).copied().collect();
+            Args::try_parse_from(all).unwrap().identity_policy().agent_names
+        };
+        assert_eq!(rule(&[]), AgentNameRule::San, "Ankaios' rule by default");
+        assert_eq!(rule(&["--strict-agent-names"]), AgentNameRule::Strict);
+        assert_eq!(rule(&["--allow-any-agent-name"]), AgentNameRule::Any);
+        assert_eq!(rule(&["--allow-any-agent-name", "--strict-agent-names"]), AgentNameRule::Any);
     }
 
     #[test]

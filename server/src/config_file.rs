@@ -172,7 +172,8 @@ mod tests {
         assert!(a.insecure);
         assert_eq!(a.ca_pem, Some(PathBuf::from("/ca.pem")));
         assert_eq!(a.crt_pem_content.as_deref(), Some("CRT"));
-        assert_eq!(a.tls_sources(), Ok(None), "insecure = true wins over the PEM items");
+        assert!(a.tls_sources().is_err(), "insecure with only some PEM items is refused, as in Ankaios");
+        assert_eq!(a.tls_conflict(), Some(ank_common::tls::INSECURE_AND_SECURE));
         let f = conf(
             "version = 'v1'\nread_only_clients = ['viewer']\nallow_any_agent_name = true\n\
                       ca_pem = '/ca.pem'\ncrt_pem = '/s.pem'\nkey_pem_content = 'KEY'\n",
