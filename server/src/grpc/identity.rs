@@ -45,6 +45,14 @@ pub enum AgentRefusal {
     InvalidArgument(String),
 }
 
+impl std::fmt::Display for AgentRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AgentRefusal::Unauthenticated(m) | AgentRefusal::InvalidArgument(m) => f.write_str(m),
+        }
+    }
+}
+
 impl From<AgentRefusal> for tonic::Status {
     fn from(r: AgentRefusal) -> Self {
         match r {

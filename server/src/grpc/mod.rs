@@ -108,7 +108,7 @@ impl Services {
         if kind == ConnKind::Agent
             && let Err(refusal) = self.policy.check_agent(peer.as_ref(), first.as_ref())
         {
-            tracing::warn!("agent connection refused: {refusal:?}");
+            tracing::warn!("agent connection refused: {refusal}");
             return Err(refusal.into());
         }
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
