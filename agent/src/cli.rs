@@ -336,7 +336,8 @@ mod tests {
         );
         let e = parse(&["-n", "a", "-k", "--ca_pem", "/nope/ca.pem"]).unwrap_err().to_string();
         assert!(e.contains("'--ca_pem /nope/ca.pem', '--crt_pem \"\"'"), "{e}");
-        let cli = Cli::try_parse_from(["ank-agent", "-k", "--ca_pem", "a", "--crt_pem", "b", "--key_pem", "c"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["ank-agent", "-k", "--ca_pem", "a", "--crt_pem", "b", "--key_pem", "c"]).unwrap();
         assert_eq!(cli.tls_conflict(), Some(ank_common::tls::INSECURE_AND_SECURE));
     }
 
@@ -355,7 +356,10 @@ mod tests {
         assert_eq!(all.iter().count(), 2, "no runtimes key: all of them");
         cli.runtimes = Some(vec!["podman".into(), "containerd".into()]);
         let mut some = registry();
-        assert_eq!(cli.select_runtimes(&mut some), Ok(vec!["Configured runtime 'containerd' is not supported.".into()]));
+        assert_eq!(
+            cli.select_runtimes(&mut some),
+            Ok(vec!["Configured runtime 'containerd' is not supported.".into()])
+        );
         assert!(some.get("podman").is_some() && some.get("podman-kube").is_none());
         cli.runtimes = Some(vec!["containerd".into()]);
         assert_eq!(

@@ -265,7 +265,10 @@ mod tests {
         assert!(e.contains("unknown unit"), "{e}");
         let f = conf("version = 'v1'\n[retention]\nsucceded = '1m'\n");
         let (_, warnings) = read(f.path()).unwrap();
-        assert_eq!(warnings, [format!("config file '{}': unknown key 'retention.succeded' ignored", f.path().display())]);
+        assert_eq!(
+            warnings,
+            [format!("config file '{}': unknown key 'retention.succeded' ignored", f.path().display())]
+        );
     }
 
     #[test]

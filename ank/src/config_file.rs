@@ -280,7 +280,10 @@ mod tests {
         let cli = resolve(&["get", "agents"], f.path()).unwrap();
         assert_eq!((cli.resolved_server_url().unwrap().as_str(), cli.response_timeout_ms), ("http://top:1", 7));
         let f = conf("version = 'v1'\nserver_url = 'http://top:1'\n[default]\nserver_url = 'http://default:2'\n");
-        assert_eq!(resolve(&["-k", "get", "agents"], f.path()).unwrap().resolved_server_url().unwrap(), "http://default:2");
+        assert_eq!(
+            resolve(&["-k", "get", "agents"], f.path()).unwrap().resolved_server_url().unwrap(),
+            "http://default:2"
+        );
     }
 
     #[test]

@@ -36,13 +36,13 @@ pub mod version;
 pub mod workload;
 pub mod workload_events;
 
-/// Protocol version sent in hellos: the Ankaios version we speak.
-pub use version::ANKAIOS_VERSION as PROTOCOL_VERSION;
 pub use complete_state::{AgentAttributes, AgentStatus, CompleteState, InstanceEntry, State, WorkloadStatesMap};
 pub use conditions::InstanceStatus;
 pub use execution_state::{ExecutionState, StateKind};
 pub use instance_name::WorkloadInstanceName;
 pub use names::{AgentName, NameError, WorkloadName};
+/// Protocol version sent in hellos: the Ankaios version we speak.
+pub use version::ANKAIOS_VERSION as PROTOCOL_VERSION;
 pub use workload::{AddCondition, RestartPolicy, Workload, WorkloadState};
 
 /// The only desired-state API version this release writes.

@@ -126,11 +126,7 @@ pub fn choose(
                 Some(PemSource::File(p)) => p.display().to_string(),
                 Some(PemSource::Content(_)) => format!("<{name}_content>"),
             };
-            Err(MissingCertificates {
-                ca: shown(ca, "ca_pem"),
-                crt: shown(crt, "crt_pem"),
-                key: shown(key, "key_pem"),
-            })
+            Err(MissingCertificates { ca: shown(ca, "ca_pem"), crt: shown(crt, "crt_pem"), key: shown(key, "key_pem") })
         }
     }
 }
@@ -235,8 +231,7 @@ impl CertNames {
 
     /// The CNs, then the SAN DNS names, without duplicates.
     pub fn all(&self) -> Vec<String> {
-        let mut names: Vec<String> =
-            self.common_names.iter().chain(self.san_dns.iter().flatten()).cloned().collect();
+        let mut names: Vec<String> = self.common_names.iter().chain(self.san_dns.iter().flatten()).cloned().collect();
         let mut seen = std::collections::HashSet::new();
         names.retain(|n| seen.insert(n.clone()));
         names

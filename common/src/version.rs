@@ -28,8 +28,7 @@ pub fn check_compatibility(version: &str) -> Result<(), String> {
     if semver::Version::parse(version).is_ok_and(|theirs| theirs.major == ours.major) {
         return Ok(());
     }
-    let supported =
-        if ours.major > 0 { ours.major.to_string() } else { format!("{}.{}", ours.major, ours.minor) };
+    let supported = if ours.major > 0 { ours.major.to_string() } else { format!("{}.{}", ours.major, ours.minor) };
     Err(format!("Unsupported protocol version '{version}'. Currently supported '{supported}'"))
 }
 

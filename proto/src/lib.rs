@@ -25,4 +25,3 @@ pub mod control_api {
 pub mod grpc_api {
     tonic::include_proto!("grpc_api");
 }
-

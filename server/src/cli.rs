@@ -14,7 +14,13 @@ use crate::placement::config as placement;
 #[command(name = "ank-server", version = ank_common::version::VERSION_LINE, about = "Holds the desired state and serves agents and the ank CLI")]
 pub struct Args {
     /// Manifest loaded as the initial desired state.
-    #[arg(short = 'm', short_alias = 'c', long = "startup-manifest", visible_alias = "startup-config", value_name = "PATH")]
+    #[arg(
+        short = 'm',
+        short_alias = 'c',
+        long = "startup-manifest",
+        visible_alias = "startup-config",
+        value_name = "PATH"
+    )]
     pub startup_manifest: Option<PathBuf>,
     /// File that keeps the desired state across restarts: loaded at start
     /// when it exists (the startup manifest is then not used), rewritten

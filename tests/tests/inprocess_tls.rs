@@ -141,7 +141,10 @@ async fn hello_with_another_major_version_is_refused_with_ankaios_text() {
     // Ankaios' own version is welcome: the commander gets its answers.
     let mut commander = ank_tests::commander::Commander::connect(&url).await;
     let state = commander
-        .request(ank_common::messages::RequestContent::CompleteState { field_mask: vec![], subscribe_for_events: false })
+        .request(ank_common::messages::RequestContent::CompleteState {
+            field_mask: vec![],
+            subscribe_for_events: false,
+        })
         .await;
     assert!(matches!(state, ank_common::messages::ResponseContent::CompleteState(_)), "{state:?}");
     shutdown.cancel();

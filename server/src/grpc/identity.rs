@@ -133,7 +133,12 @@ mod tests {
 
     fn peer(names: &[&str]) -> PeerIdentity {
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        PeerIdentity { addr: "10.0.0.7:4000".parse().unwrap(), names: names.clone().into(), san_dns: Some(names.into()), chain_len: 1 }
+        PeerIdentity {
+            addr: "10.0.0.7:4000".parse().unwrap(),
+            names: names.clone().into(),
+            san_dns: Some(names.into()),
+            chain_len: 1,
+        }
     }
 
     /// A certificate with CN `cn` and the SAN DNS names `sans` (`None`: no SAN extension).
@@ -175,7 +180,9 @@ mod tests {
         assert_eq!(check(&named, "agent_A"), Ok(()));
         assert_eq!(
             check(&named, "agent_B"),
-            unauthenticated("Agent name 'agent_B' does not match SAN [\"agent_A\", \"a.local\"] in agent certificates!")
+            unauthenticated(
+                "Agent name 'agent_B' does not match SAN [\"agent_A\", \"a.local\"] in agent certificates!"
+            )
         );
         assert_eq!(
             check(&cert("agent_A", None), "agent_A"),
