@@ -18,7 +18,7 @@ pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
 
 /// Flags of `ank-agent`.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "ank-agent", version, about = "Ankaios-compatible agent: runs the server's workloads on this node")]
+#[command(name = "ank-agent", version = ank_common::version::VERSION_LINE, about = "Ankaios-compatible agent: runs the server's workloads on this node")]
 pub struct Cli {
     /// Unique name of this agent ([A-Za-z0-9_-]); from the config file if not given.
     #[arg(short = 'n', long)]
@@ -99,6 +99,11 @@ pub struct Cli {
     /// Agent key (PEM) for mTLS.
     #[arg(long = "key_pem", env = "ANKAGENT_KEY_PEM", value_name = "PATH")]
     pub key_pem: Option<PathBuf>,
+    /// With mTLS: check the server's certificate against the host of the
+    /// server URL instead of the name `ank-server` (Ankaios' rule).
+    #[arg(long = "check-server-url-host", env = "ANKAGENT_CHECK_SERVER_URL_HOST",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub check_server_url_host: bool,
     /// CA certificate itself, from the config file's `ca_pem_content`.
     #[arg(skip)]
     pub ca_pem_content: Option<ank_common::tls::PemText>,
@@ -108,6 +113,10 @@ pub struct Cli {
     /// Agent key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
     pub key_pem_content: Option<ank_common::tls::PemText>,
+    /// The runtimes to offer, from the config file's `runtimes` (Ankaios);
+    /// `None`: all of them.
+    #[arg(skip)]
+    pub runtimes: Option<Vec<String>>,
     /// Priority, quota and preemption of the workload scheduler.
     #[command(flatten)]
     pub scheduling: crate::scheduler_cli::SchedulerArgs,
@@ -121,8 +130,12 @@ pub enum CliError {
     #[error("the agent needs a name: give --name (-n) or set 'name' in the config file")]
     MissingName,
     // [impl->swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1]
-    #[error("{0}")]
+    #[error("{}", .0.daemon_message())]
+    MissingCertificates(tls::MissingCertificates),
+    #[error("Failed to load certificate files!: '{0}'")]
     Tls(String),
+    #[error("Invalid runtime configuration: '{0}'")]
+    Runtimes(String),
     #[error("server url '{0}' uses https, which needs TLS; use an http:// url with --insecure")]
     HttpsWithInsecure(String),
     #[error("server url '{0}' uses http, but certificates were given; use an https:// url")]
@@ -170,6 +183,26 @@ impl Cli {
         Ok(crate::health::socket_path(&folder, name.as_str()))
     }
 
+    /// Ankaios' warning for `--insecure` given together with PEM items.
+    pub fn tls_conflict(&self) -> Option<&'static str> {
+        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
+        tls::conflict(
+            self.insecure,
+            given(&self.ca_pem, &self.ca_pem_content),
+            given(&self.crt_pem, &self.crt_pem_content),
+            given(&self.key_pem, &self.key_pem_content),
+        )
+    }
+
+    /// Narrows `registry` to the config file's `runtimes`, if given;
+    /// returns a warning for each runtime named there that this agent does
+    /// not have, or an error when it has none of them.
+    pub fn select_runtimes(&self, registry: &mut crate::RuntimeRegistry) -> Result<Vec<String>, CliError> {
+        let Some(wanted) = &self.runtimes else { return Ok(Vec::new()) };
+        let unsupported = registry.select(wanted).map_err(CliError::Runtimes)?;
+        Ok(unsupported.iter().map(|r| format!("Configured runtime '{r}' is not supported.")).collect())
+    }
+
     /// Validates the flags into the library's configuration.
     // [impl->swdd~agent-supports-cli-argument-for-insecure-communication~1]
     pub fn into_config(self) -> Result<AgentConfig, CliError> {
@@ -181,9 +214,8 @@ impl Cli {
             PemSource::from_parts(self.ca_pem, self.ca_pem_content),
             PemSource::from_parts(self.crt_pem, self.crt_pem_content),
             PemSource::from_parts(self.key_pem, self.key_pem_content),
-            "ANKAGENT",
         )
-        .map_err(CliError::Tls)?;
+        .map_err(CliError::MissingCertificates)?;
         let default_url = if tls.is_some() { DEFAULT_SERVER_URL } else { DEFAULT_INSECURE_SERVER_URL };
         let server_url = self.server_url.unwrap_or_else(|| default_url.to_owned());
         match (server_url.split_once("://").map(|(scheme, _)| scheme), tls.is_some()) {
@@ -198,6 +230,7 @@ impl Cli {
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
         config.tls = tls;
+        config.tls_check_url_host = self.check_server_url_host;
         config.heartbeat =
             ank_proto::dial::Heartbeat::from_millis(self.heartbeat_interval_ms, self.heartbeat_timeout_ms);
         config.run_folder = self.run_folder.unwrap_or_else(default_run_folder);
@@ -221,6 +254,7 @@ impl Cli {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     fn parse(args: &[&str]) -> Result<AgentConfig, CliError> {
         let mut all = vec!["ank-agent"];
@@ -292,15 +326,62 @@ mod tests {
     }
 
     #[test]
+    // [utest->swdd~agent-fails-on-missing-file-paths-and-insecure-cli-arguments~1]
+    fn cli_without_certificates_or_insecure_fails_with_ankaios_message() {
+        let e = parse(&["-n", "a"]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "Missing certificate files: 'Either provide mTLS config via the '--ca_pem \"\"', '--crt_pem \"\"' and \
+             '--key_pem \"\"' options or deactivate mTLS with the '--insecure' option!'"
+        );
+        let e = parse(&["-n", "a", "-k", "--ca_pem", "/nope/ca.pem"]).unwrap_err().to_string();
+        assert!(e.contains("'--ca_pem /nope/ca.pem', '--crt_pem \"\"'"), "{e}");
+        let cli =
+            Cli::try_parse_from(["ank-agent", "-k", "--ca_pem", "a", "--crt_pem", "b", "--key_pem", "c"]).unwrap();
+        assert_eq!(cli.tls_conflict(), Some(ank_common::tls::INSECURE_AND_SECURE));
+    }
+
+    #[test]
+    fn cli_runtimes_of_the_config_file_narrow_the_registry() {
+        use crate::runtime_connectors::fake::FakeRuntime;
+        let registry = || {
+            let mut r = crate::RuntimeRegistry::new();
+            r.register(std::sync::Arc::new(FakeRuntime::named("podman")));
+            r.register(std::sync::Arc::new(FakeRuntime::named("podman-kube")));
+            r
+        };
+        let mut cli = Cli::try_parse_from(["ank-agent", "-n", "a", "-k"]).unwrap();
+        let mut all = registry();
+        assert_eq!(cli.select_runtimes(&mut all), Ok(vec![]));
+        assert_eq!(all.iter().count(), 2, "no runtimes key: all of them");
+        cli.runtimes = Some(vec!["podman".into(), "containerd".into()]);
+        let mut some = registry();
+        assert_eq!(
+            cli.select_runtimes(&mut some),
+            Ok(vec!["Configured runtime 'containerd' is not supported.".into()])
+        );
+        assert!(some.get("podman").is_some() && some.get("podman-kube").is_none());
+        cli.runtimes = Some(vec!["containerd".into()]);
+        assert_eq!(
+            cli.select_runtimes(&mut registry()).unwrap_err().to_string(),
+            "Invalid runtime configuration: 'No valid runtimes configured. Supported runtimes: [\"podman\", \"podman-kube\"]'"
+        );
+    }
+
+    #[test]
+    fn cli_reports_the_ankaios_version_and_checks_the_server_host_only_on_request() {
+        let version = Cli::command().render_version();
+        assert_eq!(version.split(' ').nth(1), Some(ank_common::version::ANKAIOS_VERSION), "{version}");
+        assert!(!parse(&["-n", "a", "-k"]).unwrap().tls_check_url_host, "Ankaios checks the name ank-server");
+        assert!(parse(&["-n", "a", "-k", "--check-server-url-host"]).unwrap().tls_check_url_host);
+    }
+
+    #[test]
     // [utest->swdd~agent-supports-pem-file-paths-as-cli-arguments~1]
     fn cli_refuses_tls_and_https_with_insecure() {
-        let e = parse(&["-n", "a"]).unwrap_err().to_string();
-        assert!(e.starts_with("neither certificates nor --insecure given"), "{e}");
-        let e = parse(&["-n", "a", "--ca_pem", "/nope/ca.pem"]).unwrap_err().to_string();
-        assert!(e.contains("--crt_pem, --key_pem missing"), "{e}");
         let pems = ["-n", "a", "--ca_pem", "/nope/ca.pem", "--crt_pem", "/nope/c.pem", "--key_pem", "/nope/k.pem"];
         let e = parse(&pems).unwrap_err().to_string();
-        assert!(e.starts_with("cannot read ca_pem file '/nope/ca.pem'"), "{e}");
+        assert!(e.starts_with("Failed to load certificate files!: 'cannot read ca_pem file '/nope/ca.pem'"), "{e}");
         let mut http = pems.to_vec();
         http.extend(["-s", "http://h:1"]);
         assert_eq!(parse(&http).unwrap_err(), CliError::HttpWithTls("http://h:1".into()));

@@ -3,13 +3,16 @@
 //! the parsed [`Cli`] with the precedence: flag, then environment variable,
 //! then file, then built-in default. A value is taken from the file only
 //! when clap reports that the flag was neither on the command line nor in
-//! the environment. [`Cli::into_config`] validates the merged result.
+//! the environment. [`Cli::into_config`] validates the merged result. Keys
+//! it does not know are ignored with a warning, as Ankaios ignores them;
+//! Ankaios' `[tags]` are the agent's tags (like `[labels]`), its
+//! `runtimes` list selects the runtimes the agent offers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ank_common::config_file::{self, ConfigFileError, fill, fill_pem};
+use ank_common::config_file::{self, ConfigFileError, Loaded, fill, fill_pem};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
@@ -20,7 +23,6 @@ pub const DEFAULT_AGENT_CONFIG: &str = "/etc/ankaios/ank-agent.conf";
 
 /// The keys of `ank-agent.conf`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AgentConfigFile {
     /// Checked by [`config_file::parse`]; always `v1`.
     pub version: String,
@@ -28,6 +30,7 @@ pub struct AgentConfigFile {
     pub server_url: Option<String>,
     pub run_folder: Option<PathBuf>,
     pub insecure: Option<bool>,
+    pub check_server_url_host: Option<bool>,
     pub ca_pem: Option<PathBuf>,
     pub crt_pem: Option<PathBuf>,
     pub key_pem: Option<PathBuf>,
@@ -43,6 +46,11 @@ pub struct AgentConfigFile {
     pub stop_workloads_on_shutdown: Option<bool>,
     /// `[labels]`: the agent's tags, which agent selectors match.
     pub labels: Option<BTreeMap<String, String>>,
+    /// `[tags]`: Ankaios' name of the same table; both are merged, `[labels]`
+    /// winning for a key given in both.
+    pub tags: Option<BTreeMap<String, String>>,
+    /// Ankaios' `runtimes`: the runtimes the agent offers (all by default).
+    pub runtimes: Option<Vec<String>>,
     /// Capabilities besides the runtimes (`capabilities = ['gpu']`).
     pub capabilities: Option<Vec<String>>,
     /// `[metrics]`: static metrics (name = number).
@@ -62,7 +70,6 @@ pub struct AgentConfigFile {
 /// containers, as durations (`'1m'`, `'72h'`).
 // [feature K7: retention in the config file]
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RetentionSection {
     #[serde(default, deserialize_with = "ank_common::duration::optional")]
     pub succeeded: Option<Duration>,
@@ -80,35 +87,37 @@ fn finite_metrics<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<BTree
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
-/// and merges the config file into it. Returns the file used, if any.
-pub fn parse_cli() -> Result<(Cli, Option<PathBuf>), ConfigFileError> {
+/// and merges the config file into it. Returns the file used, if any, and
+/// the warnings about its keys.
+pub fn parse_cli() -> Result<(Cli, Loaded), ConfigFileError> {
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let used = apply(&mut cli, &matches, Path::new(DEFAULT_AGENT_CONFIG))?;
-    Ok((cli, used))
+    let loaded = apply(&mut cli, &matches, Path::new(DEFAULT_AGENT_CONFIG))?;
+    Ok((cli, loaded))
 }
 
 /// Reads the config file `-x` names, else `default_path` if it exists, and
 /// fills the values of `cli` that came from neither flag nor environment.
-pub fn apply(cli: &mut Cli, matches: &ArgMatches, default_path: &Path) -> Result<Option<PathBuf>, ConfigFileError> {
+pub fn apply(cli: &mut Cli, matches: &ArgMatches, default_path: &Path) -> Result<Loaded, ConfigFileError> {
     let defaults = [default_path.to_path_buf()];
     let Some(path) = config_file::choose_path(cli.agent_config.as_deref(), &defaults, Path::exists)? else {
-        return Ok(None);
+        return Ok(Loaded::default());
     };
-    let file = read(&path)?;
+    let (file, warnings) = read(&path)?;
     merge(cli, matches, file);
-    Ok(Some(path))
+    Ok(Loaded { path: Some(path), warnings })
 }
 
-/// Reads and checks one config file.
-pub fn read(path: &Path) -> Result<AgentConfigFile, ConfigFileError> {
+/// Reads and checks one config file; also returns the warnings about keys
+/// that are ignored.
+pub fn read(path: &Path) -> Result<(AgentConfigFile, Vec<String>), ConfigFileError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
-    let file: AgentConfigFile = config_file::parse(&label, &text)?;
+    let (file, warnings): (AgentConfigFile, _) = config_file::parse_lenient(&label, &text)?;
     config_file::check_path_or_content(&label, "ca_pem", file.ca_pem.is_some(), file.ca_pem_content.is_some())?;
     config_file::check_path_or_content(&label, "crt_pem", file.crt_pem.is_some(), file.crt_pem_content.is_some())?;
     config_file::check_path_or_content(&label, "key_pem", file.key_pem.is_some(), file.key_pem_content.is_some())?;
-    Ok(file)
+    Ok((file, warnings))
 }
 
 fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
@@ -116,6 +125,7 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     fill(&mut cli.server_url, file.server_url.map(Some), m, "server_url");
     fill(&mut cli.run_folder, file.run_folder.map(Some), m, "run_folder");
     fill(&mut cli.insecure, file.insecure, m, "insecure");
+    fill(&mut cli.check_server_url_host, file.check_server_url_host, m, "check_server_url_host");
     fill(&mut cli.create_retries, file.create_retries, m, "create_retries");
     fill(&mut cli.create_retry_interval_ms, file.create_retry_interval_ms, m, "create_retry_interval_ms");
     fill(&mut cli.heartbeat_interval_ms, file.heartbeat_interval_ms, m, "heartbeat_interval_ms");
@@ -126,7 +136,12 @@ fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
     let retention = file.retention.unwrap_or_default();
     fill(&mut cli.retain_succeeded, retention.succeeded, m, "retain_succeeded");
     fill(&mut cli.retain_failed, retention.failed, m, "retain_failed");
-    fill(&mut cli.tags, file.labels.map(|l| l.into_iter().collect()), m, "tags");
+    let tags = match (file.tags, file.labels) {
+        (None, None) => None,
+        (tags, labels) => Some(tags.into_iter().flatten().chain(labels.into_iter().flatten()).collect()),
+    };
+    fill(&mut cli.tags, tags.map(|t: BTreeMap<String, String>| t.into_iter().collect()), m, "tags");
+    cli.runtimes = file.runtimes;
     fill(&mut cli.capabilities, file.capabilities, m, "capabilities");
     fill(&mut cli.metrics, file.metrics.map(|l| l.into_iter().collect()), m, "metrics");
     let scheduler = crate::scheduler_cli::SchedulerFile {
@@ -213,7 +228,7 @@ mod tests {
         let cli = resolve_with(cmd, &[], conf(FULL).path()).unwrap();
         assert_eq!(cli.create_retries, 7);
         assert!(!cli.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
-        assert!(matches!(cli.into_config().unwrap_err(), CliError::Tls(e) if e.contains("incomplete mTLS")));
+        assert!(matches!(cli.into_config().unwrap_err(), CliError::MissingCertificates(_)), "only key_pem_content");
     }
 
     // [test of feature S1: labels, capabilities and metrics from the config file]
@@ -249,8 +264,11 @@ mod tests {
         assert!(e.starts_with(&format!("{}:5: key 'retention.failed'", f.path().display())), "{e}");
         assert!(e.contains("unknown unit"), "{e}");
         let f = conf("version = 'v1'\n[retention]\nsucceded = '1m'\n");
-        let e = resolve(&[], f.path()).unwrap_err().to_string();
-        assert!(e.contains("unknown field `succeded`"), "{e}");
+        let (_, warnings) = read(f.path()).unwrap();
+        assert_eq!(
+            warnings,
+            [format!("config file '{}': unknown key 'retention.succeded' ignored", f.path().display())]
+        );
     }
 
     #[test]
@@ -274,7 +292,7 @@ mod tests {
     fn agent_config_bad_files_name_file_key_and_line() {
         let f = conf("version = 'v1'\nname = 'a'\ntags = 'x'\n");
         let e = resolve(&[], f.path()).unwrap_err().to_string();
-        assert!(e.starts_with(&format!("{}:3: key 'tags': unknown field", f.path().display())), "{e}");
+        assert!(e.starts_with(&format!("{}:3: key 'tags': invalid type", f.path().display())), "{e}");
         let f = conf("version = 'v1'\ncreate_retries = -1\n");
         let e = resolve(&[], f.path()).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}:2: key 'create_retries': ", f.path().display())), "{e}");
@@ -284,6 +302,35 @@ mod tests {
         let f = conf("version = 'v1'\nca_pem = '/ca'\nca_pem_content = 'CA'\n");
         let e = resolve(&[], f.path()).unwrap_err();
         assert!(matches!(e, ConfigFileError::PathAndContent { ref key, .. } if key == "ca_pem"), "{e}");
+    }
+
+    /// The keys of Ankaios' `tests/resources/configs/ank-agent_with_certificates_paths.conf`
+    /// (but `insecure` as a boolean: Ankaios refuses its string 'false' as well).
+    const ANKAIOS_AGENT_CONF: &str = "version = 'v1'\nname = 'agent_B'\nserver_url = 'https://127.0.0.1:25551'\n\
+        run_folder = '/tmp/ankaios/'\ninsecure = false\nca_pem = '''/tmp/.certs/ca.pem'''\n\
+        crt_pem = '''/tmp/.certs/agent.pem'''\nkey_pem = '''/tmp/.certs/agent-key.pem'''\n";
+
+    #[test]
+    fn agent_config_reads_ankaios_files_with_tags_and_runtimes() {
+        let text = format!("{ANKAIOS_AGENT_CONF}runtimes = ['podman', 'containerd']\nfuture = 1\n[tags]\nzone = 'a'\n");
+        let f = conf(&text);
+        let (_, warnings) = read(f.path()).unwrap();
+        assert_eq!(warnings, [format!("config file '{}': unknown key 'future' ignored", f.path().display())]);
+        let cli = resolve(&[], f.path()).unwrap();
+        assert_eq!(cli.runtimes, Some(vec!["podman".to_owned(), "containerd".to_owned()]));
+        assert_eq!(cli.ca_pem, Some(PathBuf::from("/tmp/.certs/ca.pem")));
+        assert_eq!((cli.name.as_deref(), cli.insecure), (Some("agent_B"), false));
+        assert_eq!(cli.tags, [("zone".to_owned(), "a".to_owned())]);
+        let f = conf("version = 'v1'\n[tags]\nzone = 'a'\nrole = 't'\n[labels]\nzone = 'b'\n");
+        let mut tags = resolve(&[], f.path()).unwrap().tags;
+        tags.sort();
+        assert_eq!(tags, [("role".to_owned(), "t".to_owned()), ("zone".to_owned(), "b".to_owned())]);
+        // Invalid values of known keys are still errors, as in Ankaios.
+        let f = conf("version = 'v1'\ninsecure = 'false'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.contains(":2: key 'insecure'"), "{e}");
+        let f = conf("version = 'v1'\nruntimes = 'podman'\n");
+        assert!(resolve(&[], f.path()).is_err());
     }
 
     #[test]

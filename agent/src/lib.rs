@@ -79,6 +79,9 @@ pub struct AgentConfig {
     pub retention: Retention,
     /// mTLS material, read at every connect; `None`: plain http.
     pub tls: Option<ank_common::tls::TlsSources>,
+    /// With mTLS: the server's certificate must name the URL's host instead
+    /// of `ank-server` (as Ankaios requires).
+    pub tls_check_url_host: bool,
     /// How a dead server is noticed; `None`: only by TCP.
     pub heartbeat: Option<ank_proto::dial::Heartbeat>,
     /// The longest a shutdown may take (stopping the workloads, if asked,
@@ -105,6 +108,7 @@ impl AgentConfig {
             retry_policy: RetryPolicy::default(),
             retention: Retention::default(),
             tls: None,
+            tls_check_url_host: false,
             heartbeat: Some(ank_proto::dial::Heartbeat::default()),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             stop_workloads_on_shutdown: false,
@@ -172,6 +176,7 @@ pub async fn run_supervised(
         capabilities: capabilities(&runtimes, &config.capabilities),
         metrics: config.metrics,
         tls: config.tls,
+        tls_check_url_host: config.tls_check_url_host,
         heartbeat: config.heartbeat,
         quota: config.scheduler.quota,
         quota_used,

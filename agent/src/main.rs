@@ -35,11 +35,13 @@ async fn cancel_on_signal(token: CancellationToken) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    // Start-up errors exit with 1, as Ankaios' agent does (clap's usage
+    // errors keep their 2).
     let (cli, config_file) = match ank_agent::config_file::parse_cli() {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("ank-agent: error: {e}");
-            return ExitCode::from(2);
+            eprintln!("ank-agent: error: Config file could not be parsed: '{e}'");
+            return ExitCode::FAILURE;
         }
     };
     if cli.check {
@@ -55,14 +57,28 @@ async fn main() -> ExitCode {
         eprintln!("ank-agent: error: {e}");
         return ExitCode::from(2);
     }
-    if let Some(path) = config_file {
+    if let Some(path) = config_file.path {
         tracing::info!("using config file '{}'", path.display());
+    }
+    for warning in config_file.warnings {
+        tracing::warn!("{warning}");
+    }
+    if let Some(warning) = cli.tls_conflict() {
+        tracing::warn!("{warning}");
+    }
+    let mut runtimes = ank_agent::default_runtimes();
+    match cli.select_runtimes(&mut runtimes) {
+        Ok(warnings) => warnings.iter().for_each(|w| tracing::warn!("{w}")),
+        Err(e) => {
+            eprintln!("ank-agent: error: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     let config = match cli.into_config() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ank-agent: error: {e}");
-            return ExitCode::from(2);
+            return ExitCode::FAILURE;
         }
     };
     let shutdown = CancellationToken::new();
@@ -79,6 +95,6 @@ async fn main() -> ExitCode {
         daemon::notify::watchdog_interval(),
         shutdown.clone(),
     ));
-    let result = ank_agent::run_supervised(config, ank_agent::default_runtimes(), shutdown.clone(), board, pings).await;
+    let result = ank_agent::run_supervised(config, runtimes, shutdown.clone(), board, pings).await;
     ExitCode::from(daemon::finish("ank-agent", result, &shutdown, supervisor).await)
 }

@@ -76,7 +76,6 @@ fn parse_tick_arg(text: &str) -> Result<Duration, String> {
 
 /// The config file's `[preemption]` table.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PreemptionFile {
     pub enabled: Option<bool>,
     #[serde(default, deserialize_with = "ank_common::duration::optional")]
@@ -227,8 +226,9 @@ mod tests {
         assert!(e.contains("max_memory") && e.contains("'lots'"), "{e}");
         let e = resolve(&[], Some("[preemption]\nrate = 150\n")).unwrap_err();
         assert!(e.contains("rate") && e.contains("percentage"), "{e}");
-        let e = resolve(&[], Some("[preemption]\nwhen = 1\n")).unwrap_err();
-        assert!(e.contains("unknown field"), "{e}");
+        // An unknown key is ignored with a warning, as Ankaios ignores it.
+        let s = resolve(&[], Some("[preemption]\nwhen = 1\nenabled = true\n")).unwrap();
+        assert!(s.preemption.enabled);
         let e = resolve(&[], Some("scheduler_tick = '0s'\n")).unwrap_err();
         assert!(e.contains("scheduler_tick") && e.contains("longer than 0"), "{e}");
         let e = resolve(&["--preemption-rate", "101"], None).unwrap_err();

@@ -79,6 +79,8 @@ pub struct LinkConfig {
     pub metrics: BTreeMap<String, f64>,
     /// mTLS material, read at every connect; `None`: plain http.
     pub tls: Option<ank_common::tls::TlsSources>,
+    /// The server's certificate must name the URL's host, not `ank-server`.
+    pub tls_check_url_host: bool,
     /// How a dead server is noticed; `None`: only by TCP.
     pub heartbeat: Option<ank_proto::dial::Heartbeat>,
     /// The agent's workload quota, announced in the hello.
@@ -148,7 +150,7 @@ impl ServerLink {
         // [impl->swdd~agent-provides-file-paths-to-communication-middleware~1]
         // The PEM files are read at every connect: renewed certificates are
         // used from the next connection on.
-        let pem = self.config.tls.as_ref().map(ank_common::tls::TlsSources::client_pem).transpose()?;
+        let pem = self.config.tls.as_ref().map(|t| t.client_pem(self.config.tls_check_url_host)).transpose()?;
         let endpoint =
             ank_proto::dial::endpoint(&self.config.server_url, pem.as_ref(), CONNECT_TIMEOUT, self.config.heartbeat)?;
         let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;

@@ -17,7 +17,7 @@ pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
 
 /// Parsed command line of `ank`.
 #[derive(Debug, Parser)]
-#[command(name = "ank", version, about = "Command line interface of the Ankaios-compatible orchestrator")]
+#[command(name = "ank", version = ank_common::version::VERSION_LINE, about = "Command line interface of the Ankaios-compatible orchestrator")]
 pub struct Cli {
     /// URL of the server [default: https://127.0.0.1:25551, or http:// with --insecure]
     #[arg(short = 's', long = "server-url", env = "ANK_SERVER_URL")]
@@ -68,6 +68,10 @@ pub struct Cli {
     /// Client key (PEM) for mTLS
     #[arg(long = "key_pem", env = "ANK_KEY_PEM", value_name = "PATH")]
     pub key_pem: Option<String>,
+    /// With mTLS: check the server's certificate against the host of the
+    /// server URL instead of the name `ank-server` (Ankaios' rule)
+    #[arg(long = "check-server-url-host", env = "ANK_CHECK_SERVER_URL_HOST", global = true, value_parser = FalseyValueParser::new())]
+    pub check_server_url_host: bool,
     /// CA certificate itself, from the config file's `ca_pem_content`
     #[arg(skip)]
     pub ca_pem_content: Option<ank_common::tls::PemText>,
@@ -472,6 +476,9 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 pub enum SettingsError {
     #[error("{0}")]
     Tls(String),
+    /// Neither all three PEM items nor `--insecure` (Ankaios' message).
+    #[error("{}", .0.cli_message())]
+    MissingCertificates(tls::MissingCertificates),
 }
 
 impl Cli {
@@ -510,9 +517,18 @@ impl Cli {
             source(&self.ca_pem, &self.ca_pem_content),
             source(&self.crt_pem, &self.crt_pem_content),
             source(&self.key_pem, &self.key_pem_content),
-            "ANK",
         )
-        .map_err(SettingsError::Tls)
+        .map_err(SettingsError::MissingCertificates)
+    }
+
+    /// Ankaios' warning for `--insecure` given together with PEM items.
+    pub fn tls_conflict(&self) -> Option<&'static str> {
+        tls::conflict(
+            self.insecure,
+            self.ca_pem.is_some() || self.ca_pem_content.is_some(),
+            self.crt_pem.is_some() || self.crt_pem_content.is_some(),
+            self.key_pem.is_some() || self.key_pem_content.is_some(),
+        )
     }
 
     /// The bound on each wait for a response.
@@ -566,8 +582,21 @@ mod tests {
     fn cli_needs_certificates_or_insecure() {
         let cli = parse(&["get", "agents"]).unwrap();
         assert_eq!(cli.server_url, None);
-        let Err(SettingsError::Tls(e)) = cli.resolved_server_url() else { panic!("no error") };
-        assert!(e.starts_with("neither certificates nor --insecure given") && e.contains("ANK_CA_PEM"), "{e}");
+        let e = cli.resolved_server_url().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "Missing certificate files: Either provide mTLS config via the '--ca_pem \"\"', '--crt_pem \"\"' and \
+             '--key_pem \"\"' options or deactivate mTLS with the '--insecure' option!"
+        );
+        // Ankaios' system test: the CA is missing.
+        let cli = parse(&["--crt_pem", "/c/cli.pem", "--key_pem", "/c/cli-key.pem", "get", "workloads"]).unwrap();
+        let e = cli.resolved_server_url().unwrap_err();
+        assert!(e.to_string().contains("'--ca_pem \"\"', '--crt_pem /c/cli.pem' and '--key_pem /c/cli-key.pem'"));
+        assert_eq!(crate::exit_code(&anyhow::Error::new(e)), 1);
+        // With all three, --insecure loses (with a warning), as in Ankaios.
+        let cli = parse(&["-k", "--ca_pem", "a", "--crt_pem", "b", "--key_pem", "c", "get", "agents"]).unwrap();
+        assert!(cli.tls_sources().unwrap().is_some());
+        assert_eq!(cli.tls_conflict(), Some(ank_common::tls::INSECURE_AND_SECURE));
         let pems = ["--ca_pem", "ca.pem", "--crt_pem", "c.pem", "--key_pem", "k.pem"];
         let cli = parse(&[&pems[..], &["get", "agents"]].concat()).unwrap();
         assert_eq!(cli.resolved_server_url().unwrap(), "https://127.0.0.1:25551");

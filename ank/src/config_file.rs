@@ -3,49 +3,109 @@
 //! its keys, and merging them into the parsed [`Cli`] with the precedence:
 //! flag, then environment variable, then file, then built-in default. A
 //! value is taken from the file only when clap reports that the flag was
-//! neither on the command line nor in the environment.
+//! neither on the command line nor in the environment. As in Ankaios, the
+//! keys of the `[default]` table may also stand at the top level and the
+//! other way round (`[default]` wins when both have one), and keys it does
+//! not know are ignored with a warning.
 
 use std::path::{Path, PathBuf};
 
-use ank_common::config_file::{self, ConfigFileError, fill, fill_pem};
+use ank_common::config_file::{self, ConfigFileError, Loaded, fill, fill_pem};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
 use crate::cli::Cli;
 
-/// Exit code of `ank` for a config file that cannot be used, like a usage error.
-pub const EXIT_BAD_CONFIG: u8 = 2;
+/// Exit code of `ank` for a config file or connection settings that cannot
+/// be used (Ankaios' 1).
+pub const EXIT_BAD_CONFIG: u8 = 1;
 
 /// System-wide config file, read when there is no user one.
 pub const SYSTEM_ANK_CONFIG: &str = "/etc/ankaios/ank.conf";
 
-/// The keys of `ank.conf`.
+/// The keys of `ank.conf` (those of [`ServerContext`], Ankaios takes at
+/// the top level too; no `#[serde(flatten)]`, which would hide unknown
+/// keys and the lines of errors).
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AnkConfigFile {
     /// Checked by [`config_file::parse`]; always `v1`.
     pub version: String,
-    /// Milliseconds to wait for each response of the server.
     pub response_timeout: Option<u64>,
     pub verbose: Option<bool>,
     pub quiet: Option<bool>,
     pub no_wait: Option<bool>,
-    /// The `[default]` table: how to reach the server.
-    pub default: Option<ServerContext>,
-}
-
-/// The `[default]` table of `ank.conf`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerContext {
     pub server_url: Option<String>,
     pub insecure: Option<bool>,
+    pub check_server_url_host: Option<bool>,
     pub ca_pem: Option<String>,
     pub crt_pem: Option<String>,
     pub key_pem: Option<String>,
     pub ca_pem_content: Option<ank_common::tls::PemText>,
     pub crt_pem_content: Option<ank_common::tls::PemText>,
     pub key_pem_content: Option<ank_common::tls::PemText>,
+    /// The `[default]` table: how to reach the server.
+    pub default: Option<ServerContext>,
+}
+
+impl AnkConfigFile {
+    /// The keys given at the top level.
+    fn top(&self) -> ServerContext {
+        ServerContext {
+            response_timeout: self.response_timeout,
+            verbose: self.verbose,
+            quiet: self.quiet,
+            no_wait: self.no_wait,
+            server_url: self.server_url.clone(),
+            insecure: self.insecure,
+            check_server_url_host: self.check_server_url_host,
+            ca_pem: self.ca_pem.clone(),
+            crt_pem: self.crt_pem.clone(),
+            key_pem: self.key_pem.clone(),
+            ca_pem_content: self.ca_pem_content.clone(),
+            crt_pem_content: self.crt_pem_content.clone(),
+            key_pem_content: self.key_pem_content.clone(),
+        }
+    }
+}
+
+/// The keys of `ank.conf`, at the top level or in the `[default]` table.
+#[derive(Debug, Default, Deserialize)]
+pub struct ServerContext {
+    /// Milliseconds to wait for each response of the server.
+    pub response_timeout: Option<u64>,
+    pub verbose: Option<bool>,
+    pub quiet: Option<bool>,
+    pub no_wait: Option<bool>,
+    pub server_url: Option<String>,
+    pub insecure: Option<bool>,
+    pub check_server_url_host: Option<bool>,
+    pub ca_pem: Option<String>,
+    pub crt_pem: Option<String>,
+    pub key_pem: Option<String>,
+    pub ca_pem_content: Option<ank_common::tls::PemText>,
+    pub crt_pem_content: Option<ank_common::tls::PemText>,
+    pub key_pem_content: Option<ank_common::tls::PemText>,
+}
+
+impl ServerContext {
+    /// `self` (the `[default]` table) over `top`, key by key.
+    fn over(self, top: ServerContext) -> ServerContext {
+        ServerContext {
+            response_timeout: self.response_timeout.or(top.response_timeout),
+            verbose: self.verbose.or(top.verbose),
+            quiet: self.quiet.or(top.quiet),
+            no_wait: self.no_wait.or(top.no_wait),
+            server_url: self.server_url.or(top.server_url),
+            insecure: self.insecure.or(top.insecure),
+            check_server_url_host: self.check_server_url_host.or(top.check_server_url_host),
+            ca_pem: self.ca_pem.or(top.ca_pem),
+            crt_pem: self.crt_pem.or(top.crt_pem),
+            key_pem: self.key_pem.or(top.key_pem),
+            ca_pem_content: self.ca_pem_content.or(top.ca_pem_content),
+            crt_pem_content: self.crt_pem_content.or(top.crt_pem_content),
+            key_pem_content: self.key_pem_content.or(top.key_pem_content),
+        }
+    }
 }
 
 /// The files tried without `-x`, in order: the user's, then the system's.
@@ -57,57 +117,57 @@ pub fn default_paths() -> Vec<PathBuf> {
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
-/// and merges the config file into it.
-pub fn parse_cli() -> Result<Cli, ConfigFileError> {
+/// and merges the config file into it; also returns the warnings about the
+/// file's keys.
+pub fn parse_cli() -> Result<(Cli, Loaded), ConfigFileError> {
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    apply(&mut cli, &matches, &default_paths())?;
-    Ok(cli)
+    let loaded = apply(&mut cli, &matches, &default_paths())?;
+    Ok((cli, loaded))
 }
 
 /// Reads the config file `-x` names, else the first of `defaults` that
 /// exists, and fills the values of `cli` that came from neither flag nor
-/// environment. Returns the file used, if any.
-pub fn apply(cli: &mut Cli, matches: &ArgMatches, defaults: &[PathBuf]) -> Result<Option<PathBuf>, ConfigFileError> {
+/// environment. Returns the file used, if any, and the warnings.
+pub fn apply(cli: &mut Cli, matches: &ArgMatches, defaults: &[PathBuf]) -> Result<Loaded, ConfigFileError> {
     let Some(path) = config_file::choose_path(cli.ank_config.as_deref(), defaults, Path::exists)? else {
-        return Ok(None);
+        return Ok(Loaded::default());
     };
-    let file = read(&path)?;
+    let (file, warnings) = read(&path)?;
     merge(cli, matches, file);
-    Ok(Some(path))
+    Ok(Loaded { path: Some(path), warnings })
 }
 
-/// Reads and checks one config file.
-pub fn read(path: &Path) -> Result<AnkConfigFile, ConfigFileError> {
+/// Reads and checks one config file; also returns the warnings about keys
+/// that are ignored.
+pub fn read(path: &Path) -> Result<(AnkConfigFile, Vec<String>), ConfigFileError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
-    let file: AnkConfigFile = config_file::parse(&label, &text)?;
-    if let Some(d) = &file.default {
-        config_file::check_path_or_content(&label, "default.ca_pem", d.ca_pem.is_some(), d.ca_pem_content.is_some())?;
-        config_file::check_path_or_content(
-            &label,
-            "default.crt_pem",
-            d.crt_pem.is_some(),
-            d.crt_pem_content.is_some(),
-        )?;
-        config_file::check_path_or_content(
-            &label,
-            "default.key_pem",
-            d.key_pem.is_some(),
-            d.key_pem_content.is_some(),
-        )?;
+    let (file, warnings): (AnkConfigFile, _) = config_file::parse_lenient(&label, &text)?;
+    let top = file.top();
+    for (prefix, c) in [("", Some(&top)), ("default.", file.default.as_ref())] {
+        let Some(c) = c else { continue };
+        for (key, path_set, content_set) in [
+            ("ca_pem", c.ca_pem.is_some(), c.ca_pem_content.is_some()),
+            ("crt_pem", c.crt_pem.is_some(), c.crt_pem_content.is_some()),
+            ("key_pem", c.key_pem.is_some(), c.key_pem_content.is_some()),
+        ] {
+            config_file::check_path_or_content(&label, &format!("{prefix}{key}"), path_set, content_set)?;
+        }
     }
-    Ok(file)
+    Ok((file, warnings))
 }
 
 fn merge(cli: &mut Cli, m: &ArgMatches, file: AnkConfigFile) {
-    fill(&mut cli.response_timeout_ms, file.response_timeout, m, "response_timeout_ms");
-    fill(&mut cli.verbose, file.verbose, m, "verbose");
-    fill(&mut cli.quiet, file.quiet, m, "quiet");
-    fill(&mut cli.no_wait, file.no_wait, m, "no_wait");
-    let Some(d) = file.default else { return };
+    let top = file.top();
+    let d = file.default.unwrap_or_default().over(top);
+    fill(&mut cli.response_timeout_ms, d.response_timeout, m, "response_timeout_ms");
+    fill(&mut cli.verbose, d.verbose, m, "verbose");
+    fill(&mut cli.quiet, d.quiet, m, "quiet");
+    fill(&mut cli.no_wait, d.no_wait, m, "no_wait");
     fill(&mut cli.server_url, d.server_url.map(Some), m, "server_url");
     fill(&mut cli.insecure, d.insecure, m, "insecure");
+    fill(&mut cli.check_server_url_host, d.check_server_url_host, m, "check_server_url_host");
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (d.ca_pem, d.ca_pem_content), m, "ca_pem");
     fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (d.crt_pem, d.crt_pem_content), m, "crt_pem");
@@ -146,7 +206,9 @@ mod tests {
         assert_eq!(cli.response_timeout(), Duration::from_millis(100));
         assert!(cli.verbose && !cli.quiet && !cli.wait());
         assert_eq!(cli.crt_pem.as_deref(), Some("/c.pem"));
-        assert_eq!(cli.resolved_server_url().unwrap(), "http://10.0.0.1:25551");
+        assert_eq!(cli.server_url.as_deref(), Some("http://10.0.0.1:25551"));
+        assert!(cli.insecure);
+        assert!(cli.resolved_server_url().is_err(), "insecure with only some PEM items is refused, as in Ankaios");
     }
 
     #[test]
@@ -155,7 +217,7 @@ mod tests {
         let argv = ["-s", "http://h:1", "--crt_pem", "/flag.pem", "get", "agents", "--response-timeout", "5"];
         let cli = resolve(&argv, f.path()).unwrap();
         assert_eq!(cli.response_timeout_ms, 5);
-        assert_eq!(cli.resolved_server_url().unwrap(), "http://h:1");
+        assert_eq!(cli.server_url.as_deref(), Some("http://h:1"));
         assert_eq!(cli.crt_pem.as_deref(), Some("/flag.pem"));
         assert!(cli.verbose, "keys without a flag still come from the file");
     }
@@ -175,7 +237,7 @@ mod tests {
             .mut_arg("verbose", |a| a.env("ANK_TEST_CONFIG_FILE_VERBOSE"));
         let f = conf(FULL);
         let cli = resolve_with(cmd, &["get", "agents"], &[f.path().to_path_buf()]).unwrap();
-        assert_eq!(cli.resolved_server_url().unwrap(), "http://env:2");
+        assert_eq!(cli.server_url.as_deref(), Some("http://env:2"));
         assert!(!cli.verbose, "ANK_VERBOSE=false beats verbose = true");
         assert_eq!(cli.response_timeout_ms, 100);
     }
@@ -195,11 +257,37 @@ mod tests {
         assert_eq!(e.to_string(), "config file '/nonexistent/x.conf' does not exist");
     }
 
+    /// The keys of Ankaios' `tests/resources/configs/ank.conf`.
+    const ANKAIOS_ANK_CONF: &str = "version = 'v1'\nresponse_timeout = 3000  # milliseconds\nverbose = false\n\
+        quiet = false\nno_wait = false\n[default]\nserver_url = 'https://127.0.0.1:25551'\ninsecure = false\n\
+        ca_pem = '''/tmp/.certs/ca.pem'''\ncrt_pem = '''/tmp/.certs/cli.pem'''\nkey_pem = '''/tmp/.certs/cli-key.pem'''\n";
+
+    #[test]
+    fn ank_config_reads_ankaios_files_and_ignores_unknown_keys() {
+        let f = conf(&format!("{ANKAIOS_ANK_CONF}server = 'x'\n"));
+        let (_, warnings) = read(f.path()).unwrap();
+        assert_eq!(warnings, [format!("config file '{}': unknown key 'default.server' ignored", f.path().display())]);
+        let cli = resolve(&["get", "agents"], f.path()).unwrap();
+        assert_eq!(cli.resolved_server_url().unwrap(), "https://127.0.0.1:25551");
+        assert_eq!(cli.key_pem.as_deref(), Some("/tmp/.certs/cli-key.pem"));
+        assert!(cli.tls_sources().unwrap().is_some());
+        assert_eq!(cli.response_timeout_ms, 3000);
+    }
+
+    #[test]
+    fn ank_config_takes_default_keys_at_the_top_and_top_keys_in_default_as_ankaios() {
+        let f = conf("version = 'v1'\nserver_url = 'http://top:1'\ninsecure = true\n[default]\nresponse_timeout = 7\n");
+        let cli = resolve(&["get", "agents"], f.path()).unwrap();
+        assert_eq!((cli.resolved_server_url().unwrap().as_str(), cli.response_timeout_ms), ("http://top:1", 7));
+        let f = conf("version = 'v1'\nserver_url = 'http://top:1'\n[default]\nserver_url = 'http://default:2'\n");
+        assert_eq!(
+            resolve(&["-k", "get", "agents"], f.path()).unwrap().resolved_server_url().unwrap(),
+            "http://default:2"
+        );
+    }
+
     #[test]
     fn ank_config_bad_files_name_file_key_and_line() {
-        let f = conf("version = 'v1'\n[default]\nserver_url = 'u'\nserver = 'x'\n");
-        let e = resolve(&["get", "agents"], f.path()).unwrap_err().to_string();
-        assert!(e.starts_with(&format!("{}:4: key 'default.server': unknown field", f.path().display())), "{e}");
         let f = conf("version = 'v1'\nresponse_timeout = '3s'\n");
         let e = resolve(&["get", "agents"], f.path()).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}:2: key 'response_timeout': ", f.path().display())), "{e}");

@@ -11,9 +11,13 @@ fn main() -> ExitCode {
     // `COMPLETE=bash ank` prints the shell code; the shell then calls back here.
     clap_complete::CompleteEnv::with_factory(ank_cli::cli::Cli::command).complete();
     let cli = match ank_cli::config_file::parse_cli() {
-        Ok(cli) => cli,
+        Ok((cli, loaded)) => {
+            let warnings = loaded.warnings.iter().map(String::as_str).chain(cli.tls_conflict());
+            warnings.for_each(|w| eprintln!("warn: {w}"));
+            cli
+        }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: Config file could not be parsed: '{e}'");
             return ExitCode::from(ank_cli::config_file::EXIT_BAD_CONFIG);
         }
     };

@@ -408,8 +408,8 @@ async fn fake_server_unreachable_server_and_missing_insecure_are_clear_errors() 
     assert!(stderr(&out).contains(&format!("cannot connect to the server at http://{addr}")), "{}", stderr(&out));
 
     let out = ank(vec!["get".into(), "agents".into()]).await;
-    assert_eq!(out.status.code(), Some(2), "a settings error");
-    assert!(stderr(&out).contains("--insecure"), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "a settings error exits 1, as in Ankaios");
+    assert!(stderr(&out).contains("error: Missing certificate files: Either provide mTLS config"), "{}", stderr(&out));
 }
 
 #[tokio::test]

@@ -1,9 +1,11 @@
 //! The parts of the TOML config files of `ank-server`, `ank-agent` and `ank`
 //! that all three share: choosing which file to read, checking the
-//! mandatory `version = 'v1'`, deserializing into a binary's own
-//! `deny_unknown_fields` struct, and errors that name the file, the line
-//! and the key. Pure logic: the binaries read the file and merge its values
-//! under their flags and environment variables.
+//! mandatory `version = 'v1'`, deserializing into a binary's own struct,
+//! errors that name the file, the line and the key, and warnings for keys
+//! the binary does not know. As in Ankaios, an unknown key never stops a
+//! binary (it is ignored, with a warning naming file and key); a known key
+//! with an invalid value does. Pure logic: the binaries read the file and
+//! merge its values under their flags and environment variables.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -78,6 +80,65 @@ pub fn parse<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, ConfigFil
         });
     }
     toml::from_str(text).map_err(|e| invalid(path, text, &e, true))
+}
+
+/// A config file as read: its path (none when no file was used) and the
+/// warnings about keys that were ignored, to be logged once logging runs.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    pub path: Option<PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+/// Like [`parse`], and also the warnings for every key of the file that `T`
+/// does not know (ignored, as Ankaios ignores them).
+pub fn parse_lenient<T: DeserializeOwned>(path: &str, text: &str) -> Result<(T, Vec<String>), ConfigFileError> {
+    let value: T = parse(path, text)?;
+    let warnings = unknown_keys::<T>(text).into_iter().map(|key| unknown_key_warning(path, &key)).collect();
+    Ok((value, warnings))
+}
+
+/// The warning for a key of config file `path` that is not known.
+pub fn unknown_key_warning(path: &str, key: &str) -> String {
+    format!("config file '{path}': unknown key '{key}' ignored")
+}
+
+/// The warning for a key Ankaios knows that this release accepts but does
+/// not act on, and why.
+pub fn ignored_key_warning(path: &str, key: &str, why: &str) -> String {
+    format!("config file '{path}': key '{key}' ignored: {why}")
+}
+
+/// The dotted keys of `text` that deserializing into `T` skips. `text` must
+/// already have parsed into `T`.
+fn unknown_keys<T: DeserializeOwned>(text: &str) -> Vec<String> {
+    let Ok(value) = toml::from_str::<toml::Value>(text) else { return Vec::new() };
+    let mut unknown = Vec::new();
+    let _: Result<T, _> = serde_ignored::deserialize(value, |p| unknown.push(dotted(&p)));
+    unknown
+}
+
+/// `a.b.0.c` for a path, leaving out the steps that are no keys.
+fn dotted(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    let mut parts = Vec::new();
+    let mut at = path;
+    loop {
+        at = match at {
+            Path::Root => break,
+            Path::Seq { parent, index } => {
+                parts.push(index.to_string());
+                parent
+            }
+            Path::Map { parent, key } => {
+                parts.push(key.clone());
+                parent
+            }
+            Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => parent,
+        };
+    }
+    parts.reverse();
+    parts.join(".")
 }
 
 /// Whether argument `id` came from the command line or the environment,
@@ -167,7 +228,6 @@ mod tests {
     use super::*;
 
     #[derive(Debug, Deserialize)]
-    #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Sample {
         version: String,
@@ -177,7 +237,6 @@ mod tests {
     }
 
     #[derive(Debug, Deserialize)]
-    #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
     struct Inner {
         server_url: Option<String>,
@@ -195,12 +254,24 @@ mod tests {
     }
 
     #[test]
-    fn config_file_unknown_key_names_file_line_and_key() {
-        let e = err("version = 'v1'\n\ninsecur = true\n");
-        assert!(e.starts_with("/etc/x.conf:3: key 'insecur': "), "{e}");
-        assert!(e.contains("unknown field"), "{e}");
-        let e = err("version = 'v1'\n[default]\nserver_url = 'u'\ntimeout = 3\n");
-        assert!(e.starts_with("/etc/x.conf:4: key 'default.timeout': "), "{e}");
+    fn config_file_unknown_keys_are_ignored_with_a_warning_naming_file_and_key() {
+        let text = "version = 'v1'\n\ninsecur = true\n[default]\nserver_url = 'u'\ntimeout = 3\n[extra]\nx = 1\n";
+        let (s, mut warnings): (Sample, Vec<String>) = parse_lenient("/etc/x.conf", text).unwrap();
+        warnings.sort();
+        assert_eq!(s.default.and_then(|d| d.server_url).as_deref(), Some("u"));
+        assert_eq!(
+            warnings,
+            [
+                "config file '/etc/x.conf': unknown key 'default.timeout' ignored",
+                "config file '/etc/x.conf': unknown key 'extra' ignored",
+                "config file '/etc/x.conf': unknown key 'insecur' ignored",
+            ]
+        );
+        let (_, none): (Sample, _) = parse_lenient("f", "version = 'v1'\ninsecure = true\n").unwrap();
+        assert!(none.is_empty(), "{none:?}");
+        // An invalid value of a known key is still an error.
+        let e = parse_lenient::<Sample>("/etc/x.conf", "version = 'v1'\nwhatever = 1\ninsecure = 'yes'\n").unwrap_err();
+        assert!(e.to_string().starts_with("/etc/x.conf:3: key 'insecure': "), "{e}");
     }
 
     #[test]

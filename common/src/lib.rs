@@ -32,41 +32,26 @@ pub mod scheduling;
 pub mod seq_macro;
 pub mod timestamp;
 pub mod tls;
+pub mod version;
 pub mod workload;
 pub mod workload_events;
 
-pub use ank_proto::PROTOCOL_VERSION;
 pub use complete_state::{AgentAttributes, AgentStatus, CompleteState, InstanceEntry, State, WorkloadStatesMap};
 pub use conditions::InstanceStatus;
 pub use execution_state::{ExecutionState, StateKind};
 pub use instance_name::WorkloadInstanceName;
 pub use names::{AgentName, NameError, WorkloadName};
+/// Protocol version sent in hellos: the Ankaios version we speak.
+pub use version::ANKAIOS_VERSION as PROTOCOL_VERSION;
 pub use workload::{AddCondition, RestartPolicy, Workload, WorkloadState};
 
 /// The only desired-state API version this release writes.
 pub const API_VERSION: &str = "v1";
 
-/// Whether a peer's protocol version shares our major number.
+/// Whether a peer's protocol version shares our major number
+/// ([`version::check_compatibility`] says why not).
 pub fn is_compatible_protocol(version: &str) -> bool {
-    let major = |v: &str| semver_major(v);
-    major(version).is_some() && major(version) == major(PROTOCOL_VERSION)
-}
-
-/// The major number of a semantic version `MAJOR.MINOR.PATCH[-pre][+build]`
-/// (numbers without leading zeros); `None` if `v` is not one.
-fn semver_major(v: &str) -> Option<u64> {
-    let core = v.split_once('+').map_or(v, |(c, _)| c);
-    let (core, pre) = core.split_once('-').map_or((core, None), |(c, p)| (c, Some(p)));
-    if pre.is_some_and(|p| p.is_empty() || p.split('.').any(str::is_empty)) {
-        return None;
-    }
-    let numbers: Vec<&str> = core.split('.').collect();
-    let valid =
-        |n: &&str| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && (n.len() == 1 || !n.starts_with('0'));
-    if numbers.len() != 3 || !numbers.iter().all(valid) {
-        return None;
-    }
-    numbers[0].parse().ok()
+    version::check_compatibility(version).is_ok()
 }
 
 #[cfg(test)]

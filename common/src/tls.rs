@@ -78,36 +78,62 @@ pub struct TlsSources {
     pub key: PemSource,
 }
 
-/// Decides between mTLS and plain connections: `--insecure` wins (PEM
-/// items are then ignored, as Ankaios does); otherwise all three items are
-/// needed, and an error says what is missing. `env` is the prefix of the
-/// binary's variables (`ANKAGENT`, ...).
+/// Neither a complete mTLS set-up nor `--insecure`: Ankaios' refusal,
+/// naming what was given for each item (`""` for a missing one).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "Either provide mTLS config via the '--ca_pem {ca}', '--crt_pem {crt}' and '--key_pem {key}' options \
+     or deactivate mTLS with the '--insecure' option!"
+)]
+pub struct MissingCertificates {
+    ca: String,
+    crt: String,
+    key: String,
+}
+
+impl MissingCertificates {
+    /// How the daemons report it at start (Ankaios' log line).
+    pub fn daemon_message(&self) -> String {
+        format!("Missing certificate files: '{self}'")
+    }
+
+    /// How `ank` reports it.
+    pub fn cli_message(&self) -> String {
+        format!("Missing certificate files: {self}")
+    }
+}
+
+/// What Ankaios warns when `--insecure` and all three PEM items are given.
+pub const INSECURE_AND_SECURE: &str =
+    "Insecure and secure flags specified at the same time. Defaulting to secure communication.";
+
+/// Decides between mTLS and plain connections as Ankaios does: all three
+/// PEM items mean mTLS (even with `--insecure`, see [`conflict`]);
+/// `--insecure` without any of them means plain connections; anything else
+/// (nothing at all, or only some of the items) is refused.
 pub fn choose(
     insecure: bool,
     ca: Option<PemSource>,
     crt: Option<PemSource>,
     key: Option<PemSource>,
-    env: &str,
-) -> Result<Option<TlsSources>, String> {
-    if insecure {
-        return Ok(None);
-    }
-    match (ca, crt, key) {
-        (None, None, None) => Err(format!(
-            "neither certificates nor --insecure given: pass --ca_pem, --crt_pem and --key_pem \
-             (or {env}_CA_PEM, {env}_CRT_PEM, {env}_KEY_PEM, or the config file's *_pem keys) for mTLS, \
-             or --insecure (-k, {env}_INSECURE=true) for unencrypted connections"
-        )),
-        (Some(ca), Some(crt), Some(key)) => Ok(Some(TlsSources { ca, crt, key })),
-        (ca, crt, key) => {
-            let missing: Vec<&str> =
-                [("--ca_pem", ca.is_none()), ("--crt_pem", crt.is_none()), ("--key_pem", key.is_none())]
-                    .into_iter()
-                    .filter_map(|(flag, absent)| absent.then_some(flag))
-                    .collect();
-            Err(format!("incomplete mTLS set-up: {} missing (all three are needed)", missing.join(", ")))
+) -> Result<Option<TlsSources>, MissingCertificates> {
+    match (insecure, ca, crt, key) {
+        (_, Some(ca), Some(crt), Some(key)) => Ok(Some(TlsSources { ca, crt, key })),
+        (true, None, None, None) => Ok(None),
+        (_, ca, crt, key) => {
+            let shown = |item: Option<PemSource>, name: &str| match item {
+                None => "\"\"".to_owned(),
+                Some(PemSource::File(p)) => p.display().to_string(),
+                Some(PemSource::Content(_)) => format!("<{name}_content>"),
+            };
+            Err(MissingCertificates { ca: shown(ca, "ca_pem"), crt: shown(crt, "crt_pem"), key: shown(key, "key_pem") })
         }
     }
+}
+
+/// The warning for `--insecure` given together with PEM items, if it applies.
+pub fn conflict(insecure: bool, ca: bool, crt: bool, key: bool) -> Option<&'static str> {
+    (insecure && (ca || crt || key)).then_some(INSECURE_AND_SECURE)
 }
 
 /// Loaded and checked TLS material.
@@ -139,10 +165,14 @@ impl TlsSources {
         Ok(TlsMaterial { ca, chain, key, ca_pem, crt_pem, key_pem })
     }
 
-    /// Loads the items for a client's connection (checked as by [`load`](Self::load)).
-    pub fn client_pem(&self) -> Result<ank_proto::dial::ClientPem, String> {
+    /// Loads the items for a client's connection (checked as by
+    /// [`load`](Self::load)). The server's certificate must be issued to
+    /// `ank-server`, as Ankaios' clients require, or with `check_url_host`
+    /// to the host of the URL dialled.
+    pub fn client_pem(&self, check_url_host: bool) -> Result<ank_proto::dial::ClientPem, String> {
         let m = self.load()?;
-        Ok(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem })
+        let server_name = (!check_url_host).then(|| ank_proto::dial::ANKAIOS_SERVER_NAME.to_owned());
+        Ok(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem, server_name })
     }
 }
 
@@ -170,23 +200,48 @@ fn check_validity(cert: &CertificateDer<'_>, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The names in a certificate: its subject CNs, and its SAN DNS names
+/// (`None` when it has no subject alternative name extension at all).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertNames {
+    pub common_names: Vec<String>,
+    pub san_dns: Option<Vec<String>>,
+}
+
+impl CertNames {
+    /// Reads the names of a DER certificate.
+    pub fn of(cert: &[u8]) -> Result<Self, String> {
+        let (_, parsed) =
+            x509_parser::parse_x509_certificate(cert).map_err(|e| format!("cannot parse certificate: {e}"))?;
+        let common_names =
+            parsed.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_owned)).collect();
+        let san = parsed.subject_alternative_name().map_err(|e| format!("cannot read the subject alt names: {e}"))?;
+        let san_dns = san.map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|name| match name {
+                    x509_parser::extensions::GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                    _ => None,
+                })
+                .collect()
+        });
+        Ok(Self { common_names, san_dns })
+    }
+
+    /// The CNs, then the SAN DNS names, without duplicates.
+    pub fn all(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.common_names.iter().chain(self.san_dns.iter().flatten()).cloned().collect();
+        let mut seen = std::collections::HashSet::new();
+        names.retain(|n| seen.insert(n.clone()));
+        names
+    }
+}
+
 /// The names a certificate is issued to: its subject CNs, then its SAN DNS
 /// names, without duplicates.
 pub fn identity_names(cert: &[u8]) -> Result<Vec<String>, String> {
-    let (_, parsed) =
-        x509_parser::parse_x509_certificate(cert).map_err(|e| format!("cannot parse certificate: {e}"))?;
-    let mut names: Vec<String> =
-        parsed.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_owned)).collect();
-    if let Ok(Some(san)) = parsed.subject_alternative_name() {
-        for name in &san.value.general_names {
-            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
-                names.push((*dns).to_owned());
-            }
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    names.retain(|n| seen.insert(n.clone()));
-    Ok(names)
+    CertNames::of(cert).map(|names| names.all())
 }
 
 #[cfg(test)]
@@ -208,15 +263,31 @@ mod tests {
 
     #[test]
     fn mtls_or_insecure_must_be_chosen_explicitly() {
-        assert_eq!(choose(true, None, None, None, "ANKAGENT"), Ok(None));
-        let e = choose(false, None, None, None, "ANKAGENT").unwrap_err();
-        assert!(e.starts_with("neither certificates nor --insecure given") && e.contains("ANKAGENT_CA_PEM"), "{e}");
-        let all = choose(false, file("ca"), file("crt"), Some(PemSource::Content("KEY".into())), "ANK").unwrap();
+        assert_eq!(choose(true, None, None, None), Ok(None));
+        let e = choose(false, None, None, None).unwrap_err();
+        assert_eq!(
+            e.daemon_message(),
+            "Missing certificate files: 'Either provide mTLS config via the '--ca_pem \"\"', '--crt_pem \"\"' \
+             and '--key_pem \"\"' options or deactivate mTLS with the '--insecure' option!'"
+        );
+        let all = choose(false, file("ca"), file("crt"), Some(PemSource::Content("KEY".into()))).unwrap();
         assert_eq!(all.unwrap().key, PemSource::Content("KEY".into()));
         assert_eq!(
-            choose(false, file("ca"), None, None, "ANK"),
-            Err("incomplete mTLS set-up: --crt_pem, --key_pem missing (all three are needed)".into())
+            choose(false, file("/c/ca.pem"), None, Some(PemSource::Content("KEY".into()))).unwrap_err().cli_message(),
+            "Missing certificate files: Either provide mTLS config via the '--ca_pem /c/ca.pem', '--crt_pem \"\"' \
+             and '--key_pem <key_pem_content>' options or deactivate mTLS with the '--insecure' option!",
+            "a path is shown, inline content never"
         );
-        assert_eq!(choose(true, file("ca"), None, None, "ANK"), Ok(None), "--insecure wins");
+    }
+
+    #[test]
+    fn all_three_items_win_over_insecure_with_a_warning() {
+        let chosen = choose(true, file("ca"), file("crt"), file("key")).unwrap();
+        assert!(chosen.is_some(), "Ankaios defaults to secure communication");
+        assert_eq!(conflict(true, true, true, true), Some(INSECURE_AND_SECURE));
+        assert!(choose(true, file("ca"), None, None).is_err(), "--insecure with some items is refused");
+        assert_eq!(conflict(true, true, false, false), Some(INSECURE_AND_SECURE));
+        assert_eq!(conflict(false, true, true, true), None);
+        assert_eq!(conflict(true, false, false, false), None);
     }
 }

@@ -76,7 +76,8 @@ fn server_config_is_accepted_by_ank_server_and_matches_its_unit() {
     let m = ank_server::cli::Args::command().try_get_matches_from(argv).unwrap();
     let mut args = ank_server::cli::Args::from_arg_matches(&m).unwrap();
     let used = ank_server::config_file::apply(&mut args, &m, Path::new("/nonexistent")).unwrap();
-    assert_eq!(used.as_deref(), Some(conf.as_path()));
+    assert_eq!(used.path.as_deref(), Some(conf.as_path()));
+    assert!(used.warnings.is_empty(), "{:?}", used.warnings);
     args.validate().unwrap();
     assert!(args.tls_sources().unwrap().is_some(), "mTLS, not insecure");
     assert_eq!(args.address.to_string(), "127.0.0.1:25551");
@@ -107,7 +108,8 @@ fn agent_config_is_accepted_by_ank_agent_and_matches_its_unit() {
     let m = ank_agent::cli::Cli::command().try_get_matches_from(argv).unwrap();
     let mut cli = ank_agent::cli::Cli::from_arg_matches(&m).unwrap();
     let used = ank_agent::config_file::apply(&mut cli, &m, Path::new("/nonexistent")).unwrap();
-    assert_eq!(used.as_deref(), Some(conf.as_path()));
+    assert_eq!(used.path.as_deref(), Some(conf.as_path()));
+    assert!(used.warnings.is_empty(), "{:?}", used.warnings);
     assert_eq!(cli.name.as_deref(), Some("agent_A"));
     assert_eq!(cli.server_url.as_deref(), Some("https://127.0.0.1:25551"));
     assert!(!cli.insecure);
@@ -155,7 +157,8 @@ fn ank_config_is_accepted_by_ank() {
     let m = ank_cli::cli::Cli::command().try_get_matches_from(argv).unwrap();
     let mut cli = ank_cli::cli::Cli::from_arg_matches(&m).unwrap();
     let used = ank_cli::config_file::apply(&mut cli, &m, &[]).unwrap();
-    assert_eq!(used.as_deref(), Some(conf.as_path()));
+    assert_eq!(used.path.as_deref(), Some(conf.as_path()));
+    assert!(used.warnings.is_empty(), "{:?}", used.warnings);
     assert!(cli.tls_sources().unwrap().is_some(), "mTLS, not insecure");
     assert_eq!(cli.resolved_server_url().unwrap(), "https://127.0.0.1:25551");
     assert_eq!(cli.crt_pem.as_deref(), Some("/etc/ankaios/certs/cli-admin.pem"));

@@ -1,18 +1,28 @@
 //! How a client (agent or `ank`) dials the server: an `http://` URL
 //! without TLS, or an `https://` URL with mTLS (the CA to trust the server
-//! by, our certificate and key, all PEM), and the [`Heartbeat`] that finds
+//! by, our certificate and key, all PEM, and the name the server's
+//! certificate must carry: `ank-server` as in Ankaios, or the URL's host),
+//! and the [`Heartbeat`] that finds
 //! a silently dead link (HTTP/2 PINGs, answered by any gRPC peer).
 
 use std::time::Duration;
 
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
-/// The PEM texts of a client's mTLS set-up.
+/// The name Ankaios' clients expect in the server's certificate, whatever
+/// address they dial.
+pub const ANKAIOS_SERVER_NAME: &str = "ank-server";
+
+/// The PEM texts of a client's mTLS set-up, and the name the server's
+/// certificate must carry.
 #[derive(Debug, Clone)]
 pub struct ClientPem {
     pub ca: Vec<u8>,
     pub crt: Vec<u8>,
     pub key: Vec<u8>,
+    /// `Some(name)`: the server's certificate must be issued to `name`
+    /// ([`ANKAIOS_SERVER_NAME`], as Ankaios); `None`: to the host of the URL.
+    pub server_name: Option<String>,
 }
 
 /// Heartbeats on a connection: a PING every `interval`; a peer that does
@@ -59,9 +69,12 @@ pub fn endpoint(
     }
     match (tls, url.split_once("://").map(|(scheme, _)| scheme)) {
         (Some(pem), Some("https")) => {
-            let config = ClientTlsConfig::new()
+            let mut config = ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(&pem.ca))
                 .identity(Identity::from_pem(&pem.crt, &pem.key));
+            if let Some(name) = &pem.server_name {
+                config = config.domain_name(name);
+            }
             endpoint.tls_config(config).map_err(|e| format!("TLS set-up for '{url}': {e}"))
         }
         (Some(_), _) => Err(format!("server url '{url}' must start with https:// when certificates are given")),
@@ -78,7 +91,7 @@ mod tests {
 
     #[test]
     fn the_scheme_must_match_the_tls_choice() {
-        let pem = ClientPem { ca: vec![], crt: vec![], key: vec![] };
+        let pem = ClientPem { ca: vec![], crt: vec![], key: vec![], server_name: None };
         let t = Duration::from_secs(1);
         assert!(endpoint("http://127.0.0.1:1", None, t, Some(Heartbeat::default())).is_ok());
         assert!(endpoint("https://127.0.0.1:1", None, t, None).unwrap_err().contains("needs certificates"));

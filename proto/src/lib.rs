@@ -25,6 +25,3 @@ pub mod control_api {
 pub mod grpc_api {
     tonic::include_proto!("grpc_api");
 }
-
-/// Protocol version sent in hellos; peers must share the major number.
-pub const PROTOCOL_VERSION: &str = "1.0.0";

@@ -11,10 +11,16 @@ use crate::placement::config as placement;
 
 /// The Ankaios-compatible server.
 #[derive(Debug, Parser)]
-#[command(name = "ank-server", version, about = "Holds the desired state and serves agents and the ank CLI")]
+#[command(name = "ank-server", version = ank_common::version::VERSION_LINE, about = "Holds the desired state and serves agents and the ank CLI")]
 pub struct Args {
     /// Manifest loaded as the initial desired state.
-    #[arg(short = 'm', long = "startup-manifest", visible_alias = "startup-config", value_name = "PATH")]
+    #[arg(
+        short = 'm',
+        short_alias = 'c',
+        long = "startup-manifest",
+        visible_alias = "startup-config",
+        value_name = "PATH"
+    )]
     pub startup_manifest: Option<PathBuf>,
     /// Refuse a startup manifest with unknown fields (by default they are
     /// ignored with a warning, as Ankaios ignores them)
@@ -67,9 +73,14 @@ pub struct Args {
     /// Server key itself, from the config file's `key_pem_content`.
     #[arg(skip)]
     pub key_pem_content: Option<ank_common::tls::PemText>,
-    /// With mTLS: accept agents whose certificate does not carry their name.
+    /// With mTLS: accept agents whatever names their certificate carries.
     #[arg(long = "allow-any-agent-name", env = "ANKSERVER_ALLOW_ANY_AGENT_NAME")]
     pub allow_any_agent_name: bool,
+    /// With mTLS: an agent's certificate must carry the agent's name itself
+    /// as CN or SAN DNS name; a SAN of `*` admits no agent [default: as
+    /// Ankaios, a SAN DNS name equal to the name or `*`].
+    #[arg(long = "strict-agent-names", env = "ANKSERVER_STRICT_AGENT_NAMES")]
+    pub strict_agent_names: bool,
     /// With mTLS: clients whose certificate carries this name (CN or SAN)
     /// may only read the state (repeatable; env: comma-separated).
     #[arg(long = "read-only-client", env = "ANKSERVER_READ_ONLY_CLIENTS", value_delimiter = ',', value_name = "NAME")]
@@ -172,16 +183,37 @@ pub struct Args {
 }
 
 impl Args {
-    /// The mTLS set-up, `None` with `--insecure`; an error unless exactly
-    /// one of the two is configured.
-    pub fn tls_sources(&self) -> Result<Option<TlsSources>, String> {
+    /// The mTLS set-up, `None` with `--insecure`; refused (as Ankaios
+    /// does) unless all three PEM items or `--insecure` alone are given.
+    pub fn tls_sources(&self) -> Result<Option<TlsSources>, tls::MissingCertificates> {
         tls::choose(
             self.insecure,
             PemSource::from_parts(self.ca_pem.clone(), self.ca_pem_content.clone()),
             PemSource::from_parts(self.crt_pem.clone(), self.crt_pem_content.clone()),
             PemSource::from_parts(self.key_pem.clone(), self.key_pem_content.clone()),
-            "ANKSERVER",
         )
+    }
+
+    /// Ankaios' warning for `--insecure` given together with PEM items.
+    pub fn tls_conflict(&self) -> Option<&'static str> {
+        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
+        tls::conflict(
+            self.insecure,
+            given(&self.ca_pem, &self.ca_pem_content),
+            given(&self.crt_pem, &self.crt_pem_content),
+            given(&self.key_pem, &self.key_pem_content),
+        )
+    }
+
+    /// How agent names are checked against their certificates.
+    pub fn identity_policy(&self) -> crate::grpc::identity::IdentityPolicy {
+        use crate::grpc::identity::AgentNameRule;
+        let agent_names = match (self.allow_any_agent_name, self.strict_agent_names) {
+            (true, _) => AgentNameRule::Any,
+            (false, true) => AgentNameRule::Strict,
+            (false, false) => AgentNameRule::San,
+        };
+        crate::grpc::identity::IdentityPolicy { agent_names, read_only_clients: self.read_only_clients.clone() }
     }
 
     /// The heartbeat settings; `None` when switched off (interval 0).
@@ -233,25 +265,54 @@ impl Args {
 
     /// Checks combinations clap cannot express.
     pub fn validate(&self) -> Result<(), String> {
-        self.tls_sources().map(|_| ())
+        self.tls_sources().map(|_| ()).map_err(|e| e.daemon_message())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[test]
     fn cli_defaults_and_insecure_requirement() {
         let a = Args::try_parse_from(["ank-server"]).unwrap();
         assert_eq!(a.address.to_string(), "127.0.0.1:25551");
-        assert!(a.validate().unwrap_err().starts_with("neither certificates nor --insecure given"));
+        assert_eq!(
+            a.validate().unwrap_err(),
+            "Missing certificate files: 'Either provide mTLS config via the '--ca_pem \"\"', '--crt_pem \"\"' and \
+             '--key_pem \"\"' options or deactivate mTLS with the '--insecure' option!'"
+        );
         let a = Args::try_parse_from(["ank-server", "--ca_pem", "ca.pem", "--crt_pem", "s.pem", "--key_pem", "k.pem"])
             .unwrap();
         assert!(a.tls_sources().unwrap().is_some());
         let a = Args::try_parse_from(["ank-server", "-k", "-a", "0.0.0.0:1", "-m", "x.yaml"]).unwrap();
         assert!(a.validate().is_ok());
         assert_eq!(a.startup_manifest.unwrap().to_str(), Some("x.yaml"));
+    }
+
+    #[test]
+    fn cli_takes_ankaios_flags_and_reports_the_ankaios_version() {
+        let a = Args::try_parse_from(["ank-server", "-k", "-c", "/m.yaml"]).unwrap();
+        assert_eq!(a.startup_manifest, Some(PathBuf::from("/m.yaml")), "-c is Ankaios' short flag");
+        let a = Args::try_parse_from(["ank-server", "-k", "--startup-config", "/n.yaml"]).unwrap();
+        assert_eq!(a.startup_manifest, Some(PathBuf::from("/n.yaml")));
+        let version = Args::command().render_version();
+        assert_eq!(version.split(' ').nth(1), Some(ank_common::version::ANKAIOS_VERSION), "{version}");
+        assert_eq!(version.trim_end(), format!("ank-server 1.1.0-pre (ank {})", env!("CARGO_PKG_VERSION")));
+    }
+
+    #[test]
+    fn cli_agent_name_rule_by_flag() {
+        use crate::grpc::identity::AgentNameRule;
+        let rule = |argv: &[&str]| {
+            let all: Vec<&str> = ["ank-server", "-k"].iter().chain(argv).copied().collect();
+            Args::try_parse_from(all).unwrap().identity_policy().agent_names
+        };
+        assert_eq!(rule(&[]), AgentNameRule::San, "Ankaios' rule by default");
+        assert_eq!(rule(&["--strict-agent-names"]), AgentNameRule::Strict);
+        assert_eq!(rule(&["--allow-any-agent-name"]), AgentNameRule::Any);
+        assert_eq!(rule(&["--allow-any-agent-name", "--strict-agent-names"]), AgentNameRule::Any);
     }
 
     #[test]

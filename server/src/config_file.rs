@@ -3,12 +3,14 @@
 //! into the parsed [`Args`] with the precedence: flag, then environment
 //! variable, then file, then built-in default. A value is taken from the
 //! file only when clap reports that the flag was neither on the command
-//! line nor in the environment.
+//! line nor in the environment. Keys it does not know are ignored with a
+//! warning, as Ankaios ignores them; Ankaios' `[[mutating_hooks]]` are
+//! checked and then ignored with a warning (this release runs no hooks).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use ank_common::config_file::{self, ConfigFileError, fill, fill_pem};
+use ank_common::config_file::{self, ConfigFileError, Loaded, fill, fill_pem};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
@@ -19,7 +21,6 @@ pub const DEFAULT_SERVER_CONFIG: &str = "/etc/ankaios/ank-server.conf";
 
 /// The keys of `ank-server.conf`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ServerConfigFile {
     /// Checked by [`config_file::parse`]; always `v1`.
     pub version: String,
@@ -34,6 +35,7 @@ pub struct ServerConfigFile {
     pub crt_pem_content: Option<ank_common::tls::PemText>,
     pub key_pem_content: Option<ank_common::tls::PemText>,
     pub allow_any_agent_name: Option<bool>,
+    pub strict_agent_names: Option<bool>,
     pub read_only_clients: Option<Vec<String>>,
     pub heartbeat_interval_ms: Option<u64>,
     pub heartbeat_timeout_ms: Option<u64>,
@@ -52,38 +54,57 @@ pub struct ServerConfigFile {
     #[serde(default, deserialize_with = "ank_common::duration::optional")]
     pub ttl_after_finished: Option<std::time::Duration>,
     pub reaper_tick_ms: Option<u64>,
+    /// Ankaios' mutating hooks: checked, then ignored with a warning.
+    #[serde(default)]
+    pub mutating_hooks: Vec<MutatingHook>,
+}
+
+/// One `[[mutating_hooks]]` entry of Ankaios' server config.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct MutatingHook {
+    pub name: String,
+    #[serde(default)]
+    pub prio: u8,
+    pub path: Option<PathBuf>,
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
-/// and merges the config file into it. Returns the file used, if any.
-pub fn parse_args() -> Result<(Args, Option<PathBuf>), ConfigFileError> {
+/// and merges the config file into it. Returns the file used, if any, and
+/// the warnings about its keys.
+pub fn parse_args() -> Result<(Args, Loaded), ConfigFileError> {
     let matches = Args::command().get_matches();
     let mut args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let used = apply(&mut args, &matches, Path::new(DEFAULT_SERVER_CONFIG))?;
-    Ok((args, used))
+    let loaded = apply(&mut args, &matches, Path::new(DEFAULT_SERVER_CONFIG))?;
+    Ok((args, loaded))
 }
 
 /// Reads the config file `-x` names, else `default_path` if it exists, and
 /// fills the values of `args` that came from neither flag nor environment.
-pub fn apply(args: &mut Args, matches: &ArgMatches, default_path: &Path) -> Result<Option<PathBuf>, ConfigFileError> {
+pub fn apply(args: &mut Args, matches: &ArgMatches, default_path: &Path) -> Result<Loaded, ConfigFileError> {
     let defaults = [default_path.to_path_buf()];
     let Some(path) = config_file::choose_path(args.server_config.as_deref(), &defaults, Path::exists)? else {
-        return Ok(None);
+        return Ok(Loaded::default());
     };
-    let file = read(&path)?;
+    let (file, warnings) = read(&path)?;
     merge(args, matches, file);
-    Ok(Some(path))
+    Ok(Loaded { path: Some(path), warnings })
 }
 
-/// Reads and checks one config file.
-pub fn read(path: &Path) -> Result<ServerConfigFile, ConfigFileError> {
+/// Reads and checks one config file; also returns the warnings about keys
+/// that are ignored.
+pub fn read(path: &Path) -> Result<(ServerConfigFile, Vec<String>), ConfigFileError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
-    let file: ServerConfigFile = config_file::parse(&label, &text)?;
+    let (file, mut warnings): (ServerConfigFile, _) = config_file::parse_lenient(&label, &text)?;
     config_file::check_path_or_content(&label, "ca_pem", file.ca_pem.is_some(), file.ca_pem_content.is_some())?;
     config_file::check_path_or_content(&label, "crt_pem", file.crt_pem.is_some(), file.crt_pem_content.is_some())?;
     config_file::check_path_or_content(&label, "key_pem", file.key_pem.is_some(), file.key_pem_content.is_some())?;
-    Ok(file)
+    if !file.mutating_hooks.is_empty() {
+        let names: Vec<&str> = file.mutating_hooks.iter().map(|h| h.name.as_str()).collect();
+        let why = format!("this release runs no mutating hooks (configured: {})", names.join(", "));
+        warnings.push(config_file::ignored_key_warning(&label, "mutating_hooks", &why));
+    }
+    Ok((file, warnings))
 }
 
 fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
@@ -92,6 +113,7 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.address, file.address, m, "address");
     fill(&mut args.insecure, file.insecure, m, "insecure");
     fill(&mut args.allow_any_agent_name, file.allow_any_agent_name, m, "allow_any_agent_name");
+    fill(&mut args.strict_agent_names, file.strict_agent_names, m, "strict_agent_names");
     fill(&mut args.read_only_clients, file.read_only_clients, m, "read_only_clients");
     fill(&mut args.heartbeat_interval_ms, file.heartbeat_interval_ms, m, "heartbeat_interval_ms");
     fill(&mut args.heartbeat_timeout_ms, file.heartbeat_timeout_ms, m, "heartbeat_timeout_ms");
@@ -118,6 +140,7 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ank_common::tls::PemSource;
     use std::io::Write;
 
     fn conf(text: &str) -> tempfile::NamedTempFile {
@@ -149,7 +172,8 @@ mod tests {
         assert!(a.insecure);
         assert_eq!(a.ca_pem, Some(PathBuf::from("/ca.pem")));
         assert_eq!(a.crt_pem_content.as_deref(), Some("CRT"));
-        assert_eq!(a.tls_sources(), Ok(None), "insecure = true wins over the PEM items");
+        assert!(a.tls_sources().is_err(), "insecure with only some PEM items is refused, as in Ankaios");
+        assert_eq!(a.tls_conflict(), Some(ank_common::tls::INSECURE_AND_SECURE));
         let f = conf(
             "version = 'v1'\nread_only_clients = ['viewer']\nallow_any_agent_name = true\n\
                       ca_pem = '/ca.pem'\ncrt_pem = '/s.pem'\nkey_pem_content = 'KEY'\n",
@@ -205,9 +229,6 @@ mod tests {
 
     #[test]
     fn server_config_bad_files_name_file_key_and_line() {
-        let f = conf("version = 'v1'\naddress = '0.0.0.0:1'\nlisten = 'x'\n");
-        let e = resolve(&[], f.path()).unwrap_err().to_string();
-        assert!(e.starts_with(&format!("{}:3: key 'listen': unknown field", f.path().display())), "{e}");
         let f = conf("version = 'v1'\n\ninsecure = 'yes'\n");
         let e = resolve(&[], f.path()).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}:3: key 'insecure': ", f.path().display())), "{e}");
@@ -269,6 +290,57 @@ mod tests {
         assert!(e.contains("key 'metrics.x'") && e.contains("metric 'x'") && e.contains("min < max"), "{e}");
         let f = conf("version = 'v1'\n[scheduler]\nreschedule_after = 'soon'\n");
         assert!(resolve(&[], f.path()).unwrap_err().to_string().contains("'soon'"));
+    }
+
+    /// The keys of Ankaios' `tests/resources/configs/ank-server_with_certificates_paths.conf`.
+    const ANKAIOS_SERVER_CONF: &str = "version = 'v1'\naddress = '127.0.0.1:25551'\ninsecure = false\n\
+        ca_pem = '''/tmp/.certs/ca.pem'''\ncrt_pem = '''/tmp/.certs/server.pem'''\nkey_pem = '''/tmp/.certs/server-key.pem'''\n";
+
+    #[test]
+    fn server_config_reads_ankaios_files() {
+        let f = conf(ANKAIOS_SERVER_CONF);
+        let a = resolve(&[], f.path()).unwrap();
+        assert_eq!(a.address.to_string(), "127.0.0.1:25551");
+        assert!(!a.insecure);
+        let tls = a.tls_sources().unwrap().expect("mTLS");
+        assert_eq!(tls.key, PemSource::File("/tmp/.certs/server-key.pem".into()));
+        // Ankaios' `ank-server.conf`: insecure with a startup manifest.
+        let f = conf(
+            "version = 'v1'\nstartup_manifest = 'tests/resources/configs/simple.yaml'\naddress = '127.0.0.1:25551'\n\
+             insecure = true\n",
+        );
+        let a = resolve(&[], f.path()).unwrap();
+        assert_eq!(a.startup_manifest, Some(PathBuf::from("tests/resources/configs/simple.yaml")));
+        assert_eq!(a.tls_sources(), Ok(None));
+    }
+
+    #[test]
+    fn server_config_unknown_keys_and_mutating_hooks_are_ignored_with_warnings() {
+        let text = format!(
+            "{ANKAIOS_SERVER_CONF}future_key = 1\n[[mutating_hooks]]\nname = 'validate-resources'\nprio = 10\n\
+             path = '/opt/hooks'\n[[mutating_hooks]]\nname = 'auto-schedule'\n"
+        );
+        let f = conf(&text);
+        let (file, warnings) = read(f.path()).unwrap();
+        assert_eq!(file.mutating_hooks.len(), 2);
+        let shown = f.path().display().to_string();
+        assert_eq!(
+            warnings,
+            [
+                format!("config file '{shown}': unknown key 'future_key' ignored"),
+                format!(
+                    "config file '{shown}': key 'mutating_hooks' ignored: this release runs no mutating hooks \
+                     (configured: validate-resources, auto-schedule)"
+                ),
+            ]
+        );
+        let m = Args::command().try_get_matches_from(["ank-server", "-x", &shown]).unwrap();
+        let mut args = Args::from_arg_matches(&m).unwrap();
+        let loaded = apply(&mut args, &m, Path::new("/nonexistent")).unwrap();
+        assert_eq!((loaded.path.as_deref(), loaded.warnings.len()), (Some(f.path()), 2));
+        // As in Ankaios, a hook's priority must fit 0..=255.
+        let f = conf("version = 'v1'\n[[mutating_hooks]]\nname = 'x'\nprio = 256\n");
+        assert!(read(f.path()).is_err());
     }
 
     #[test]

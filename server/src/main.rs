@@ -16,8 +16,8 @@ async fn main() -> ExitCode {
     let (args, config_file) = match ank_server::config_file::parse_args() {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("ank-server: {e}");
-            return ExitCode::from(2);
+            eprintln!("ank-server: Config file could not be parsed: '{e}'");
+            return ExitCode::FAILURE;
         }
     };
     if args.check {
@@ -27,21 +27,27 @@ async fn main() -> ExitCode {
         eprintln!("ank-server: {e}");
         return ExitCode::from(2);
     }
-    if let Some(path) = config_file {
+    if let Some(path) = config_file.path {
         tracing::info!("using config file '{}'", path.display());
+    }
+    for warning in config_file.warnings {
+        tracing::warn!("{warning}");
+    }
+    if let Some(warning) = args.tls_conflict() {
+        tracing::warn!("{warning}");
     }
     let tls = match args.tls_sources() {
         Ok(Some(sources)) => match ank_server::grpc::tls::ServerTls::load(sources) {
             Ok(tls) => Some(Arc::new(tls)),
             Err(e) => {
-                eprintln!("ank-server: {e}");
-                return ExitCode::from(2);
+                eprintln!("ank-server: Failed to load certificate files!: '{e}'");
+                return ExitCode::FAILURE;
             }
         },
         Ok(None) => None,
         Err(e) => {
-            eprintln!("ank-server: {e}");
-            return ExitCode::from(2);
+            eprintln!("ank-server: {}", e.daemon_message());
+            return ExitCode::FAILURE;
         }
     };
     let state_file = args.state_file.clone().map(ank_server::state_file::StateFile::new);
@@ -74,10 +80,7 @@ async fn main() -> ExitCode {
     let shutdown = CancellationToken::new();
     tokio::spawn(wait_for_signal(shutdown.clone()));
     tokio::spawn(reload_on_sighup(tls.clone()));
-    let policy = ank_server::grpc::identity::IdentityPolicy {
-        check_agent_names: !args.allow_any_agent_name,
-        read_only_clients: args.read_only_clients.clone(),
-    };
+    let policy = args.identity_policy();
     let options = ank_server::grpc::ServeOptions {
         tls,
         policy,

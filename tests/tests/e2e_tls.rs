@@ -26,13 +26,15 @@ impl Certs {
             std::fs::write(dir.path().join(format!("{file}.pem")), issued.cert_pem).unwrap();
             std::fs::write(dir.path().join(format!("{file}-key.pem")), issued.key_pem).unwrap();
         };
-        let local = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+        // Clients check the name `ank-server`, as Ankaios' do.
+        let local = ["ank-server".to_owned(), "localhost".to_owned(), "127.0.0.1".to_owned()];
+        let agent_a = ["agent_A".to_owned()];
         write("server", &ca, Role::Server, "ank-server", &local, Validity::Days(1));
-        write("agent_A", &ca, Role::Client, "agent_A", &[], Validity::Days(1));
+        write("agent_A", &ca, Role::Client, "agent_A", &agent_a, Validity::Days(1));
         write("admin", &ca, Role::Client, "admin", &[], Validity::Days(1));
         write("viewer", &ca, Role::Client, "viewer", &[], Validity::Days(1));
-        write("foreign", &other, Role::Client, "agent_A", &[], Validity::Days(1));
-        write("expired", &ca, Role::Client, "agent_A", &[], Validity::Expired);
+        write("foreign", &other, Role::Client, "agent_A", &agent_a, Validity::Days(1));
+        write("expired", &ca, Role::Client, "agent_A", &agent_a, Validity::Expired);
         Self { dir }
     }
 
@@ -162,7 +164,7 @@ fn e2e_mtls_admits_valid_identities_and_refuses_the_others_with_clear_errors() {
         .args(certs.flags("expired"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("the certificate expired on"), "{}", text(&o));
     // A client that presents it anyway (not one of ours, which refuse to):
     // the server's handshake refuses it.
@@ -171,6 +173,7 @@ fn e2e_mtls_admits_valid_identities_and_refuses_the_others_with_clear_errors() {
         ca: std::fs::read(certs.path("ca.pem")).unwrap(),
         crt: std::fs::read(certs.path("expired.pem")).unwrap(),
         key: std::fs::read(certs.path("expired-key.pem")).unwrap(),
+        server_name: Some(ank_proto::dial::ANKAIOS_SERVER_NAME.to_owned()),
     };
     let refused = rt.block_on(async {
         let endpoint = ank_proto::dial::endpoint(&url, Some(&pem), Duration::from_secs(5), None).unwrap();
@@ -188,14 +191,16 @@ fn e2e_mtls_admits_valid_identities_and_refuses_the_others_with_clear_errors() {
 
     // A name that is not in the certificate.
     let liar = agent(&certs, "agent_B", "agent_A", &url, &logs.path().join("liar.log"));
-    let reason = "agent name 'agent_B' is not in the client certificate";
+    let reason = "Agent name 'agent_B' does not match SAN [\"agent_A\"] in agent certificates!";
     server.wait_for_log(reason);
     liar.wait_for_log(reason);
 
     // A client without a certificate: the server's handshake refuses it.
     let ca = std::fs::read(certs.path("ca.pem")).unwrap();
     let err = rt.block_on(async {
-        let tls = tonic::transport::ClientTlsConfig::new().ca_certificate(tonic::transport::Certificate::from_pem(ca));
+        let tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+            .domain_name("ank-server");
         let channel = tonic::transport::Endpoint::from_shared(url.clone()).unwrap().tls_config(tls).unwrap();
         let channel = channel.connect().await.unwrap();
         let mut client = ank_proto::grpc_api::command_connection_client::CommandConnectionClient::new(channel);
@@ -204,8 +209,8 @@ fn e2e_mtls_admits_valid_identities_and_refuses_the_others_with_clear_errors() {
     assert!(!err.message().is_empty());
     server.wait_for_log("peer sent no certificates");
     let o = ank(&url, &[], &["get", "agents"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("neither certificates nor --insecure given"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("Missing certificate files: Either provide mTLS config"), "{}", text(&o));
 
     // Read-only: the viewer reads, its write is refused.
     let viewer = certs.flags("viewer");

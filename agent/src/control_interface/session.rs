@@ -83,9 +83,8 @@ impl Session {
     }
 
     fn hello(&mut self, version: &str) -> Vec<Action> {
-        if !ank_common::is_compatible_protocol(version) {
-            let major = ank_common::PROTOCOL_VERSION.split('.').next().unwrap_or_default();
-            return self.close(format!("Unsupported protocol version '{version}'. Currently supported '{major}'"));
+        if let Err(refusal) = ank_common::version::check_compatibility(version) {
+            return self.close(refusal);
         }
         self.phase = Phase::Accepted;
         vec![Action::Reply(Box::new(ci::FromAnkaios {

@@ -245,6 +245,19 @@ impl RuntimeRegistry {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn RuntimeConnector>> {
         self.connectors.values()
     }
+
+    /// Keeps only the runtimes named in `wanted` (Ankaios' `runtimes` config
+    /// key). Returns the wanted names this agent does not have; an error
+    /// when none of `wanted` is available.
+    pub fn select(&mut self, wanted: &[String]) -> Result<Vec<String>, String> {
+        let unsupported: Vec<String> = wanted.iter().filter(|w| !self.connectors.contains_key(*w)).cloned().collect();
+        if unsupported.len() == wanted.len() {
+            let supported: Vec<&String> = self.connectors.keys().collect();
+            return Err(format!("No valid runtimes configured. Supported runtimes: {supported:?}"));
+        }
+        self.connectors.retain(|name, _| wanted.contains(name));
+        Ok(unsupported)
+    }
 }
 
 impl fmt::Debug for RuntimeRegistry {

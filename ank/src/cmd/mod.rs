@@ -40,6 +40,8 @@ pub struct Settings {
     /// The server URL, or why there is none (TLS requested).
     pub server_url: Result<String, SettingsError>,
     pub tls: Result<Option<ank_common::tls::TlsSources>, SettingsError>,
+    /// The server's certificate must name the URL's host, not `ank-server`.
+    pub tls_check_url_host: bool,
     pub response_timeout: Duration,
     pub wait: bool,
     /// `--wait`: wait for the job to end and fail if it failed.
@@ -54,6 +56,7 @@ impl Settings {
         Self {
             server_url: cli.resolved_server_url(),
             tls: cli.tls_sources(),
+            tls_check_url_host: cli.check_server_url_host,
             response_timeout: cli.response_timeout(),
             wait: cli.wait(),
             wait_job: cli.wait_job,
@@ -74,7 +77,8 @@ impl Ctx<'_> {
     pub async fn connect(&self) -> anyhow::Result<Connection> {
         let url = self.settings.server_url.clone()?;
         let sources = self.settings.tls.clone()?;
-        let pem = sources.as_ref().map(|s| s.client_pem().map_err(SettingsError::Tls)).transpose()?;
+        let check_url_host = self.settings.tls_check_url_host;
+        let pem = sources.as_ref().map(|s| s.client_pem(check_url_host).map_err(SettingsError::Tls)).transpose()?;
         Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.verbose).await?)
     }
 

@@ -108,18 +108,16 @@ impl Services {
         };
         let mut inbound = req.into_inner();
         let conn: ConnId = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        // An agent's certificate must carry the name it says hello with.
-        let first = match (kind, &peer) {
-            (ConnKind::Agent, Some(_)) if self.policy.check_agent_names => {
-                let first = next_message(&mut inbound, conn).await?.ok_or_else(|| Status::cancelled("stream ended"))?;
-                if let Err(reason) = self.policy.check_agent(peer.as_ref(), &first) {
-                    tracing::warn!("agent connection refused: {reason}");
-                    return Err(Status::permission_denied(reason));
-                }
-                Some(first)
-            }
-            _ => None,
-        };
+        // The first message is the hello: its version must be compatible,
+        // and an agent's certificate must allow the name it says hello with.
+        let first = next_message(&mut inbound, conn).await?;
+        check_hello_version(first.as_ref())?;
+        if kind == ConnKind::Agent
+            && let Err(refusal) = self.policy.check_agent(peer.as_ref(), first.as_ref())
+        {
+            tracing::warn!("agent connection refused: {refusal}");
+            return Err(refusal.into());
+        }
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         self.handle.opened(conn, kind, tx.clone()).await;
         if let Some(first) = first {
@@ -145,6 +143,21 @@ impl Services {
         let out = ReceiverStream::new(rx).map(move |m| to_wire(conn, m)).chain(end);
         Ok(Response::new(Box::pin(out)))
     }
+}
+
+/// Refuses a hello whose protocol version is not compatible with ours,
+/// as Ankaios does: FailedPrecondition with its text.
+fn check_hello_version(first: Option<&ToServer>) -> Result<(), Status> {
+    let version = match first {
+        Some(ToServer::AgentHello { protocol_version, .. } | ToServer::CommanderHello { protocol_version }) => {
+            protocol_version
+        }
+        _ => return Ok(()),
+    };
+    ank_common::version::check_compatibility(version).map_err(|refusal| {
+        tracing::warn!("connection refused: unsupported protocol version '{version}'");
+        Status::failed_precondition(refusal)
+    })
 }
 
 /// The wire form of `m`, within [`MAX_MESSAGE_BYTES`]: a response too large

@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ank_common::tls::{TlsMaterial, TlsSources, identity_names};
+use ank_common::tls::{CertNames, TlsMaterial, TlsSources};
 use rustls::RootCertStore;
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -31,6 +31,18 @@ pub struct PeerIdentity {
     pub addr: SocketAddr,
     /// The CN and SAN DNS names of the client certificate.
     pub names: Arc<[String]>,
+    /// Its SAN DNS names alone; `None` without a SAN extension.
+    pub san_dns: Option<Arc<[String]>>,
+    /// How many certificates the client presented.
+    pub chain_len: usize,
+}
+
+impl PeerIdentity {
+    /// The identity of the client that presented `certs`, leaf first.
+    pub fn of(addr: SocketAddr, certs: &[rustls::pki_types::CertificateDer<'_>]) -> Self {
+        let names = certs.first().and_then(|leaf| CertNames::of(leaf).ok()).unwrap_or_default();
+        Self { addr, names: names.all().into(), san_dns: names.san_dns.map(Into::into), chain_len: certs.len() }
+    }
 }
 
 /// The server's TLS configuration, replaced as a whole on reload.
@@ -104,14 +116,7 @@ pub fn incoming(
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => {
-                        let names = stream
-                            .get_ref()
-                            .1
-                            .peer_certificates()
-                            .and_then(|certs| certs.first())
-                            .and_then(|leaf| identity_names(leaf).ok())
-                            .unwrap_or_default();
-                        let peer = PeerIdentity { addr, names: names.into() };
+                        let peer = PeerIdentity::of(addr, stream.get_ref().1.peer_certificates().unwrap_or_default());
                         let _ = tx.send(Ok(TlsConn { inner: stream, peer })).await;
                     }
                     Ok(Err(e)) => tracing::warn!("TLS handshake with {addr} failed: {e}"),

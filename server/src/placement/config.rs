@@ -13,7 +13,6 @@ use super::{MetricRange, PlacementSettings};
 /// The `[scheduler]` table. Keys are snake_case; the camelCase spellings
 /// of the design (`rescheduleAfter`, `agentLossGrace`) are accepted too.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct SchedulerKeys {
     #[serde(default, deserialize_with = "stickiness_key")]
     pub stickiness: Option<f64>,
@@ -26,7 +25,6 @@ pub struct SchedulerKeys {
 
 /// One `[metrics.<name>]` table.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct MetricKeys {
     min: f64,
     max: f64,

@@ -15,10 +15,12 @@ pub struct Args {
     /// Issue server.pem / server-key.pem.
     #[arg(long)]
     pub server: bool,
-    /// Subject alternative names of the server certificate (DNS names or IPs).
-    #[arg(long = "server-san", value_delimiter = ',', default_value = "localhost,127.0.0.1")]
+    /// Subject alternative names of the server certificate (DNS names or
+    /// IPs); clients check the name `ank-server` unless told to check the
+    /// host of the server URL.
+    #[arg(long = "server-san", value_delimiter = ',', default_value = "ank-server,localhost,127.0.0.1")]
     pub server_san: Vec<String>,
-    /// Issue agent-NAME.pem / agent-NAME-key.pem (CN = the agent name).
+    /// Issue agent-NAME.pem / agent-NAME-key.pem (CN and SAN = the agent name).
     #[arg(long = "agent", value_name = "NAME")]
     pub agents: Vec<String>,
     /// Issue cli-NAME.pem / cli-NAME-key.pem (CN = NAME).

@@ -41,7 +41,8 @@ fn run(args: &Args) -> anyhow::Result<()> {
         issue(Role::Server, "ank-server", &args.server_san, "server")?;
     }
     for name in &args.agents {
-        issue(Role::Client, name, &[], &format!("agent-{name}"))?;
+        // The server admits an agent under the SAN DNS names of its certificate.
+        issue(Role::Client, name, std::slice::from_ref(name), &format!("agent-{name}"))?;
     }
     for name in &args.clis {
         issue(Role::Client, name, &[], &format!("cli-{name}"))?;

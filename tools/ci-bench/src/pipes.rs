@@ -81,7 +81,7 @@ impl Workload {
 
     /// Sends the Hello; the caller waits for the acceptance in its inbox.
     pub async fn hello(&mut self) -> anyhow::Result<()> {
-        self.send(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: ank_proto::PROTOCOL_VERSION.to_owned() })).await
+        self.send(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: ank_common::PROTOCOL_VERSION.to_owned() })).await
     }
 }
 
