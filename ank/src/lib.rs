@@ -15,8 +15,8 @@ pub mod job_wait;
 pub mod output;
 pub mod plain_table;
 pub mod progress;
-pub mod signals;
 pub mod render;
+pub mod signals;
 pub mod view;
 pub mod wait;
 

@@ -7,21 +7,16 @@
 //! runtimeConfig, then the files in order) and substitutes numbers; which
 //! number an occurrence gets is the server's allocation table's business.
 //!
-//! `$${seq:` stands for a literal `${seq:`. Any other `${...}` (shell
-//! variables) is left alone, as are Handlebars' `{{...}}`.
+//! Only `${seq:` followed by decimal digits and `}` is a macro; `$${seq:`
+//! stands for a literal `${seq:`. Anything else that starts with `${seq:`
+//! is a shell expansion of a variable `seq` (`${seq:-1}`, `${seq:2:3}`) and
+//! stays as written, as it would under Ankaios, so a plain Ankaios manifest
+//! is never refused or changed by this extension. Other `${...}` and
+//! Handlebars' `{{...}}` are left alone too.
 
 use crate::workload::{FileContent, Workload};
 
 const OPEN: &str = "${seq:";
-
-/// Why a workload's macros cannot be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MacroError {
-    #[error("macro: bad pool '{pool}' in {field} of workload '{workload}' (expected ${{seq:N}} with a number N)")]
-    BadPool { workload: String, field: String, pool: String },
-    #[error("macro: unterminated '${{seq:' in {field} of workload '{workload}'")]
-    Unterminated { workload: String, field: String },
-}
 
 /// One piece of a field's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +25,16 @@ enum Piece<'a> {
     Seq(u64),
 }
 
-/// Splits `text` into literal text and macros; `Err((pool, unterminated))`.
-fn pieces(text: &str) -> Result<Vec<Piece<'_>>, (String, bool)> {
+/// The pool number of a macro body (`8000` of `${seq:8000}`), if it is one.
+fn pool_of(body: &str) -> Option<u64> {
+    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    body.parse().ok()
+}
+
+/// Splits `text` into literal text and macros.
+fn pieces(text: &str) -> Vec<Piece<'_>> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(at) = rest.find(OPEN) {
@@ -42,29 +45,31 @@ fn pieces(text: &str) -> Result<Vec<Piece<'_>>, (String, bool)> {
             rest = &rest[at + OPEN.len()..];
             continue;
         }
-        out.push(Piece::Text(&rest[..at]));
         let after = &rest[at + OPEN.len()..];
-        let Some(end) = after.find('}') else { return Err((String::new(), true)) };
-        let pool = &after[..end];
-        let number = (!pool.is_empty() && pool.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| pool.parse::<u64>().ok())
-            .flatten()
-            .ok_or_else(|| (pool.to_owned(), false))?;
-        out.push(Piece::Seq(number));
-        rest = &after[end + 1..];
+        match after.find('}').and_then(|end| pool_of(&after[..end]).map(|n| (end, n))) {
+            Some((end, number)) => {
+                out.push(Piece::Text(&rest[..at]));
+                out.push(Piece::Seq(number));
+                rest = &after[end + 1..];
+            }
+            None => {
+                // Not a macro: keep `${seq:` and go on after it.
+                out.push(Piece::Text(&rest[..at + OPEN.len()]));
+                rest = after;
+            }
+        }
     }
     out.push(Piece::Text(rest));
-    Ok(out)
+    out
 }
 
 /// The fields of a workload that may hold macros, in allocation order.
-fn fields(wl: &Workload) -> Vec<(String, &str)> {
-    let mut out = vec![("runtimeConfig".to_owned(), wl.runtime_config.as_str())];
-    for (i, f) in wl.files.iter().enumerate() {
-        if let FileContent::Data(d) = &f.content {
-            out.push((format!("files[{i}].data"), d.as_str()));
-        }
-    }
+fn fields(wl: &Workload) -> Vec<&str> {
+    let mut out = vec![wl.runtime_config.as_str()];
+    out.extend(wl.files.iter().filter_map(|f| match &f.content {
+        FileContent::Data(d) => Some(d.as_str()),
+        _ => None,
+    }));
     out
 }
 
@@ -74,36 +79,25 @@ fn mentions(text: &str) -> bool {
 }
 
 /// The pools of the workload's macros, one entry per occurrence in order.
-// [feature K9: ${seq:N} occurrences, errors name the workload and the field]
-pub fn pools(name: &str, wl: &Workload) -> Result<Vec<u64>, MacroError> {
-    let mut out = Vec::new();
-    for (field, text) in fields(wl) {
-        if !mentions(text) {
-            continue;
-        }
-        let parts = pieces(text).map_err(|(pool, unterminated)| {
-            if unterminated {
-                MacroError::Unterminated { workload: name.to_owned(), field: field.clone() }
-            } else {
-                MacroError::BadPool { workload: name.to_owned(), field: field.clone(), pool }
-            }
-        })?;
-        out.extend(parts.iter().filter_map(|p| match p {
-            Piece::Seq(n) => Some(*n),
+// [feature K9: ${seq:N} occurrences in runtimeConfig, then the files]
+pub fn pools(wl: &Workload) -> Vec<u64> {
+    fields(wl)
+        .into_iter()
+        .filter(|text| mentions(text))
+        .flat_map(pieces)
+        .filter_map(|p| match p {
+            Piece::Seq(n) => Some(n),
             Piece::Text(_) => None,
-        }));
-    }
-    Ok(out)
+        })
+        .collect()
 }
 
 /// Replaces the workload's macros, in order, by `numbers` (one per
-/// occurrence as [`pools`] lists them) and unescapes `$${seq:`. The
-/// workload must have passed [`pools`].
+/// occurrence as [`pools`] lists them) and unescapes `$${seq:`.
 pub fn substitute(wl: &mut Workload, numbers: &[u64]) {
     let mut next = numbers.iter();
     let mut replace = |text: &str| -> String {
-        let Ok(parts) = pieces(text) else { return text.to_owned() };
-        parts
+        pieces(text)
             .into_iter()
             .map(|p| match p {
                 Piece::Text(t) => t.to_owned(),
@@ -140,35 +134,35 @@ mod tests {
             mount_point: "/etc/p".into(),
             content: FileContent::Data("port=${seq:8000} home=${HOME} {{x.y}}".into()),
         });
-        assert_eq!(pools("w", &w).unwrap(), vec![8000, 8000, 9000, 8000]);
+        assert_eq!(pools(&w), vec![8000, 8000, 9000, 8000]);
         substitute(&mut w, &[8000, 8001, 9000, 8002]);
         assert_eq!(w.runtime_config, "image: x\nenv:\n  PORT_A: \"8000\"\n  PORT_B: \"8001\"\n  OTHER: \"9000\"\n");
         assert_eq!(w.files[0].content, FileContent::Data("port=8002 home=${HOME} {{x.y}}".into()));
     }
 
     #[test]
-    fn seq_macro_errors_name_workload_field_and_pool() {
-        let e = pools("w", &wl("PORT: ${seq:x}")).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "macro: bad pool 'x' in runtimeConfig of workload 'w' (expected ${seq:N} with a number N)"
-        );
-        assert!(pools("w", &wl("${seq:}")).unwrap_err().to_string().contains("bad pool ''"));
-        assert!(pools("w", &wl("${seq:-1}")).unwrap_err().to_string().contains("bad pool '-1'"));
-        assert!(pools("w", &wl("${seq:99999999999999999999999}")).is_err());
-        let e = pools("w", &wl("${seq:80")).unwrap_err();
-        assert_eq!(e.to_string(), "macro: unterminated '${seq:' in runtimeConfig of workload 'w'");
-        let mut f = wl("x");
-        f.files.push(crate::workload::File { mount_point: "/a".into(), content: FileContent::Data("${seq:y}".into()) });
-        assert!(pools("f", &f).unwrap_err().to_string().contains("in files[0].data of workload 'f'"));
+    fn seq_macro_only_digits_make_a_macro_shell_expansions_stay_as_written() {
+        // Valid shell in a plain Ankaios manifest: never refused, never changed.
+        for text in
+            ["PORT: ${seq:x}", "${seq:}", "echo ${seq:-1}", "${seq:2:3}", "${seq:80", "${seq:99999999999999999999999}"]
+        {
+            let mut w = wl(text);
+            assert!(pools(&w).is_empty(), "{text}");
+            substitute(&mut w, &[]);
+            assert_eq!(w.runtime_config, text);
+        }
+        let mut w = wl("a=${seq:-1} b=${seq:7} c=${seq:x");
+        assert_eq!(pools(&w), vec![7]);
+        substitute(&mut w, &[9]);
+        assert_eq!(w.runtime_config, "a=${seq:-1} b=9 c=${seq:x");
     }
 
     #[test]
     fn seq_macro_escaped_and_foreign_dollar_braces_stay() {
         let mut w = wl("a: $${seq:8000} b: ${HOME} c: $$ d: ${seq:1}");
-        assert_eq!(pools("w", &w).unwrap(), vec![1]);
+        assert_eq!(pools(&w), vec![1]);
         substitute(&mut w, &[5]);
         assert_eq!(w.runtime_config, "a: ${seq:8000} b: ${HOME} c: $$ d: 5");
-        assert!(pools("w", &wl("plain")).unwrap().is_empty());
+        assert!(pools(&wl("plain")).is_empty());
     }
 }

@@ -48,7 +48,7 @@ impl DesiredState {
 
 /// The scheduling part of rendering: group members checked, group defaults
 /// and pipeline order applied (a cycle they close is rejected), effective
-/// priorities written, `${seq:N}` macros checked.
+/// priorities written.
 fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), String> {
     ank_common::groups::validate_members(state)?;
     ank_common::groups::render(&state.groups, rendered);
@@ -56,9 +56,6 @@ fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), Stri
         return Err(format!("dependency cycle (with the pipeline order of groups): {}", cycle.join(" -> ")));
     }
     crate::priorities::write(state, rendered);
-    for (name, wl) in &rendered.workloads {
-        ank_common::seq_macro::pools(name.as_str(), wl).map_err(|e| e.to_string())?;
-    }
     Ok(())
 }
 

@@ -123,6 +123,8 @@ mod tests {
             json!({"desiredState": {"apiVersion": "v1", "workloads": {"n": {"agent": "A"}}},
                 "workloadStates": {"A": {"w": {"id": {"additionalInfo": "y"}}}}})
         );
+        // Such an event goes on the wire as it is (no state enum).
+        ank_common::convert::complete_state_from_json(&all.complete_state).unwrap();
         let agents = &events[1];
         assert_eq!(agents.altered_fields.added_fields, ["desiredState.workloads.n.agent"]);
         assert!(agents.altered_fields.updated_fields.is_empty());

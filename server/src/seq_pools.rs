@@ -100,8 +100,7 @@ impl SeqPools {
             if wl.agent.is_empty() {
                 continue;
             }
-            // Validated with the desired state; a workload that fails here has no macros.
-            let pools = seq_macro::pools(name.as_str(), wl).unwrap_or_default();
+            let pools = seq_macro::pools(wl);
             if !pools.is_empty() {
                 wanted.insert(name.to_string(), (wl.agent.clone(), pools));
             }

@@ -17,7 +17,7 @@ use super::scheduling::{
     migration_from_pb, migration_to_pb, policy_from_pb, policy_to_pb, selector_from_pb, selector_to_pb,
 };
 use super::state::{status_from_proto, status_to_proto};
-use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry, WorkloadStatesMap};
+use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry};
 use crate::jobs::Job;
 use crate::placement::metrics::Metrics;
 use crate::quota::AgentQuota;
@@ -30,12 +30,28 @@ struct PartialCompleteState {
     #[serde(skip_serializing_if = "Option::is_none")]
     desired_state: Option<PartialState>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    workload_states: Option<WorkloadStatesMap>,
+    workload_states: Option<PartialStatesMap>,
     #[serde(skip_serializing_if = "Option::is_none")]
     agents: Option<BTreeMap<String, PartialAgent>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     jobs: Option<BTreeMap<String, Job>>,
 }
+
+/// One instance of a (possibly partial) complete state. A field mask or an
+/// event may select only an execution state's `additionalInfo` (as Ankaios
+/// does when just the info changed): the wire state then has no state enum.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum PartialInstance {
+    Full(InstanceEntry),
+    #[serde(rename_all = "camelCase")]
+    InfoOnly {
+        additional_info: String,
+    },
+}
+
+/// agent -> workload name -> instance id -> (possibly partial) state.
+type PartialStatesMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, PartialInstance>>>;
 
 #[derive(Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -152,8 +168,19 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
                     let wl_name_state_map = wls
                         .into_iter()
                         .map(|(wl, ids)| {
-                            let id_state_map =
-                                ids.into_iter().map(|(id, e)| (id, status_to_proto(&e.state, &e.status))).collect();
+                            let id_state_map = ids
+                                .into_iter()
+                                .map(|(id, e)| {
+                                    let wire = match e {
+                                        PartialInstance::Full(e) => status_to_proto(&e.state, &e.status),
+                                        PartialInstance::InfoOnly { additional_info } => pb::ExecutionState {
+                                            additional_info: Some(additional_info),
+                                            ..Default::default()
+                                        },
+                                    };
+                                    (id, wire)
+                                })
+                                .collect();
                             (wl, pb::ExecutionsStatesForId { id_state_map })
                         })
                         .collect();
@@ -214,15 +241,20 @@ fn tags_to_pb(t: BTreeMap<String, String>) -> pb::Tags {
     pb::Tags { tags: t.into_iter().collect() }
 }
 
-fn states_from_pb(m: pb::WorkloadStatesMap) -> Result<WorkloadStatesMap, ConvertError> {
+fn states_from_pb(m: pb::WorkloadStatesMap) -> Result<PartialStatesMap, ConvertError> {
     let mut out = BTreeMap::new();
     for (agent, wls) in m.agent_state_map {
         let mut by_name = BTreeMap::new();
         for (wl, ids) in wls.wl_name_state_map {
             let mut by_id = BTreeMap::new();
             for (id, s) in ids.id_state_map {
-                let (state, status) = status_from_proto(Some(s))?;
-                by_id.insert(id, InstanceEntry { state, status });
+                let entry = if s.execution_state_enum.is_none() {
+                    PartialInstance::InfoOnly { additional_info: s.additional_info.unwrap_or_default() }
+                } else {
+                    let (state, status) = status_from_proto(Some(s))?;
+                    PartialInstance::Full(InstanceEntry { state, status })
+                };
+                by_id.insert(id, entry);
             }
             by_name.insert(wl, by_id);
         }
@@ -449,6 +481,21 @@ mod tests {
         let v = complete_state_to_json(cs.clone()).unwrap();
         assert_eq!(v, serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"w": {"agent": "a"}}}}));
         assert_eq!(complete_state_from_json(&v).unwrap(), cs);
+    }
+
+    #[test]
+    fn an_instance_with_only_its_additional_info_round_trips() {
+        // An event for a changed retry message selects only additionalInfo,
+        // as Ankaios does; the wire state then carries no state enum.
+        let v = serde_json::json!({"workloadStates": {"agent_A": {"hello1": {"abc": {"additionalInfo": "Retry 2 of 20"}}}}});
+        let cs = complete_state_from_json(&v).unwrap();
+        let wire = &cs.workload_states.as_ref().unwrap().agent_state_map["agent_A"].wl_name_state_map["hello1"]
+            .id_state_map["abc"];
+        assert_eq!(wire.additional_info.as_deref(), Some("Retry 2 of 20"));
+        assert!(wire.execution_state_enum.is_none());
+        assert_eq!(complete_state_to_json(cs).unwrap(), v);
+        let full = serde_json::json!({"workloadStates": {"A": {"w": {"id": {"state": "Running", "subState": "Ok", "additionalInfo": ""}}}}});
+        assert_eq!(complete_state_to_json(complete_state_from_json(&full).unwrap()).unwrap(), full);
     }
 
     #[test]
