@@ -95,7 +95,8 @@ fn e2e_retention_a_succeeded_job_is_reaped_and_not_started_again_after_an_agent_
     assert_eq!(state_of(&c, "job").as_deref(), Some("Succeeded(Ok)"), "the state stays");
     assert_eq!(state_of(&c, "svc").as_deref(), Some("Running(Ok)"));
     c.wait_until(Duration::from_secs(10), |c| {
-        let state = text(&c.ank(&["get", "state", "-o", "yaml"]).stdout);
+        // Events are an extension: plain `ank get state` prints Ankaios' state only.
+        let state = text(&c.ank(&["get", "state", "-o", "yaml", "--extensions"]).stdout);
         state.contains("Reaped") && state.contains("retention succeeded 5s")
     });
 

@@ -83,7 +83,8 @@ fn e2e_a_quota_of_one_starts_the_higher_priority_workload_when_the_slot_frees() 
     });
     // The agent reports its use with its load status (every 2 s).
     c.wait_until(Duration::from_secs(30), |c| {
-        let agents = text(&c.ank(&["get", "agents"]).stdout);
+        // The QUOTA column is in the wide table only (the default is Ankaios' table).
+        let agents = text(&c.ank(&["get", "agents", "-o", "wide"]).stdout);
         agents.contains("QUOTA") && agents.contains("1/1")
     });
     // The event counts once per tick instead of adding entries.
