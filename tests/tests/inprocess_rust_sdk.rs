@@ -361,14 +361,19 @@ async fn itest_rust_sdk_control_interface_drives_the_cluster_from_inside_a_workl
         let own = ank.get_workload("sdk_app".into()).await.expect("read own workload");
         assert_eq!(own.len(), 1);
         drive_sdk(&mut ank, &fake).await;
-        // Outside its rules: the agent's denial reaches the SDK as an error.
+        // Outside its rules: the SDK's delete is an UpdateState with the mask
+        // `desiredState.workloads.sdk_app`, allowed by `desiredState` but
+        // denied by the Write deny rule on that very path. As in Ankaios the
+        // workload only learns "Access denied" (the reason stays in the log).
         match ank.delete_workload("sdk_app".into()).await {
-            Err(AnkaiosError::AnkaiosResponseError(reason)) => {
-                assert!(reason.contains("desiredState.workloads.sdk_app"), "{reason}")
-            }
+            Err(AnkaiosError::AnkaiosResponseError(reason)) => assert_eq!(reason, "Access denied"),
             other => panic!("deleting itself must be denied, got {other:?}"),
         }
-        assert!(matches!(ank.get_agents().await, Err(AnkaiosError::AnkaiosResponseError(_))));
+        // `agents` is not covered by any allow rule.
+        match ank.get_agents().await {
+            Err(AnkaiosError::AnkaiosResponseError(reason)) => assert_eq!(reason, "Access denied"),
+            other => panic!("reading the agents must be denied, got {other:?}"),
+        }
     });
     tokio::task::spawn_blocking(move || workload.join()).await.unwrap().expect("the SDK workload passed");
     drop(commander);
