@@ -385,7 +385,7 @@ async fn fake_server_invalid_manifest_is_reported_without_contacting_the_server(
         ank_common::manifest::parse_manifest_checked(&name, text, ank_common::manifest::UnknownFields::Reject)
             .unwrap_err()
             .to_string();
-    assert_eq!(stderr(&out).trim_end(), expected);
+    assert_eq!(stderr(&out).trim_end(), format!("error: Command failed: '{expected}'"));
     assert!(
         expected.ends_with("line 5: unknown field 'workloads.web.colour' (unknown fields are refused in strict mode)")
     );

@@ -110,10 +110,15 @@ fn e2e_get_events_prints_json_lines_until_interrupted() {
     );
     let o = c.ank_stdin(&["apply", "--no-wait", "-"], Some(&manifest));
     assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+    // With -c the state at subscription time comes first, as in Ankaios.
+    let line = lines.next().expect("the current state").expect("readable");
+    let current: serde_json::Value = serde_json::from_str(&line).expect("one JSON object per line");
+    assert!(current.get("addedFields").is_none(), "{line}");
+    assert!(current["completeState"]["desiredState"]["workloads"].get("evt").is_none(), "{line}");
     let line = lines.next().expect("an event").expect("readable");
     let event: serde_json::Value = serde_json::from_str(&line).expect("one JSON object per line");
     assert_eq!(event["addedFields"][0], "desiredState.workloads.evt", "{line}");
-    assert!(event["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{line}");
+    assert!(event["timestamp"].as_str().is_some_and(|t| t.ends_with("+00:00")), "{line}");
     assert_eq!(event["completeState"]["desiredState"]["workloads"]["evt"]["agent"], agent.as_str(), "{line}");
     // Then the execution states of the new instance, up to Running.
     loop {

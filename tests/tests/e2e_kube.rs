@@ -81,7 +81,8 @@ workloads:
     });
     assert!(pod_exists(&pod));
     let broken = state_and_info(&c, "broken").unwrap();
-    assert!(broken.contains("imagee"), "the info names the unknown field: {broken}");
+    // Unknown keys are ignored as by Ankaios; the misspelt key leaves `image` missing.
+    assert!(broken.contains("missing field `image`"), "the info names the missing field: {broken}");
     let badfile = state_and_info(&c, "badfile").unwrap();
     assert!(badfile.contains("/etc/x") && badfile.contains("base64"), "{badfile}");
 

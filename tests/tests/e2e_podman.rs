@@ -124,7 +124,8 @@ fn e2e_podman_bad_manifests_are_rejected_and_state_is_unchanged() {
     for (file, text, expected) in cases {
         let path = dir.path().join(file);
         std::fs::write(&path, text).expect("write manifest");
-        let o = c.ank(&["apply", path.to_str().expect("utf-8 path")]);
+        // Unknown fields are refused only in strict mode (Ankaios ignores them).
+        let o = c.ank(&["apply", "--strict", path.to_str().expect("utf-8 path")]);
         assert!(!o.status.success(), "{file}: apply must fail");
         let err = stderr(&o);
         for needle in expected {
@@ -133,6 +134,13 @@ fn e2e_podman_bad_manifests_are_rejected_and_state_is_unchanged() {
     }
     assert_eq!(stdout(&c.ank(&["get", "state", "-o", "json", "desiredState"])), before, "state changed");
     assert!(c.ank(&["get", "workloads"]).status.success(), "server must keep serving");
+    // By default an unknown field is ignored with a warning naming file, line and field.
+    let path = dir.path().join("lenient.yaml");
+    std::fs::write(&path, good.replace("    restartPolicy", "    colour: red\n    restartPolicy")).expect("write");
+    let o = c.ank(&["apply", path.to_str().expect("utf-8 path")]);
+    assert!(o.status.success(), "lenient apply: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("lenient.yaml") && err.contains("line 6") && err.contains("colour"), "{err}");
 }
 
 #[test]

@@ -15,10 +15,11 @@ pub struct Args {
     /// Issue server.pem / server-key.pem.
     #[arg(long)]
     pub server: bool,
-    /// Subject alternative names of the server certificate (DNS names or
-    /// IPs); clients check the name `ank-server` unless told to check the
-    /// host of the server URL.
-    #[arg(long = "server-san", value_delimiter = ',', default_value = "ank-server,localhost,127.0.0.1")]
+    /// More subject alternative names of the server certificate (DNS names
+    /// or IPs). `ank-server`, the name agents and `ank` check (as in
+    /// Ankaios), is always one of them; the others serve clients told to
+    /// check the host of the server URL.
+    #[arg(long = "server-san", value_delimiter = ',', default_value = "localhost,127.0.0.1")]
     pub server_san: Vec<String>,
     /// Issue agent-NAME.pem / agent-NAME-key.pem (CN and SAN = the agent name).
     #[arg(long = "agent", value_name = "NAME")]

@@ -38,7 +38,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         write(&args.out.join(format!("{file}-key.pem")), &issued.key_pem, true)
     };
     if args.server {
-        issue(Role::Server, "ank-server", &args.server_san, "server")?;
+        issue(Role::Server, "ank-server", &server_sans(&args.server_san), "server")?;
     }
     for name in &args.agents {
         // The server admits an agent under the SAN DNS names of its certificate.
@@ -58,5 +58,26 @@ fn main() -> ExitCode {
             eprintln!("ank-certs: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The server certificate's SANs: `ank-server` (the name clients check, as
+/// in Ankaios) first, then the given names without repeating it.
+fn server_sans(extra: &[String]) -> Vec<String> {
+    let mut sans = vec!["ank-server".to_owned()];
+    sans.extend(extra.iter().filter(|s| s.as_str() != "ank-server").cloned());
+    sans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_sans;
+
+    #[test]
+    fn the_server_certificate_always_names_ank_server() {
+        let given = |v: &[&str]| server_sans(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(given(&["localhost", "127.0.0.1"]), ["ank-server", "localhost", "127.0.0.1"]);
+        assert_eq!(given(&["ank-server", "10.0.0.1"]), ["ank-server", "10.0.0.1"]);
+        assert_eq!(given(&[]), ["ank-server"]);
     }
 }
