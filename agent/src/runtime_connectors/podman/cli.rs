@@ -1,5 +1,9 @@
 //! [`PodmanCli`]: a value wrapping the podman binary (no statics, no global
-//! cache). Every call is a `tokio::process` child with `kill_on_drop`; JSON
+//! cache). Every call is a `tokio::process` child. A one-shot call (`run`,
+//! `create`, `rm`, ...) runs to its end even when the agent stops meanwhile,
+//! as under Ankaios: killing `podman run` half-way leaves a storage-only
+//! container behind whose name blocks every later create of that instance.
+//! Long-running children (`events`, `logs -f`) die with the agent. JSON
 //! output is parsed into the typed structs of this module, in this one place.
 
 use std::collections::HashMap;
@@ -110,7 +114,7 @@ impl Default for PodmanCli {
 impl PodmanCli {
     pub(crate) fn command(&self, args: &[String]) -> Command {
         let mut cmd = Command::new(&self.binary);
-        cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+        cmd.args(args).stdin(Stdio::null());
         // The agent's own systemd notification socket and watchdog are not
         // podman's (conmon would otherwise send READY=1 and MAINPID= there).
         for var in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
@@ -120,10 +124,11 @@ impl PodmanCli {
     }
 
     /// A command for a long-running podman child (`events`, `logs -f`): it
-    /// also gets SIGTERM when the agent dies without dropping it (kill -9),
-    /// so no orphan keeps running.
+    /// is killed when dropped and also gets SIGTERM when the agent dies
+    /// without dropping it (kill -9), so no orphan keeps running.
     pub(crate) fn long_running_command(&self, args: &[String]) -> Command {
         let mut cmd = self.command(args);
+        cmd.kill_on_drop(true);
         // SAFETY: the closure runs in the forked child before exec and only
         // makes the prctl system call, which is async-signal-safe.
         unsafe {
@@ -252,6 +257,39 @@ fn is_no_such_container(e: &PodmanError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_one_shot_call_runs_to_its_end_when_the_agent_drops_it() {
+        // A stand-in for `podman run` that is still busy when the caller
+        // gives up on it (the agent stopping): it must not be killed.
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("done");
+        let started = dir.path().join("started");
+        let script = dir.path().join("podman");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\ntouch '{}'\nsleep 0.3\ntouch '{}'\n", started.display(), done.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let cli = PodmanCli { binary: script, ..PodmanCli::default() };
+        let args = vec!["run".to_owned()];
+        let mut call = Box::pin(cli.exec(&args));
+        // Poll the call until the child runs, then drop it.
+        while !started.exists() {
+            tokio::select! {
+                _ = &mut call => panic!("the stand-in ended too early"),
+                _ = tokio::task::yield_now() => {}
+            }
+        }
+        drop(call);
+        let mut waited = 0;
+        while !done.exists() {
+            assert!(waited < 100, "the dropped podman call was killed before its end");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            waited += 1;
+        }
+    }
 
     #[test]
     fn podman_cli_parses_ps_output_of_this_podman() {
