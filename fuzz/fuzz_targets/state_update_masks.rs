@@ -156,11 +156,15 @@ fn check_untouched(old: &State, new: &State, masks: &[String]) {
 /// the old scheduled instances gives the new ones.
 fn check_diff(old: &State, new: &State) {
     let d = desired_state::diff(old, new);
+    // UpdateStateSuccess names unscheduled instances too (`name.id.`), as Ankaios does.
     let instances = |s: &State| -> BTreeSet<String> {
         s.workloads
             .iter()
-            .filter_map(|(n, w)| desired_state::spec_of(n, w))
-            .map(|spec| spec.instance_name.to_string())
+            .map(|(n, w)| match desired_state::spec_of(n, w) {
+                Some(spec) => spec.instance_name.to_string(),
+                None => ank_common::WorkloadInstanceName::new(n, &ank_common::AgentName::unscheduled(), &w.runtime_config)
+                    .to_string(),
+            })
             .collect()
     };
     let mut expected = instances(old);

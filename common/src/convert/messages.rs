@@ -34,10 +34,17 @@ fn added_to_pb(s: &WorkloadSpec) -> g::AddedWorkload {
 fn added_from_pb(a: g::AddedWorkload) -> Result<WorkloadSpec, ConvertError> {
     let instance_name = instance_name_from_proto(a.instance_name)?;
     let generation = a.generation;
-    let partial = workload_from_pb(a.workload.ok_or_else(|| ConvertError::missing("workload"))?)?;
+    let wire = a.workload.ok_or_else(|| ConvertError::missing("workload"))?;
+    // The rendered runtimeConfig the server hashed into the instance name is
+    // run as sent: only what users write is trimmed, not a rendered spec.
+    let rendered = wire.runtime_config.clone();
+    let partial = workload_from_pb(wire)?;
     let value = serde_json::to_value(partial).map_err(|e| ConvertError(e.to_string()))?;
-    let workload: Workload = serde_json::from_value(value)
+    let mut workload: Workload = serde_json::from_value(value)
         .map_err(|e| ConvertError(format!("workload '{}': {e}", instance_name.workload_name)))?;
+    if let Some(rendered) = rendered {
+        workload.runtime_config = rendered;
+    }
     Ok(WorkloadSpec { instance_name, workload, generation })
 }
 
@@ -391,6 +398,21 @@ mod tests {
             agent: "agent_A".into(),
             runtime: "podman".into(),
             runtime_config: "image: busybox".into(),
+            ..Default::default()
+        };
+        let spec = WorkloadSpec::new(&WorkloadName::new("w").unwrap(), &AgentName::new("agent_A").unwrap(), wl);
+        let m = FromServer::ServerHello(vec![spec]);
+        assert_eq!(from_server_from_proto(from_server_to_proto(&m)).unwrap(), Some(m));
+    }
+
+    #[test]
+    fn a_rendered_runtime_config_reaches_the_agent_as_the_server_hashed_it() {
+        // A template may render trailing whitespace; the instance id hashes
+        // it, so the agent must run exactly that text (found by fuzzing).
+        let wl = Workload {
+            agent: "agent_A".into(),
+            runtime: "podman".into(),
+            runtime_config: "image: busybox\ncommandArgs: [sh]   ".into(),
             ..Default::default()
         };
         let spec = WorkloadSpec::new(&WorkloadName::new("w").unwrap(), &AgentName::new("agent_A").unwrap(), wl);
