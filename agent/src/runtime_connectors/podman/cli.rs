@@ -211,6 +211,13 @@ impl PodmanCli {
         }
     }
 
+    /// `podman rm --storage <name>`: removes a container that exists only
+    /// in podman's storage (a create cut short); podman refuses it for a
+    /// container it manages.
+    pub async fn remove_storage_container(&self, name: &str) -> Result<(), PodmanError> {
+        self.exec(&["rm".into(), "--storage".into(), name.to_owned()]).await.map(|_| ())
+    }
+
     /// `podman ps --all --format json --filter label=<label>`.
     pub async fn ps_by_label(&self, label: &str) -> Result<Vec<PsEntry>, PodmanError> {
         let args: Vec<String> = ["ps", "--all", "--format", "json", "--filter", &format!("label={label}")]

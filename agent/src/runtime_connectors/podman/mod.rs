@@ -63,6 +63,15 @@ impl PodmanRuntime {
     }
 }
 
+/// The container name of podman's "the container name \"X\" is already in
+/// use" refusal: what a storage-only leftover holds.
+fn name_held_by_storage(e: &cli::PodmanError) -> Option<String> {
+    let cli::PodmanError::Failed { stderr, .. } = e else { return None };
+    let rest = stderr.split("the container name \"").nth(1)?;
+    let (name, tail) = rest.split_once('"')?;
+    tail.trim_start().starts_with("is already in use").then(|| name.to_owned())
+}
+
 /// The argument list of `podman [general] run -d --label ... [--name] [options] image [args]`.
 // [impl->swdd~podman-create-workload-runs-workload~1]
 // [impl->swdd~podman-create-workload-creates-labels~1]
@@ -110,7 +119,22 @@ impl RuntimeConnector for PodmanRuntime {
 
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
         let cfg = PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
-        match self.cli.run_detached(&run_args(spec, &cfg, options)).await {
+        let args = run_args(spec, &cfg, options);
+        let mut result = self.cli.run_detached(&args).await;
+        // A `podman run` cut short (power loss, a killed podman) can leave a
+        // storage-only container whose name blocks every later create of
+        // the instance; podman lists it only with `ps --external`. Removing
+        // it is safe: `rm --storage` refuses a container podman manages.
+        if let Err(e) = &result
+            && let Some(name) = name_held_by_storage(e)
+            && self.cli.remove_storage_container(&name).await.is_ok()
+        {
+            tracing::warn!(
+                "removed the storage-only leftover container '{name}' that blocked the create; trying again"
+            );
+            result = self.cli.run_detached(&args).await;
+        }
+        match result {
             Ok(id) => Ok(id),
             Err(e) => {
                 self.remove_leftovers_of(&spec.instance_name.to_string()).await;
@@ -188,6 +212,43 @@ mod tests {
     fn spec(runtime_config: &str) -> WorkloadSpec {
         let wl = Workload { runtime: PODMAN.into(), runtime_config: runtime_config.into(), ..Default::default() };
         WorkloadSpec::new(&WorkloadName::new("web").unwrap(), &AgentName::new("agent_A").unwrap(), wl)
+    }
+
+    #[test]
+    fn the_name_a_storage_leftover_holds_is_read_from_podmans_refusal() {
+        let e = cli::PodmanError::Failed {
+            command: "run".into(),
+            stderr: "Error: creating container storage: the container name \"simple.2a4039e.agent_A\" is already in use by 23dea0ed. You have to remove that container to be able to reuse that name: that name is already in use".into(),
+        };
+        assert_eq!(name_held_by_storage(&e).as_deref(), Some("simple.2a4039e.agent_A"));
+        let other = cli::PodmanError::Failed { command: "run".into(), stderr: "Error: no such image".into() };
+        assert_eq!(name_held_by_storage(&other), None);
+    }
+
+    #[tokio::test]
+    async fn a_storage_leftover_blocking_the_name_is_removed_and_the_create_tried_again() {
+        // A stand-in podman: the first `run` is refused as after a cut-short
+        // create, `rm --storage NAME` clears the name, the next `run` works.
+        let dir = tempfile::tempdir().unwrap();
+        let calls = dir.path().join("calls");
+        let cleared = dir.path().join("cleared");
+        let script = dir.path().join("podman");
+        let body = format!(
+            "#!/bin/sh\necho \"$*\" >> '{calls}'\ncase \"$1\" in\n  run) if [ -e '{cleared}' ]; then echo c0ffee; exit 0; fi\n       echo 'Error: creating container storage: the container name \"web.'\"$(echo x)\"'\" is already in use by 23de.' >&2; exit 125;;\n  rm) touch '{cleared}'; exit 0;;\n  *) echo '[]'; exit 0;;\nesac\n",
+            calls = calls.display(),
+            cleared = cleared.display(),
+        );
+        std::fs::write(&script, body).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let runtime = PodmanRuntime::new(PodmanCli { binary: script, ..PodmanCli::default() });
+        let id = runtime.create(&spec("image: img"), &CreateOptions::default()).await.unwrap();
+        assert_eq!(id, WorkloadId("c0ffee".into()));
+        let calls = std::fs::read_to_string(&calls).unwrap();
+        let lines: Vec<&str> = calls.lines().collect();
+        assert!(lines[0].starts_with("run -d"), "{calls}");
+        assert_eq!(lines[1], "rm --storage web.x", "{calls}");
+        assert!(lines[2].starts_with("run -d"), "{calls}");
+        assert_eq!(lines.len(), 3, "{calls}");
     }
 
     #[test]
