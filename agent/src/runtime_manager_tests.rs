@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::runtime_connectors::Observed;
 use crate::runtime_connectors::fake::{FakeCall, FakeRuntime};
 use crate::workload::policy::RetryPolicy;
 
@@ -523,4 +524,60 @@ async fn runtime_manager_reports_running_when_create_returns_and_ignores_lagging
         next = h.next_of(&a.instance_name).await;
     }
     assert_eq!(next.kind, StateKind::Failed(Failed::ExecFailed), "{next}");
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~workload-control-loop-checks-workload-state-validity~1]
+async fn runtime_manager_keeps_an_exit_read_from_the_exit_file_against_lagging_start_news() {
+    let mut h = harness_with(FakeRuntime::like_podman()).await;
+    let a = spec("a");
+    h.rm.server_hello(vec![a.clone()]).await;
+    h.wait_for(&a.instance_name, StateKind::Running).await;
+    let id = h.fake.workload_id_of(&a.instance_name).expect("created");
+    // conmon's exit file is read first ...
+    h.fake.exit_file(&a.instance_name, 0).await;
+    assert_eq!(h.next_of(&a.instance_name).await, ExecutionState::succeeded());
+    // ... then the stream's late `start` event and a reconcile from before
+    // podman's cleanup (still listing it running) must not undo it.
+    h.fake.emit_for(&a.instance_name, &id, Observed::State(ExecutionState::running())).await;
+    tokio::time::advance(Duration::from_secs(1)).await;
+    h.fake.reconcile(AGENT).await;
+    h.assert_quiet().await;
+    // The stream's own `died` confirms the exit (repeated, so not reported again).
+    h.fake.exit(&a.instance_name, 0).await;
+    h.assert_quiet().await;
+    // From now on a start is news: the container was started again.
+    h.fake.set_state(&a.instance_name, ExecutionState::running()).await;
+    assert_eq!(h.next_of(&a.instance_name).await, ExecutionState::running());
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~workload-control-loop-checks-workload-state-validity~1]
+async fn runtime_manager_trusts_a_reconcile_again_once_the_exit_file_is_long_past() {
+    let mut h = harness_with(FakeRuntime::like_podman()).await;
+    let a = spec("a");
+    h.rm.server_hello(vec![a.clone()]).await;
+    h.wait_for(&a.instance_name, StateKind::Running).await;
+    h.fake.exit_file(&a.instance_name, 2).await;
+    assert_eq!(h.next_of(&a.instance_name).await.kind, StateKind::Failed(Failed::ExecFailed));
+    // The stream never confirmed the exit; the container runs again (an
+    // external `podman start`). A reconcile long after the exit file shows it.
+    tokio::time::advance(crate::workload::policy::EXIT_AHEAD_WINDOW + Duration::from_secs(1)).await;
+    h.fake.reconcile(AGENT).await;
+    assert_eq!(h.next_of(&a.instance_name).await, ExecutionState::running());
+}
+
+#[tokio::test(start_paused = true)]
+async fn runtime_manager_exit_file_after_the_died_event_changes_nothing() {
+    let mut h = harness_with(FakeRuntime::like_podman()).await;
+    let a = spec("a");
+    h.rm.server_hello(vec![a.clone()]).await;
+    h.wait_for(&a.instance_name, StateKind::Running).await;
+    h.fake.exit(&a.instance_name, 0).await;
+    assert_eq!(h.next_of(&a.instance_name).await, ExecutionState::succeeded());
+    h.fake.exit_file(&a.instance_name, 0).await;
+    h.assert_quiet().await;
+    // No exit is pending confirmation, so a later start is reported at once.
+    h.fake.set_state(&a.instance_name, ExecutionState::running()).await;
+    assert_eq!(h.next_of(&a.instance_name).await, ExecutionState::running());
 }

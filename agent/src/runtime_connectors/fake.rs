@@ -150,6 +150,18 @@ impl FakeRuntime {
         self.set_state(instance, state).await;
     }
 
+    /// Reports the exit of `instance`'s container as the podman exit watcher
+    /// does (by id, ahead of the event stream), without touching the
+    /// container's listed state: podman's record still lags behind.
+    pub async fn exit_file(&self, instance: &WorkloadInstanceName, code: i32) {
+        let Some(id) = self.workload_id_of(instance) else { return };
+        let observed = Observed::State(super::podman::events::exit_state(code));
+        let sink = self.lock().sink.clone();
+        if let Some(sink) = sink {
+            let _ = sink.send(RuntimeEvent::ChangedById { workload_id: id, observed }).await;
+        }
+    }
+
     /// Sets the state of the container of `instance` and reports it.
     pub async fn set_state(&self, instance: &WorkloadInstanceName, state: ExecutionState) {
         let found = {

@@ -48,8 +48,21 @@ struct Current {
     /// Whether it was seen running: later create/init events (the event
     /// stream lags behind) must not report Pending again.
     started: bool,
+    /// When the exit was read from conmon's exit file, until the event
+    /// stream or a reconcile says so too; meanwhile their older Running or
+    /// Starting news is dropped.
+    exit_ahead: Option<Instant>,
     /// The connector's per-workload checker, if it has one; dropping stops it.
     _checker: Option<StateChecker>,
+}
+
+/// Where an observation of the current workload comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The runtime's event stream (or a connector's state checker).
+    Stream,
+    /// conmon's exit file, read ahead of the stream's `died` event.
+    ExitFile,
 }
 
 /// Everything a control loop needs from its surroundings.
@@ -150,11 +163,11 @@ impl WorkloadControlLoop {
             WorkloadCommand::Update(spec) => self.handle_update(spec.map(|s| *s)).await,
             WorkloadCommand::Delete => self.handle_delete().await,
             WorkloadCommand::Observed { instance_name, workload_id, observed } => {
-                self.handle_observed(&instance_name, &workload_id, observed).await
+                self.handle_observed(&instance_name, &workload_id, observed, Source::Stream).await
             }
             WorkloadCommand::ObservedById { workload_id, observed } => {
                 if let Some(instance) = self.spec.as_ref().map(|s| s.instance_name.clone()) {
-                    self.handle_observed(&instance, &workload_id, observed).await;
+                    self.handle_observed(&instance, &workload_id, observed, Source::ExitFile).await;
                 }
             }
             WorkloadCommand::Snapshot { runtime, taken_at, workloads } => {
@@ -260,6 +273,7 @@ impl WorkloadControlLoop {
                     known_since: Instant::now(),
                     last_event: None,
                     started,
+                    exit_ahead: None,
                     _checker: checker,
                 });
                 if started {
@@ -330,8 +344,15 @@ impl WorkloadControlLoop {
             tracing::warn!("workload '{}': {e}", spec.instance_name);
         }
         let started = state.kind == StateKind::Running;
-        self.current =
-            Some(Current { id, runtime, known_since: Instant::now(), last_event: None, started, _checker: checker });
+        self.current = Some(Current {
+            id,
+            runtime,
+            known_since: Instant::now(),
+            last_event: None,
+            started,
+            exit_ahead: None,
+            _checker: checker,
+        });
         let instance = spec.instance_name.clone();
         self.spec = Some(spec);
         self.report(&instance, state.clone()).await;
@@ -435,13 +456,29 @@ impl WorkloadControlLoop {
     }
 
     // [impl->swdd~workload-control-loop-receives-workload-states~1]
-    async fn handle_observed(&mut self, instance: &WorkloadInstanceName, id: &WorkloadId, observed: Observed) {
+    async fn handle_observed(
+        &mut self,
+        instance: &WorkloadInstanceName,
+        id: &WorkloadId,
+        observed: Observed,
+        source: Source,
+    ) {
         if !self.is_current(instance, id) {
             return;
         }
+        let already_reported = self.last_reported.as_ref().map(|(_, s)| s);
         let Some(current) = self.current.as_mut() else { return };
         current.last_event = Some(Instant::now());
         let state = policy::observed_state(observed);
+        match source {
+            // An exit the stream already reported needs no confirmation.
+            Source::ExitFile if already_reported != Some(&state) => {
+                current.exit_ahead.get_or_insert_with(Instant::now);
+            }
+            Source::ExitFile => {}
+            Source::Stream if current.exit_ahead.is_some() && policy::predates_known_exit(&state) => return,
+            Source::Stream => current.exit_ahead = None,
+        }
         match state.kind {
             StateKind::Pending(Pending::Starting) if current.started => return,
             StateKind::Running => current.started = true,
@@ -464,7 +501,7 @@ impl WorkloadControlLoop {
     }
 
     async fn handle_snapshot(&mut self, runtime: &str, taken_at: Instant, workloads: &[ListedWorkload]) {
-        let (Some(spec), Some(current)) = (&self.spec, &self.current) else { return };
+        let (Some(spec), Some(current)) = (&self.spec, &mut self.current) else { return };
         if self.deleting
             || current.runtime != runtime
             || !policy::snapshot_is_newer(current.known_since, current.last_event, taken_at)
@@ -473,7 +510,16 @@ impl WorkloadControlLoop {
         }
         let instance = spec.instance_name.clone();
         let state = match workloads.iter().find(|w| w.workload_id == current.id) {
-            Some(listed) => listed.state.clone(),
+            Some(listed) => {
+                if let Some(exit_read_at) = current.exit_ahead {
+                    let stale = taken_at < exit_read_at + policy::EXIT_AHEAD_WINDOW;
+                    if stale && policy::predates_known_exit(&listed.state) {
+                        return;
+                    }
+                    current.exit_ahead = None;
+                }
+                listed.state.clone()
+            }
             None => {
                 self.current = None;
                 policy::lost_state()

@@ -105,6 +105,19 @@ pub fn lost_state() -> ExecutionState {
     ExecutionState::with_info(StateKind::Failed(Failed::Lost), "container disappeared")
 }
 
+/// How long after an exit read from conmon's exit file a reconcile that
+/// still lists the container as running is taken as stale: podman's own
+/// record of the container lags until its cleanup process has run.
+pub const EXIT_AHEAD_WINDOW: Duration = Duration::from_secs(10);
+
+/// Whether `state`, coming from the event stream or a reconcile after the
+/// exit was already read from the exit file, is older news than that exit:
+/// podman's `create`/`start` events and its database trail conmon's exit
+/// file, so a short-lived container's `start` event can arrive after its exit.
+pub fn predates_known_exit(state: &ExecutionState) -> bool {
+    matches!(state.kind, StateKind::Running | StateKind::Pending(Pending::Starting))
+}
+
 /// A reconcile may only correct the state when it started after the
 /// workload was known and after the last event about it; otherwise it may be
 /// older than what the event stream already said.
