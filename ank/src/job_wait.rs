@@ -44,6 +44,7 @@ pub async fn wait_for_job(
             tracker.apply_update(&states);
             progress.changed(tracker)?;
         }
+        tracker.expire(tokio::time::Instant::now());
         let over = job.as_ref().is_none_or(|j| j.phase.is_final());
         if over || (!whole_job && tracker.is_done()) {
             return Ok(job);
@@ -57,7 +58,13 @@ pub async fn wait_for_job(
                     progress.changed(tracker)?;
                     break;
                 }
-                _ = ticks.tick() => progress.tick(tracker)?,
+                now = ticks.tick() => {
+                    tracker.expire(now);
+                    if !whole_job && tracker.is_done() {
+                        break;
+                    }
+                    progress.tick(tracker)?;
+                }
                 () = &mut poll => break,
             }
         }

@@ -11,6 +11,7 @@ use ank_common::instance_name::InstanceNameError;
 use ank_common::messages::{RequestContent, ResponseContent};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use anyhow::{Context, bail};
+use tokio::time::Instant;
 
 use crate::connection::Connection;
 use crate::output::WorkloadRow;
@@ -32,7 +33,17 @@ struct Tracked {
     /// Sticky: a late, older report does not make a finished instance
     /// pending again.
     done: bool,
+    /// Its agent was not connected at the snapshot: it is waited for until
+    /// then, unless the agent reports it meanwhile.
+    away_until: Option<Instant>,
 }
+
+/// How long an instance whose agent was not connected at the snapshot is
+/// still waited for. Ankaios' `ank` stops waiting for such instances at
+/// once; an agent started together with the apply (a boot script, a test)
+/// is then often connecting just as the snapshot is taken, and its reports
+/// would be missed. An agent that stays away ends the wait after this.
+pub const AWAY_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The instances an update added and deleted and how far they got.
 #[derive(Debug, Clone, Default)]
@@ -49,7 +60,7 @@ impl WaitTracker {
         for (names, goal) in [(deleted, Goal::Removed), (added, Goal::Settled)] {
             for name in names {
                 let instance = WorkloadInstanceName::parse(name)?;
-                entries.insert(instance, Tracked { goal, state: None, done: false });
+                entries.insert(instance, Tracked { goal, state: None, done: false, away_until: None });
             }
         }
         Ok(Self { entries, runtimes: BTreeMap::new() })
@@ -67,23 +78,40 @@ impl WaitTracker {
             if let Some(t) = self.entries.get_mut(&s.instance_name) {
                 t.state = Some(s.execution_state.clone());
                 t.done |= reached(t.goal, &s.execution_state);
+                // Pending(Initial) is the server's own; anything else comes
+                // from the agent, which is there after all.
+                if s.execution_state.kind != StateKind::Pending(Pending::Initial) {
+                    t.away_until = None;
+                }
             }
         }
     }
 
     /// Applies a full snapshot of the workload states and the connected
-    /// agents: deleted instances absent from it are gone, and instances on
-    /// agents that are not connected will get no report, so they are not
-    /// waited for.
-    pub fn apply_snapshot(&mut self, states: &[WorkloadState], connected_agents: &BTreeSet<String>) {
+    /// agents, taken at `now`: deleted instances absent from it are gone,
+    /// and instances on agents that are not connected will get no report
+    /// unless their agent is just connecting, so they are waited for only
+    /// [`AWAY_GRACE`] longer (see [`Self::expire`]).
+    pub fn apply_snapshot(&mut self, states: &[WorkloadState], connected_agents: &BTreeSet<String>, now: Instant) {
         self.apply_update(states);
         let present: BTreeSet<&WorkloadInstanceName> = states.iter().map(|s| &s.instance_name).collect();
         for (instance, t) in &mut self.entries {
             // A deleted instance absent from the state is gone; its row
             // stays hidden, as Ankaios shows rows only for reported states.
-            let gone = t.goal == Goal::Removed && !present.contains(instance);
-            if gone || !connected_agents.contains(&instance.agent_name) {
+            if t.goal == Goal::Removed && !present.contains(instance) {
                 t.done = true;
+            } else if !t.done && !connected_agents.contains(&instance.agent_name) {
+                t.away_until = Some(now + AWAY_GRACE);
+            }
+        }
+    }
+
+    /// Gives up on the instances whose agent stayed away past its grace.
+    pub fn expire(&mut self, now: Instant) {
+        for t in self.entries.values_mut() {
+            if t.away_until.is_some_and(|until| until <= now) {
+                t.done = true;
+                t.away_until = None;
             }
         }
     }
@@ -169,7 +197,10 @@ pub async fn wait_for(
                 tracker.apply_update(&states.context("lost the server while waiting for the workloads")?);
                 progress.changed(tracker)?;
             }
-            _ = ticks.tick() => progress.tick(tracker)?,
+            now = ticks.tick() => {
+                tracker.expire(now);
+                progress.tick(tracker)?;
+            }
         }
     }
     Ok(())
@@ -195,7 +226,7 @@ pub async fn snapshot(conn: &mut Connection, tracker: &mut WaitTracker) -> anyho
         tracker.apply_update(&states);
     }
     let view = StateView::from_tree(&tree)?;
-    tracker.apply_snapshot(&view.workload_state_list(), &view.agent_names());
+    tracker.apply_snapshot(&view.workload_state_list(), &view.agent_names(), Instant::now());
     Ok(())
 }
 
@@ -208,6 +239,10 @@ mod tests {
         WorkloadState::new(WorkloadInstanceName::parse(instance).unwrap(), ExecutionState::new(kind))
     }
 
+    fn now() -> Instant {
+        Instant::now()
+    }
+
     fn agents(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| s.to_string()).collect()
     }
@@ -215,7 +250,7 @@ mod tests {
     #[test]
     fn wait_added_instances_finish_in_final_states() {
         let mut t = WaitTracker::new(&["a.1.ag".into(), "b.2.ag".into()], &[]).unwrap();
-        t.apply_snapshot(&[st("a.1.ag", StateKind::Pending(Pending::Initial))], &agents(&["ag"]));
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Pending(Pending::Initial))], &agents(&["ag"]), now());
         assert!(!t.is_done());
         t.apply_update(&[st("a.1.ag", StateKind::Running), st("b.2.ag", StateKind::Pending(Pending::Starting))]);
         assert!(!t.is_done());
@@ -230,7 +265,7 @@ mod tests {
     #[test]
     fn wait_deleted_instances_finish_when_removed_or_gone() {
         let mut t = WaitTracker::new(&[], &["a.1.ag".into(), "b.2.ag".into()]).unwrap();
-        t.apply_snapshot(&[st("a.1.ag", StateKind::Stopping(Stopping::RequestedAtRuntime))], &agents(&["ag"]));
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Stopping(Stopping::RequestedAtRuntime))], &agents(&["ag"]), now());
         assert!(!t.is_done(), "a is still stopping");
         t.apply_update(&[st("a.1.ag", StateKind::Running)]);
         assert!(!t.is_done(), "Running is no goal for a deleted instance");
@@ -240,8 +275,11 @@ mod tests {
         assert_eq!(rows.len(), 1, "b never had a reported state: no row");
         assert_eq!(rows[0].0.state, Some(ExecutionState::removed()));
         let mut t = WaitTracker::new(&[], &["c.3.gone".into()]).unwrap();
-        t.apply_snapshot(&[st("c.3.gone", StateKind::Running)], &agents(&["ag"]));
-        assert!(t.is_done(), "an instance of a disconnected agent is not waited for");
+        let at = now();
+        t.apply_snapshot(&[st("c.3.gone", StateKind::Running)], &agents(&["ag"]), at);
+        assert!(!t.is_done(), "its agent may be just connecting");
+        t.expire(at + AWAY_GRACE);
+        assert!(t.is_done(), "an instance of an agent that stays away is not waited for");
         let mut t = WaitTracker::new(&[], &["d.4.ag".into()]).unwrap();
         t.apply_update(&[st("d.4.ag", StateKind::AgentDisconnected)]);
         assert!(t.is_done(), "nor one whose agent disconnected");
@@ -254,7 +292,7 @@ mod tests {
         t.apply_update(&[st("n.2.ag", StateKind::Running)]);
         t.apply_update(&[st("n.1.ag", StateKind::Removed)]);
         t.apply_update(&[st("n.1.ag", StateKind::Stopping(Stopping::Stopping))]);
-        t.apply_snapshot(&[st("n.2.ag", StateKind::Running)], &agents(&["ag"]));
+        t.apply_snapshot(&[st("n.2.ag", StateKind::Running)], &agents(&["ag"]), now());
         assert!(t.is_done());
         // Updates for instances nobody tracks are ignored.
         t.apply_update(&[st("other.9.ag", StateKind::Pending(Pending::Initial))]);
@@ -268,23 +306,42 @@ mod tests {
         // snapshot says Pending(Starting) and replaces it.
         let mut t = WaitTracker::new(&["a.1.ag".into()], &[]).unwrap();
         t.apply_update(&[st("a.1.ag", StateKind::Pending(Pending::Initial))]);
-        t.apply_snapshot(&[st("a.1.ag", StateKind::Pending(Pending::Starting))], &agents(&["ag"]));
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Pending(Pending::Starting))], &agents(&["ag"]), now());
         assert!(!t.is_done());
         assert_eq!(t.rows()[0].0.state.as_ref().unwrap().to_string(), "Pending(Starting)");
         assert!(!t.rows()[0].1);
     }
 
     #[test]
-    fn wait_skips_workloads_of_agents_that_are_not_connected() {
+    fn wait_skips_workloads_of_agents_that_are_not_connected_after_a_grace() {
         let mut t = WaitTracker::new(&["a.1.gone".into()], &[]).unwrap();
-        t.apply_snapshot(&[st("a.1.gone", StateKind::Pending(Pending::Initial))], &agents(&["other"]));
+        let at = now();
+        t.apply_snapshot(&[st("a.1.gone", StateKind::Pending(Pending::Initial))], &agents(&["other"]), at);
+        t.apply_update(&[st("a.1.gone", StateKind::Pending(Pending::Initial))]);
+        t.expire(at + AWAY_GRACE - std::time::Duration::from_millis(1));
+        assert!(!t.is_done(), "within the grace");
+        t.expire(at + AWAY_GRACE);
+        assert!(t.is_done(), "the server's own Pending(Initial) does not keep the wait going");
+    }
+
+    #[test]
+    fn wait_follows_an_agent_that_connects_within_the_grace() {
+        // Agent and apply started together: the snapshot misses the agent
+        // by a fraction of a millisecond, then its reports arrive.
+        let mut t = WaitTracker::new(&["a.1.ag".into()], &[]).unwrap();
+        let at = now();
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Pending(Pending::Initial))], &agents(&[]), at);
+        t.apply_update(&[st("a.1.ag", StateKind::Pending(Pending::Starting))]);
+        t.expire(at + AWAY_GRACE * 5);
+        assert!(!t.is_done(), "the agent reported: it is followed to the end");
+        t.apply_update(&[st("a.1.ag", StateKind::Running)]);
         assert!(t.is_done());
     }
 
     #[test]
     fn wait_same_instance_deleted_and_added_waits_as_added() {
         let mut t = WaitTracker::new(&["a.1.ag".into()], &["a.1.ag".into()]).unwrap();
-        t.apply_snapshot(&[], &agents(&["ag"]));
+        t.apply_snapshot(&[], &agents(&["ag"]), now());
         assert!(!t.is_done(), "absence does not finish an added instance");
         t.apply_update(&[st("a.1.ag", StateKind::Succeeded)]);
         assert!(t.is_done());
