@@ -76,7 +76,10 @@ impl Fake {
             let (answer, pushes) = match content {
                 RequestContent::CompleteState { .. } => {
                     let pushes = if updated { self.script.after_snapshot.clone() } else { vec![] };
-                    (ResponseContent::CompleteState(Box::new(self.script.state.clone())), pushes)
+                    // A script without a state answers an empty one, as a
+                    // real server with nothing in it does.
+                    let state = if self.script.state.is_null() { json!({}) } else { self.script.state.clone() };
+                    (ResponseContent::CompleteState(Box::new(state)), pushes)
                 }
                 RequestContent::UpdateState { .. } => {
                     updated = true;
@@ -658,4 +661,27 @@ agents:
         stdout(&out),
         "NAME      WORKLOADS   CPU USAGE   FREE MEMORY\nagent_A   1           5%          1024B      \n"
     );
+}
+
+#[tokio::test]
+async fn fake_server_updates_read_the_workload_states_first_as_ankaios_does() {
+    let (addr, received) = start(Script { update_answer: success(&[], &[], 0), ..Default::default() }).await;
+    let run = ["--no-wait", "run", "workload", "w", "--runtime", "podman", "--agent", "a", "--config", "image: x"];
+    let out = ank(args(addr, &run)).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests: Vec<RequestContent> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|m| match m {
+            ToServer::Request(Request { content, .. }) => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(
+        requests[0],
+        RequestContent::CompleteState { field_mask: vec!["workloadStates".to_owned()], subscribe_for_events: false }
+    );
+    assert!(matches!(requests[1], RequestContent::UpdateState { .. }), "{requests:?}");
 }

@@ -200,6 +200,10 @@ pub async fn update_and_follow(
     let interrupted = crate::signals::termination();
     let mut conn = ctx.connect().await?;
     let result = until_interrupted(interrupted, async {
+        // As Ankaios' `ank`: the state is read before every update. Scripts
+        // that start an event subscriber and an update together rely on the
+        // time that takes.
+        crate::wait::read_state(&mut conn, vec!["workloadStates".to_owned()], "the workload states").await?;
         let outcome = send_update(&mut conn, content).await?;
         report_job(ctx, &outcome);
         follow(ctx, &mut conn, &outcome, runtimes).await?;
