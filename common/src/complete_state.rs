@@ -107,6 +107,10 @@ pub struct CompleteState {
     pub workload_states: WorkloadStatesMap,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentAttributes>,
+    /// The rendered state the agents get (templates expanded, mutating
+    /// hooks applied), without configs; read-only. Ankaios >= 1.1 fills it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_state: Option<State>,
     /// Recent apply jobs by id (extension; absent from Ankaios servers).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub jobs: BTreeMap<String, crate::jobs::Job>,

@@ -46,6 +46,20 @@ impl DesiredState {
     }
 }
 
+impl DesiredState {
+    /// The effective state, as Ankaios (>= 1.1) shows it: the rendered
+    /// workloads the agents get, with the desired state's apiVersion and no
+    /// configs (they are rendered into the workloads already).
+    // [feature: effectiveState, read-only]
+    pub fn effective(&self) -> State {
+        State {
+            api_version: self.state.api_version.clone(),
+            workloads: self.rendered.workloads.clone(),
+            ..State::default()
+        }
+    }
+}
+
 /// The scheduling part of rendering: group members checked, group defaults
 /// and pipeline order applied (a cycle they close is rejected), effective
 /// priorities written.

@@ -78,8 +78,10 @@ impl EventSubscriptions {
 fn event_state(current: &Value, altered: &AlteredFields) -> Value {
     let mut masks: Vec<String> =
         altered.added_fields.iter().chain(&altered.removed_fields).chain(&altered.updated_fields).cloned().collect();
-    if masks.iter().any(|m| m.starts_with("desiredState")) {
-        masks.push("desiredState.apiVersion".to_owned());
+    for root in ["desiredState", "effectiveState"] {
+        if masks.iter().any(|m| m.starts_with(root)) {
+            masks.push(format!("{root}.apiVersion"));
+        }
     }
     let companions: Vec<String> = masks
         .iter()

@@ -1,8 +1,8 @@
 //! Answers to requests from commanders and workloads: the complete state,
 //! filtered by field masks, and updates of the desired state.
 
+use ank_common::CompleteState;
 use ank_common::field_mask;
-use ank_common::{CompleteState, State};
 use serde_json::Value;
 
 use crate::connections::Connections;
@@ -11,18 +11,19 @@ use crate::jobs::JobEngine;
 use crate::workload_states::WorkloadStateStore;
 
 /// The complete state as a JSON tree, filtered by `field_mask`; masks into
-/// the desired state also select its apiVersion.
+/// the desired or the effective state also select its apiVersion.
 pub fn complete_state(
-    desired: &State,
+    desired: &DesiredState,
     states: &WorkloadStateStore,
     conns: &Connections,
     jobs: &JobEngine,
     field_mask: &[String],
 ) -> Result<Value, String> {
     let cs = CompleteState {
-        desired_state: desired.clone(),
+        desired_state: desired.state.clone(),
         workload_states: states.map_with_events(),
         agents: conns.agents(),
+        effective_state: Some(desired.effective()),
         jobs: jobs.jobs(),
     };
     let tree = serde_json::to_value(&cs).map_err(|e| e.to_string())?;
@@ -32,8 +33,10 @@ pub fn complete_state(
     let mut masks: Vec<String> = field_mask.iter().map(|m| widen_state_mask(m)).collect();
     // As Ankaios: the apiVersion comes with masks into the desired state only,
     // so a mask that selects nothing else answers with an empty state.
-    if field_mask.iter().any(|m| m.starts_with("desiredState")) {
-        masks.push("desiredState.apiVersion".to_owned());
+    for root in ["desiredState", "effectiveState"] {
+        if field_mask.iter().any(|m| m.starts_with(root)) {
+            masks.push(format!("{root}.apiVersion"));
+        }
     }
     Ok(field_mask::filter(&tree, &masks))
 }
@@ -51,8 +54,7 @@ pub fn check_update_masks(
     if update_mask.is_empty() {
         return Ok(());
     }
-    let mut effective = serde_json::to_value(&desired.rendered).unwrap_or_default();
-    effective["configs"] = serde_json::json!({});
+    let effective = serde_json::to_value(desired.effective()).unwrap_or_default();
     let current = serde_json::json!({
         "desiredState": serde_json::to_value(&desired.state).unwrap_or_default(),
         "workloadStates": {},
@@ -120,9 +122,12 @@ mod tests {
 
     #[test]
     fn complete_state_masks_keep_api_version_and_widen_state_paths() {
-        let desired = ank_common::manifest::parse_manifest(
-            "t",
-            "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n",
+        let desired = DesiredState::new(
+            ank_common::manifest::parse_manifest(
+                "t",
+                "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n",
+            )
+            .unwrap(),
         )
         .unwrap();
         let v = complete_state(
@@ -139,7 +144,8 @@ mod tests {
 
     #[test]
     fn complete_state_masks_outside_the_desired_state_select_no_api_version() {
-        let desired = ank_common::manifest::parse_manifest("t", "apiVersion: v1\n").unwrap();
+        let desired =
+            DesiredState::new(ank_common::manifest::parse_manifest("t", "apiVersion: v1\n").unwrap()).unwrap();
         let answer = |mask: &str| {
             complete_state(
                 &desired,

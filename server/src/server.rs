@@ -279,7 +279,7 @@ impl AnkaiosServer {
     }
 
     fn complete_state_tree(&self) -> serde_json::Value {
-        requests::complete_state(&self.desired.state, &self.states, &self.conns, &self.jobs, &[]).unwrap_or_default()
+        requests::complete_state(&self.desired, &self.states, &self.conns, &self.jobs, &[]).unwrap_or_default()
     }
 
     fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
@@ -462,8 +462,7 @@ impl AnkaiosServer {
     fn handle_request(&mut self, conn: ConnId, request: Request) {
         let content = match request.content {
             RequestContent::CompleteState { field_mask, subscribe_for_events } => {
-                match requests::complete_state(&self.desired.state, &self.states, &self.conns, &self.jobs, &field_mask)
-                {
+                match requests::complete_state(&self.desired, &self.states, &self.conns, &self.jobs, &field_mask) {
                     Ok(tree) => {
                         if subscribe_for_events {
                             self.events.add(conn, request.request_id.clone(), field_mask);
@@ -491,6 +490,13 @@ impl AnkaiosServer {
     }
 
     fn update_state(&mut self, new_state: &serde_json::Value, update_mask: &[String]) -> ResponseContent {
+        // The effective state is computed, never written; an effectiveState
+        // part of a new state without such a mask is ignored, as in Ankaios.
+        if let Some(mask) = update_mask.iter().find(|m| m.split('.').next() == Some("effectiveState")) {
+            return rejected(format!(
+                "'{mask}' is read-only: the effective state is computed from the desired state; update 'desiredState' instead"
+            ));
+        }
         if let Err(mask) = requests::check_update_masks(&self.desired, &self.conns, new_state, update_mask) {
             return rejected(format!("Could not find field {mask}"));
         }

@@ -30,7 +30,7 @@ pub fn comparable(tree: &Value, status_reported: impl Fn(&str) -> bool) -> Value
     let mut out = Map::new();
     for (key, value) in root {
         let reduced = match key.as_str() {
-            "desiredState" => desired_state(value),
+            "desiredState" | "effectiveState" => desired_state(value),
             "workloadStates" => workload_states(value),
             "agents" => agents(value, &status_reported),
             _ => value.clone(),

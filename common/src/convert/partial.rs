@@ -34,6 +34,8 @@ struct PartialCompleteState {
     #[serde(skip_serializing_if = "Option::is_none")]
     agents: Option<BTreeMap<String, PartialAgent>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    effective_state: Option<PartialState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     jobs: Option<BTreeMap<String, Job>>,
 }
 
@@ -146,6 +148,7 @@ pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertErr
                 })
                 .collect()
         }),
+        effective_state: cs.effective_state.map(state_from_pb).transpose()?,
         jobs: if cs.jobs.is_empty() {
             None
         } else {
@@ -210,7 +213,7 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
                 })
                 .collect(),
         }),
-        effective_state: None,
+        effective_state: p.effective_state.map(state_to_pb),
         jobs: p.jobs.unwrap_or_default().iter().map(|(k, j)| (k.clone(), job_to_pb(j))).collect(),
     })
 }
