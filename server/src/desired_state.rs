@@ -23,10 +23,11 @@ pub struct DesiredState {
     pub rendered: State,
 }
 
-/// The largest desired state, as encoded on the wire: three quarters of
-/// what one gRPC message may carry, leaving the rest of a complete-state
-/// answer for workload states and agents. A larger state could be stored but
-/// not read back whole, nor handed to an agent in one ServerHello.
+/// The largest desired state, as encoded on the wire together with its
+/// effective state (a complete-state answer carries both): three quarters
+/// of what one gRPC message may carry, leaving the rest of the answer for
+/// workload states and agents. A larger state could be stored but not read
+/// back whole, nor handed to an agent in one ServerHello.
 pub const MAX_DESIRED_STATE_BYTES: usize = ank_proto::MAX_MESSAGE_BYTES / 4 * 3;
 
 impl DesiredState {
@@ -35,14 +36,15 @@ impl DesiredState {
         ank_common::manifest::validate_state(&state)?;
         let mut rendered = ConfigRenderer::new().render_state(&state).map_err(|e| e.to_string())?;
         render_scheduling(&mut state, &mut rendered)?;
-        let size = encoded_size(&state)?.max(encoded_size(&rendered)?);
+        let desired = Self { state, rendered };
+        let size = encoded_size(&desired.state)? + encoded_size(&desired.effective())?;
         if size > MAX_DESIRED_STATE_BYTES {
             return Err(format!(
-                "the desired state would take {size} bytes on the wire, more than the {MAX_DESIRED_STATE_BYTES} bytes allowed (3/4 of the {} byte message limit)",
+                "the desired state would take {size} bytes on the wire with its effective state, more than the {MAX_DESIRED_STATE_BYTES} bytes allowed (3/4 of the {} byte message limit)",
                 ank_proto::MAX_MESSAGE_BYTES
             ));
         }
-        Ok(Self { state, rendered })
+        Ok(desired)
     }
 }
 

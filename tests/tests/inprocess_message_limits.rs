@@ -92,12 +92,13 @@ async fn message_limit_updates_that_would_grow_the_state_beyond_it_are_refused()
     let (url, shutdown) = start_server().await;
     let mut c = Commander::connect(&url).await;
     // Each update fits in a message; together they would not fit in one
-    // complete-state answer.
+    // complete-state answer, which carries each workload twice (in the
+    // desired and in the effective state).
     for name in ["one", "two"] {
-        let answer = c.request(add_workload(name, "", MAX_MESSAGE_BYTES / 3)).await;
+        let answer = c.request(add_workload(name, "", MAX_MESSAGE_BYTES / 7)).await;
         assert!(matches!(answer, ResponseContent::UpdateStateSuccess { .. }), "{answer:?}");
     }
-    let answer = c.request(add_workload("three", "", MAX_MESSAGE_BYTES / 3)).await;
+    let answer = c.request(add_workload("three", "", MAX_MESSAGE_BYTES / 7)).await;
     let ResponseContent::Error(e) = answer else { panic!("a state beyond the limit was accepted: {answer:?}") };
     assert!(e.starts_with("Update rejected: 'the desired state would take "), "{e}");
     assert!(e.contains("more than the 3145728 bytes allowed (3/4 of the 4194304 byte message limit)"), "{e}");
@@ -117,7 +118,8 @@ async fn message_limit_an_agent_gets_the_largest_allowed_state_in_its_hello() {
     let (url, server_stop) = start_server().await;
     let mut c = Commander::connect(&url).await;
     for name in ["one", "two"] {
-        let answer = c.request(add_workload(name, "agent_A", MAX_MESSAGE_BYTES * 35 / 100)).await;
+        // Each workload counts twice (desired and effective state): 2 x 2 x 18% <= 75%.
+        let answer = c.request(add_workload(name, "agent_A", MAX_MESSAGE_BYTES * 18 / 100)).await;
         assert!(matches!(answer, ResponseContent::UpdateStateSuccess { .. }), "{answer:?}");
     }
     let fake = Arc::new(FakeRuntime::new());
