@@ -241,6 +241,9 @@ pub struct AgentRow {
     pub metrics: ank_common::placement::metrics::Metrics,
     /// The agent's workload quota and its use, if it has one.
     pub quota: Option<ank_common::quota::AgentQuota>,
+    /// What the agent does not report (an Eclipse Ankaios agent: our
+    /// generations, conditions and quota).
+    pub not_reported: Vec<String>,
 }
 
 /// A state tree as YAML or pretty JSON, ending in a newline.
@@ -311,6 +314,9 @@ pub fn agent_records(rows: &[AgentRow]) -> serde_json::Value {
                 }
                 if let (Some(quota), Some(map)) = (r.quota, record.as_object_mut()) {
                     map.insert("quota".into(), serde_json::json!(quota));
+                }
+                if !r.not_reported.is_empty() {
+                    record["notReported"] = serde_json::json!(r.not_reported);
                 }
                 record
             })

@@ -65,6 +65,9 @@ pub struct AgentView {
     /// The agent's workload quota and its use, if it has one.
     #[serde(default)]
     pub quota: Option<ank_common::quota::AgentQuota>,
+    /// What the agent does not report (an agent without our extensions).
+    #[serde(default)]
+    pub not_reported: Vec<String>,
 }
 
 /// Resource figures of an agent.

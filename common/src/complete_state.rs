@@ -91,7 +91,15 @@ pub struct AgentAttributes {
     // [feature K2: the server keeps each agent's quota]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<crate::quota::AgentQuota>,
+    /// What the agent does not report because it does not speak our
+    /// extensions (an Eclipse Ankaios agent): see [`NOT_REPORTED_BY_ANKAIOS_AGENTS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_reported: Vec<String>,
 }
+
+/// The features an agent without our extensions (an Eclipse Ankaios agent)
+/// does not report: they show as "not reported" for it.
+pub const NOT_REPORTED_BY_ANKAIOS_AGENTS: [&str; 3] = ["generations", "conditions", "quota"];
 
 fn is_zero(n: &u64) -> bool {
     *n == 0

@@ -321,8 +321,20 @@ impl AnkaiosServer {
         }
         tracing::info!("agent '{agent}' connected");
         // [feature K2: the server keeps each agent's quota (none: unlimited)]
-        let attributes =
-            AgentAttributes { tags, capabilities, quota: AgentQuota::of(quota), ..AgentAttributes::default() };
+        // An agent without our extensions (Eclipse Ankaios' own) reports no
+        // generations, conditions or quota: shown as "not reported".
+        let not_reported = if reports_conditions {
+            Vec::new()
+        } else {
+            ank_common::complete_state::NOT_REPORTED_BY_ANKAIOS_AGENTS.iter().map(|s| (*s).to_owned()).collect()
+        };
+        let attributes = AgentAttributes {
+            tags,
+            capabilities,
+            quota: AgentQuota::of(quota),
+            not_reported,
+            ..AgentAttributes::default()
+        };
         self.conns.register_agent(conn, agent, attributes);
         self.agent_kinds.insert(agent.to_owned(), reports_conditions);
         // Specs a job holds back go out when the job hands them out.

@@ -217,3 +217,38 @@ async fn a_replaced_agent_stream_ends_so_that_its_agent_notices() {
     let ended = tokio::time::timeout(std::time::Duration::from_secs(1), second.message()).await;
     assert!(matches!(ended, Ok(Ok(None)) | Ok(Err(_))), "streams end at shutdown, got {ended:?}");
 }
+
+#[tokio::test]
+async fn an_agent_without_our_extensions_shows_what_it_does_not_report() {
+    use ank_agent::RuntimeRegistry;
+    use ank_agent::runtime_connectors::fake::FakeRuntime;
+    let (url, shutdown) = start_server(empty()).await;
+    // An Eclipse Ankaios agent says hello without our extensions.
+    let (_keep, _stream) = agent_stream(&url, "ankaios_agent").await;
+    // Our own agent announces them.
+    let mut runtimes = RuntimeRegistry::new();
+    runtimes.register(std::sync::Arc::new(FakeRuntime::new()));
+    let run_folder = tempfile::tempdir().expect("run folder");
+    let config = ank_agent::AgentConfig {
+        run_folder: run_folder.path().to_path_buf(),
+        ..ank_agent::AgentConfig::new("our_agent", url.clone())
+    };
+    let agent_stop = CancellationToken::new();
+    let agent = tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
+    let mut c = Commander::connect(&url).await;
+    let mut agents = serde_json::Value::Null;
+    for _ in 0..500 {
+        let state = c.complete_state(&["agents"]).await;
+        if state["agents"].get("our_agent").is_some() {
+            agents = state["agents"].clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(agents.get("our_agent").is_some(), "our agent never connected");
+    assert_eq!(agents["ankaios_agent"]["notReported"], serde_json::json!(["generations", "conditions", "quota"]));
+    assert!(agents["our_agent"].get("notReported").is_none(), "{agents}");
+    agent_stop.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), agent).await;
+    shutdown.cancel();
+}

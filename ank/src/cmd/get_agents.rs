@@ -22,6 +22,7 @@ pub fn agent_rows(view: &StateView) -> Vec<AgentRow> {
             capabilities: agent.capabilities.clone(),
             metrics: agent.metrics.clone(),
             quota: agent.quota,
+            not_reported: agent.not_reported.clone(),
         })
         .collect()
 }
@@ -84,6 +85,20 @@ mod tests {
         assert!(yaml.contains("labels:") && yaml.contains("arch: arm64"), "{yaml}");
         assert!(yaml.contains("- podman-kube"), "{yaml}");
         assert!(yaml.contains("free_memory_mb: 2048"), "{yaml}");
+    }
+
+    #[test]
+    fn get_agents_records_say_what_an_ankaios_agent_does_not_report() {
+        let tree = serde_json::json!({"agents": {
+            "ankaios_agent": {"notReported": ["generations", "conditions", "quota"]},
+            "our_agent": {},
+        }});
+        let rows = agent_rows(&StateView::from_tree(&tree).unwrap());
+        let records = output::agent_records(&rows);
+        assert_eq!(records[0]["notReported"], serde_json::json!(["generations", "conditions", "quota"]));
+        assert!(records[1].get("notReported").is_none(), "{records}");
+        let yaml = output::records(&records, OutputFormat::Yaml).unwrap();
+        assert!(yaml.contains("notReported:") && yaml.contains("- generations"), "{yaml}");
     }
 
     #[test]

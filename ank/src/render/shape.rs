@@ -72,7 +72,7 @@ const EXECUTION_STATE: Kind = Kind {
 const AGENT: Kind = Kind {
     order: &["status", "tags"],
     omit_empty: &["tags"],
-    hidden: &["droppedStaleReports", "capabilities", "metrics", "quota"],
+    hidden: &["droppedStaleReports", "capabilities", "metrics", "quota", "notReported"],
 };
 const AGENT_STATUS: Kind = Kind { order: &["cpuUsage", "freeMemory"], omit_empty: &[], hidden: &[] };
 

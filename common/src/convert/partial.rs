@@ -83,6 +83,8 @@ struct PartialAgent {
     metrics: Metrics,
     #[serde(skip_serializing_if = "Option::is_none")]
     quota: Option<AgentQuota>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    not_reported: Vec<String>,
 }
 
 /// A workload of which any field may be absent.
@@ -143,6 +145,7 @@ pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertErr
                         capabilities: attr.capabilities,
                         metrics: Metrics::new(attr.metrics),
                         quota,
+                        not_reported: attr.not_reported,
                     };
                     (name, agent)
                 })
@@ -206,6 +209,7 @@ pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertE
                         dropped_stale_reports: a.dropped_stale_reports,
                         capabilities: a.capabilities,
                         metrics: a.metrics.as_map().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                        not_reported: a.not_reported,
                         ..Default::default()
                     };
                     quota_to_pb(a.quota, &mut attributes);
