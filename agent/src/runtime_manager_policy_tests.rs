@@ -301,15 +301,22 @@ async fn workload_files_are_written_mounted_and_removed_with_the_workload() {
     h.rm.server_hello(vec![s.clone()]).await;
     h.running(&s).await;
     let options = h.fake.options_of(&s.instance_name).unwrap();
-    let folder = h.io.path().join(s.instance_name.to_string()).join("files");
+    // Ankaios' folder `<workload>.<id>` (no agent part), next to the pipes.
+    let instance = &s.instance_name;
+    let folder = h.io.path().join(format!("{}.{}", instance.workload_name, instance.id)).join("files");
     assert_eq!(options.files.len(), 2);
     assert_eq!(options.files[0].host_path, folder.join("etc/web/index.html"));
     assert_eq!(options.files[0].mount_point, "/etc/web/index.html");
     assert_eq!(std::fs::read_to_string(&options.files[0].host_path).unwrap(), "<h1>hi</h1>");
     assert_eq!(std::fs::read(&options.files[1].host_path).unwrap(), vec![0, 1, 2]);
+    // Where earlier versions of this agent wrote them: removed as well.
+    let legacy = h.io.path().join(instance.to_string()).join("files/etc/x");
+    std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+    std::fs::write(&legacy, "old").unwrap();
     h.rm.update_workload(vec![], vec![deleted(&s)]).await;
     h.wait_for(&s.instance_name, StateKind::Removed).await;
     assert!(!folder.exists(), "files are removed with the workload");
+    assert!(!h.io.path().join(instance.to_string()).exists(), "the folder of earlier versions too");
 }
 
 #[tokio::test]

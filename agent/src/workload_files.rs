@@ -1,7 +1,8 @@
 //! Workload files: the `files` of a workload (text or base64 content, each
 //! with a `mountPoint`) written under the workload's folder in the agent's
-//! run folder, `<run folder>/<agent>_io/<instance name>/files/<mount point>`,
-//! and handed to the runtime as read-only bind mounts.
+//! run folder, `<run folder>/<agent>_io/<workload>.<id>/files/<mount point>`
+//! (Ankaios' path, next to the workload's `control_interface`), and handed
+//! to the runtime as read-only bind mounts.
 
 use std::path::{Path, PathBuf};
 
@@ -43,9 +44,15 @@ fn relative_target(mount_point: &str) -> Result<PathBuf, WorkloadFilesError> {
 fn content_bytes(file: &File) -> Result<Vec<u8>, WorkloadFilesError> {
     match &file.content {
         FileContent::Data(text) => Ok(text.as_bytes().to_vec()),
-        FileContent::BinaryData(b64) => base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|e| {
-            WorkloadFilesError::InvalidBase64 { mount_point: file.mount_point.clone(), reason: e.to_string() }
-        }),
+        // Lines are trimmed and joined first, as Ankaios does: base64
+        // wrapped over several lines of a YAML block decodes.
+        FileContent::BinaryData(b64) => {
+            let joined: String = b64.lines().map(str::trim).collect();
+            base64::engine::general_purpose::STANDARD.decode(joined).map_err(|e| WorkloadFilesError::InvalidBase64 {
+                mount_point: file.mount_point.clone(),
+                reason: e.to_string(),
+            })
+        }
     }
 }
 
@@ -85,12 +92,20 @@ pub async fn prepare(workload_folder: &Path, files: &[File]) -> Result<Vec<FileM
     Ok(mounts)
 }
 
-/// Removes a workload's folder (its files) after the workload was deleted.
+/// Removes a workload's files after the workload was deleted, and its
+/// folder when that is left empty (its control interface may still be
+/// there; that is removed with the pipes).
 pub async fn remove(workload_folder: &Path) {
-    if let Err(e) = tokio::fs::remove_dir_all(workload_folder).await
+    remove_all(&files_folder(workload_folder)).await;
+    let _ = tokio::fs::remove_dir(workload_folder).await;
+}
+
+/// Removes `folder` with everything in it; a missing folder is fine.
+pub async fn remove_all(folder: &Path) {
+    if let Err(e) = tokio::fs::remove_dir_all(folder).await
         && e.kind() != std::io::ErrorKind::NotFound
     {
-        tracing::warn!("cannot remove '{}': {e}", workload_folder.display());
+        tracing::warn!("cannot remove '{}': {e}", folder.display());
     }
 }
 
@@ -116,6 +131,9 @@ mod tests {
         assert_eq!(mounts[0].mount_point, "/etc/app/config.yaml");
         assert_eq!(std::fs::read_to_string(&mounts[0].host_path).unwrap(), "a: 1\n");
         assert_eq!(std::fs::read(&mounts[1].host_path).unwrap(), vec![0u8, 1, 2, 255]);
+        let wrapped = prepare(dir.path(), &[binary("/data/w.bin", "AAEC\n  /w==\n")]).await.unwrap();
+        assert_eq!(std::fs::read(&wrapped[0].host_path).unwrap(), vec![0u8, 1, 2, 255], "base64 over lines");
+        prepare(dir.path(), &files).await.unwrap();
         // a second create replaces the content
         let mounts = prepare(dir.path(), &[text("/etc/other", "x")]).await.unwrap();
         assert_eq!(mounts.len(), 1);

@@ -47,6 +47,9 @@ pub struct ClusterOptions<'a> {
     pub agent_args: &'a [&'a str],
     /// Two test hosts instead of loopback.
     pub net: Option<&'a TestNet>,
+    /// The agent's run folder (a new temporary one when `None`), e.g. one
+    /// an Ankaios agent of the same name used before.
+    pub run_folder: Option<tempfile::TempDir>,
 }
 
 fn command(argv: &[String]) -> Command {
@@ -76,7 +79,7 @@ impl Cluster {
         let on_server_host = opts.net.map(TestNet::on_server_host).unwrap_or_default();
         let on_agent_host = opts.net.map(TestNet::on_agent_host).unwrap_or_default();
         let path = |name: &str| bin(name).display().to_string();
-        let run_folder = tempfile::tempdir().expect("temp run folder");
+        let run_folder = opts.run_folder.unwrap_or_else(|| tempfile::tempdir().expect("temp run folder"));
         let mut server_cmd = on_server_host.clone();
         server_cmd.extend([path("ank-server"), "--insecure".into(), "--address".into(), addr.clone()]);
         server_cmd.extend(["--run-folder".into(), run_folder.path().display().to_string()]);

@@ -2,8 +2,10 @@
 //! commander speaking the gRPC protocol to an in-process server, and a
 //! cluster of the built binaries (`ank-server`, `ank-agent`, `ank`) with
 //! real podman, cleaned up on drop, optionally on two test hosts in
-//! network namespaces.
+//! network namespaces; workloads made on podman as Eclipse Ankaios' agent
+//! makes them, for the takeover tests.
 
+pub mod ankaios_podman;
 pub mod binaries;
 pub mod commander;
 pub mod inprocess;

@@ -86,9 +86,20 @@ pub(crate) struct LoopContext {
 }
 
 impl LoopContext {
-    /// The host folder of one workload instance (its files, later its pipes).
+    /// The host folder of one workload instance, `<workload>.<id>` as in
+    /// Ankaios: its `files` and its `control_interface` live there, so a
+    /// container Ankaios created mounts what this agent maintains.
     pub fn workload_folder(&self, instance: &WorkloadInstanceName) -> PathBuf {
-        self.io_folder.join(instance.to_string())
+        self.io_folder.join(format!("{}.{}", instance.workload_name, instance.id))
+    }
+
+    /// Removes the files of a deleted instance: its `files` folder, the
+    /// instance folder when nothing else is left in it, and the folder
+    /// `<workload>.<id>.<agent>` that earlier versions of this agent wrote
+    /// files to.
+    pub async fn remove_workload_files(&self, instance: &WorkloadInstanceName) {
+        workload_files::remove(&self.workload_folder(instance)).await;
+        workload_files::remove_all(&self.io_folder.join(instance.to_string())).await;
     }
 }
 
@@ -429,7 +440,7 @@ impl WorkloadControlLoop {
         match result {
             Ok(()) => {
                 if self.spec.take().is_some_and(|s| !s.workload.files.is_empty()) {
-                    workload_files::remove(&self.ctx.workload_folder(&instance)).await;
+                    self.ctx.remove_workload_files(&instance).await;
                 }
                 self.report(&instance, ExecutionState::removed()).await;
                 true

@@ -72,7 +72,8 @@ fn name_held_by_storage(e: &cli::PodmanError) -> Option<String> {
     tail.trim_start().starts_with("is already in use").then(|| name.to_owned())
 }
 
-/// The argument list of `podman [general] run -d --label ... [--name] [options] image [args]`.
+/// The argument list of `podman [general] run -d [--name] [options] [--mount]...
+/// --label name=.. --label agent=.. image [args]`: Ankaios' order.
 // [impl->swdd~podman-create-workload-runs-workload~1]
 // [impl->swdd~podman-create-workload-creates-labels~1]
 // [impl->swdd~podman-create-workload-sets-optionally-container-name~1]
@@ -80,11 +81,10 @@ pub fn run_args(spec: &WorkloadSpec, cfg: &PodmanRuntimeConfig, options: &Create
     let instance = &spec.instance_name;
     let mut args = cfg.general_options.clone();
     args.extend(["run".into(), "-d".into()]);
-    args.extend(["--label".into(), format!("name={instance}")]);
-    args.extend(["--label".into(), format!("agent={}", instance.agent_name)]);
     if !cfg.has_name_option() {
         args.extend(["--name".into(), instance.short_name()]);
     }
+    args.extend(cfg.command_options.iter().cloned());
     // [impl->swdd~podman-create-workload-mounts-fifo-files~1]
     if let Some(folder) = &options.control_interface {
         args.extend([
@@ -98,7 +98,10 @@ pub fn run_args(spec: &WorkloadSpec, cfg: &PodmanRuntimeConfig, options: &Create
             format!("type=bind,source={},destination={},readonly=true", file.host_path.display(), file.mount_point),
         ]);
     }
-    args.extend(cfg.command_options.iter().cloned());
+    // After the user's options, as in Ankaios: a `--label name=...` or
+    // `agent=...` among them cannot hide the workload from its agent.
+    args.extend(["--label".into(), format!("name={instance}")]);
+    args.extend(["--label".into(), format!("agent={}", instance.agent_name)]);
     args.push(cfg.image.clone());
     args.extend(cfg.command_args.iter().cloned());
     args
@@ -264,14 +267,14 @@ mod tests {
             "info",
             "run",
             "-d",
-            "--label",
-            &format!("name={}", s.instance_name),
-            "--label",
-            "agent=agent_A",
             "--name",
             &s.instance_name.short_name(),
             "-p",
             "8080:80",
+            "--label",
+            &format!("name={}", s.instance_name),
+            "--label",
+            "agent=agent_A",
             "img",
             "sleep",
             "9",

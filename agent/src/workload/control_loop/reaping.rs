@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use super::WorkloadControlLoop;
 use crate::runtime_connectors::RuntimeError;
 use crate::workload::retention::{self, PendingReap};
-use crate::workload_files;
 
 impl WorkloadControlLoop {
     /// Takes over a workload that was reaped before the agent restarted:
@@ -50,7 +49,7 @@ impl WorkloadControlLoop {
         }
         tracing::info!("workload '{instance}' reaped ({})", reap.reason);
         if !spec.workload.files.is_empty() {
-            workload_files::remove(&self.ctx.workload_folder(&instance)).await;
+            self.ctx.remove_workload_files(&instance).await;
         }
         self.reaped = true;
         self.ctx.finished.record(&spec, &state);
