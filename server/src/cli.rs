@@ -180,6 +180,9 @@ pub struct Args {
         value_name = "NAME=MIN:MAX[:lower]"
     )]
     pub metric_ranges: Vec<(String, crate::placement::MetricRange)>,
+    /// The `[[mutating_hooks]]` of the config file (no flag sets them).
+    #[arg(skip)]
+    pub mutating_hooks: Vec<crate::config_file::MutatingHook>,
 }
 
 impl Args {
@@ -244,6 +247,11 @@ impl Args {
             tick: std::time::Duration::from_millis(self.reaper_tick_ms.max(10)),
             default_ttl: self.ttl_after_finished,
         }
+    }
+
+    /// The mutating hooks, with the defaults of the keys they leave out.
+    pub fn hooks(&self) -> Vec<crate::hooks::HookConfig> {
+        self.mutating_hooks.iter().map(crate::config_file::MutatingHook::config).collect()
     }
 
     /// How workloads with an agent selector are placed.

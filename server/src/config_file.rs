@@ -4,8 +4,8 @@
 //! variable, then file, then built-in default. A value is taken from the
 //! file only when clap reports that the flag was neither on the command
 //! line nor in the environment. Keys it does not know are ignored with a
-//! warning, as Ankaios ignores them; Ankaios' `[[mutating_hooks]]` are
-//! checked and then ignored with a warning (this release runs no hooks).
+//! warning, as Ankaios ignores them. Ankaios' `[[mutating_hooks]]` (name,
+//! prio, path) are read with our optional `timeout_ms`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -54,18 +54,34 @@ pub struct ServerConfigFile {
     #[serde(default, deserialize_with = "ank_common::duration::optional")]
     pub ttl_after_finished: Option<std::time::Duration>,
     pub reaper_tick_ms: Option<u64>,
-    /// Ankaios' mutating hooks: checked, then ignored with a warning.
+    /// Ankaios' mutating hooks (beta), see `docs/mutating-hooks.md`.
     #[serde(default)]
     pub mutating_hooks: Vec<MutatingHook>,
 }
 
 /// One `[[mutating_hooks]]` entry of Ankaios' server config.
+// Ankaios: swdd~server-config-supports-mutating-hooks~1
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 pub struct MutatingHook {
     pub name: String,
     #[serde(default)]
     pub prio: u8,
+    /// The hook's directory; default [`crate::hooks::DEFAULT_HOOKS_DIR`].
     pub path: Option<PathBuf>,
+    /// Our addition: how long the hook may take; default 5000.
+    pub timeout_ms: Option<u64>,
+}
+
+impl MutatingHook {
+    /// The hook as the server runs it, with the defaults filled in.
+    pub fn config(&self) -> crate::hooks::HookConfig {
+        crate::hooks::HookConfig {
+            name: self.name.clone(),
+            prio: self.prio,
+            path: self.path.clone().unwrap_or_else(|| PathBuf::from(crate::hooks::DEFAULT_HOOKS_DIR)),
+            timeout: self.timeout_ms.map_or(crate::hooks::DEFAULT_TIMEOUT, std::time::Duration::from_millis),
+        }
+    }
 }
 
 /// Parses the process' command line (clap prints usage errors and exits)
@@ -95,15 +111,10 @@ pub fn apply(args: &mut Args, matches: &ArgMatches, default_path: &Path) -> Resu
 pub fn read(path: &Path) -> Result<(ServerConfigFile, Vec<String>), ConfigFileError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
-    let (file, mut warnings): (ServerConfigFile, _) = config_file::parse_lenient(&label, &text)?;
+    let (file, warnings): (ServerConfigFile, _) = config_file::parse_lenient(&label, &text)?;
     config_file::check_path_or_content(&label, "ca_pem", file.ca_pem.is_some(), file.ca_pem_content.is_some())?;
     config_file::check_path_or_content(&label, "crt_pem", file.crt_pem.is_some(), file.crt_pem_content.is_some())?;
     config_file::check_path_or_content(&label, "key_pem", file.key_pem.is_some(), file.key_pem_content.is_some())?;
-    if !file.mutating_hooks.is_empty() {
-        let names: Vec<&str> = file.mutating_hooks.iter().map(|h| h.name.as_str()).collect();
-        let why = format!("this release runs no mutating hooks (configured: {})", names.join(", "));
-        warnings.push(config_file::ignored_key_warning(&label, "mutating_hooks", &why));
-    }
     Ok((file, warnings))
 }
 
@@ -131,6 +142,7 @@ fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
     fill(&mut args.scheduler_agent_loss_grace, scheduler.agent_loss_grace, m, "scheduler_agent_loss_grace");
     fill(&mut args.scheduler_seed, scheduler.seed.map(Some), m, "scheduler_seed");
     fill(&mut args.metric_ranges, file.metrics, m, "metric_ranges");
+    args.mutating_hooks = file.mutating_hooks;
     // A PEM given by flag or environment replaces the file's path and content.
     fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
     fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
@@ -315,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn server_config_unknown_keys_and_mutating_hooks_are_ignored_with_warnings() {
+    fn server_config_unknown_keys_are_ignored_with_warnings_and_mutating_hooks_read() {
         let text = format!(
             "{ANKAIOS_SERVER_CONF}future_key = 1\n[[mutating_hooks]]\nname = 'validate-resources'\nprio = 10\n\
              path = '/opt/hooks'\n[[mutating_hooks]]\nname = 'auto-schedule'\n"
@@ -324,20 +336,30 @@ mod tests {
         let (file, warnings) = read(f.path()).unwrap();
         assert_eq!(file.mutating_hooks.len(), 2);
         let shown = f.path().display().to_string();
-        assert_eq!(
-            warnings,
-            [
-                format!("config file '{shown}': unknown key 'future_key' ignored"),
-                format!(
-                    "config file '{shown}': key 'mutating_hooks' ignored: this release runs no mutating hooks \
-                     (configured: validate-resources, auto-schedule)"
-                ),
-            ]
-        );
+        assert_eq!(warnings, [format!("config file '{shown}': unknown key 'future_key' ignored")]);
         let m = Args::command().try_get_matches_from(["ank-server", "-x", &shown]).unwrap();
         let mut args = Args::from_arg_matches(&m).unwrap();
         let loaded = apply(&mut args, &m, Path::new("/nonexistent")).unwrap();
-        assert_eq!((loaded.path.as_deref(), loaded.warnings.len()), (Some(f.path()), 2));
+        assert_eq!((loaded.path.as_deref(), loaded.warnings.len()), (Some(f.path()), 1));
+        let hooks = args.hooks();
+        let first = crate::hooks::HookConfig {
+            name: "validate-resources".into(),
+            prio: 10,
+            path: "/opt/hooks".into(),
+            timeout: std::time::Duration::from_millis(5000),
+        };
+        let second = crate::hooks::HookConfig {
+            name: "auto-schedule".into(),
+            prio: 0,
+            path: crate::hooks::DEFAULT_HOOKS_DIR.into(),
+            timeout: std::time::Duration::from_millis(5000),
+        };
+        assert_eq!(hooks, [first, second], "defaults as in Ankaios, in file order (sorted when run)");
+        let f = conf("version = 'v1'\n[[mutating_hooks]]\nname = 'x'\ntimeout_ms = 250\n");
+        let (file, _) = read(f.path()).unwrap();
+        assert_eq!(file.mutating_hooks[0].config().timeout, std::time::Duration::from_millis(250));
+        let f = conf("version = 'v1'\n[[mutating_hooks]]\nprio = 1\n");
+        assert!(read(f.path()).is_err(), "a hook needs a name");
         // As in Ankaios, a hook's priority must fit 0..=255.
         let f = conf("version = 'v1'\n[[mutating_hooks]]\nname = 'x'\nprio = 256\n");
         assert!(read(f.path()).is_err());

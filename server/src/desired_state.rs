@@ -16,11 +16,14 @@ use serde_json::{Value, json};
 /// run and what diffs compare: templates, group defaults and pipeline order
 /// applied, with effective priorities (also written into `state`). The
 /// server expands the `${seq:N}` macros of `rendered` once workloads have
-/// their agent.
+/// their agent. With mutating hooks, `rendered` is what the hooks made of
+/// the rendering and `pre_hook` the rendering itself, which the next update
+/// is compared with (`None`: the same as `rendered`, always without hooks).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DesiredState {
     pub state: State,
     pub rendered: State,
+    pub pre_hook: Option<State>,
 }
 
 /// The largest desired state, as encoded on the wire together with its
@@ -36,7 +39,7 @@ impl DesiredState {
         ank_common::manifest::validate_state(&state)?;
         let mut rendered = ConfigRenderer::new().render_state(&state).map_err(|e| e.to_string())?;
         render_scheduling(&mut state, &mut rendered)?;
-        let desired = Self { state, rendered };
+        let desired = Self { state, rendered, pre_hook: None };
         let size = encoded_size(&desired.state)? + encoded_size(&desired.effective())?;
         if size > MAX_DESIRED_STATE_BYTES {
             return Err(format!(
@@ -49,6 +52,11 @@ impl DesiredState {
 }
 
 impl DesiredState {
+    /// The rendering before mutating hooks: what a change is detected against.
+    pub fn base(&self) -> &State {
+        self.pre_hook.as_ref().unwrap_or(&self.rendered)
+    }
+
     /// The effective state, as Ankaios (>= 1.1) shows it: the rendered
     /// workloads the agents get, with the desired state's apiVersion and no
     /// configs (they are rendered into the workloads already).
@@ -166,7 +174,7 @@ impl StateDiff {
 }
 
 /// The instance name of a workload, `name.id.` if it has no agent.
-fn instance_of(name: &WorkloadName, wl: &Workload) -> ank_common::WorkloadInstanceName {
+pub(crate) fn instance_of(name: &WorkloadName, wl: &Workload) -> ank_common::WorkloadInstanceName {
     match spec_of(name, wl) {
         Some(spec) => spec.instance_name,
         None => ank_common::WorkloadInstanceName::new(name, &AgentName::unscheduled(), &wl.runtime_config),

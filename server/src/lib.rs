@@ -11,6 +11,7 @@ mod events;
 mod generations;
 pub mod grpc;
 pub mod health;
+pub mod hooks;
 pub mod jobs;
 mod log_campaigns;
 pub mod placement;
@@ -145,7 +146,7 @@ pub fn start(
     };
     let sched = SchedOptions { seq, reaper: options.reaper };
     let (handle, actor) = server::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, sched);
-    let actor = actor.with_placement(options.placement.clone());
+    let actor = actor.with_placement(options.placement.clone()).with_hooks(options.hooks.clone());
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let grpc_handle = handle.clone();
     let serving = async move {

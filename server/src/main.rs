@@ -90,6 +90,7 @@ async fn main() -> ExitCode {
         jobs: args.jobs(),
         reaper: args.reaper(),
         placement: args.placement(),
+        hooks: ank_server::hooks::HooksRegistry::new(args.hooks()),
     };
     let (handle, serving) = match ank_server::start(initial, state_file, listener, options, shutdown.clone()) {
         Ok(started) => started,

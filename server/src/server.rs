@@ -19,15 +19,17 @@ use crate::connections::{ConnId, ConnKind, Connections};
 use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::events::EventSubscriptions;
 use crate::generations::Generations;
+use crate::hooks::HooksRegistry;
 use crate::jobs::{JobEngine, JobSettings};
 use crate::log_campaigns::LogCampaigns;
 use crate::placement::Placer;
 use crate::requests;
-use crate::seq_pools::SeqPools;
+use crate::seq_pools::{SeqPools, SeqTable};
 use crate::state_file::StateFile;
 use crate::ttl_reaper::Reaper;
 use crate::workload_states::{Ingest, WorkloadStateStore};
 
+mod hooked;
 mod jobs;
 mod logs;
 mod pipelines;
@@ -143,6 +145,17 @@ pub struct AnkaiosServer {
     reaper: Reaper,
     /// Placement of the workloads with an agent selector.
     placer: Placer,
+    /// The mutating hooks; empty: updates never wait for a hook.
+    hooks: HooksRegistry,
+    /// The chain of hooks running, and the updates waiting for it.
+    hook_flow: hooked::HookFlow,
+}
+
+/// A new desired state ready to be committed, with the `${seq:N}` numbers
+/// it took.
+struct Prepared {
+    next: DesiredState,
+    table: SeqTable,
 }
 
 impl AnkaiosServer {
@@ -191,6 +204,8 @@ impl AnkaiosServer {
             seq: sched.seq,
             reaper: Reaper::new(sched.reaper),
             placer: Placer::default(),
+            hooks: HooksRegistry::default(),
+            hook_flow: hooked::HookFlow::default(),
         };
         server.place_update(&mut initial.rendered);
         server.render_initial(&mut initial);
@@ -229,6 +244,16 @@ impl AnkaiosServer {
                 }
                 Some(ping) = self.pings.recv() => {
                     let _ = ping.send(());
+                    continue;
+                }
+                Some(done) = self.hook_flow.done() => {
+                    self.with_events(|s| {
+                        s.hooks_done(done);
+                        s.advance_jobs();
+                        s.start_queued();
+                        s.advance_jobs();
+                    });
+                    self.publish_counts();
                     continue;
                 }
                 cmd = self.rx.recv() => match cmd { Some(c) => c, None => break },
@@ -484,6 +509,9 @@ impl AnkaiosServer {
                     Err(e) => ResponseContent::Error(e),
                 }
             }
+            RequestContent::UpdateState { new_state, update_mask } if !self.hooks.is_empty() => {
+                return self.hooked_update(conn, request.request_id, *new_state, update_mask);
+            }
             RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
             RequestContent::Logs(logs) => return self.handle_logs_request(conn, request.request_id, logs),
             RequestContent::LogsCancel => return self.handle_logs_cancel(conn, request.request_id),
@@ -502,21 +530,41 @@ impl AnkaiosServer {
     }
 
     fn update_state(&mut self, new_state: &serde_json::Value, update_mask: &[String]) -> ResponseContent {
+        let next = match self.prepare_update(new_state, update_mask) {
+            Ok(next) => next,
+            Err(answer) => return answer,
+        };
+        let result = self.accept(next);
+        self.update_answer(new_state, update_mask, result)
+    }
+
+    /// The new desired state an update asks for, or the refusal.
+    fn prepare_update(
+        &self,
+        new_state: &serde_json::Value,
+        update_mask: &[String],
+    ) -> Result<DesiredState, ResponseContent> {
         // The effective state is computed, never written; an effectiveState
         // part of a new state without such a mask is ignored, as in Ankaios.
         if let Some(mask) = update_mask.iter().find(|m| m.split('.').next() == Some("effectiveState")) {
-            return rejected(format!(
+            return Err(rejected(format!(
                 "'{mask}' is read-only: the effective state is computed from the desired state; update 'desiredState' instead"
-            ));
+            )));
         }
         if let Err(mask) = requests::check_update_masks(&self.desired, &self.conns, new_state, update_mask) {
-            return rejected(format!("Could not find field {mask}"));
+            return Err(rejected(format!("Could not find field {mask}")));
         }
-        let next = match desired_state::apply_update(&self.desired.state, new_state, update_mask) {
-            Ok(next) => next,
-            Err(e) => return rejected(e),
-        };
-        match self.accept(next) {
+        desired_state::apply_update(&self.desired.state, new_state, update_mask).map_err(rejected)
+    }
+
+    /// The answer to an update whose new state was accepted or not.
+    fn update_answer(
+        &mut self,
+        new_state: &serde_json::Value,
+        update_mask: &[String],
+        result: Result<(StateDiff, u64), String>,
+    ) -> ResponseContent {
+        match result {
             Ok((diff, job_id)) => {
                 // Agents whose labels changed may now take NotScheduled
                 // workloads, or no longer match theirs.
@@ -542,11 +590,17 @@ impl AnkaiosServer {
 
     /// [`accept`](Self::accept), with `moves` (workload, agent) overriding
     /// where placement would keep selector workloads.
-    fn accept_moving(
-        &mut self,
-        mut next: DesiredState,
-        moves: &[(String, String)],
-    ) -> Result<(StateDiff, u64), String> {
+    fn accept_moving(&mut self, next: DesiredState, moves: &[(String, String)]) -> Result<(StateDiff, u64), String> {
+        let mut prepared = self.prepare_accept(next, moves)?;
+        if !self.hooks.is_empty() {
+            self.unhooked_effective(&mut prepared.next);
+        }
+        self.commit(prepared)
+    }
+
+    /// The rendering of `next` finished for the agents: placed, `moves`
+    /// applied, `${seq:N}` numbers planned.
+    fn prepare_accept(&mut self, mut next: DesiredState, moves: &[(String, String)]) -> Result<Prepared, String> {
         // Placement first: the ${seq:N} pools are per agent.
         self.place_update(&mut next.rendered);
         for (name, agent) in moves {
@@ -555,6 +609,13 @@ impl AnkaiosServer {
             }
         }
         let table = self.render_for_agents(&mut next).inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
+        Ok(Prepared { next, table })
+    }
+
+    /// Saves and applies a prepared state (the `${seq:N}` numbers first,
+    /// then the state file; not saved means not accepted) and opens its job.
+    fn commit(&mut self, prepared: Prepared) -> Result<(StateDiff, u64), String> {
+        let Prepared { next, table } = prepared;
         self.seq.save(&table).map_err(|e| e.to_string()).inspect_err(|e| tracing::error!("update rejected: {e}"))?;
         if next.state != self.desired.state
             && let Some(file) = &self.state_file

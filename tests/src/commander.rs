@@ -57,6 +57,16 @@ impl Commander {
         }
     }
 
+    /// Sends a request without waiting for its answer; returns its id
+    /// (see [`Self::response_to`]).
+    pub async fn send_request(&mut self, content: RequestContent) -> String {
+        self.next_id += 1;
+        let id = format!("test-{}", self.next_id);
+        let req = ToServer::Request(Request { request_id: id.clone(), content });
+        self.tx.send(to_server_to_proto(&req)).await.expect("send request");
+        id
+    }
+
     /// Opens an event subscription; returns its request id and the first
     /// answer (the current state under the masks).
     pub async fn subscribe_events(&mut self, masks: &[&str]) -> (String, serde_json::Value) {

@@ -48,6 +48,42 @@ fn added_from_pb(a: g::AddedWorkload) -> Result<WorkloadSpec, ConvertError> {
     Ok(WorkloadSpec { instance_name, workload, generation })
 }
 
+/// The `UpdateWorkload` message a mutating hook reads: `added` and
+/// `deleted` as agents would get them, without the generation (the server's
+/// business, not the hook's).
+pub fn update_workload_to_proto(added: &[WorkloadSpec], deleted: &[DeletedWorkload]) -> g::UpdateWorkload {
+    g::UpdateWorkload {
+        added_workloads: added.iter().map(|s| g::AddedWorkload { generation: 0, ..added_to_pb(s) }).collect(),
+        deleted_workloads: deleted.iter().map(deleted_to_pb).collect(),
+    }
+}
+
+/// What a mutating hook answered: the added workloads by name and the names
+/// of the deleted ones.
+pub type HookAnswer = (Vec<(crate::WorkloadName, Workload)>, Vec<String>);
+
+/// Reads [`HookAnswer`] from a hook's `UpdateWorkload`. Only the workload name of an instance name is read
+/// (the server computes agent and id from the workload), so an unscheduled
+/// workload (empty agent) reads too.
+pub fn hook_answer_from_proto(u: g::UpdateWorkload) -> Result<HookAnswer, ConvertError> {
+    let mut added = Vec::with_capacity(u.added_workloads.len());
+    for a in u.added_workloads {
+        let name = a.instance_name.ok_or_else(|| ConvertError::missing("instanceName"))?.workload_name;
+        let name = crate::WorkloadName::new(name.as_str()).map_err(|e| ConvertError(e.to_string()))?;
+        let wire = a.workload.ok_or_else(|| ConvertError::missing("workload"))?;
+        let rendered = wire.runtime_config.clone();
+        let value = serde_json::to_value(workload_from_pb(wire)?).map_err(|e| ConvertError(e.to_string()))?;
+        let mut workload: Workload =
+            serde_json::from_value(value).map_err(|e| ConvertError(format!("workload '{name}': {e}")))?;
+        if let Some(rendered) = rendered {
+            workload.runtime_config = rendered;
+        }
+        added.push((name, workload));
+    }
+    let deleted = u.deleted_workloads.into_iter().filter_map(|d| d.instance_name.map(|n| n.workload_name)).collect();
+    Ok((added, deleted))
+}
+
 fn deleted_to_pb(d: &DeletedWorkload) -> g::DeletedWorkload {
     g::DeletedWorkload {
         instance_name: Some(instance_name_to_proto(&d.instance_name)),

@@ -10,8 +10,8 @@ mod scheduling;
 mod state;
 
 pub use messages::{
-    from_server_from_proto, from_server_to_proto, request_from_pb, response_to_pb, to_server_from_proto,
-    to_server_to_proto,
+    HookAnswer, from_server_from_proto, from_server_to_proto, hook_answer_from_proto, request_from_pb, response_to_pb,
+    to_server_from_proto, to_server_to_proto, update_workload_to_proto,
 };
 pub use partial::{complete_state_from_json, complete_state_to_json};
 pub use state::{

@@ -60,6 +60,8 @@ pub struct ServeOptions {
     pub reaper: crate::ttl_reaper::ReaperSettings,
     /// How workloads with an agent selector are placed.
     pub placement: crate::placement::PlacementSettings,
+    /// The mutating hooks run on every change of the workloads.
+    pub hooks: crate::hooks::HooksRegistry,
 }
 
 impl Default for ServeOptions {
@@ -73,6 +75,7 @@ impl Default for ServeOptions {
             jobs: Default::default(),
             reaper: Default::default(),
             placement: Default::default(),
+            hooks: Default::default(),
         }
     }
 }

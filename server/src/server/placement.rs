@@ -94,7 +94,7 @@ impl AnkaiosServer {
             let agents = agent_infos(&self.conns, &self.agent_kinds);
             for (name, wl) in next.workloads.iter_mut().filter(|(_, wl)| wl.agent.is_empty()) {
                 let Some(selector) = &wl.agent_selector else { continue };
-                let old = self.desired.rendered.workloads.get(name.as_str());
+                let old = self.desired.base().workloads.get(name.as_str());
                 let old_agent = old.map(|o| o.agent.as_str()).filter(|a| !a.is_empty());
                 if let Some(agent) = old_agent
                     && old.and_then(|o| o.agent_selector.as_ref()) == Some(selector)
@@ -290,6 +290,11 @@ impl AnkaiosServer {
     fn move_workloads(&mut self, moves: Vec<(String, String)>) {
         if moves.is_empty() {
             return;
+        }
+        if self.hooks_busy() {
+            // Not on the base a chain of hooks is working on; placement
+            // looks again at its next occasion.
+            return tracing::info!("placement of {} workloads waits for the running mutating hooks", moves.len());
         }
         // Rendered again from the user's state, so that the ${seq:N}
         // numbers of a moved workload come from its new agent's pools.

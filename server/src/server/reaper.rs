@@ -14,6 +14,10 @@ impl AnkaiosServer {
     /// Checks the finished workloads and deletes those due.
     // [feature K7: ttlAfterFinished reaps from the desired state]
     pub(super) fn reaper_tick(&mut self) {
+        if self.hooks_busy() {
+            // Reaped at the next tick, on the state the hooks' chain leaves.
+            return;
+        }
         let now = Instant::now();
         let states = &self.states;
         let default_ttl = self.reaper.settings().default_ttl;

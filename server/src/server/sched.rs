@@ -45,7 +45,7 @@ impl AnkaiosServer {
                 .map(|spec| spec.instance_name);
             instance.is_some_and(|n: WorkloadInstanceName| priorities::started(states.kind_of(&n)))
         };
-        priorities::keep_started(&old.state, &old.rendered, &next.state, &mut next.rendered, started);
+        priorities::keep_started(&old.state, old.base(), &next.state, &mut next.rendered, started);
         Ok(table)
     }
 

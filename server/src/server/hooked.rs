@@ -1,0 +1,166 @@
+//! The server's side of mutating hooks: an update that changes workloads
+//! is prepared on the loop, its chain of hooks runs in a task of its own
+//! (reads, agents' reports and every other message are served meanwhile),
+//! and the chain's result comes back to the loop, which commits or refuses
+//! the update and answers. Updates that arrive while a chain runs wait in
+//! order and are prepared on the state the chain leaves, so no two chains
+//! run at once and none works on a stale state. Placement moves and reaped
+//! workloads do not go through hooks; they wait too (their next tick).
+
+use std::collections::VecDeque;
+
+use ank_common::State;
+use ank_common::messages::{FromServer, Response, ResponseContent};
+use tokio::sync::mpsc;
+
+use super::{AnkaiosServer, Prepared, rejected};
+use crate::connections::ConnId;
+use crate::desired_state::DesiredState;
+use crate::hooks::effect::{self, HookInput};
+use crate::hooks::{HookError, HookOutcome, HooksRegistry};
+
+type ChainResult = Result<HookOutcome, HookError>;
+
+/// An update request waiting for its answer.
+struct Update {
+    conn: ConnId,
+    request_id: String,
+    new_state: serde_json::Value,
+    update_mask: Vec<String>,
+}
+
+/// The update whose chain runs.
+struct Running {
+    update: Update,
+    prepared: Prepared,
+    input: HookInput,
+}
+
+/// The running chain, the updates behind it, and the channel its task
+/// reports on.
+pub(super) struct HookFlow {
+    running: Option<Running>,
+    queue: VecDeque<Update>,
+    tx: mpsc::Sender<ChainResult>,
+    rx: mpsc::Receiver<ChainResult>,
+}
+
+impl Default for HookFlow {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::channel(1);
+        Self { running: None, queue: VecDeque::new(), tx, rx }
+    }
+}
+
+impl HookFlow {
+    /// The result of the running chain, when it comes.
+    pub(super) async fn done(&mut self) -> Option<ChainResult> {
+        self.rx.recv().await
+    }
+}
+
+impl AnkaiosServer {
+    /// Runs `hooks` on every update that changes workloads.
+    pub fn with_hooks(mut self, hooks: HooksRegistry) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Whether a chain of hooks runs.
+    pub(super) fn hooks_busy(&self) -> bool {
+        self.hook_flow.running.is_some()
+    }
+
+    /// An update request while hooks are configured: started now, or
+    /// queued behind the running chain.
+    pub(super) fn hooked_update(
+        &mut self,
+        conn: ConnId,
+        request_id: String,
+        new_state: serde_json::Value,
+        update_mask: Vec<String>,
+    ) {
+        let update = Update { conn, request_id, new_state, update_mask };
+        if self.hooks_busy() {
+            tracing::debug!("update '{}' waits for the running mutating hooks", update.request_id);
+            self.hook_flow.queue.push_back(update);
+            return;
+        }
+        self.start_update(update);
+    }
+
+    /// Starts the queued updates in order until one waits for its hooks.
+    pub(super) fn start_queued(&mut self) {
+        while !self.hooks_busy() {
+            let Some(update) = self.hook_flow.queue.pop_front() else { return };
+            self.start_update(update);
+        }
+    }
+
+    /// Prepares `update`; answers at once if it is refused or changes no
+    /// workload, else starts its chain.
+    fn start_update(&mut self, update: Update) {
+        let next = match self.prepare_update(&update.new_state, &update.update_mask) {
+            Ok(next) => next,
+            Err(answer) => return self.answer(&update, answer),
+        };
+        let prepared = match self.prepare_accept(next, &[]) {
+            Ok(prepared) => prepared,
+            Err(e) => return self.answer(&update, ResponseContent::Error(format!("Update rejected: '{e}'"))),
+        };
+        let Some(input) = effect::input(self.desired.base(), &prepared.next.rendered) else {
+            let effective =
+                State { workloads: self.desired.rendered.workloads.clone(), ..prepared.next.rendered.clone() };
+            return self.finish_update(update, prepared, effective);
+        };
+        let hooks = self.hooks.clone();
+        let tx = self.hook_flow.tx.clone();
+        let message = input.message.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(hooks.run(message).await).await;
+        });
+        self.hook_flow.running = Some(Running { update, prepared, input });
+    }
+
+    /// The running chain ended: commits its update with the effect of the
+    /// hooks' answer, or refuses it.
+    pub(super) fn hooks_done(&mut self, result: ChainResult) {
+        let Some(Running { update, prepared, input }) = self.hook_flow.running.take() else { return };
+        let effective = result
+            .map_err(|e| e.to_string())
+            .and_then(|outcome| effect::apply(&self.desired.rendered, &prepared.next.rendered, &input, outcome));
+        match effective {
+            Ok(effective) => self.finish_update(update, prepared, effective),
+            Err(e) => self.answer(&update, rejected(e)),
+        }
+    }
+
+    fn finish_update(&mut self, update: Update, mut prepared: Prepared, effective: State) {
+        set_effective(&mut prepared.next, effective);
+        let result = self.commit(prepared);
+        let answer = self.update_answer(&update.new_state, &update.update_mask, result);
+        self.answer(&update, answer);
+    }
+
+    /// For a change no hook runs on: the effective state keeps what the
+    /// hooks made of the workloads that did not change.
+    pub(super) fn unhooked_effective(&self, next: &mut DesiredState) {
+        let effective = match effect::input(self.desired.base(), &next.rendered) {
+            Some(input) => effect::unhooked(&self.desired.rendered, &next.rendered, &input),
+            None => State { workloads: self.desired.rendered.workloads.clone(), ..next.rendered.clone() },
+        };
+        set_effective(next, effective);
+    }
+
+    fn answer(&mut self, update: &Update, content: ResponseContent) {
+        let response = Response { request_id: update.request_id.clone(), content };
+        self.conns.send(update.conn, FromServer::Response(response));
+    }
+}
+
+/// Makes `effective` the rendering agents get, keeping the rendering as the
+/// base of the next change when they differ.
+fn set_effective(next: &mut DesiredState, effective: State) {
+    let pre_hook = std::mem::replace(&mut next.rendered, effective);
+    next.pre_hook = (pre_hook != next.rendered).then_some(pre_hook);
+}
