@@ -229,6 +229,7 @@ impl AnkaiosServer {
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut reap = tokio::time::interval(self.reaper.settings().tick);
         reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.start_initial_hooks();
         loop {
             let cmd = tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -625,6 +626,11 @@ impl AnkaiosServer {
             return Err(e.to_string());
         }
         self.seq.commit(table);
+        Ok(self.switch_to(next))
+    }
+
+    /// Makes `next` (saved already) the current state and opens its job.
+    fn switch_to(&mut self, next: DesiredState) -> (StateDiff, u64) {
         let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
         let states = &self.states;
         self.generations.advance(&self.desired.rendered, &next.rendered, |name| states.max_generation(name));
@@ -633,7 +639,7 @@ impl AnkaiosServer {
         self.states.retain_events(|name| workloads.contains_key(name));
         self.record_escalations(&old.rendered);
         let job_id = self.dispatch(&old.rendered, &diff);
-        Ok((diff, job_id))
+        (diff, job_id)
     }
 
     /// Records the states the server decides for a diff and opens its job,

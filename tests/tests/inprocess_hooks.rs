@@ -35,21 +35,32 @@ fn example_hook() -> HookConfig {
 }
 
 async fn start_server(hooks: Vec<HookConfig>) -> (String, CancellationToken) {
+    start_server_with(ank_common::State { api_version: "v1".into(), ..Default::default() }, hooks).await
+}
+
+async fn start_server_with(initial: ank_common::State, hooks: Vec<HookConfig>) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let shutdown = CancellationToken::new();
-    let empty = ank_common::State { api_version: "v1".into(), ..Default::default() };
     let options = ank_server::grpc::ServeOptions { hooks: HooksRegistry::new(hooks), ..Default::default() };
-    let (_handle, serving) = ank_server::start(empty, None, listener, options, shutdown.clone()).expect("start");
+    let (_handle, serving) = ank_server::start(initial, None, listener, options, shutdown.clone()).expect("start");
     tokio::spawn(serving);
     (url, shutdown)
 }
 
-/// An agent stream that said hello; returns what it receives.
-async fn agent(
-    url: &str,
-    name: &str,
-) -> (tokio::sync::mpsc::Sender<ank_proto::grpc_api::ToServer>, tonic::Streaming<ank_proto::grpc_api::FromServer>) {
+type AgentStream =
+    (tokio::sync::mpsc::Sender<ank_proto::grpc_api::ToServer>, tonic::Streaming<ank_proto::grpc_api::FromServer>);
+
+/// An agent stream that said hello and got its ServerHello.
+async fn agent(url: &str, name: &str) -> AgentStream {
+    let (tx, mut inbound) = agent_raw(url, name).await;
+    let first = inbound.message().await.unwrap().expect("a ServerHello");
+    assert!(matches!(from_server_from_proto(first), Ok(Some(FromServer::ServerHello(_)))));
+    (tx, inbound)
+}
+
+/// An agent stream that said hello; nothing read yet.
+async fn agent_raw(url: &str, name: &str) -> AgentStream {
     use ank_proto::grpc_api::agent_connection_client::AgentConnectionClient;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let hello = ToServer::AgentHello {
@@ -62,9 +73,7 @@ async fn agent(
     };
     tx.send(to_server_to_proto(&hello)).await.unwrap();
     let mut client = AgentConnectionClient::connect(url.to_owned()).await.unwrap();
-    let mut inbound = client.connect_agent(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let first = inbound.message().await.unwrap().expect("a ServerHello");
-    assert!(matches!(from_server_from_proto(first), Ok(Some(FromServer::ServerHello(_)))));
+    let inbound = client.connect_agent(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
     (tx, inbound)
 }
 
@@ -257,5 +266,28 @@ async fn hooks_others_are_served_while_a_chain_runs_and_updates_queue_in_order()
     let end = c.complete_state(&["desiredState.workloads"]).await;
     let names: Vec<&String> = end["desiredState"]["workloads"].as_object().unwrap().keys().collect();
     assert_eq!(names, ["w2"], "{end}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn hooks_the_state_the_server_starts_with_goes_through_the_hooks() {
+    let initial = ank_common::manifest::parse_manifest("t", &manifest(&[("w", "update")])).unwrap();
+    let (url, shutdown) = start_server_with(initial, vec![example_hook()]).await;
+    let mut c = Commander::connect(&url).await;
+    // The chain runs once the server's loop does; poll until it answered.
+    let mut tag = json!(null);
+    for _ in 0..200 {
+        let effective = c.complete_state(&["effectiveState.workloads.w.tags"]).await;
+        tag = effective["effectiveState"]["workloads"]["w"]["tags"]["example_mutating_hook"].clone();
+        if tag == "marked" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(tag, "marked");
+    let (_keep, mut inbound) = agent_raw(&url, "agent_A").await;
+    let wire = inbound.message().await.unwrap().expect("a ServerHello");
+    let Ok(Some(FromServer::ServerHello(specs))) = from_server_from_proto(wire) else { panic!("a ServerHello") };
+    assert_eq!(specs[0].workload.tags["example_mutating_hook"], "marked", "a connecting agent gets the hooked spec");
     shutdown.cancel();
 }

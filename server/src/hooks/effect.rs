@@ -122,3 +122,7 @@ fn compose(
     }
     out
 }
+
+#[cfg(test)]
+#[path = "effect_tests.rs"]
+mod tests;

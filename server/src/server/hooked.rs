@@ -5,7 +5,9 @@
 //! the update and answers. Updates that arrive while a chain runs wait in
 //! order and are prepared on the state the chain leaves, so no two chains
 //! run at once and none works on a stale state. Placement moves and reaped
-//! workloads do not go through hooks; they wait too (their next tick).
+//! workloads do not go through hooks; they wait too (their next tick). The
+//! state the server starts with (startup manifest or state file) goes
+//! through the hooks once the loop runs.
 
 use std::collections::VecDeque;
 
@@ -29,11 +31,12 @@ struct Update {
     update_mask: Vec<String>,
 }
 
-/// The update whose chain runs.
-struct Running {
-    update: Update,
-    prepared: Prepared,
-    input: HookInput,
+/// What the running chain is for.
+enum Running {
+    /// An update request.
+    Update { update: Update, prepared: Box<Prepared>, input: HookInput },
+    /// The state the server started with.
+    Initial(HookInput),
 }
 
 /// The running chain, the updates behind it, and the channel its task
@@ -113,25 +116,61 @@ impl AnkaiosServer {
                 State { workloads: self.desired.rendered.workloads.clone(), ..prepared.next.rendered.clone() };
             return self.finish_update(update, prepared, effective);
         };
+        self.spawn_chain(&input);
+        self.hook_flow.running = Some(Running::Update { update, prepared: Box::new(prepared), input });
+    }
+
+    /// Runs the hooks on the state the server started with, as if it had
+    /// been applied to an empty one; until they answer, it is served as
+    /// loaded.
+    pub(super) fn start_initial_hooks(&mut self) {
+        if self.hooks.is_empty() {
+            return;
+        }
+        let Some(input) = effect::input(&State::default(), &self.desired.rendered) else { return };
+        self.spawn_chain(&input);
+        self.hook_flow.running = Some(Running::Initial(input));
+    }
+
+    fn spawn_chain(&self, input: &HookInput) {
         let hooks = self.hooks.clone();
         let tx = self.hook_flow.tx.clone();
         let message = input.message.clone();
         tokio::spawn(async move {
             let _ = tx.send(hooks.run(message).await).await;
         });
-        self.hook_flow.running = Some(Running { update, prepared, input });
     }
 
     /// The running chain ended: commits its update with the effect of the
     /// hooks' answer, or refuses it.
     pub(super) fn hooks_done(&mut self, result: ChainResult) {
-        let Some(Running { update, prepared, input }) = self.hook_flow.running.take() else { return };
+        let (update, prepared, input) = match self.hook_flow.running.take() {
+            Some(Running::Update { update, prepared, input }) => (update, *prepared, input),
+            Some(Running::Initial(input)) => return self.initial_hooks_done(result, &input),
+            None => return,
+        };
         let effective = result
             .map_err(|e| e.to_string())
             .and_then(|outcome| effect::apply(&self.desired.rendered, &prepared.next.rendered, &input, outcome));
         match effective {
             Ok(effective) => self.finish_update(update, prepared, effective),
             Err(e) => self.answer(&update, rejected(e)),
+        }
+    }
+
+    fn initial_hooks_done(&mut self, result: ChainResult, input: &HookInput) {
+        let loaded = &self.desired.rendered;
+        let effective = result
+            .map_err(|e| e.to_string())
+            .and_then(|outcome| effect::apply(&State::default(), loaded, input, outcome));
+        match effective {
+            Ok(effective) => {
+                let mut next = self.desired.clone();
+                set_effective(&mut next, effective);
+                let (_, job) = self.switch_to(next);
+                tracing::info!("job {job}: the loaded desired state as the mutating hooks made it");
+            }
+            Err(e) => tracing::error!("the mutating hooks refused the loaded desired state, served as loaded: {e}"),
         }
     }
 
