@@ -60,7 +60,6 @@ pub async fn remove(cli: &PodmanCli, instance: &str) -> Result<(), PodmanError> 
 
 /// The volumes of `agent`'s workloads: named `<workload>.<id>.<agent>.config`
 /// or `.pods`, as Ankaios names them (its volumes carry no agent label).
-// [impl->swdd~podman-kube-list-existing-workloads-using-config-volumes~1]
 pub async fn list(cli: &PodmanCli, agent: &str) -> Result<Vec<VolumeEntry>, PodmanError> {
     let out = cli.exec(&args(&["volume", "ls", "--format", "json"])).await?;
     Ok(of_agent(parse_volume_ls(&out)?, agent))
