@@ -168,7 +168,8 @@ snapshot() {
 lifecycle_events() {
     local since=$1
     shift
-    podman events --format json --since "$since" --until "$(($(date +%s) + 1))" 2>/dev/null |
+    # --stream=false: with --until, podman's file event logger printed nothing.
+    podman events --format json --since "$since" --stream=false 2>/dev/null |
         python3 -c '
 import json, sys
 ids = set(sys.argv[1:])
@@ -220,7 +221,7 @@ takeover() {
     after=$(snapshot "$agent")
     events=$(lifecycle_events "$since" $(echo "$before" | cut -d' ' -f1) $pods $volumes)
     if ! all_running "$to" "$port"; then
-        echo "FAIL $name: a workload left Running(Ok) after the takeover"
+        echo "FAIL $name: a workload left Running(Ok) after the takeover (logs: $WORK): $("$(bin "$to" ank)" -k -s "http://127.0.0.1:$port" get workloads 2>&1 | tr -s ' ' | tr '\n' ';')"
         FAILED=$((FAILED + 1))
     elif [ "$before" != "$after" ]; then
         echo "FAIL $name: containers changed: before [$(echo "$before" | tr '\n' ';')] after [$(echo "$after" | tr '\n' ';')]"
