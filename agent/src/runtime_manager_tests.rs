@@ -581,3 +581,19 @@ async fn runtime_manager_exit_file_after_the_died_event_changes_nothing() {
     h.fake.set_state(&a.instance_name, ExecutionState::running()).await;
     assert_eq!(h.next_of(&a.instance_name).await, ExecutionState::running());
 }
+
+#[tokio::test]
+async fn runtime_manager_files_on_a_runtime_without_files_fail_before_any_file_is_written() {
+    let mut h = harness_with(FakeRuntime::without_files()).await;
+    let mut a = spec("a");
+    a.workload.files = vec![ank_common::workload::File {
+        mount_point: "/etc/app.conf".into(),
+        content: ank_common::workload::FileContent::Data("x".into()),
+    }];
+    h.rm.server_hello(vec![a.clone()]).await;
+    let state = h.wait_for(&a.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    assert!(state.additional_info.contains("files are not supported"), "{state}");
+    assert!(h.fake.created().is_empty(), "nothing is created");
+    let folder = h.io.path().join(format!("{}.{}", a.instance_name.workload_name, a.instance_name.id));
+    assert!(!folder.join("files").exists(), "no files are written for it");
+}

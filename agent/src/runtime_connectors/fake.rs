@@ -58,6 +58,8 @@ pub struct FakeRuntime {
     /// Behave like podman: a create returns a running container and the
     /// event stream lags behind (create/start events arrive afterwards).
     like_podman: bool,
+    /// Why it cannot mount workload files (like podman-kube), if it cannot.
+    files_unsupported: Option<&'static str>,
 }
 
 impl Default for FakeRuntime {
@@ -74,7 +76,7 @@ impl FakeRuntime {
 
     /// A fake registered under `name`.
     pub fn named(name: &str) -> Self {
-        Self { name: name.to_owned(), inner: Mutex::new(Inner::default()), like_podman: false }
+        Self { name: name.to_owned(), inner: Mutex::new(Inner::default()), like_podman: false, files_unsupported: None }
     }
 
     /// A fake whose creates return running containers and whose events
@@ -82,6 +84,11 @@ impl FakeRuntime {
     /// with podman's lagging event stream.
     pub fn like_podman() -> Self {
         Self { like_podman: true, ..Self::new() }
+    }
+
+    /// A fake that cannot mount workload files, as podman-kube cannot.
+    pub fn without_files() -> Self {
+        Self { files_unsupported: Some("files are not supported by this fake runtime"), ..Self::new() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -267,6 +274,10 @@ impl RuntimeConnector for FakeRuntime {
 
     fn create_returns_running(&self) -> bool {
         self.like_podman
+    }
+
+    fn files_unsupported(&self) -> Option<&'static str> {
+        self.files_unsupported
     }
 
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {

@@ -166,6 +166,12 @@ pub trait RuntimeConnector: Send + Sync {
         false
     }
 
+    /// Why this runtime cannot mount workload files, if it cannot: such a
+    /// workload fails before any of its files are written (as in Ankaios).
+    fn files_unsupported(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Creates and starts the workload with the host resources of `options`;
     /// returns its id.
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError>;

@@ -263,6 +263,11 @@ impl WorkloadControlLoop {
                 .report(instance, ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info))
                 .await;
         };
+        if !spec.workload.files.is_empty()
+            && let Some(why) = connector.files_unsupported()
+        {
+            return self.handle_create_failure(instance, RuntimeError::InvalidConfig(why.to_owned())).await;
+        }
         let options = match self.create_options(&spec).await {
             Ok(options) => options,
             Err(e) => return self.handle_create_failure(instance, e).await,

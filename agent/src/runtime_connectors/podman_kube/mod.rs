@@ -110,6 +110,10 @@ impl RuntimeConnector for PodmanKubeRuntime {
         PODMAN_KUBE
     }
 
+    fn files_unsupported(&self) -> Option<&'static str> {
+        Some("files are not supported by the podman-kube runtime")
+    }
+
     // [impl->swdd~podman-kube-create-workload-apply-manifest~1]
     // [impl->swdd~podman-kube-create-workload-returns-workload-id~1]
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
