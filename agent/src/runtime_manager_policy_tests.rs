@@ -303,7 +303,7 @@ async fn workload_files_are_written_mounted_and_removed_with_the_workload() {
     let options = h.fake.options_of(&s.instance_name).unwrap();
     // Ankaios' folder `<workload>.<id>` (no agent part), next to the pipes.
     let instance = &s.instance_name;
-    let folder = h.io.path().join(format!("{}.{}", instance.workload_name, instance.id)).join("files");
+    let folder = h.io.path().join(instance.folder_name()).join("files");
     assert_eq!(options.files.len(), 2);
     assert_eq!(options.files[0].host_path, folder.join("etc/web/index.html"));
     assert_eq!(options.files[0].mount_point, "/etc/web/index.html");

@@ -594,6 +594,6 @@ async fn runtime_manager_files_on_a_runtime_without_files_fail_before_any_file_i
     let state = h.wait_for(&a.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
     assert!(state.additional_info.contains("files are not supported"), "{state}");
     assert!(h.fake.created().is_empty(), "nothing is created");
-    let folder = h.io.path().join(format!("{}.{}", a.instance_name.workload_name, a.instance_name.id));
+    let folder = h.io.path().join(a.instance_name.folder_name());
     assert!(!folder.join("files").exists(), "no files are written for it");
 }

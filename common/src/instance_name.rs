@@ -60,6 +60,13 @@ impl WorkloadInstanceName {
         Ok(Self { workload_name: w.to_owned(), agent_name: a.to_owned(), id: id.to_owned() })
     }
 
+    /// The instance's folder in the agent's `<agent>_io` folder,
+    /// `<workload>.<id>` as Ankaios names it: its `files` and its
+    /// `control_interface` live there.
+    pub fn folder_name(&self) -> String {
+        format!("{}.{}", self.workload_name, self.id)
+    }
+
     /// The default podman container name: `<workload>.<first 7 hex>.<agent>`.
     pub fn short_name(&self) -> String {
         let short: String = self.id.chars().take(7).collect();

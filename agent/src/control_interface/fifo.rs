@@ -13,7 +13,7 @@ use nix::sys::stat::Mode;
 /// The folder mounted at `/run/ankaios/control_interface`.
 // [impl->swdd~agent-control-interface-pipes-path-naming~1]
 pub fn control_interface_folder(io_folder: &Path, instance: &WorkloadInstanceName) -> PathBuf {
-    io_folder.join(format!("{}.{}", instance.workload_name, instance.id)).join("control_interface")
+    io_folder.join(instance.folder_name()).join("control_interface")
 }
 
 /// The pipe the agent writes (the workload's `input`).

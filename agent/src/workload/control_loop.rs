@@ -56,6 +56,21 @@ struct Current {
     _checker: Option<StateChecker>,
 }
 
+impl Current {
+    /// A workload the agent learned of just now.
+    fn new(id: WorkloadId, runtime: String, started: bool, checker: Option<StateChecker>) -> Self {
+        Self {
+            id,
+            runtime,
+            known_since: Instant::now(),
+            last_event: None,
+            started,
+            exit_ahead: None,
+            _checker: checker,
+        }
+    }
+}
+
 /// Where an observation of the current workload comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -90,7 +105,7 @@ impl LoopContext {
     /// Ankaios: its `files` and its `control_interface` live there, so a
     /// container Ankaios created mounts what this agent maintains.
     pub fn workload_folder(&self, instance: &WorkloadInstanceName) -> PathBuf {
-        self.io_folder.join(format!("{}.{}", instance.workload_name, instance.id))
+        self.io_folder.join(instance.folder_name())
     }
 
     /// Removes the files of a deleted instance: its `files` folder, the
@@ -283,15 +298,7 @@ impl WorkloadControlLoop {
                 tracing::info!("workload '{instance}' created as '{id}'");
                 let checker = connector.start_state_checker(instance, &id, self.ctx.runtime_events.clone());
                 let started = connector.create_returns_running();
-                self.current = Some(Current {
-                    id,
-                    runtime,
-                    known_since: Instant::now(),
-                    last_event: None,
-                    started,
-                    exit_ahead: None,
-                    _checker: checker,
-                });
+                self.current = Some(Current::new(id, runtime, started, checker));
                 if started {
                     self.report(instance, ExecutionState::running()).await;
                 }
@@ -360,15 +367,7 @@ impl WorkloadControlLoop {
             tracing::warn!("workload '{}': {e}", spec.instance_name);
         }
         let started = state.kind == StateKind::Running;
-        self.current = Some(Current {
-            id,
-            runtime,
-            known_since: Instant::now(),
-            last_event: None,
-            started,
-            exit_ahead: None,
-            _checker: checker,
-        });
+        self.current = Some(Current::new(id, runtime, started, checker));
         let instance = spec.instance_name.clone();
         self.spec = Some(spec);
         self.report(&instance, state.clone()).await;
