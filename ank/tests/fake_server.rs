@@ -276,6 +276,7 @@ async fn fake_server_apply_waits_for_running_across_pushed_updates() {
             added_workloads: vec!["web.abc.agent_A".into()],
             deleted_workloads: vec![],
             job_id: 0,
+            hook_changes: vec![],
         }),
         after_update: vec![state_of("web.abc.agent_A", ExecutionState::pending_initial())],
         after_snapshot: vec![
@@ -319,6 +320,7 @@ async fn fake_server_delete_waits_for_removal_and_names_unknown_names_only_when_
             added_workloads: vec![],
             deleted_workloads: vec!["web.abc.agent_A".into()],
             job_id: 0,
+            hook_changes: vec![],
         }),
         after_snapshot: vec![state_of("web.abc.agent_A", ExecutionState::removed())],
         ..Default::default()
@@ -425,6 +427,7 @@ async fn fake_server_set_state_with_an_invalid_value_fails_naming_it_and_sends_n
             added_workloads: vec![],
             deleted_workloads: vec![],
             job_id: 0,
+            hook_changes: vec![],
         }),
         ..Default::default()
     };
@@ -453,6 +456,7 @@ async fn fake_server_apply_ignores_unknown_fields_with_a_warning() {
             added_workloads: vec!["web.abc.agent_A".into()],
             deleted_workloads: vec![],
             job_id: 0,
+            hook_changes: vec![],
         }),
         ..Default::default()
     };
@@ -491,6 +495,7 @@ fn success(added: &[&str], deleted: &[&str], job_id: u64) -> Option<ResponseCont
         added_workloads: added.iter().map(|s| s.to_string()).collect(),
         deleted_workloads: deleted.iter().map(|s| s.to_string()).collect(),
         job_id,
+        hook_changes: vec![],
     })
 }
 
@@ -684,4 +689,30 @@ async fn fake_server_updates_read_the_workload_states_first_as_ankaios_does() {
         RequestContent::CompleteState { field_mask: vec!["workloadStates".to_owned()], subscribe_for_events: false }
     );
     assert!(matches!(requests[1], RequestContent::UpdateState { .. }), "{requests:?}");
+}
+
+#[tokio::test]
+async fn fake_server_apply_verbose_reports_the_hooks_that_changed_workloads_and_plain_apply_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.yaml");
+    let text = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: \"image: nginx\"\n";
+    std::fs::write(&file, text).unwrap();
+    let answer = ResponseContent::UpdateStateSuccess {
+        added_workloads: vec!["web.abc.agent_A".into()],
+        deleted_workloads: vec![],
+        job_id: 0,
+        hook_changes: vec![ank_common::messages::HookChange { hook: "owner".into(), workloads: vec!["web".into()] }],
+    };
+    let name = file.display().to_string();
+    let script = Script { update_answer: Some(answer.clone()), ..Default::default() };
+    let (addr, _) = start(script).await;
+    let out = ank(args(addr, &["--no-wait", "-v", "apply", &name])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("mutating hook 'owner' changed: web"), "{}", stderr(&out));
+
+    let script = Script { update_answer: Some(answer), ..Default::default() };
+    let (addr, _) = start(script).await;
+    let out = ank(args(addr, &["--no-wait", "apply", &name])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("mutating hook"), "as Ankaios' ank by default: {}", stderr(&out));
 }

@@ -169,6 +169,13 @@ pub struct Response {
     pub content: ResponseContent,
 }
 
+/// One mutating hook that changed workloads of an update (our extension).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HookChange {
+    pub hook: String,
+    pub workloads: Vec<String>,
+}
+
 /// What a response carries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResponseContent {
@@ -180,6 +187,9 @@ pub enum ResponseContent {
         deleted_workloads: Vec<String>,
         /// The job the change became (0 from an Ankaios server).
         job_id: u64,
+        /// The mutating hooks that changed workloads, in the order they ran
+        /// (always empty from an Ankaios server).
+        hook_changes: Vec<HookChange>,
     },
     /// The workloads of a log request that exist.
     LogsRequestAccepted(Vec<WorkloadInstanceName>),

@@ -576,6 +576,7 @@ impl AnkaiosServer {
                     added_workloads: diff.added_instance_names(),
                     deleted_workloads: diff.deleted_instance_names(),
                     job_id,
+                    hook_changes: Vec::new(),
                 }
             }
             Err(e) => ResponseContent::Error(format!("Update rejected: '{e}'")),

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use ank_common::convert::{from_server_from_proto, to_server_to_proto};
-use ank_common::messages::{FromServer, RequestContent, ResponseContent, ToServer};
+use ank_common::messages::{FromServer, HookChange, RequestContent, ResponseContent, ToServer};
 use ank_server::hooks::{HookConfig, HooksRegistry};
 use ank_tests::commander::Commander;
 use serde_json::json;
@@ -110,7 +110,15 @@ async fn hooks_a_mutation_reaches_agent_and_effective_state_but_not_the_desired_
     let (_keep, mut inbound) = agent(&url, "agent_A").await;
     let mut c = Commander::connect(&url).await;
     let text = manifest(&[("w", "update"), ("plain", "demo")]);
-    assert!(matches!(c.apply(&text).await, ResponseContent::UpdateStateSuccess { .. }));
+    // The answer says which hook changed which workloads (our extension).
+    match c.apply(&text).await {
+        ResponseContent::UpdateStateSuccess { hook_changes, .. } => assert_eq!(
+            hook_changes,
+            [HookChange { hook: example_hook().name, workloads: vec!["w".into()] }],
+            "only 'w' asked to be changed"
+        ),
+        other => panic!("{other:?}"),
+    }
 
     let FromServer::UpdateWorkload { added, .. } = next_update(&mut inbound).await else { unreachable!() };
     let tag =
@@ -195,7 +203,11 @@ async fn hooks_ten_hooks_run_in_prio_order_each_on_the_previous_answer() {
         .collect();
     let (url, shutdown) = start_server(hooks).await;
     let mut c = Commander::connect(&url).await;
-    assert!(matches!(c.apply(&manifest(&[("w", "demo")])).await, ResponseContent::UpdateStateSuccess { .. }));
+    // They all answer what they got: none changed anything.
+    match c.apply(&manifest(&[("w", "demo")])).await {
+        ResponseContent::UpdateStateSuccess { hook_changes, .. } => assert_eq!(hook_changes, []),
+        other => panic!("{other:?}"),
+    }
     let order: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(str::to_owned).collect();
     assert_eq!(order, ["h9", "h8", "h7", "h6", "h4", "h5", "h3", "h2", "h1", "h0"]);
     shutdown.cancel();

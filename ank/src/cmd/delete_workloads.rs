@@ -76,7 +76,12 @@ mod tests {
     #[test]
     fn delete_reports_names_without_deleted_instances() {
         let names = parse_names(&["a".into(), "ghost".into()]).unwrap();
-        let outcome = UpdateOutcome { added: vec![], deleted: vec!["a.123.agent_A".into()], job_id: 3 };
+        let outcome = UpdateOutcome {
+            added: vec![],
+            deleted: vec!["a.123.agent_A".into()],
+            job_id: 3,
+            ..UpdateOutcome::default()
+        };
         assert_eq!(unknown_names(&names, &outcome), vec!["ghost"]);
     }
 }

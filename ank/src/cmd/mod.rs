@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use ank_common::messages::{RequestContent, ResponseContent};
+use ank_common::messages::{HookChange, RequestContent, ResponseContent};
 use anyhow::{Context, bail};
 
 use crate::cli::{Cli, SettingsError};
@@ -102,6 +102,8 @@ pub struct UpdateOutcome {
     pub deleted: Vec<String>,
     /// The job the change became (0: a server without jobs).
     pub job_id: u64,
+    /// The mutating hooks that changed workloads (our server only).
+    pub hook_changes: Vec<HookChange>,
 }
 
 /// Sends an `UpdateStateRequest`; a rejection is an error carrying the
@@ -112,8 +114,8 @@ pub async fn send_update(conn: &mut Connection, content: RequestContent) -> anyh
         ank_common::convert::complete_state_from_json(new_state).context("cannot encode the new state")?;
     }
     match conn.request(content).await.context("the update request failed")? {
-        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id } => {
-            Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads, job_id })
+        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id, hook_changes } => {
+            Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads, job_id, hook_changes })
         }
         ResponseContent::Error(msg) => Err(crate::error_text::UpdateRejected(msg).into()),
         other => bail!("unexpected answer to an update request: {other:?}"),
@@ -228,13 +230,28 @@ pub async fn until_interrupted<T>(
     }
 }
 
-/// Our extension: the job an update became, on stderr, with `--verbose` or
-/// `--wait` (Ankaios' `ank` has no jobs and prints no id).
+/// Our extension: the job an update became and the mutating hooks that
+/// changed its workloads, on stderr, with `--verbose` or `--wait` (Ankaios'
+/// `ank` has neither jobs nor this report, so by default nothing is added).
 pub fn report_job(ctx: &Ctx<'_>, outcome: &UpdateOutcome) {
     let wanted = ctx.settings.verbose || ctx.settings.wait_job;
-    if outcome.job_id != 0 && wanted && !ctx.settings.quiet {
-        eprintln!("job {} accepted", outcome.job_id);
+    if wanted && !ctx.settings.quiet {
+        for line in update_report(outcome) {
+            eprintln!("{line}");
+        }
     }
+}
+
+/// The lines [`report_job`] prints for `outcome`.
+pub fn update_report(outcome: &UpdateOutcome) -> Vec<String> {
+    let mut lines = Vec::new();
+    if outcome.job_id != 0 {
+        lines.push(format!("job {} accepted", outcome.job_id));
+    }
+    for change in &outcome.hook_changes {
+        lines.push(format!("mutating hook '{}' changed: {}", change.hook, change.workloads.join(", ")));
+    }
+    lines
 }
 
 /// Sends one state request and says goodbye.

@@ -15,8 +15,8 @@ use super::state::{
 };
 use crate::complete_state::AgentStatus;
 use crate::messages::{
-    AlteredFields, DeleteCondition, DeletedWorkload, FromServer, LogEntry, LogsRequest, Request, RequestContent,
-    Response, ResponseContent, ToServer,
+    AlteredFields, DeleteCondition, DeletedWorkload, FromServer, HookChange, LogEntry, LogsRequest, Request,
+    RequestContent, Response, ResponseContent, ToServer,
 };
 use crate::quota::{QuotaLimits, QuotaUsage};
 use crate::workload::{Workload, WorkloadSpec};
@@ -357,11 +357,15 @@ pub fn response_to_pb(r: &Response) -> pb::Response {
             }
             Err(e) => C::Error(pb::Error { message: e.to_string() }),
         },
-        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id } => {
+        ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id, hook_changes } => {
             C::UpdateStateSuccess(pb::UpdateStateSuccess {
                 added_workloads: added_workloads.clone(),
                 deleted_workloads: deleted_workloads.clone(),
                 job_id: *job_id,
+                hook_changes: hook_changes
+                    .iter()
+                    .map(|c| pb::HookChange { hook: c.hook.clone(), workloads: c.workloads.clone() })
+                    .collect(),
             })
         }
         ResponseContent::LogsRequestAccepted(names) => C::LogsRequestAccepted(pb::LogsRequestAccepted {
@@ -411,6 +415,11 @@ pub fn response_from_pb(r: pb::Response) -> Result<Response, ConvertError> {
             added_workloads: s.added_workloads,
             deleted_workloads: s.deleted_workloads,
             job_id: s.job_id,
+            hook_changes: s
+                .hook_changes
+                .into_iter()
+                .map(|c| HookChange { hook: c.hook, workloads: c.workloads })
+                .collect(),
         },
         C::LogsRequestAccepted(a) => ResponseContent::LogsRequestAccepted(
             a.workload_names.into_iter().map(|n| instance_name_from_proto(Some(n))).collect::<Result<_, _>>()?,

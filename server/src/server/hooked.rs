@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 
 use ank_common::State;
-use ank_common::messages::{FromServer, Response, ResponseContent};
+use ank_common::messages::{FromServer, HookChange, Response, ResponseContent};
 use tokio::sync::mpsc;
 
 use super::{AnkaiosServer, Prepared, rejected};
@@ -112,9 +112,8 @@ impl AnkaiosServer {
             Err(e) => return self.answer(&update, ResponseContent::Error(format!("Update rejected: '{e}'"))),
         };
         let Some(input) = effect::input(self.desired.base(), &prepared.next.rendered) else {
-            let effective =
-                State { workloads: self.desired.rendered.workloads.clone(), ..prepared.next.rendered.clone() };
-            return self.finish_update(update, prepared, effective);
+            let effective = self.workloads_unchanged(&prepared.next.rendered);
+            return self.finish_update(update, prepared, effective, Vec::new());
         };
         self.spawn_chain(&input);
         self.hook_flow.running = Some(Running::Update { update, prepared: Box::new(prepared), input });
@@ -149,11 +148,12 @@ impl AnkaiosServer {
             Some(Running::Initial(input)) => return self.initial_hooks_done(result, &input),
             None => return,
         };
-        let effective = result
-            .map_err(|e| e.to_string())
-            .and_then(|outcome| effect::apply(&self.desired.rendered, &prepared.next.rendered, &input, outcome));
+        let effective = result.map_err(|e| e.to_string()).and_then(|outcome| {
+            let changes = hook_changes(&outcome);
+            effect::apply(&self.desired.rendered, &prepared.next.rendered, &input, outcome).map(|e| (e, changes))
+        });
         match effective {
-            Ok(effective) => self.finish_update(update, prepared, effective),
+            Ok((effective, changes)) => self.finish_update(update, prepared, effective, changes),
             Err(e) => self.answer(&update, rejected(e)),
         }
     }
@@ -174,10 +174,13 @@ impl AnkaiosServer {
         }
     }
 
-    fn finish_update(&mut self, update: Update, mut prepared: Prepared, effective: State) {
+    fn finish_update(&mut self, update: Update, mut prepared: Prepared, effective: State, changes: Vec<HookChange>) {
         set_effective(&mut prepared.next, effective);
         let result = self.commit(prepared);
-        let answer = self.update_answer(&update.new_state, &update.update_mask, result);
+        let mut answer = self.update_answer(&update.new_state, &update.update_mask, result);
+        if let ResponseContent::UpdateStateSuccess { hook_changes, .. } = &mut answer {
+            *hook_changes = changes;
+        }
         self.answer(&update, answer);
     }
 
@@ -186,9 +189,15 @@ impl AnkaiosServer {
     pub(super) fn unhooked_effective(&self, next: &mut DesiredState) {
         let effective = match effect::input(self.desired.base(), &next.rendered) {
             Some(input) => effect::unhooked(&self.desired.rendered, &next.rendered, &input),
-            None => State { workloads: self.desired.rendered.workloads.clone(), ..next.rendered.clone() },
+            None => self.workloads_unchanged(&next.rendered),
         };
         set_effective(next, effective);
+    }
+
+    /// `next` when it changes no workload: the workloads stay as the hooks
+    /// made them, the rest is taken from `next`.
+    fn workloads_unchanged(&self, next: &State) -> State {
+        State { workloads: self.desired.rendered.workloads.clone(), ..next.clone() }
     }
 
     fn answer(&mut self, update: &Update, content: ResponseContent) {
@@ -202,4 +211,13 @@ impl AnkaiosServer {
 fn set_effective(next: &mut DesiredState, effective: State) {
     let pre_hook = std::mem::replace(&mut next.rendered, effective);
     next.pre_hook = (pre_hook != next.rendered).then_some(pre_hook);
+}
+
+/// Which hook changed which workloads, for the update's answer.
+fn hook_changes(outcome: &HookOutcome) -> Vec<HookChange> {
+    outcome
+        .changed_by
+        .iter()
+        .map(|(hook, workloads)| HookChange { hook: hook.clone(), workloads: workloads.clone() })
+        .collect()
 }

@@ -281,7 +281,12 @@ impl AnkaiosServer {
 
 /// The answer to a job request: the job's id, no workload names.
 fn job_accepted(job_id: u64) -> ResponseContent {
-    ResponseContent::UpdateStateSuccess { added_workloads: Vec::new(), deleted_workloads: Vec::new(), job_id }
+    ResponseContent::UpdateStateSuccess {
+        added_workloads: Vec::new(),
+        deleted_workloads: Vec::new(),
+        job_id,
+        hook_changes: Vec::new(),
+    }
 }
 
 /// Whether a state is a failure a rerun retries.
