@@ -188,7 +188,7 @@ mod tests {
             let n = from_agent.read(&mut buf).await.unwrap();
             decoder.push(&buf[..n]);
         };
-        assert_eq!(closed, "the first message must be a Hello");
+        assert_eq!(closed, "Initial Hello missing!");
 
         // Deleting the workload removes its pipes.
         registry.close("app");

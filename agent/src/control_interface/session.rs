@@ -44,6 +44,11 @@ enum Stream {
     Events,
 }
 
+/// Ankaios' reason when the first frame is no protobuf `ToAnkaios`.
+const DECODE_FAILED: &str = "Could not decode protobuf data";
+/// Ankaios' reason when the first message is not a Hello.
+const HELLO_MISSING: &str = "Initial Hello missing!";
+
 /// The state of one workload's control interface.
 #[derive(Debug)]
 pub struct Session {
@@ -70,15 +75,28 @@ impl Session {
         if self.phase == Phase::Closed {
             return Vec::new();
         }
-        let message = match ci::ToAnkaios::decode(frame) {
-            Ok(m) => m.to_ankaios_enum,
-            Err(e) => return self.close(format!("cannot decode the message: {e}")),
+        // The texts and the leniency after the Hello are Ankaios': a frame
+        // that cannot be used once the session is accepted is logged and
+        // skipped, so a client speaking a newer protocol is not cut off.
+        let message = match (self.phase, ci::ToAnkaios::decode(frame)) {
+            (_, Ok(m)) => m.to_ankaios_enum,
+            (Phase::AwaitingHello, Err(e)) => {
+                tracing::debug!("workload '{}': first frame: {e}", self.workload);
+                return self.close(DECODE_FAILED.to_owned());
+            }
+            (_, Err(e)) => {
+                tracing::warn!("workload '{}': skipping a frame that is no ToAnkaios: {e}", self.workload);
+                return Vec::new();
+            }
         };
         match (self.phase, message) {
             (_, Some(ToAnkaiosEnum::Hello(hello))) => self.hello(&hello.protocol_version),
-            (Phase::AwaitingHello, _) => self.close("the first message must be a Hello".to_owned()),
+            (Phase::AwaitingHello, _) => self.close(HELLO_MISSING.to_owned()),
             (_, Some(ToAnkaiosEnum::Request(request))) => self.request(request),
-            (_, None) => self.close("a message without content (unknown kind?)".to_owned()),
+            (_, None) => {
+                tracing::warn!("workload '{}': skipping a message of a kind this agent does not know", self.workload);
+                Vec::new()
+            }
         }
     }
 
@@ -255,10 +273,10 @@ mod tests {
     }
 
     #[test]
-    fn a_wrong_first_message_or_version_closes_the_connection_with_a_reason() {
+    fn a_wrong_first_message_or_version_closes_the_connection_with_ankaios_reason() {
         let mut s = session();
         let actions = s.on_frame(&state_request("r1", "desiredState"));
-        assert_eq!(closed_reason(&actions).as_deref(), Some("the first message must be a Hello"));
+        assert_eq!(closed_reason(&actions).as_deref(), Some("Initial Hello missing!"));
         assert!(actions.contains(&Action::StopReading));
         assert!(s.on_frame(&hello("1.0.0")).is_empty(), "a closed pipe is not read any more");
 
@@ -266,14 +284,20 @@ mod tests {
         let reason = closed_reason(&s.on_frame(&hello("2.0.0"))).unwrap();
         assert_eq!(reason, "Unsupported protocol version '2.0.0'. Currently supported '1'");
         let mut s = session();
-        s.on_frame(&hello("1.0.0"));
         let reason = closed_reason(&s.on_frame(&[0xff, 0xff, 0xff])).unwrap();
-        assert!(reason.starts_with("cannot decode"), "{reason}");
+        assert_eq!(reason, "Could not decode protobuf data");
+    }
+
+    #[test]
+    fn after_the_hello_garbage_and_unknown_kinds_are_skipped_and_the_session_goes_on() {
         let mut s = session();
         s.on_frame(&hello("1.0.0"));
+        assert_eq!(s.on_frame(&[0xff, 0xff, 0xff]), Vec::new());
         // A message whose only field is one we do not know (field 9).
-        let reason = closed_reason(&s.on_frame(&[0x4a, 0x00])).unwrap();
-        assert!(reason.contains("without content"), "{reason}");
+        assert_eq!(s.on_frame(&[0x4a, 0x00]), Vec::new());
+        assert!(s.is_accepted());
+        let actions = s.on_frame(&state_request("r1", "desiredState.workloads"));
+        assert!(matches!(actions.as_slice(), [Action::Forward(_)]), "{actions:?}");
     }
 
     #[test]
