@@ -19,6 +19,7 @@ set -u
 REF=${1:?usage: tools/interop.sh REF_BIN_DIR [OUR_BIN_DIR]}
 OURS=${2:-$(dirname "$0")/../target/release}
 IMAGE=${INTEROP_IMAGE:-localhost/busybox:latest}
+SDK_IMAGE=${INTEROP_SDK_IMAGE:-localhost/ankpy:latest}
 for dir in "$REF" "$OURS"; do
     for b in ank-server ank-agent ank; do
         [ -x "$dir/$b" ] || { echo "missing $dir/$b" >&2; exit 2; }
@@ -34,6 +35,92 @@ PASSED=0
 FAILED=0
 
 bin() { if [ "$1" = ref ]; then echo "$REF/$2"; else echo "$OURS/$2"; fi; }
+
+pass() { echo "PASS $1${2:+ ($2)}"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
+
+# TLS=1: daemons and clients use the certificates of make_certs; TLS=0:
+# --insecure everywhere.
+TLS=0
+CERTS="$WORK/certs"
+
+# make_certs: a CA and certificates for ank-server, ank-agent (any agent
+# name) and ank, made with openssl exactly as Ankaios' mTLS guide
+# (doc/docs/usage/mtls-setup.md) makes them: ED25519 keys, the server's SAN
+# `ank-server`, extended key usages serverAuth / clientAuth.
+make_certs() {
+    [ -f "$CERTS/ca.pem" ] && return 0
+    mkdir -p "$CERTS"
+    (
+        cd "$CERTS" || exit 1
+        printf '[req]\ndistinguished_name = req_distinguished_name\nprompt = no\n[req_distinguished_name]\nCN = ankaios-ca\n' >ca.cnf
+        openssl genpkey -algorithm ED25519 -out ca-key.pem
+        openssl req -config ca.cnf -new -x509 -key ca-key.pem -out ca.pem
+        for who in ank-server:serverAuth:ank-server ank-agent:clientAuth:'*' ank:clientAuth:ank; do
+            IFS=: read -r name usage san <<<"$who"
+            printf '[req]\ndistinguished_name = req_distinguished_name\nreq_extensions = v3_req\nprompt = no\n[req_distinguished_name]\nCN = %s\n[v3_req]\nsubjectAltName = @alt_names\nextendedKeyUsage = %s\n[alt_names]\nDNS.1 = %s\n' \
+                "$name" "$usage" "$san" >"$name.cnf"
+            openssl genpkey -algorithm ED25519 -out "$name-key.pem"
+            openssl req -config "$name.cnf" -new -key "$name-key.pem" -out "$name.csr"
+            openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca-key.pem -extensions v3_req \
+                -extfile "$name.cnf" -out "$name.pem"
+        done
+    ) >"$WORK/certs.log" 2>&1 || { echo "cannot make certificates (see $WORK/certs.log)" >&2; exit 2; }
+}
+
+# tls_args WHO: the TLS flags of ank-server, ank-agent or ank.
+tls_args() {
+    if [ "$TLS" = 1 ]; then
+        echo "--ca_pem $CERTS/ca.pem --crt_pem $CERTS/$1.pem --key_pem $CERTS/$1-key.pem"
+    else
+        echo "-k"
+    fi
+}
+
+# url PORT: the server's URL for agents and clients.
+url() { if [ "$TLS" = 1 ]; then echo "https://127.0.0.1:$1"; else echo "http://127.0.0.1:$1"; fi; }
+
+# free_port: a port nothing listens on.
+free_port() {
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 20000))
+        ss -Htln "sport = :$port" 2>/dev/null | grep -q . || { echo "$port"; return; }
+    done
+}
+
+# run_server KIND PORT MANIFEST LOG: starts a server, its pid in SERVER.
+run_server() {
+    local kind=$1 port=$2 manifest=$3 log=$4 extra=()
+    if [ "$kind" = ours ]; then
+        mkdir -p "$WORK/server.$port"
+        extra=(--run-folder "$WORK/server.$port")
+    fi
+    # shellcheck disable=SC2046
+    "$(bin "$kind" ank-server)" $(tls_args ank-server) -a "127.0.0.1:$port" ${manifest:+-m "$manifest"} \
+        "${extra[@]}" >"$log" 2>&1 &
+    SERVER=$!
+    PIDS+=("$SERVER")
+}
+
+# run_agent KIND NAME PORT RUN LOG: starts an agent, its pid in AGENT.
+run_agent() {
+    local kind=$1 name=$2 port=$3 run=$4 log=$5
+    mkdir -p "$run"
+    AGENTS+=("$name")
+    # shellcheck disable=SC2046
+    "$(bin "$kind" ank-agent)" $(tls_args ank-agent) -n "$name" -s "$(url "$port")" -r "$run" >"$log" 2>&1 &
+    AGENT=$!
+    PIDS+=("$AGENT")
+}
+
+# cli KIND PORT ARGS...: the `ank` of KIND against the server on PORT.
+cli() {
+    local kind=$1 port=$2
+    shift 2
+    # shellcheck disable=SC2046
+    "$(bin "$kind" ank)" $(tls_args ank) -s "$(url "$port")" "$@"
+}
 
 cleanup_agent() {
     local agent=$1 ids
@@ -51,24 +138,41 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# manifest AGENT: the workloads of a scenario on AGENT.
+# The program of the control-interface workload: Ankaios' Python SDK
+# (localhost/ankpy, tools/build-sdk-image.sh) asks for the state every
+# 0.5 s and prints `answer N EPOCH` or `error ... EPOCH`; the SDK sends a
+# new Hello when its agent went away and came back.
+CI_PROGRAM='import time
+from ankaios_sdk import Ankaios
+ank = Ankaios()
+n = 0
+while True:
+    try:
+        ank.get_state(["desiredState.workloads.withci.agent"], timeout=2)
+        n += 1
+        print(f"answer {n} {time.time():.3f}", flush=True)
+    except Exception as e:
+        print(f"error {type(e).__name__} {time.time():.3f}", flush=True)
+    time.sleep(0.5)'
+
+# manifest AGENT: the workloads of a takeover on AGENT: 10 podman workloads
+# (one with dependencies, one with files, one talking to the control
+# interface) and one podman-kube workload.
 manifest() {
-    local agent=$1 pod="pod-${1//_/-}"
+    local agent=$1 pod="pod-${1//_/-}" i
+    echo "apiVersion: v1"
+    echo "workloads:"
+    for i in 0 1 2 3 4 5 6; do
+        cat <<EOF
+  plain$i:
+    runtime: podman
+    agent: $agent
+    runtimeConfig: |
+      image: $IMAGE
+      commandArgs: ["sleep", "10000$i"]
+EOF
+    done
     cat <<EOF
-apiVersion: v1
-workloads:
-  plain0:
-    runtime: podman
-    agent: $agent
-    runtimeConfig: |
-      image: $IMAGE
-      commandArgs: ["sleep", "100000"]
-  plain1:
-    runtime: podman
-    agent: $agent
-    runtimeConfig: |
-      image: $IMAGE
-      commandArgs: ["sleep", "100001"]
   withdeps:
     runtime: podman
     agent: $agent
@@ -76,7 +180,7 @@ workloads:
       plain0: ADD_COND_RUNNING
     runtimeConfig: |
       image: $IMAGE
-      commandArgs: ["sleep", "100002"]
+      commandArgs: ["sleep", "100010"]
   withfiles:
     runtime: podman
     agent: $agent
@@ -85,7 +189,7 @@ workloads:
         data: "hello\\n"
     runtimeConfig: |
       image: $IMAGE
-      commandArgs: ["sleep", "100003"]
+      commandArgs: ["sleep", "100011"]
   withci:
     runtime: podman
     agent: $agent
@@ -93,10 +197,15 @@ workloads:
       allowRules:
         - type: StateRule
           operation: Read
-          filterMasks: ["desiredState.workloads"]
+          filterMasks: ["desiredState.workloads.withci"]
+    files:
+      - mountPoint: /app/talk.py
+        data: |
+$(echo "$CI_PROGRAM" | sed 's/^/          /')
     runtimeConfig: |
-      image: $IMAGE
-      commandArgs: ["sleep", "100004"]
+      image: $SDK_IMAGE
+      commandOptions: ["-e", "PYTHONPATH=/opt/sdk", "-e", "PYTHONUNBUFFERED=1"]
+      commandArgs: ["python3", "/app/talk.py"]
   kube:
     runtime: podman-kube
     agent: $agent
@@ -115,21 +224,12 @@ workloads:
             command: ["/bin/sh", "-c", "sleep 100000"]
 EOF
 }
-NAMES="plain0 plain1 withdeps withfiles withci kube"
+NAMES="plain0 plain1 plain2 plain3 plain4 plain5 plain6 withdeps withfiles withci kube"
 
 # start KIND AGENT PORT RUN: server and agent of KIND (ref|ours).
 start() {
-    local kind=$1 agent=$2 port=$3 run=$4 extra=()
-    [ "$kind" = ours ] && extra=(--run-folder "$run/server")
-    mkdir -p "$run/server"
-    "$(bin "$kind" ank-server)" -k -a "127.0.0.1:$port" -m "$WORK/$agent.yaml" "${extra[@]}" \
-        >"$WORK/$agent.$kind.server.log" 2>&1 &
-    SERVER=$!
-    PIDS+=("$SERVER")
-    "$(bin "$kind" ank-agent)" -k -n "$agent" -s "http://127.0.0.1:$port" -r "$run" \
-        >"$WORK/$agent.$kind.agent.log" 2>&1 &
-    AGENT=$!
-    PIDS+=("$AGENT")
+    run_server "$1" "$3" "$WORK/$2.yaml" "$WORK/$2.$1.server.log"
+    run_agent "$1" "$2" "$3" "$4" "$WORK/$2.$1.agent.log"
 }
 
 # stop: SIGTERM to agent and server (Ankaios' agent leaves its workloads).
@@ -141,7 +241,7 @@ stop() {
 # all_running KIND PORT: every workload Running(Ok) in `ank get workloads`.
 all_running() {
     local out n
-    out=$("$(bin "$1" ank)" -k -s "http://127.0.0.1:$2" get workloads 2>/dev/null) || return 1
+    out=$(cli "$1" "$2" get workloads 2>/dev/null) || return 1
     for n in $NAMES; do
         echo "$out" | awk -v n="$n" '$1 == n && $4 == "Running(Ok)" { found = 1 } END { exit !found }' || return 1
     done
@@ -184,19 +284,28 @@ for line in sys.stdin:
 ' "$@"
 }
 
+# answered_since AGENT EPOCH SECONDS: the control-interface workload got an
+# answer after EPOCH (waits up to SECONDS for it).
+answered_since() {
+    local id end=$((SECONDS + $3))
+    id=$(podman ps -q --filter "label=agent=$1" --filter "name=^withci\\.")
+    [ -n "$id" ] || return 1
+    until podman logs "$id" 2>/dev/null | awk -v t0="$2" '$1 == "answer" && $3 > t0 { ok = 1 } END { exit !ok }'; do
+        [ $SECONDS -ge $end ] && return 1
+        sleep 0.2
+    done
+}
+
 # takeover NAME FROM TO: FROM runs the workloads, TO takes them over.
 takeover() {
-    local name=$1 from=$2 to=$3 agent="interop_${2}_${3}_$$" port run before after since t0 events pods volumes
-    AGENTS+=("$agent")
-    port=$((20000 + RANDOM % 20000))
+    local name=$1 from=$2 to=$3 agent="interop_${2}_${3}_$$" port run before after since t0 events pods volumes took
+    port=$(free_port)
     run="$WORK/$agent.run"
-    mkdir -p "$run"
     manifest "$agent" >"$WORK/$agent.yaml"
     start "$from" "$agent" "$port" "$run"
-    if ! wait_running "$from" "$port" 120; then
+    if ! wait_running "$from" "$port" 120 || ! answered_since "$agent" 0 30; then
         stop
-        echo "FAIL $name: the workloads did not all run under $from (logs: $WORK)"
-        FAILED=$((FAILED + 1))
+        fail "$name" "the workloads did not all run (and talk) under $from (logs: $WORK)"
         return
     fi
     before=$(snapshot "$agent")
@@ -205,33 +314,29 @@ takeover() {
     stop
     sleep 1.1
     since=$(date +%s)
-    port=$((20000 + RANDOM % 20000))
+    port=$(free_port)
     t0=$(date +%s.%N)
     start "$to" "$agent" "$port" "$run"
     if ! wait_running "$to" "$port" 60; then
-        echo "FAIL $name: not all Running(Ok) under $to within 60 s (logs: $WORK): $("$(bin "$to" ank)" -k -s "http://127.0.0.1:$port" get workloads 2>&1 | tr '\n' ';')"
-        FAILED=$((FAILED + 1))
+        fail "$name" "not all Running(Ok) under $to within 60 s (logs: $WORK): $(cli "$to" "$port" get workloads 2>&1 | tr -s ' ' | tr '\n' ';')"
         stop
         cleanup_agent "$agent"
         return
     fi
-    local took
     took=$(python3 -c "import time; print(f'{time.time() - $t0:.2f}')")
     sleep 3
     after=$(snapshot "$agent")
     events=$(lifecycle_events "$since" $(echo "$before" | cut -d' ' -f1) $pods $volumes)
     if ! all_running "$to" "$port"; then
-        echo "FAIL $name: a workload left Running(Ok) after the takeover (logs: $WORK): $("$(bin "$to" ank)" -k -s "http://127.0.0.1:$port" get workloads 2>&1 | tr -s ' ' | tr '\n' ';')"
-        FAILED=$((FAILED + 1))
+        fail "$name" "a workload left Running(Ok) after the takeover (logs: $WORK): $(cli "$to" "$port" get workloads 2>&1 | tr -s ' ' | tr '\n' ';')"
     elif [ "$before" != "$after" ]; then
-        echo "FAIL $name: containers changed: before [$(echo "$before" | tr '\n' ';')] after [$(echo "$after" | tr '\n' ';')]"
-        FAILED=$((FAILED + 1))
+        fail "$name" "containers changed: before [$(echo "$before" | tr '\n' ';')] after [$(echo "$after" | tr '\n' ';')]"
     elif [ -n "$events" ]; then
-        echo "FAIL $name: lifecycle events during the takeover: $(echo "$events" | tr '\n' ';')"
-        FAILED=$((FAILED + 1))
+        fail "$name" "lifecycle events during the takeover: $(echo "$events" | tr '\n' ';')"
+    elif ! answered_since "$agent" "$t0" 20; then
+        fail "$name" "the control-interface workload got no answer from $to's agent: $(podman logs --tail 5 "$(podman ps -q --filter "label=agent=$agent" --filter "name=^withci\\.")" 2>&1 | tr '\n' ';')"
     else
-        echo "PASS $name ($(echo "$before" | wc -l) containers adopted, all Running(Ok) ${took} s after $to started)"
-        PASSED=$((PASSED + 1))
+        pass "$name" "$(echo "$before" | wc -l) containers adopted, all Running(Ok) ${took} s after $to started, the control-interface workload answered again"
     fi
     stop
     cleanup_agent "$agent"
