@@ -5,6 +5,7 @@
 # lifecycle event in `podman events`, all Running(Ok) under the new agent).
 #
 #   bash tools/interop.sh REF_BIN_DIR [OUR_BIN_DIR]
+#   INTEROP_ONLY=REGEX bash tools/interop.sh ...   (only the scenarios whose names match)
 #
 # REF_BIN_DIR holds Ankaios' ank-server, ank-agent and ank (build them from
 # the reference tree with `cargo build --release --target
@@ -35,6 +36,9 @@ PASSED=0
 FAILED=0
 
 bin() { if [ "$1" = ref ]; then echo "$REF/$2"; else echo "$OURS/$2"; fi; }
+
+# selected NAME: the scenario runs (INTEROP_ONLY, a regex, picks some).
+selected() { [ -z "${INTEROP_ONLY:-}" ] || [[ $1 =~ $INTEROP_ONLY ]]; }
 
 pass() { echo "PASS $1${2:+ ($2)}"; PASSED=$((PASSED + 1)); }
 fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
@@ -101,6 +105,12 @@ run_server() {
         "${extra[@]}" >"$log" 2>&1 &
     SERVER=$!
     PIDS+=("$SERVER")
+    # Agents and clients start once it listens.
+    local end=$((SECONDS + 10))
+    until ss -Htln "sport = :$port" 2>/dev/null | grep -q .; do
+        [ $SECONDS -ge $end ] && break
+        sleep 0.05
+    done
 }
 
 # run_agent KIND NAME PORT RUN LOG: starts an agent, its pid in AGENT.
@@ -134,7 +144,7 @@ cleanup() {
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
     for a in "${AGENTS[@]}"; do cleanup_agent "$a"; done
     # The daemons' logs are kept when a scenario failed.
-    [ "$FAILED" -eq 0 ] && rm -rf "$WORK"
+    [ "${INTEROP_KEEP:-0}" = 1 ] || { [ "$FAILED" -eq 0 ] && rm -rf "$WORK"; }
 }
 trap cleanup EXIT
 
@@ -342,7 +352,154 @@ takeover() {
     cleanup_agent "$agent"
 }
 
-takeover ankaios-to-ank ref ours
-takeover ank-to-ankaios ours ref
+# mixed_manifest A_REF B_OURS: workloads on an Ankaios agent and on ours
+# whose dependencies cross between them both ways.
+mixed_manifest() {
+    cat <<EOF
+apiVersion: v1
+workloads:
+  a_base:
+    runtime: podman
+    agent: $1
+    runtimeConfig: |
+      image: $IMAGE
+      commandArgs: ["sleep", "200000"]
+  b_dep:
+    runtime: podman
+    agent: $2
+    dependencies:
+      a_base: ADD_COND_RUNNING
+    runtimeConfig: |
+      image: $IMAGE
+      commandArgs: ["sleep", "200001"]
+  b_base:
+    runtime: podman
+    agent: $2
+    runtimeConfig: |
+      image: $IMAGE
+      commandArgs: ["sleep", "200002"]
+  a_dep:
+    runtime: podman
+    agent: $1
+    dependencies:
+      b_base: ADD_COND_RUNNING
+    runtimeConfig: |
+      image: $IMAGE
+      commandArgs: ["sleep", "200003"]
+  a_once:
+    runtime: podman
+    agent: $1
+    restartPolicy: NEVER
+    runtimeConfig: |
+      image: $IMAGE
+      commandArgs: ["sh", "-c", "sleep 1; exit 0"]
+  b_after:
+    runtime: podman
+    agent: $2
+    dependencies:
+      a_once: ADD_COND_SUCCEEDED
+    runtimeConfig: |
+      image: $IMAGE
+      commandArgs: ["sleep", "200004"]
+EOF
+}
+
+# states KIND PORT: "name agent state" of every workload.
+states() { cli "$1" "$2" get workloads 2>/dev/null | awk 'NR > 1 { print $1, $2, $4 }' | sort; }
+
+# container_time AGENT WORKLOAD FIELD: StartedAt or FinishedAt, as epoch ns.
+container_time() {
+    local id
+    id=$(podman ps -a -q --filter "label=agent=$1" --filter "name=^$2\\.")
+    [ -n "$id" ] || return 1
+    date -d "$(podman inspect --format "{{.State.$3}}" "$id" | sed 's/ [A-Z]*$//')" +%s%N
+}
+
+# mixed NAME SERVER_KIND: an Ankaios agent and ours on one server of
+# SERVER_KIND, driven by that server's own CLI.
+mixed() {
+    local name=$1 kind=$2 a="mx_ref_$$_$TLS" b="mx_ours_$$_$TLS" port want got end t
+    port=$(free_port)
+    [ "$TLS" = 1 ] && make_certs
+    run_server "$kind" "$port" "" "$WORK/$name.server.log"
+    local server=$SERVER
+    run_agent ref "$a" "$port" "$WORK/$name.$a.run" "$WORK/$name.$a.log"
+    local agent_a=$AGENT
+    run_agent ours "$b" "$port" "$WORK/$name.$b.run" "$WORK/$name.$b.log"
+    local agent_b=$AGENT
+    mixed_manifest "$a" "$b" >"$WORK/$name.yaml"
+    # Both agents connected before the apply (`ank get agents` lists them).
+    end=$((SECONDS + 20))
+    until [ "$(cli "$kind" "$port" get agents 2>/dev/null | grep -c -E "^($a|$b) ")" = 2 ]; do
+        [ $SECONDS -ge $end ] && break
+        sleep 0.2
+    done
+    want=$(printf '%s\n' "a_base $a Running(Ok)" "a_dep $a Running(Ok)" "a_once $a Succeeded(Ok)" \
+        "b_after $b Running(Ok)" "b_base $b Running(Ok)" "b_dep $b Running(Ok)")
+    if ! timeout 60 "$(bin "$kind" ank)" $(tls_args ank) -s "$(url "$port")" apply "$WORK/$name.yaml" \
+        >"$WORK/$name.apply.out" 2>&1; then
+        fail "$name" "apply failed: $(tail -n 3 "$WORK/$name.apply.out" | tr '\n' ';')"
+    else
+        end=$((SECONDS + 60))
+        until got=$(states "$kind" "$port"); [ "$got" = "$want" ] || [ $SECONDS -ge $end ]; do sleep 0.2; done
+        if [ "$got" != "$want" ]; then
+            fail "$name" "states: got [$(echo "$got" | tr '\n' ';')] want [$(echo "$want" | tr '\n' ';')] (logs: $WORK)"
+        elif [ "$(container_time "$a" a_dep StartedAt)" -lt "$(container_time "$b" b_base StartedAt)" ] ||
+            [ "$(container_time "$b" b_dep StartedAt)" -lt "$(container_time "$a" a_base StartedAt)" ] ||
+            [ "$(container_time "$b" b_after StartedAt)" -lt "$(container_time "$a" a_once FinishedAt)" ]; then
+            fail "$name" "a dependency across the agents did not hold (container start times)"
+        elif [ "$kind" = ours ] && ! mixed_not_reported "$port" "$a" "$b"; then
+            fail "$name" "ank get agents -o yaml does not say what the Ankaios agent does not report: $(cli ours "$port" get agents -o yaml 2>&1 | tr '\n' ';')"
+        elif ! timeout 60 "$(bin "$kind" ank)" $(tls_args ank) -s "$(url "$port")" delete workload a_dep b_dep \
+            >"$WORK/$name.delete.out" 2>&1; then
+            fail "$name" "delete failed: $(tail -n 3 "$WORK/$name.delete.out" | tr '\n' ';')"
+        else
+            end=$((SECONDS + 30))
+            until [ -z "$(podman ps -a -q --filter "label=agent=$a" --filter "name=^a_dep\\.")$(podman ps -a -q --filter "label=agent=$b" --filter "name=^b_dep\\.")" ]; do
+                [ $SECONDS -ge $end ] && break
+                sleep 0.2
+            done
+            got=$(states "$kind" "$port")
+            t=$(printf '%s\n' "a_base $a Running(Ok)" "a_once $a Succeeded(Ok)" "b_after $b Running(Ok)" "b_base $b Running(Ok)")
+            if [ -n "$(podman ps -a -q --filter "label=agent=$a" --filter "name=^a_dep\\.")$(podman ps -a -q --filter "label=agent=$b" --filter "name=^b_dep\\.")" ]; then
+                fail "$name" "the deleted workloads' containers are still there"
+            elif [ "$got" != "$t" ]; then
+                fail "$name" "after the delete: [$(echo "$got" | tr '\n' ';')]"
+            elif t=$(ankaios_complaints "$WORK/$name.server.log" "$WORK/$name.$a.log"); [ -n "$t" ]; then
+                fail "$name" "Ankaios' daemons complained: $(echo "$t" | head -n 3 | tr '\n' ';')"
+            else
+                pass "$name" "6 workloads on both agents, dependencies held both ways, delete removed both"
+            fi
+        fi
+    fi
+    kill -TERM "$agent_a" "$agent_b" "$server" 2>/dev/null
+    wait "$agent_a" "$agent_b" "$server" 2>/dev/null
+    cleanup_agent "$a"
+    cleanup_agent "$b"
+}
+
+# ankaios_complaints LOG...: the warnings and errors in Ankaios' logs, but
+# for its missing containerd client (nerdctl), which is this machine's.
+ankaios_complaints() { cat "$@" 2>/dev/null | grep -E '^\[[^]]* (WARN|ERROR) ' | grep -v -e nerdctl -e 'INSECURE MODE'; }
+
+# mixed_not_reported PORT REF_AGENT OUR_AGENT: our server's `ank get agents
+# -o yaml` names what the Ankaios agent does not report, and nothing for ours.
+mixed_not_reported() {
+    cli ours "$1" get agents -o yaml 2>/dev/null | python3 -c '
+import sys, yaml
+agents = {a.get("name"): a for a in yaml.safe_load(sys.stdin) or []}
+ref, ours = agents.get(sys.argv[1], {}), agents.get(sys.argv[2], {})
+sys.exit(0 if ref.get("notReported") and ours and not ours.get("notReported") else 1)
+' "$2" "$3"
+}
+
+selected ankaios-to-ank && takeover ankaios-to-ank ref ours
+selected ank-to-ankaios && takeover ank-to-ankaios ours ref
+selected mixed-on-ank-server && mixed mixed-on-ank-server ours
+selected mixed-on-ankaios-server && mixed mixed-on-ankaios-server ref
+TLS=1
+selected mixed-on-ank-server-mtls && mixed mixed-on-ank-server-mtls ours
+selected mixed-on-ankaios-server-mtls && mixed mixed-on-ankaios-server-mtls ref
+TLS=0
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
