@@ -593,10 +593,10 @@ impl AnkaiosServer {
     /// [`accept`](Self::accept), with `moves` (workload, agent) overriding
     /// where placement would keep selector workloads.
     fn accept_moving(&mut self, next: DesiredState, moves: &[(String, String)]) -> Result<(StateDiff, u64), String> {
-        let mut prepared = self.prepare_accept(next, moves)?;
-        if !self.hooks.is_empty() {
-            self.unhooked_effective(&mut prepared.next);
-        }
+        // With hooks configured, changes go through `hooked_update` and
+        // `hooked_server_change` instead.
+        debug_assert!(self.hooks.is_empty(), "a change bypassed the mutating hooks");
+        let prepared = self.prepare_accept(next, moves)?;
         self.commit(prepared)
     }
 

@@ -4,10 +4,11 @@
 //! and the chain's result comes back to the loop, which commits or refuses
 //! the update and answers. Updates that arrive while a chain runs wait in
 //! order and are prepared on the state the chain leaves, so no two chains
-//! run at once and none works on a stale state. Placement moves and reaped
-//! workloads do not go through hooks; they wait too (their next tick). The
-//! state the server starts with (startup manifest or state file) goes
-//! through the hooks once the loop runs.
+//! run at once and none works on a stale state. The server's own changes
+//! (placement moves, reaped workloads) go through the hooks too, so that a
+//! moved workload keeps what the hooks enforce; while a chain runs they
+//! wait for their next occasion. The state the server starts with (startup
+//! manifest or state file) goes through the hooks once the loop runs.
 
 use std::collections::VecDeque;
 
@@ -37,6 +38,8 @@ enum Running {
     Update { update: Update, prepared: Box<Prepared>, input: HookInput },
     /// The state the server started with.
     Initial(HookInput),
+    /// A change the server made itself (`what` says which, for the log).
+    ServerChange { what: String, prepared: Box<Prepared>, input: HookInput },
 }
 
 /// The running chain, the updates behind it, and the channel its task
@@ -119,6 +122,30 @@ impl AnkaiosServer {
         self.hook_flow.running = Some(Running::Update { update, prepared: Box::new(prepared), input });
     }
 
+    /// A change the server makes itself (placement moves, reaped
+    /// workloads) while hooks are configured: committed at once when it
+    /// changes no workload, else after the hooks answered. Not called while
+    /// a chain runs (the callers wait for their next occasion).
+    pub(super) fn hooked_server_change(
+        &mut self,
+        next: DesiredState,
+        moves: &[(String, String)],
+        what: String,
+    ) -> Result<(), String> {
+        let mut prepared = self.prepare_accept(next, moves)?;
+        let Some(input) = effect::input(self.desired.base(), &prepared.next.rendered) else {
+            let effective = self.workloads_unchanged(&prepared.next.rendered);
+            set_effective(&mut prepared.next, effective);
+            let (_, job) = self.commit(prepared)?;
+            tracing::info!("job {job}: {what}");
+            return Ok(());
+        };
+        tracing::debug!("{what} waits for the mutating hooks");
+        self.spawn_chain(&input);
+        self.hook_flow.running = Some(Running::ServerChange { what, prepared: Box::new(prepared), input });
+        Ok(())
+    }
+
     /// Runs the hooks on the state the server started with, as if it had
     /// been applied to an empty one; until they answer, it is served as
     /// loaded.
@@ -146,6 +173,9 @@ impl AnkaiosServer {
         let (update, prepared, input) = match self.hook_flow.running.take() {
             Some(Running::Update { update, prepared, input }) => (update, *prepared, input),
             Some(Running::Initial(input)) => return self.initial_hooks_done(result, &input),
+            Some(Running::ServerChange { what, prepared, input }) => {
+                return self.server_change_done(result, &what, *prepared, &input);
+            }
             None => return,
         };
         let effective = result.map_err(|e| e.to_string()).and_then(|outcome| {
@@ -174,6 +204,20 @@ impl AnkaiosServer {
         }
     }
 
+    fn server_change_done(&mut self, result: ChainResult, what: &str, mut prepared: Prepared, input: &HookInput) {
+        let effective = result
+            .map_err(|e| e.to_string())
+            .and_then(|outcome| effect::apply(&self.desired.rendered, &prepared.next.rendered, input, outcome));
+        let committed = effective.and_then(|effective| {
+            set_effective(&mut prepared.next, effective);
+            self.commit(prepared)
+        });
+        match committed {
+            Ok((_, job)) => tracing::info!("job {job}: {what}, as the mutating hooks made it"),
+            Err(e) => tracing::warn!("{what} not applied, tried again at its next occasion: {e}"),
+        }
+    }
+
     fn finish_update(&mut self, update: Update, mut prepared: Prepared, effective: State, changes: Vec<HookChange>) {
         set_effective(&mut prepared.next, effective);
         let result = self.commit(prepared);
@@ -182,16 +226,6 @@ impl AnkaiosServer {
             *hook_changes = changes;
         }
         self.answer(&update, answer);
-    }
-
-    /// For a change no hook runs on: the effective state keeps what the
-    /// hooks made of the workloads that did not change.
-    pub(super) fn unhooked_effective(&self, next: &mut DesiredState) {
-        let effective = match effect::input(self.desired.base(), &next.rendered) {
-            Some(input) => effect::unhooked(&self.desired.rendered, &next.rendered, &input),
-            None => self.workloads_unchanged(&next.rendered),
-        };
-        set_effective(next, effective);
     }
 
     /// `next` when it changes no workload: the workloads stay as the hooks

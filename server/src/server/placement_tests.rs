@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::tests::settle;
+use super::tests::{gate_hook, settle};
 use super::*;
+use crate::hooks::{HookConfig, HooksRegistry};
 use crate::placement::{MetricRange, PlacementSettings};
 
 const CLI: ConnId = 1;
@@ -37,10 +38,14 @@ fn settings(metrics: &[(&str, f64, f64)]) -> PlacementSettings {
 
 impl Cluster {
     async fn start(settings: PlacementSettings) -> Self {
-        let (handle, actor) =
-            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), Default::default());
+        Self::start_with_hooks(settings, ResyncSettings::default(), Vec::new()).await
+    }
+
+    async fn start_with_hooks(settings: PlacementSettings, resync: ResyncSettings, hooks: Vec<HookConfig>) -> Self {
+        let (handle, actor) = AnkaiosServer::new(DesiredState::default(), None, resync, Default::default());
         let stop = CancellationToken::new();
-        tokio::spawn(actor.with_placement(settings).run(stop.clone()));
+        let actor = actor.with_placement(settings).with_hooks(HooksRegistry::new(hooks));
+        tokio::spawn(actor.run(stop.clone()));
         let (cli_tx, cli_rx) = mpsc::channel(256);
         handle.opened(CLI, ConnKind::Commander, cli_tx).await;
         Self { handle, cli_rx, agents: BTreeMap::new(), next_conn: 10, stop }
@@ -422,5 +427,45 @@ async fn an_unchanged_selector_keeps_its_agent_across_updates_and_a_changed_one_
     c.apply(json!({"w": selector_workload(json!({"labels": [format!("zone = {other}")]}), "onAgentLoss")})).await;
     assert_eq!(c.handed(&on[0]).await.1, ["w"], "deleted where it ran");
     assert_eq!(c.placed_on("w").await, [format!("agent_{}", other.to_uppercase())]);
+    c.stop.cancel();
+}
+
+/// Polls `check` in real time (the hooks are real processes) for up to 10 s.
+async fn eventually(c: &mut Cluster, what: &str, mut check: impl AsyncFnMut(&mut Cluster) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !check(c).await {
+        assert!(std::time::Instant::now() < deadline, "not within 10 s: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+// A move changes what the agents run: the mutating hooks see it as they
+// see a user's change (before, a move handed out the workload as rendered,
+// bypassing whatever the hooks enforce). Real time: the hooks are real
+// processes; the server ticks every 20 ms.
+#[tokio::test]
+async fn a_move_goes_through_the_mutating_hooks_whose_veto_keeps_it_until_they_let_it_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let (block, vetoes) = (dir.path().join("block"), dir.path().join("vetoes"));
+    let mut placement = settings(&[("load", 0.0, 1.0)]);
+    placement.agent_loss_grace = Duration::ZERO;
+    let resync = ResyncSettings { ready: Duration::from_millis(20), not_ready: Duration::from_millis(20) };
+    let mut c = Cluster::start_with_hooks(placement, resync, vec![gate_hook(dir.path(), &block, &vetoes)]).await;
+    c.connect("agent_A", &[], &["podman"], 1024, &[("load", 0.50)]).await;
+    c.connect("agent_B", &[], &["podman"], 1024, &[("load", 0.30)]).await;
+    let rank = json!({"rank": [{"metric": "load", "weight": 1.0}]});
+    c.apply(json!({"w": selector_workload(rank, "onAgentLoss")})).await;
+    eventually(&mut c, "w placed on agent_A", async |c| c.placed_on("w").await == ["agent_A"]).await;
+
+    std::fs::write(&block, "").unwrap();
+    c.disconnect("agent_A").await;
+    let vetoed = |n: usize| std::fs::read_to_string(&vetoes).map(|v| v.lines().count() >= n).unwrap_or(false);
+    eventually(&mut c, "two vetoed moves", async |_| vetoed(2)).await;
+    assert!(!c.handed("agent_B").await.0.contains(&"w".to_owned()), "the hook vetoed the move");
+    assert_eq!(c.placed_on("w").await, ["agent_A"]);
+
+    std::fs::remove_file(&block).unwrap();
+    eventually(&mut c, "w moved to agent_B", async |c| c.placed_on("w").await == ["agent_B"]).await;
+    assert!(c.handed("agent_B").await.0.contains(&"w".to_owned()), "tried again at a later tick, let through");
     c.stop.cancel();
 }

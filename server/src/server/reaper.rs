@@ -52,7 +52,12 @@ impl AnkaiosServer {
             Err(e) => return tracing::error!("reaping failed, the workloads stay: {e}"),
         };
         self.with_events(|s| {
-            if let Err(e) = s.accept(next) {
+            let accepted = if s.hooks.is_empty() {
+                s.accept(next).map(|_| ())
+            } else {
+                s.hooked_server_change(next, &[], format!("reaping of {} workloads", due.len()))
+            };
+            if let Err(e) = accepted {
                 tracing::error!("reaping failed, the workloads stay: {e}");
             }
         });

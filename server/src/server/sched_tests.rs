@@ -34,11 +34,21 @@ fn hello(agent: &str) -> ToServer {
 /// A server on `initial` (validated) with agent A connected; returns the
 /// harness and the agent's ServerHello.
 async fn start(initial: State, state_file: Option<StateFile>, sched: SchedOptions) -> (Harness, Vec<WorkloadSpec>) {
+    start_hooked(initial, state_file, sched, Vec::new()).await
+}
+
+/// [`start`] with mutating hooks.
+async fn start_hooked(
+    initial: State,
+    state_file: Option<StateFile>,
+    sched: SchedOptions,
+    hooks: Vec<crate::hooks::HookConfig>,
+) -> (Harness, Vec<WorkloadSpec>) {
     let initial = DesiredState::new(initial).expect("valid initial state");
     let (handle, actor) =
         AnkaiosServer::new_with(initial, state_file, ResyncSettings::default(), Default::default(), sched);
     let stop = CancellationToken::new();
-    tokio::spawn(actor.run(stop.clone()));
+    tokio::spawn(actor.with_hooks(crate::hooks::HooksRegistry::new(hooks)).run(stop.clone()));
     let (agent_tx, mut agent_rx) = mpsc::channel(256);
     let (cli_tx, cli_rx) = mpsc::channel(256);
     handle.opened(AGENT, ConnKind::Agent, agent_tx).await;
@@ -459,5 +469,44 @@ async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a
         panic!("a mask outside the desired state must be refused")
     };
     assert!(e.contains("'workloadStates'"), "{e}");
+    h.stop.cancel();
+}
+
+// Reaping changes what the agents run: the mutating hooks see it as they
+// see a user's delete; a veto keeps the workload until a later tick. Real
+// time: the hooks are real processes (ttl 10 ms, reaper tick 20 ms).
+#[tokio::test]
+async fn k7_reaping_goes_through_the_mutating_hooks_whose_veto_keeps_the_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (block, vetoes) = (dir.path().join("block"), dir.path().join("vetoes"));
+    let sched = SchedOptions {
+        reaper: ReaperSettings { tick: Duration::from_millis(20), default_ttl: None },
+        ..Default::default()
+    };
+    let hooks = vec![super::tests::gate_hook(dir.path(), &block, &vetoes)];
+    let (mut h, _) = start_hooked(empty(), None, sched, hooks).await;
+    apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}", wl("job", "    ttlAfterFinished: 10ms\n"))).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut added = Vec::new();
+    while added.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the apply went through the hook");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        added = drain(&mut h).0;
+    }
+    std::fs::write(&block, "").unwrap();
+    h.report(spec(&added, "job"), ExecutionState::succeeded(), 1).await;
+    let vetoed = || std::fs::read_to_string(&vetoes).map(|v| v.lines().count() >= 2).unwrap_or(false);
+    while !vetoed() {
+        assert!(std::time::Instant::now() < deadline, "two reapings vetoed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(h.tree().await["desiredState"]["workloads"].get("job").is_some(), "vetoed: the workload stays");
+    assert!(drain(&mut h).1.is_empty(), "nothing deleted on the agent");
+
+    std::fs::remove_file(&block).unwrap();
+    while h.tree().await["desiredState"]["workloads"].get("job").is_some() {
+        assert!(std::time::Instant::now() < deadline, "reaped once the hook lets it through");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     h.stop.cancel();
 }

@@ -37,6 +37,25 @@ pub(super) async fn settle() {
     }
 }
 
+/// A shell hook in `dir` that lets every change through until the file
+/// `block` exists, then vetoes, noting each veto in `vetoes`.
+pub(super) fn gate_hook(
+    dir: &std::path::Path,
+    block: &std::path::Path,
+    vetoes: &std::path::Path,
+) -> crate::hooks::HookConfig {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("gate");
+    let body = format!(
+        "#!/bin/sh\nif [ -e '{}' ]; then echo veto >> '{}'; echo 'no moves' >&2; exit 1; fi\nexec cat\n",
+        block.display(),
+        vetoes.display()
+    );
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::hooks::HookConfig { name: "gate".into(), prio: 0, path: dir.to_path_buf(), timeout: Duration::from_secs(5) }
+}
+
 impl Harness {
     pub(super) async fn start() -> Self {
         Self::start_with_jobs(JobSettings::default()).await
