@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Interoperability with Eclipse Ankaios on real podman: a node is switched
-# from Ankaios to ank and from ank to Ankaios while its workloads run, and
-# every workload must be adopted (same container ids and StartedAt, no
-# lifecycle event in `podman events`, all Running(Ok) under the new agent).
+# Interoperability with Eclipse Ankaios on real podman:
+# - takeover: a node is switched from Ankaios to ank and from ank to
+#   Ankaios while its workloads run; every workload must be adopted (same
+#   container ids and StartedAt, no lifecycle event in `podman events`, all
+#   Running(Ok) under the new agent, the control-interface workload
+#   answered by the new agent);
+# - mixed: an Ankaios agent and ours on one server (ours, then Ankaios'),
+#   insecure and with mTLS: dependencies across the agents, delete,
+#   notReported, no complaint in Ankaios' logs;
+# - cli: Ankaios' ank against our server and ours against Ankaios'
+#   (tools/interop/cli.sh).
 #
 #   bash tools/interop.sh REF_BIN_DIR [OUR_BIN_DIR]
 #   INTEROP_ONLY=REGEX bash tools/interop.sh ...   (only the scenarios whose names match)
