@@ -169,10 +169,21 @@ pub fn agent_conditions(state: &ExecutionState, generation: u64, health: &Runtim
     let (applied, available) = match state.kind {
         StateKind::Running | StateKind::Succeeded => (True, True),
         StateKind::Failed(_) => (True, False),
-        StateKind::Pending(Pending::StartingFailed | Pending::Canceled) => (False, False),
-        StateKind::Pending(_) | StateKind::Stopping(_) => (Unknown, Unknown),
-        StateKind::Removed => (False, Unknown),
-        StateKind::AgentDisconnected | StateKind::NotScheduled => (Unknown, Unknown),
+        // No container: it failed to start, will not run, waits for room
+        // or its turn, was stopped for a higher priority, or is gone.
+        StateKind::Pending(
+            Pending::StartingFailed
+            | Pending::Canceled
+            | Pending::QuotaBlocked
+            | Pending::Preempted
+            | Pending::Postponed,
+        )
+        | StateKind::Removed
+        | StateKind::NotScheduled => (False, False),
+        StateKind::Pending(Pending::Initial | Pending::WaitingToStart | Pending::Starting) | StateKind::Stopping(_) => {
+            (Unknown, Unknown)
+        }
+        StateKind::AgentDisconnected => (Unknown, Unknown),
     };
     let health = match health {
         RuntimeHealth::Reachable => Condition::new(ConditionType::Health, True, generation, "RuntimeReachable", ""),
@@ -321,6 +332,22 @@ mod tests {
         let starting =
             agent_conditions(&ExecutionState::new(StateKind::Pending(Pending::Starting)), 1, &Default::default());
         assert_eq!(starting[1].status, Unknown);
+    }
+
+    #[test]
+    fn an_instance_without_a_container_is_neither_applied_nor_available() {
+        let kinds = [
+            StateKind::Pending(Pending::Preempted),
+            StateKind::Pending(Pending::QuotaBlocked),
+            StateKind::Pending(Pending::Postponed),
+            StateKind::Pending(Pending::Canceled),
+            StateKind::Removed,
+            StateKind::NotScheduled,
+        ];
+        for kind in kinds {
+            let c = agent_conditions(&ExecutionState::new(kind), 2, &RuntimeHealth::Reachable);
+            assert_eq!((c[0].status, c[1].status), (False, False), "{kind:?}");
+        }
     }
 
     // [test of feature H4]

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use ank_common::conditions::{self, Condition, ConditionStatus, ConditionType, InstanceStatus, RuntimeHealth};
 use ank_common::daemon::clock;
+use ank_common::execution_state::Pending;
 use ank_common::timestamp::now_rfc3339;
 use ank_common::workload_events::{EventKind, EventRing, WorkloadEvent};
 use ank_common::{ExecutionState, InstanceEntry, StateKind, WorkloadInstanceName, WorkloadState, WorkloadStatesMap};
@@ -186,9 +187,17 @@ impl WorkloadStateStore {
         let Some(entry) = self.entry_mut(n) else { return false };
         let generation = entry.status.generation;
         let not_ready = |reason| Condition::new(ConditionType::Ready, ConditionStatus::False, generation, reason, "");
+        // An instance without a container is not Ready, whatever an older
+        // report said of its availability.
         let ready = match entry.state.kind {
             StateKind::AgentDisconnected => not_ready("AgentDisconnected"),
             StateKind::Stopping(_) => not_ready("Deleting"),
+            StateKind::NotScheduled => not_ready("NotScheduled"),
+            StateKind::Removed => not_ready("Removed"),
+            StateKind::Pending(Pending::Preempted) => not_ready("Preempted"),
+            StateKind::Pending(Pending::QuotaBlocked) => not_ready("QuotaBlocked"),
+            StateKind::Pending(Pending::Postponed) => not_ready("Postponed"),
+            StateKind::Pending(Pending::Canceled) => not_ready("Canceled"),
             _ => conditions::ready(&entry.status, generation),
         };
         conditions::set(&mut entry.status.conditions, ready, &now_rfc3339())

@@ -167,3 +167,45 @@ async fn events_from_agents_and_the_server_merge_per_workload() {
     s.retain_events(|w| w != "w");
     assert!(s.map_with_events()["A"]["w"]["1"].status.events.is_empty());
 }
+
+// Issue 26, bug 1: conditions follow the execution state. An instance
+// without a container is not Ready, whatever an earlier report said; also
+// when the report comes from an agent that still sends Unknown for it.
+#[tokio::test]
+async fn a_preempted_quota_blocked_postponed_or_canceled_instance_is_not_ready() {
+    use ank_common::execution_state::Pending;
+    for (pending, reason) in [
+        (Pending::Preempted, "Preempted"),
+        (Pending::QuotaBlocked, "QuotaBlocked"),
+        (Pending::Postponed, "Postponed"),
+        (Pending::Canceled, "Canceled"),
+    ] {
+        let mut s = WorkloadStateStore::default();
+        let w = name("w", "A");
+        s.record(&WorkloadState::new(w.clone(), ExecutionState::pending_initial()));
+        s.set_generation(&w, 1);
+        s.ingest(&report(&w, ExecutionState::running(), 1), Some(1));
+        assert_eq!(s.status(&w).unwrap().status_of(ConditionType::Ready), ConditionStatus::True);
+
+        s.ingest(&report(&w, ExecutionState::new(StateKind::Pending(pending)), 1), Some(1));
+        let st = s.status(&w).unwrap();
+        let statuses =
+            [ConditionType::Applied, ConditionType::Available, ConditionType::Ready].map(|t| st.status_of(t));
+        assert_eq!(statuses, [ConditionStatus::False; 3], "{pending:?}");
+        assert_eq!(st.condition(ConditionType::Ready).unwrap().reason, reason);
+
+        // An older agent's report, whose conditions say Unknown.
+        let mut s = WorkloadStateStore::default();
+        s.record(&WorkloadState::new(w.clone(), ExecutionState::pending_initial()));
+        s.set_generation(&w, 1);
+        s.ingest(&report(&w, ExecutionState::running(), 1), Some(1));
+        let mut old = report(&w, ExecutionState::new(StateKind::Pending(pending)), 1);
+        for c in &mut old.status.conditions {
+            if c.kind != ConditionType::Health {
+                c.status = ConditionStatus::Unknown;
+            }
+        }
+        s.ingest(&old, Some(1));
+        assert_eq!(s.status(&w).unwrap().status_of(ConditionType::Ready), ConditionStatus::False, "{pending:?}");
+    }
+}
