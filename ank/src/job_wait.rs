@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use ank_common::jobs::Job;
+use ank_common::jobs::{Job, JobPhase};
 use anyhow::Context;
 
 use crate::connection::Connection;
@@ -31,7 +31,7 @@ pub async fn fetch_job(conn: &mut Connection, id: u64) -> anyhow::Result<Option<
 pub async fn wait_for_job(
     conn: &mut Connection,
     tracker: &mut WaitTracker,
-    id: u64,
+    mut id: u64,
     whole_job: bool,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Option<Job>> {
@@ -45,6 +45,12 @@ pub async fn wait_for_job(
             progress.changed(tracker)?;
         }
         tracker.expire(tokio::time::Instant::now());
+        // A job whose every workload a later job took over (placement found
+        // an agent for them) goes on in that job.
+        if let Some(next) = job.as_ref().and_then(successor) {
+            id = next;
+            continue;
+        }
         let over = job.as_ref().is_none_or(|j| j.phase.is_final());
         if over || (!whole_job && tracker.is_done()) {
             return Ok(job);
@@ -68,5 +74,35 @@ pub async fn wait_for_job(
                 () = &mut poll => break,
             }
         }
+    }
+}
+
+/// The job that took over every workload of `job`, once `job` is over
+/// because of it ("superseded by job N" on each of its items).
+fn successor(job: &Job) -> Option<u64> {
+    if job.phase != JobPhase::Succeeded || job.reason != "superseded" {
+        return None;
+    }
+    job.workloads.values().filter_map(|item| item.reason.strip_prefix("superseded by job ")?.parse().ok()).max()
+}
+
+#[cfg(test)]
+mod tests {
+    use ank_common::jobs::JobItem;
+
+    use super::*;
+
+    #[test]
+    fn a_superseded_job_goes_on_in_the_job_that_took_its_workloads_over() {
+        let item = |reason: &str| JobItem { reason: reason.into(), ..JobItem::default() };
+        let mut job = Job { id: 1, phase: JobPhase::Succeeded, reason: "superseded".into(), ..Job::default() };
+        job.workloads.insert("a".into(), item("superseded by job 2"));
+        job.workloads.insert("b".into(), item("superseded by job 4"));
+        assert_eq!(successor(&job), Some(4));
+        job.reason = String::new();
+        assert_eq!(successor(&job), None, "a job that succeeded on its own is over");
+        job.reason = "superseded".into();
+        job.phase = JobPhase::Failed;
+        assert_eq!(successor(&job), None);
     }
 }

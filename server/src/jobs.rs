@@ -76,6 +76,9 @@ pub struct NewItem {
     pub delete_after: Vec<WorkloadInstanceName>,
     /// Handed out at once (the startup manifest, whose agents order it).
     pub triggered: bool,
+    /// A workload of the change that no agent was found for: it waits
+    /// until placement gives it one (a later job then rolls it out).
+    pub unplaced: bool,
 }
 
 /// What to hand to an agent now.
@@ -147,10 +150,10 @@ impl JobEngine {
             if !new.triggered {
                 self.held.insert(name.clone(), id);
             }
-            let shown = JobItem { delete: new.add.is_none(), ..JobItem::default() };
+            let shown = JobItem { delete: is_deletion(&new), ..JobItem::default() };
             run_items.insert(name, Item { new, generation, frozen: None, superseded: false, shown });
         }
-        let delete_only = !run_items.is_empty() && run_items.values().all(|i| i.new.add.is_none());
+        let delete_only = !run_items.is_empty() && run_items.values().all(|i| is_deletion(&i.new));
         let phase = if delete_only { JobPhase::InitDelete } else { JobPhase::Init };
         let job = Job { id, phase, created_at: ank_common::timestamp::now_rfc3339(), ..Job::default() };
         self.runs.insert(id, Run { job, items: run_items, delete_only, stuck_since: None });
@@ -326,8 +329,13 @@ fn counts(item: &Item) -> bool {
 }
 
 /// The class of an item now.
+/// Whether the item removes its workload (an unplaced one is to be added).
+fn is_deletion(item: &NewItem) -> bool {
+    item.add.is_none() && !item.unplaced
+}
+
 fn classify(item: &Item, view: &dyn JobView) -> JobItem {
-    let mut shown = JobItem { delete: item.new.add.is_none(), ..JobItem::default() };
+    let mut shown = JobItem { delete: is_deletion(&item.new), ..JobItem::default() };
     if let Some((class, reason)) = &item.frozen {
         shown.class = *class;
         shown.reason = reason.clone();
@@ -337,6 +345,12 @@ fn classify(item: &Item, view: &dyn JobView) -> JobItem {
     let target = item.new.add.as_ref().map(|s| &s.instance_name).or(item.new.delete.as_ref().map(|d| &d.instance_name));
     let now = target.and_then(|n| view.instance(n));
     shown.state = now.as_ref().map(|(s, _)| s.to_string()).unwrap_or_default();
+    if item.new.unplaced {
+        shown.class = ItemClass::Waiting;
+        shown.state = "NotScheduled".to_owned();
+        shown.reason = "waits for an agent that matches its agentSelector".to_owned();
+        return shown;
+    }
     if !item.new.triggered {
         let waits = waiting_for(item, view);
         if waits.is_empty() {

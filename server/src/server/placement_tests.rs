@@ -469,3 +469,46 @@ async fn a_move_goes_through_the_mutating_hooks_whose_veto_keeps_it_until_they_l
     assert!(c.handed("agent_B").await.0.contains(&"w".to_owned()), "tried again at a later tick, let through");
     c.stop.cancel();
 }
+
+// Issue 26, bug 2: a job accounts for every workload it was asked to roll
+// out. One whose selector no agent matches waits in its job (which is not
+// Succeeded meanwhile, and fails as stuck if it stays so); when a fitting
+// agent comes, the placement's job takes it over and rolls it out.
+#[tokio::test(start_paused = true)]
+async fn a_job_waits_for_a_workload_no_agent_matches_until_placement_takes_it_over() {
+    let mut c = Cluster::start(settings(&[])).await;
+    c.connect("agent_A", &[("arch", "x86_64")], &["podman"], 1024, &[]).await;
+    let answer = c.apply(json!({"w": selector_workload(json!({"labels": ["arch = arm64"]}), "onAgentLoss")})).await;
+    let ResponseContent::UpdateStateSuccess { job_id, .. } = answer else { panic!("{answer:?}") };
+    let job = c.tree().await["jobs"][job_id.to_string()].clone();
+    assert_eq!(job["workloads"]["w"]["class"], "waiting", "{job}");
+    assert_eq!(job["workloads"]["w"]["state"], "NotScheduled", "{job}");
+    assert_ne!(job["phase"], "Succeeded", "{job}");
+
+    c.connect("agent_C", &[("arch", "arm64")], &["podman"], 1024, &[]).await;
+    assert_eq!(c.handed("agent_C").await.0, ["w"]);
+    let jobs = c.tree().await["jobs"].clone();
+    let first = &jobs[job_id.to_string()];
+    let taken = format!("superseded by job {}", job_id + 1);
+    assert_eq!(
+        (first["phase"].as_str(), first["workloads"]["w"]["reason"].as_str()),
+        (Some("Succeeded"), Some(taken.as_str()))
+    );
+    assert!(jobs[(job_id + 1).to_string()]["workloads"].get("w").is_some(), "{jobs}");
+    c.stop.cancel();
+}
+
+// A job whose workload stays unplaced fails as stuck, naming why.
+#[tokio::test(start_paused = true)]
+async fn a_job_whose_workload_no_agent_ever_matches_fails_as_stuck() {
+    let mut c = Cluster::start(settings(&[])).await;
+    c.connect("agent_A", &[("arch", "x86_64")], &["podman"], 1024, &[]).await;
+    let start = tokio::time::Instant::now();
+    let answer = c.apply(json!({"w": selector_workload(json!({"labels": ["arch = arm64"]}), "onAgentLoss")})).await;
+    let ResponseContent::UpdateStateSuccess { job_id, .. } = answer else { panic!("{answer:?}") };
+    until(start, 301).await;
+    let job = c.tree().await["jobs"][job_id.to_string()].clone();
+    assert_eq!(job["phase"], "Failed", "{job}");
+    assert_eq!(job["reason"], "stuck: w waits for an agent that matches its agentSelector", "{job}");
+    c.stop.cancel();
+}
