@@ -216,7 +216,7 @@ pub fn workload_table_wide(rows: &[WorkloadRow]) -> String {
 /// A multi-line additional info (podman's whole error output) as one table
 /// cell: its last `Error:` line when it has one, else its lines joined by
 /// "; ". `-o yaml` shows it whole.
-fn one_line(info: &str) -> String {
+pub fn one_line(info: &str) -> String {
     let lines: Vec<&str> = info.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     match lines.iter().rev().find(|l| l.starts_with("Error:")) {
         Some(error) => (*error).to_owned(),

@@ -81,7 +81,10 @@ pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String
         let _ = writeln!(
             out,
             "  {agent}  id {}  {}  generation {} (observed {})",
-            s.instance_name.id, s.execution_state, s.status.generation, s.status.observed_generation
+            s.instance_name.id,
+            state_text(&s.execution_state),
+            s.status.generation,
+            s.status.observed_generation
         );
         let rows: Vec<[String; 5]> = s
             .status
@@ -92,7 +95,7 @@ pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String
                     c.kind.as_str().to_owned(),
                     c.status.as_str().to_owned(),
                     c.reason.clone(),
-                    c.message.clone(),
+                    cell(&c.message),
                     c.last_transition_time.clone(),
                 ]
             })
@@ -115,6 +118,31 @@ pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String
         }
     }
     out
+}
+
+/// Longest message shown in a table cell of `describe`; `ank get state
+/// -o yaml` shows it whole.
+const MESSAGE_CELL: usize = 120;
+
+/// A message (podman's whole error output, say) as one table cell: on one
+/// line (its last `Error:` line, or its lines joined), cut to
+/// [`MESSAGE_CELL`] characters.
+fn cell(message: &str) -> String {
+    let line = output::one_line(message);
+    if line.chars().count() <= MESSAGE_CELL {
+        return line;
+    }
+    let cut: String = line.chars().take(MESSAGE_CELL - 1).collect();
+    format!("{cut}…")
+}
+
+/// An execution state on one line, its additional info as a [`cell`].
+fn state_text(state: &ank_common::ExecutionState) -> String {
+    if state.additional_info.is_empty() {
+        state.kind.to_string()
+    } else {
+        format!("{}: '{}'", state.kind, cell(&state.additional_info))
+    }
 }
 
 fn selector_text(sel: &ank_common::scheduling::AgentSelector) -> String {
@@ -162,5 +190,26 @@ mod tests {
         assert!(text.contains("agent_C  id 7  Running(Ok)  generation 3 (observed 3)"), "{text}");
         assert!(text.contains("Ready"), "{text}");
         assert!(text.contains("agent_C score 0.83 of 3 candidates"), "{text}");
+    }
+
+    #[test]
+    fn describe_keeps_a_multi_line_podman_error_on_one_short_line() {
+        let noise: String =
+            (0..12).map(|i| format!("time=\"2026\" level=warning msg=\"line {i} of podman's chatter\"\n")).collect();
+        let error =
+            format!("{noise}Error: initializing source docker://nosuch: reading manifest latest: manifest unknown\n");
+        let tree = serde_json::json!({
+            "desiredState": {"apiVersion": "v1", "workloads": {"nav": {"runtime": "podman", "runtimeConfig": "image: x"}}},
+            "workloadStates": {"agent_C": {"nav": {"7": {"state": "Pending", "subState": "StartingFailed",
+                "additionalInfo": error, "generation": 1, "observedGeneration": 1,
+                "conditions": [{"type": "Applied", "status": "False", "observedGeneration": 1,
+                                "reason": "PendingStartingFailed", "message": error}]}}}}
+        });
+        let view = StateView::from_tree(&tree).unwrap();
+        let text = describe("nav", None, &view);
+        let longest = text.lines().map(|l| l.chars().count()).max().unwrap();
+        assert!(longest <= 200, "a line of {longest} characters:\n{text}");
+        assert!(text.contains("Error: initializing source docker://nosuch"), "{text}");
+        assert!(!text.contains("line 3 of podman's chatter"), "{text}");
     }
 }
