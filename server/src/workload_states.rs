@@ -186,7 +186,9 @@ impl WorkloadStateStore {
     pub fn refresh_ready(&mut self, n: &WorkloadInstanceName) -> bool {
         let Some(entry) = self.entry_mut(n) else { return false };
         let generation = entry.status.generation;
-        let not_ready = |reason| Condition::new(ConditionType::Ready, ConditionStatus::False, generation, reason, "");
+        let info = entry.state.additional_info.clone();
+        let not_ready =
+            |reason| Condition::new(ConditionType::Ready, ConditionStatus::False, generation, reason, info.trim());
         // An instance without a container is not Ready, whatever an older
         // report said of its availability.
         let ready = match entry.state.kind {

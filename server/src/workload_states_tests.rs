@@ -209,3 +209,17 @@ async fn a_preempted_quota_blocked_postponed_or_canceled_instance_is_not_ready()
         assert_eq!(s.status(&w).unwrap().status_of(ConditionType::Ready), ConditionStatus::False, "{pending:?}");
     }
 }
+
+// Issue 26: a NotScheduled instance is not Ready, and says why.
+#[test]
+fn a_not_scheduled_instance_is_not_ready_and_says_why() {
+    let mut s = WorkloadStateStore::default();
+    let w = WorkloadInstanceName { workload_name: "w".into(), agent_name: "".into(), id: "1".into() };
+    let why = "1 agent: 1 label arch = arm64 mismatch (agent_A)";
+    s.record(&WorkloadState::new(w.clone(), ExecutionState::with_info(StateKind::NotScheduled, why)));
+    let ready = s.status(&w).unwrap().condition(ConditionType::Ready).unwrap().clone();
+    assert_eq!(
+        (ready.status, ready.reason.as_str(), ready.message.as_str()),
+        (ConditionStatus::False, "NotScheduled", why)
+    );
+}

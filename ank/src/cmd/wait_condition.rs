@@ -5,7 +5,9 @@
 //! (exit 0), or fails after the timeout naming what each unmet one reports
 //! (exit 1). A workload's condition is read from its
 //! newest instance (the highest generation), so an instance being replaced
-//! does not count.
+//! does not count. A workload that is not in the desired state, or whose
+//! newest instance will not start without a change (Pending(StartingFailed),
+//! Pending(Canceled)), fails the wait at once instead of at the timeout.
 
 use ank_common::WorkloadState;
 use ank_common::conditions::{ConditionStatus, ConditionType};
@@ -58,8 +60,8 @@ pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
     }
     let mut conn = ctx.connect().await?;
     let request_id = conn.new_request_id();
-    let request =
-        RequestContent::CompleteState { field_mask: vec!["workloadStates".to_owned()], subscribe_for_events: true };
+    let field_mask = vec!["workloadStates".to_owned(), "desiredState.workloads".to_owned()];
+    let request = RequestContent::CompleteState { field_mask, subscribe_for_events: true };
     conn.send_request(&request_id, request).await?;
     let deadline = tokio::time::Instant::now() + args.timeout;
     let mut current = CurrentState::default();
@@ -73,8 +75,18 @@ pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
                 ResponseContent::Error(e) => bail!("the server rejected the subscription: {e}"),
                 _ => continue,
             }
-            if pending(&current.0, &targets, kind)?.is_empty() {
+            let unmet = pending(&current.0, &targets, kind)?;
+            if unmet.is_empty() {
                 return Ok(());
+            }
+            let lost = hopeless(&current.0, &unmet)?;
+            if !lost.is_empty() {
+                bail!(
+                    "{} will not become {}: {}",
+                    lost.iter().map(|(w, _)| format!("workload/{w}")).collect::<Vec<_>>().join(", "),
+                    kind.as_str(),
+                    lost.iter().map(|(w, why)| format!("workload/{w}: {why}")).collect::<Vec<_>>().join("; ")
+                );
             }
         }
     };
@@ -102,6 +114,28 @@ pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
 fn pending(tree: &Value, targets: &[String], kind: ConditionType) -> anyhow::Result<Vec<(String, String)>> {
     let states = StateView::from_tree(tree)?.workload_state_list();
     Ok(targets.iter().filter_map(|t| Some((t.clone(), unmet(&states, t, kind)?))).collect())
+}
+
+/// Of the `unmet` targets, those that cannot meet any condition without a
+/// change, and why: not in the desired state, or a newest instance that
+/// will not start (Pending(StartingFailed), Pending(Canceled)).
+fn hopeless(tree: &Value, unmet: &[(String, String)]) -> anyhow::Result<Vec<(String, String)>> {
+    use ank_common::StateKind;
+    use ank_common::execution_state::Pending;
+    let states = StateView::from_tree(tree)?.workload_state_list();
+    let desired = tree.pointer("/desiredState/workloads");
+    Ok(unmet
+        .iter()
+        .filter_map(|(w, _)| {
+            if desired.and_then(|d| d.get(w)).is_none() {
+                return Some((w.clone(), "not found in the desired state".to_owned()));
+            }
+            let newest =
+                states.iter().filter(|s| s.instance_name.workload_name == *w).max_by_key(|s| s.status.generation)?;
+            matches!(newest.execution_state.kind, StateKind::Pending(Pending::StartingFailed | Pending::Canceled))
+                .then(|| (w.clone(), newest.execution_state.to_string()))
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -132,5 +166,24 @@ mod tests {
         let plain = json!({"workloadStates": {"A": {"w": {"1": {"state": "Running", "subState": "Ok"}}}}});
         assert!(unmet(&states(&plain), "w", ConditionType::Ready).unwrap().contains("no Ready condition"));
         assert_eq!(pending(&t, &["w".into()], ConditionType::Ready).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_unknown_workload_or_one_that_will_not_start_is_hopeless_at_once() {
+        let mut t = tree("True", "False");
+        t["desiredState"] = json!({"workloads": {"w": {}, "queued": {}}});
+        t["workloadStates"]["A"]["queued"] =
+            json!({"1": {"state": "Pending", "subState": "WaitingToStart", "generation": 1}});
+        let unmet = pending(&t, &["w".into(), "nosuch".into(), "queued".into()], ConditionType::Ready).unwrap();
+        assert_eq!(unmet.len(), 3);
+        let lost = hopeless(&t, &unmet).unwrap();
+        assert_eq!(
+            lost,
+            [
+                ("w".to_owned(), "Pending(StartingFailed): 'no image'".to_owned()),
+                ("nosuch".to_owned(), "not found in the desired state".to_owned())
+            ],
+            "queued may still start"
+        );
     }
 }

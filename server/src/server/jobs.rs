@@ -105,9 +105,8 @@ impl AnkaiosServer {
         // Workloads of the change that no agent was found for: the job
         // accounts for them too (they wait for placement; when it comes, the
         // placement's job takes them over).
-        for (name, wl) in &self.desired.rendered.workloads {
-            if wl.agent.is_empty() && !items.contains_key(name.as_str()) && old.workloads.get(name.as_str()) != Some(wl)
-            {
+        for name in &diff.unscheduled {
+            if !items.contains_key(name.as_str()) {
                 let generation = self.generations.of(name.as_str()).unwrap_or(0);
                 let new = NewItem { unplaced: true, triggered: true, ..NewItem::default() };
                 items.insert(name.to_string(), (new, generation));

@@ -484,6 +484,14 @@ async fn a_job_waits_for_a_workload_no_agent_matches_until_placement_takes_it_ov
     assert_eq!(job["workloads"]["w"]["class"], "waiting", "{job}");
     assert_eq!(job["workloads"]["w"]["state"], "NotScheduled", "{job}");
     assert_ne!(job["phase"], "Succeeded", "{job}");
+    let rows = c.instances("w").await;
+    assert_eq!(
+        (rows[0].1["state"].as_str(), rows[0].1["generation"].as_u64()),
+        (Some("NotScheduled"), Some(1)),
+        "{rows:?}"
+    );
+    assert_eq!(rows[0].1["conditions"][0]["type"], "Ready", "{rows:?}");
+    assert_eq!(rows[0].1["conditions"][0]["reason"], "NotScheduled", "{rows:?}");
 
     c.connect("agent_C", &[("arch", "arm64")], &["podman"], 1024, &[]).await;
     assert_eq!(c.handed("agent_C").await.0, ["w"]);
