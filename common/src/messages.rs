@@ -104,6 +104,9 @@ pub enum ToServer {
     LogsStopResponse {
         request_id: String,
         workload_name: WorkloadInstanceName,
+        /// Why it had no (more) lines, empty when it ended normally (our
+        /// extension: Ankaios' agent never sends one).
+        reason: String,
     },
 }
 
@@ -196,7 +199,11 @@ pub enum ResponseContent {
     /// Lines of a log request.
     LogEntries(Vec<LogEntry>),
     /// The log of one workload of a request ended.
-    LogsStop(WorkloadInstanceName),
+    LogsStop {
+        workload_name: WorkloadInstanceName,
+        /// Why it had no (more) lines; empty when it ended normally.
+        reason: String,
+    },
     LogsCancelAccepted,
     /// One event of a subscription: the changed parts of the complete state
     /// and which paths changed.

@@ -322,8 +322,8 @@ impl AnkaiosServer {
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
             ToServer::LogEntriesResponse { request_id, entries } => self.handle_log_entries(&request_id, entries),
-            ToServer::LogsStopResponse { request_id, workload_name } => {
-                self.handle_logs_stop(&request_id, workload_name)
+            ToServer::LogsStopResponse { request_id, workload_name, reason } => {
+                self.handle_logs_stop(&request_id, workload_name, reason)
             }
         }
     }

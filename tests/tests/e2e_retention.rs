@@ -94,6 +94,11 @@ fn e2e_retention_a_succeeded_job_is_reaped_and_not_started_again_after_an_agent_
     assert!(reaped_after >= Duration::from_secs(3), "reaped too early: {reaped_after:?}");
     assert_eq!(state_of(&c, "job").as_deref(), Some("Succeeded(Ok)"), "the state stays");
     assert_eq!(state_of(&c, "svc").as_deref(), Some("Running(Ok)"));
+    // Issue 26, bug 6: the logs of a reaped workload are gone, and `ank logs` says so.
+    let logs = c.ank(&["logs", "job"]);
+    assert_eq!(logs.status.code(), Some(1), "{logs:?}");
+    let err = text(&logs.stderr);
+    assert!(err.contains(&format!("no logs of 'job': agent '{agent}' has no container for it")), "{err}");
     c.wait_until(Duration::from_secs(10), |c| {
         // Events are an extension: plain `ank get state` prints Ankaios' state only.
         let state = text(&c.ank(&["get", "state", "-o", "yaml", "--extensions"]).stdout);

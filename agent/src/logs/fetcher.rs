@@ -27,15 +27,22 @@ pub(super) struct Fetcher {
 
 impl Fetcher {
     pub async fn run(self) {
-        match self.open().await {
-            Ok(lines) => self.stream(lines).await,
-            Err(why) => tracing::info!("logs of '{}' for '{}': {why}", self.instance, self.request_id),
-        }
+        let reason = match self.open().await {
+            Ok(lines) => {
+                self.stream(lines).await;
+                String::new()
+            }
+            Err(why) => {
+                tracing::info!("logs of '{}' for '{}': {why}", self.instance, self.request_id);
+                why
+            }
+        };
         // A cancelled request gets no stop response: nobody waits for it.
         if !self.stop.is_cancelled() {
             let _ = self.server.send(ToServer::LogsStopResponse {
                 request_id: self.request_id.clone(),
                 workload_name: self.instance.clone(),
+                reason,
             });
         }
         let _ = self.done.send(self.request_id);
@@ -50,7 +57,10 @@ impl Fetcher {
                 Err(e) => tracing::debug!("runtime '{}' cannot look up '{}': {e}", connector.name(), self.instance),
             }
         }
-        Err("no such workload on this agent".to_owned())
+        Err(format!(
+            "agent '{}' has no container for it (a finished workload's container is removed after its retention)",
+            self.instance.agent_name
+        ))
     }
 
     async fn stream(&self, mut lines: LogLines) {

@@ -40,6 +40,13 @@ impl Setup {
 
     /// Collects log lines until the stop response of `instance`.
     async fn lines_until_stop(&mut self, instance: &WorkloadInstanceName) -> Vec<String> {
+        let (lines, reason) = self.until_stop(instance).await;
+        assert_eq!(reason, "", "a log that ended normally");
+        lines
+    }
+
+    /// Log lines and the stop response's reason of `instance`.
+    async fn until_stop(&mut self, instance: &WorkloadInstanceName) -> (Vec<String>, String) {
         let mut lines = Vec::new();
         loop {
             match self.next().await {
@@ -47,9 +54,9 @@ impl Setup {
                     assert_eq!(request_id, "r1");
                     lines.extend(entries.into_iter().map(|e| e.message));
                 }
-                ToServer::LogsStopResponse { request_id, workload_name } => {
+                ToServer::LogsStopResponse { request_id, workload_name, reason } => {
                     assert_eq!((request_id.as_str(), &workload_name), ("r1", instance));
-                    return lines;
+                    return (lines, reason);
                 }
                 other => panic!("unexpected {other:?}"),
             }
@@ -105,7 +112,15 @@ async fn logs_of_an_unknown_workload_stop_at_once_and_other_agents_are_ignored()
     let ghost = instance("ghost", AGENT);
     let elsewhere = instance("web", "agent_B");
     s.logs.start("r1".into(), request(vec![elsewhere, ghost.clone()]));
-    assert!(s.lines_until_stop(&ghost).await.is_empty());
+    let (lines, reason) = s.until_stop(&ghost).await;
+    assert!(lines.is_empty());
+    assert_eq!(
+        reason,
+        format!(
+            "agent '{AGENT}' has no container for it (a finished workload's container is removed after its retention)"
+        ),
+        "the stop says why there are no lines"
+    );
     assert!(tokio::time::timeout(Duration::from_millis(100), s.server.recv()).await.is_err(), "nothing for agent_B");
 }
 

@@ -81,6 +81,7 @@ async fn stream(ctx: &mut Ctx<'_>, conn: &mut Connection, request_id: &str, with
     if open.is_empty() {
         bail!("the server knows none of the requested workloads");
     }
+    let mut missing = Vec::new();
     while !open.is_empty() {
         match conn.next_response(request_id).await? {
             ResponseContent::LogEntries(entries) => {
@@ -88,12 +89,19 @@ async fn stream(ctx: &mut Ctx<'_>, conn: &mut Connection, request_id: &str, with
                     entries.iter().map(|e| format_line(&e.workload_name, &e.message, with_name)).collect();
                 ctx.print(&text)?;
             }
-            ResponseContent::LogsStop(name) => {
-                open.remove(&name);
+            ResponseContent::LogsStop { workload_name, reason } => {
+                open.remove(&workload_name);
+                if !reason.is_empty() {
+                    missing.push(format!("'{}': {reason}", workload_name.workload_name));
+                }
             }
             ResponseContent::Error(e) => bail!("the log stream failed: {e}"),
             other => bail!("unexpected message in a log stream: {other:?}"),
         }
+    }
+    // Our server says why a log could not be read (Ankaios' never does).
+    if !missing.is_empty() {
+        bail!("no logs of {}", missing.join("; "));
     }
     Ok(())
 }

@@ -201,10 +201,11 @@ pub fn to_server_to_proto(m: &ToServer) -> g::ToServer {
             request_id: request_id.clone(),
             log_entries_response: Some(log_entries_to_pb(entries)),
         }),
-        ToServer::LogsStopResponse { request_id, workload_name } => T::LogsStopResponse(g::LogsStopResponse {
+        ToServer::LogsStopResponse { request_id, workload_name, reason } => T::LogsStopResponse(g::LogsStopResponse {
             request_id: request_id.clone(),
             logs_stop_response: Some(pb::LogsStopResponse {
                 workload_name: Some(instance_name_to_proto(workload_name)),
+                reason: reason.clone(),
             }),
         }),
     };
@@ -243,10 +244,14 @@ pub fn to_server_from_proto(m: g::ToServer) -> Result<Option<ToServer>, ConvertE
             request_id: r.request_id,
             entries: log_entries_from_pb(r.log_entries_response.unwrap_or_default())?,
         },
-        T::LogsStopResponse(r) => ToServer::LogsStopResponse {
-            request_id: r.request_id,
-            workload_name: instance_name_from_proto(r.logs_stop_response.and_then(|s| s.workload_name))?,
-        },
+        T::LogsStopResponse(r) => {
+            let stop = r.logs_stop_response.unwrap_or_default();
+            ToServer::LogsStopResponse {
+                request_id: r.request_id,
+                workload_name: instance_name_from_proto(stop.workload_name)?,
+                reason: stop.reason,
+            }
+        }
     }))
 }
 
@@ -372,9 +377,10 @@ pub fn response_to_pb(r: &Response) -> pb::Response {
             workload_names: names.iter().map(instance_name_to_proto).collect(),
         }),
         ResponseContent::LogEntries(entries) => C::LogEntriesResponse(log_entries_to_pb(entries)),
-        ResponseContent::LogsStop(name) => {
-            C::LogsStopResponse(pb::LogsStopResponse { workload_name: Some(instance_name_to_proto(name)) })
-        }
+        ResponseContent::LogsStop { workload_name, reason } => C::LogsStopResponse(pb::LogsStopResponse {
+            workload_name: Some(instance_name_to_proto(workload_name)),
+            reason: reason.clone(),
+        }),
         ResponseContent::LogsCancelAccepted => C::LogsCancelAccepted(pb::LogsCancelAccepted {}),
         ResponseContent::Event { complete_state, altered_fields } => match complete_state_from_json(complete_state) {
             Ok(cs) => C::CompleteStateResponse(pb::CompleteStateResponse {
@@ -425,7 +431,9 @@ pub fn response_from_pb(r: pb::Response) -> Result<Response, ConvertError> {
             a.workload_names.into_iter().map(|n| instance_name_from_proto(Some(n))).collect::<Result<_, _>>()?,
         ),
         C::LogEntriesResponse(l) => ResponseContent::LogEntries(log_entries_from_pb(l)?),
-        C::LogsStopResponse(s) => ResponseContent::LogsStop(instance_name_from_proto(s.workload_name)?),
+        C::LogsStopResponse(s) => {
+            ResponseContent::LogsStop { workload_name: instance_name_from_proto(s.workload_name)?, reason: s.reason }
+        }
         C::LogsCancelAccepted(_) => ResponseContent::LogsCancelAccepted,
         C::EventsCancelAccepted(_) => ResponseContent::EventsCancelAccepted,
     };
@@ -488,7 +496,11 @@ mod tests {
             entries: vec![LogEntry { workload_name: name.clone(), message: "hello".into() }],
         };
         assert_eq!(to_server_from_proto(to_server_to_proto(&m)).unwrap(), Some(m));
-        let m = ToServer::LogsStopResponse { request_id: "cli@1".into(), workload_name: name };
+        let m = ToServer::LogsStopResponse {
+            request_id: "cli@1".into(),
+            workload_name: name,
+            reason: "agent 'A' has no container for it".into(),
+        };
         assert_eq!(to_server_from_proto(to_server_to_proto(&m)).unwrap(), Some(m));
         // Options an Ankaios server leaves out mean: no follow, every line.
         let bare = logs_request_from_pb(pb::LogsRequest::default()).unwrap();

@@ -41,7 +41,8 @@ impl AnkaiosServer {
             } else {
                 for name in names {
                     self.logs.stopped(&key, &name);
-                    self.respond(&requester, ResponseContent::LogsStop(name));
+                    let reason = format!("agent '{agent}' is not connected");
+                    self.respond(&requester, ResponseContent::LogsStop { workload_name: name, reason });
                 }
             }
         }
@@ -67,9 +68,9 @@ impl AnkaiosServer {
         }
     }
 
-    pub(super) fn handle_logs_stop(&mut self, key: &str, name: WorkloadInstanceName) {
+    pub(super) fn handle_logs_stop(&mut self, key: &str, name: WorkloadInstanceName, reason: String) {
         if let Some(requester) = self.logs.stopped(key, &name) {
-            self.respond(&requester, ResponseContent::LogsStop(name));
+            self.respond(&requester, ResponseContent::LogsStop { workload_name: name, reason });
         }
     }
 
@@ -80,7 +81,8 @@ impl AnkaiosServer {
         }
         if let Some(agent) = agent {
             for (requester, name) in self.logs.agent_gone(agent) {
-                self.respond(&requester, ResponseContent::LogsStop(name));
+                let reason = format!("agent '{agent}' disconnected");
+                self.respond(&requester, ResponseContent::LogsStop { workload_name: name, reason });
             }
         }
     }
