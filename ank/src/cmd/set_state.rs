@@ -38,12 +38,49 @@ pub async fn run(ctx: &mut Ctx<'_>, args: SetStateArgs) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(&args.file).with_context(|| format!("cannot read '{}'", args.file))?;
         (args.file.clone(), text)
     };
+    for warning in misplaced_masks(&source, &text, &args.masks) {
+        ctx.warn(&warning);
+    }
     let request = set_request(&source, &text, args.masks)?;
     let runtimes = match &request {
         RequestContent::UpdateState { new_state, .. } => StateView::from_tree(new_state)?.runtimes(),
         _ => Default::default(),
     };
     update_and_follow(ctx, request, runtimes).await.map(|_| ())
+}
+
+/// A warning for each mask whose first key is not at the top of a
+/// non-empty file: as in Ankaios, the update removes what such a mask names
+/// (a whole workload, an agent's tags). An empty file removes on purpose;
+/// a file written as the value at the mask (`tags: {arch: arm64}` for
+/// `agents.agent_A.tags`) instead of in the shape of `ank get state` does
+/// it by mistake.
+pub fn misplaced_masks(source: &str, text: &str, masks: &[String]) -> Vec<String> {
+    let Ok(Value::Object(top)) = serde_saphyr::from_str::<Value>(text) else { return Vec::new() };
+    if top.is_empty() {
+        return Vec::new();
+    }
+    masks
+        .iter()
+        .filter(|mask| mask.split('.').next().is_some_and(|first| !top.contains_key(first)))
+        .map(|mask| {
+            let example = shape_of(mask);
+            format!(
+                "{source} has nothing at '{mask}': the update removes it. The file has the shape of `ank get state`, \
+                 the mask's path included, e.g.\n{example}"
+            )
+        })
+        .collect()
+}
+
+/// The nesting of `mask` as YAML, with `...` at its end.
+fn shape_of(mask: &str) -> String {
+    let mut text = String::new();
+    for (depth, key) in mask.split('.').enumerate() {
+        text.push_str(&format!("{}{key}:\n", "  ".repeat(depth + 1)));
+    }
+    text.push_str(&format!("{}...", "  ".repeat(mask.split('.').count() + 1)));
+    text
 }
 
 #[cfg(test)]
@@ -77,5 +114,23 @@ mod tests {
         assert!(format!("{e:#}").contains("s.yaml"), "{e:#}");
         let e = set_request("s.yaml", "desiredState:\n  workloads:\n    w:\n      restartPolicy: SOMETIMES\n", vec![]);
         assert!(e.is_err());
+    }
+
+    // Issue 26: `tags: {arch: arm64}` at the top of the file is no agent's
+    // tags; the update would remove them, and `ank` says so. An empty file
+    // removes on purpose, without a warning.
+    #[test]
+    fn set_state_warns_when_a_mask_is_not_where_the_file_starts() {
+        let masks = vec!["agents.agent_A.tags".to_owned()];
+        let warnings = misplaced_masks("tags.yaml", "tags:\n  arch: arm64\n", &masks);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("tags.yaml has nothing at 'agents.agent_A.tags': the update removes it."));
+        assert!(warnings[0].ends_with("  agents:\n    agent_A:\n      tags:\n        ..."), "{}", warnings[0]);
+        let good = "agents:\n  agent_A:\n    tags:\n      arch: arm64\n";
+        assert!(misplaced_masks("tags.yaml", good, &masks).is_empty());
+        assert!(misplaced_masks("empty.yaml", "", &masks).is_empty());
+        assert!(misplaced_masks("empty.yaml", "{}", &masks).is_empty());
+        let delete = vec!["desiredState.workloads.gone".to_owned()];
+        assert!(misplaced_masks("s.yaml", "desiredState:\n  workloads: {}\n", &delete).is_empty());
     }
 }
