@@ -140,7 +140,8 @@ pub fn validate_members(state: &State) -> Result<(), String> {
     for (name, group) in &state.groups {
         if let Some(missing) = group.members.iter().find(|m| !state.workloads.contains_key(*m)) {
             return Err(format!(
-                "group '{name}': member '{missing}' is not a workload of the desired state (delete or change the group with its members)"
+                "group '{name}': member '{missing}' would not be a workload of the desired state after this update: \
+                 update the group's members with it, or delete the group together with its members"
             ));
         }
     }
@@ -271,7 +272,12 @@ groups:
         let unknown = BATCH.replace("[m1, m2]", "[m1, m9]");
         let state = parse_manifest("m.yaml", &unknown).unwrap();
         let e = validate_members(&state).unwrap_err();
-        assert!(e.starts_with("group 'nightly': member 'm9' is not a workload of the desired state"), "{e}");
+        assert!(
+            e.starts_with(
+                "group 'nightly': member 'm9' would not be a workload of the desired state after this update"
+            ),
+            "{e}"
+        );
         let bad_name = BATCH.replace("  nightly:", "  night.ly:");
         let e = parse_manifest("m.yaml", &bad_name).unwrap_err().to_string();
         assert!(e.contains("group name 'night.ly' is invalid"), "{e}");

@@ -291,7 +291,10 @@ async fn k6_batch_defaults_reach_the_members_specs() {
     // Validation at apply names the group.
     let unknown = batch.replace("[m1, m2]", "[m1, m2, m9]");
     let ResponseContent::Error(e) = apply(&mut h, &unknown).await else { panic!("unknown member accepted") };
-    assert!(e.contains("group 'nightly': member 'm9' is not a workload of the desired state"), "{e}");
+    assert!(
+        e.contains("group 'nightly': member 'm9' would not be a workload of the desired state after this update"),
+        "{e}"
+    );
     let ResponseContent::Error(e) = ask(
         &mut h,
         "del",
