@@ -122,8 +122,34 @@ pub fn default_paths() -> Vec<PathBuf> {
 pub fn parse_cli() -> Result<(Cli, Loaded), ConfigFileError> {
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    resolve_wait(&mut cli, &matches).unwrap_or_else(|e| e.exit());
     let loaded = apply(&mut cli, &matches, &default_paths())?;
     Ok((cli, loaded))
+}
+
+/// `--wait` and `--no-wait` exclude each other. Given both on the command
+/// line, or both in the environment, that is a usage error (exit 2) whose
+/// usage line is the plain one (clap's own conflict check printed the flags
+/// the environment had set as if they had been typed); one on the command
+/// line beats the other from the environment.
+pub fn resolve_wait(cli: &mut Cli, matches: &ArgMatches) -> Result<(), clap::Error> {
+    use clap::parser::ValueSource;
+    if !(cli.wait_job && cli.no_wait) {
+        return Ok(());
+    }
+    let typed = |id: &str| matches!(matches.value_source(id), Some(ValueSource::CommandLine));
+    match (typed("wait_job"), typed("no_wait")) {
+        (true, false) => cli.no_wait = false,
+        (false, true) => cli.wait_job = false,
+        (true, true) | (false, false) => {
+            let how = if typed("wait_job") { "" } else { " (ANK_WAIT and ANK_NO_WAIT are both set)" };
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!("the argument '--wait' cannot be used with '--no-wait'{how}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Reads the config file `-x` names, else the first of `defaults` that
