@@ -32,7 +32,7 @@ pub struct Cli {
     pub no_wait: bool,
 
     /// Wait until the job of apply, run, delete or set is over and exit 1 if it failed
-    /// (`--no-wait` excludes it: see [`resolve_wait`](crate::config_file::resolve_wait).)
+    // `--no-wait` excludes it: see `crate::config_file::resolve_wait`.
     #[arg(long = "wait", env = "ANK_WAIT", global = true, value_parser = FalseyValueParser::new())]
     pub wait_job: bool,
 
