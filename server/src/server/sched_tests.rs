@@ -229,6 +229,9 @@ async fn k6_a_failed_pipeline_step_cancels_the_rest_which_never_reach_the_agent(
     let job = &tree["jobs"]["1"];
     assert_eq!(job["phase"], "Failed");
     assert_eq!(job["workloads"]["s3"]["reason"], "canceled: pipeline upd: s2 failed");
+    // The job's classes per step: ran and succeeded, ran and failed, canceled.
+    let class = |w: &str| job["workloads"][w]["class"].as_str().unwrap_or_default().to_owned();
+    assert_eq!([class("s1"), class("s2"), class("s3")], ["succeeded", "failed", "failed"], "{job}");
 
     // Never handed out: not by the job, not by a resync, not on a reconnect.
     tokio::time::sleep(Duration::from_secs(120)).await;
