@@ -207,7 +207,7 @@ impl AnkaiosServer {
             hooks: HooksRegistry::default(),
             hook_flow: hooked::HookFlow::default(),
         };
-        server.place_update(&mut initial.rendered);
+        server.place_update(&mut initial.rendered, &[]);
         server.render_initial(&mut initial);
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.generations.advance(&server.desired.rendered, &initial.rendered, |_| 0);
@@ -604,12 +604,7 @@ impl AnkaiosServer {
     /// applied, `${seq:N}` numbers planned.
     fn prepare_accept(&mut self, mut next: DesiredState, moves: &[(String, String)]) -> Result<Prepared, String> {
         // Placement first: the ${seq:N} pools are per agent.
-        self.place_update(&mut next.rendered);
-        for (name, agent) in moves {
-            if let Some(wl) = next.rendered.workloads.get_mut(name.as_str()) {
-                wl.agent.clone_from(agent);
-            }
-        }
+        self.place_update(&mut next.rendered, moves);
         let table = self.render_for_agents(&mut next).inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
         Ok(Prepared { next, table })
     }

@@ -83,17 +83,23 @@ impl AnkaiosServer {
     }
 
     /// Writes the agents of the selector workloads of `next` (a rendered
-    /// state about to replace the current one): an unchanged selector keeps
-    /// its agent, a new or changed one (or one not placed yet) is placed,
-    /// the old agent getting the stickiness bonus.
+    /// state about to replace the current one): a workload of `moves`
+    /// (workload, agent; "" for NotScheduled) goes where its move says,
+    /// decided and recorded by the pass that moves it; an unchanged
+    /// selector keeps its agent, a new or changed one (or one not placed
+    /// yet) is placed, the old agent getting the stickiness bonus.
     // [feature S1: the chosen agent is written into the rendered state]
-    pub(super) fn place_update(&mut self, next: &mut State) {
+    pub(super) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
         let now = Instant::now();
         let mut pass = Pass::default();
         {
             let agents = agent_infos(&self.conns, &self.agent_kinds);
             for (name, wl) in next.workloads.iter_mut().filter(|(_, wl)| wl.agent.is_empty()) {
                 let Some(selector) = &wl.agent_selector else { continue };
+                if let Some((_, agent)) = moves.iter().find(|(moved, _)| moved == name.as_str()) {
+                    wl.agent.clone_from(agent);
+                    continue;
+                }
                 let old = self.desired.base().workloads.get(name.as_str());
                 let old_agent = old.map(|o| o.agent.as_str()).filter(|a| !a.is_empty());
                 if let Some(agent) = old_agent

@@ -520,3 +520,18 @@ async fn a_job_whose_workload_no_agent_ever_matches_fails_as_stuck() {
     assert_eq!(job["reason"], "stuck: w waits for an agent that matches its agentSelector", "{job}");
     c.stop.cancel();
 }
+
+// Issue 26, bug 3: when a fitting agent connects, the NotScheduled workload
+// is placed once and its `Scheduled` event recorded once (before, the move
+// placed it a second time and recorded the event again).
+#[tokio::test(start_paused = true)]
+async fn a_fitting_agent_connecting_records_one_scheduled_event() {
+    let mut c = Cluster::start(settings(&[])).await;
+    c.connect("agent_A", &[("arch", "x86_64")], &["podman"], 1024, &[]).await;
+    c.apply(json!({"w": selector_workload(json!({"labels": ["arch = arm64"]}), "onAgentLoss")})).await;
+    c.connect("agent_C", &[("arch", "arm64")], &["podman"], 1024, &[]).await;
+    assert_eq!(c.handed("agent_C").await.0, ["w"]);
+    let scheduled: Vec<_> = c.events("w").await.into_iter().filter(|(k, _, _)| k == "Scheduled").collect();
+    assert_eq!(scheduled, [("Scheduled".to_owned(), "agent_C score 0.00 of 1 candidate".to_owned(), 1)]);
+    c.stop.cancel();
+}
