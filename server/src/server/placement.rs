@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ank_common::duration::format_duration;
+use ank_common::duration::{format_duration, format_elapsed};
 use ank_common::scheduling::Migration;
 use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, State, StateKind, WorkloadState};
@@ -252,7 +252,7 @@ impl AnkaiosServer {
                     (Due::Lost(gone), Decision::Placed { agent, score, candidates, .. }) => {
                         let reason = format!(
                             "{current} -> {agent}: {current} disconnected for {}; score {score:.2} of {candidates} {}",
-                            format_duration(gone),
+                            format_elapsed(gone),
                             if candidates == 1 { "candidate" } else { "candidates" }
                         );
                         pass.events.push((name.clone(), EventKind::Rescheduled, reason));

@@ -616,3 +616,28 @@ async fn rebalance_waits_for_the_current_agents_first_load_report_after_a_reconn
     );
     c.stop.cancel();
 }
+
+// Issue 26: a Rescheduled reason shows how long the agent was away as a
+// human duration ("5.9s"), not in raw milliseconds ("5926ms").
+#[tokio::test(start_paused = true)]
+async fn a_rescheduled_reason_shows_the_time_away_as_a_human_duration() {
+    let mut placement = settings(&[("load", 0.0, 1.0)]);
+    placement.agent_loss_grace = Duration::from_secs(5);
+    let start = tokio::time::Instant::now();
+    let mut c = Cluster::start(placement).await;
+    c.connect("agent_A", &[], &["podman"], 1024, &[("load", 0.50)]).await;
+    c.connect("agent_B", &[], &["podman"], 1024, &[("load", 0.30)]).await;
+    let rank = json!({"rank": [{"metric": "load", "weight": 1.0}]});
+    c.apply(json!({"w": selector_workload(rank, "onAgentLoss")})).await;
+    assert_eq!(c.placed_on("w").await, ["agent_A"]);
+    // Away from 74 ms after a tick: the tick that moves it sees 5.926 s.
+    until(start, 10).await;
+    tokio::time::sleep(Duration::from_millis(74)).await;
+    c.disconnect("agent_A").await;
+    until(start, 17).await;
+    assert_eq!(
+        c.last_event("w", "Rescheduled").await.as_deref(),
+        Some("agent_A -> agent_B: agent_A disconnected for 5.9s; score 0.27 of 1 candidate")
+    );
+    c.stop.cancel();
+}
