@@ -448,6 +448,7 @@ impl AnkaiosServer {
         if self.conns.agent_of(conn).as_deref() != Some(agent) {
             return;
         }
+        let first = !self.conns.status_reported(agent);
         self.conns.mark_status_reported(agent);
         let Some(attrs) = self.conns.agent_attributes_mut(agent) else { return };
         let metrics = Metrics::from_load(&status, extra);
@@ -457,9 +458,14 @@ impl AnkaiosServer {
             quota.used_workloads = used.workloads;
             quota.used_memory = used.memory;
         }
-        if attrs.metrics != metrics {
+        if attrs.metrics != metrics || first {
             attrs.metrics = metrics;
-            self.placement_agent_changed(agent);
+            if first {
+                // Its metrics are known from now on.
+                self.placement_agent_changed(agent);
+            } else {
+                self.placement_metrics_changed(agent);
+            }
         }
     }
 

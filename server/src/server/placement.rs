@@ -159,13 +159,29 @@ impl AnkaiosServer {
         self.placement_agent_changed(agent);
     }
 
-    /// The advertisement of `agent` changed (or it connected, or left):
+    /// The advertisement of `agent` changed (it connected or left, its
+    /// labels changed, or its first load report brought its metrics):
     /// every NotScheduled selector workload that `agent` may run now is
     /// placed (on the best candidate, which need not be `agent`); one that
     /// still no agent may run gets its reason again (an event if it changed,
     /// none while it awaits an agent's first load report).
     // [feature S1: NotScheduled workloads are placed when a fitting agent appears]
     pub(super) fn placement_agent_changed(&mut self, agent: &str) {
+        self.place_waiting(agent, true);
+    }
+
+    /// The metrics of `agent` changed after its first load report: the
+    /// NotScheduled selector workloads it may run now are placed. (The
+    /// reasons of the others are not judged again at every load report:
+    /// their texts name no values, and it would cost a decision per
+    /// waiting workload and report.)
+    pub(super) fn placement_metrics_changed(&mut self, agent: &str) {
+        self.place_waiting(agent, false);
+    }
+
+    /// Places the NotScheduled workloads `agent` may run; with `reasons`,
+    /// judges the others again.
+    fn place_waiting(&mut self, agent: &str, reasons: bool) {
         let waiting = self.desired.rendered.workloads.iter().filter(|(_, wl)| wl.agent.is_empty());
         let waiting: Vec<String> =
             waiting.filter(|(_, wl)| wl.agent_selector.is_some()).map(|(n, _)| n.to_string()).collect();
@@ -189,7 +205,7 @@ impl AnkaiosServer {
                         pass.events.push((name.clone(), EventKind::Scheduled, reason));
                         pass.moves.push((name, agent));
                     }
-                } else if !agents.iter().any(|a| constraints.check(a, &ranges).is_ok()) {
+                } else if reasons && !agents.iter().any(|a| constraints.check(a, &ranges).is_ok()) {
                     match self.placer.decide(selector, None, &agents) {
                         Decision::Unschedulable { reason } => pass.unschedulable.push((name, reason)),
                         Decision::AwaitingReport { reason } => pass.awaiting.push((name, reason)),

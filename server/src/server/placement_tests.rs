@@ -641,3 +641,21 @@ async fn a_rescheduled_reason_shows_the_time_away_as_a_human_duration() {
     );
     c.stop.cancel();
 }
+
+// Issue 26, bug 4: a workload that waited for an agent's first load report
+// the agent then does not fit becomes Unschedulable with the true reason at
+// that report (not only at the next update or move).
+#[tokio::test(start_paused = true)]
+async fn a_workload_the_first_load_report_rules_out_gets_the_true_reason_at_that_report() {
+    let mut c = Cluster::start(settings(&[])).await;
+    c.hello("agent_X", &[], &["podman"]).await;
+    c.apply(json!({"faster": selector_workload(json!({"metrics": ["speed >= 50"]}), "onAgentLoss")})).await;
+    assert_eq!(c.events("faster").await, []);
+    c.load("agent_X", 1024, &[("speed", 10.0)]).await;
+    let reason = "1 agent: 1 metric speed >= 50 not met (agent_X)";
+    assert_eq!(c.events("faster").await, [("Unschedulable".to_owned(), reason.to_owned(), 1)]);
+    assert_eq!(c.instances("faster").await[0].1["additionalInfo"], reason);
+    c.load("agent_X", 1024, &[("speed", 60.0)]).await;
+    assert_eq!(c.handed("agent_X").await.0, ["faster"], "placed when a later report makes it fit");
+    c.stop.cancel();
+}
