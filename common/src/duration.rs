@@ -1,5 +1,7 @@
 //! Durations as users write them in manifests, config files and flags:
 //! `500ms`, `60s`, `5m`, `72h`, `2d` or a bare number of seconds.
+//! [`format_duration`] writes a configured duration back exactly;
+//! [`format_elapsed`] writes a measured one for people (`5.9s`, `5m 1s`).
 
 use std::time::Duration;
 
@@ -39,6 +41,39 @@ pub fn format_duration(d: Duration) -> String {
     format!("{ms}ms")
 }
 
+/// A measured duration for people, at most two units and never raw
+/// milliseconds above 1 s: `740ms`, `5.9s`, `59s`, `5m`, `5m 1s`, `2h 5m`,
+/// `3d 4h` (rounded to the smaller unit shown).
+pub fn format_elapsed(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let tenths = (ms + 50) / 100;
+    if tenths < 600 {
+        return match tenths % 10 {
+            0 => format!("{}s", tenths / 10),
+            t => format!("{}.{t}s", tenths / 10),
+        };
+    }
+    let secs = (ms + 500) / 1000;
+    let (big, small, small_unit) = if secs < 3600 {
+        ((secs / 60, "m"), secs % 60, "s")
+    } else {
+        let mins = (secs + 30) / 60;
+        if mins < 24 * 60 {
+            ((mins / 60, "h"), mins % 60, "m")
+        } else {
+            let hours = (mins + 30) / 60;
+            ((hours / 24, "d"), hours % 24, "h")
+        }
+    };
+    match small {
+        0 => format!("{}{}", big.0, big.1),
+        n => format!("{}{} {n}{small_unit}", big.0, big.1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +89,28 @@ mod tests {
         assert!(parse_duration("m").unwrap_err().contains("not a duration"));
         for d in ["1d", "3d", "5h", "1m", "90s", "500ms", "0ms"] {
             assert_eq!(format_duration(parse_duration(d).unwrap()), d);
+        }
+    }
+
+    #[test]
+    fn elapsed_durations_read_as_people_write_them() {
+        let cases = [
+            (0, "0ms"),
+            (999, "999ms"),
+            (1000, "1s"),
+            (5926, "5.9s"),
+            (5960, "6s"),
+            (59_949, "59.9s"),
+            (59_950, "1m"),
+            (300_000, "5m"),
+            (300_926, "5m 1s"),
+            (3_599_600, "1h"),
+            (7_500_000, "2h 5m"),
+            (86_400_000, "1d"),
+            (3 * 86_400_000 + 4 * 3_600_000 + 20_000, "3d 4h"),
+        ];
+        for (ms, text) in cases {
+            assert_eq!(format_elapsed(Duration::from_millis(ms)), text, "{ms} ms");
         }
     }
 }

@@ -67,6 +67,7 @@ fn bench(c: &mut Criterion) {
             labels: &a.labels,
             capabilities: &a.capabilities,
             metrics: &a.metrics,
+            reported: true,
         })
         .collect();
     let selectors = selectors();

@@ -207,7 +207,7 @@ impl AnkaiosServer {
             hooks: HooksRegistry::default(),
             hook_flow: hooked::HookFlow::default(),
         };
-        server.place_update(&mut initial.rendered);
+        server.place_update(&mut initial.rendered, &[]);
         server.render_initial(&mut initial);
         let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
         server.generations.advance(&server.desired.rendered, &initial.rendered, |_| 0);
@@ -448,6 +448,7 @@ impl AnkaiosServer {
         if self.conns.agent_of(conn).as_deref() != Some(agent) {
             return;
         }
+        let first = !self.conns.status_reported(agent);
         self.conns.mark_status_reported(agent);
         let Some(attrs) = self.conns.agent_attributes_mut(agent) else { return };
         let metrics = Metrics::from_load(&status, extra);
@@ -457,9 +458,14 @@ impl AnkaiosServer {
             quota.used_workloads = used.workloads;
             quota.used_memory = used.memory;
         }
-        if attrs.metrics != metrics {
+        if attrs.metrics != metrics || first {
             attrs.metrics = metrics;
-            self.placement_agent_changed(agent);
+            if first {
+                // Its metrics are known from now on.
+                self.placement_agent_changed(agent);
+            } else {
+                self.placement_metrics_changed(agent);
+            }
         }
     }
 
@@ -604,12 +610,7 @@ impl AnkaiosServer {
     /// applied, `${seq:N}` numbers planned.
     fn prepare_accept(&mut self, mut next: DesiredState, moves: &[(String, String)]) -> Result<Prepared, String> {
         // Placement first: the ${seq:N} pools are per agent.
-        self.place_update(&mut next.rendered);
-        for (name, agent) in moves {
-            if let Some(wl) = next.rendered.workloads.get_mut(name.as_str()) {
-                wl.agent.clone_from(agent);
-            }
-        }
+        self.place_update(&mut next.rendered, moves);
         let table = self.render_for_agents(&mut next).inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
         Ok(Prepared { next, table })
     }

@@ -3,16 +3,17 @@
 //! restart policy will not start it again; or a pipeline canceled it)
 //! and stayed so for its ttl is deleted from the desired state. The ttl is
 //! the workload's own `ttlAfterFinished`, else the server-wide default
-//! (none by default: the reaper is off). This module owns the settings, the
-//! finish rule and when each workload was first seen finished; the server
-//! checks on every tick and carries out the deletions.
+//! (none by default: the reaper is off), counted from when the workload's
+//! state became the finished one (not from the tick that first saw it, so a
+//! workload goes at most one tick after its ttl ran out). This module owns
+//! the settings and the finish rule; the server checks on every tick and
+//! carries out the deletions.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ank_common::execution_state::{Failed, Pending};
 use ank_common::workload::RestartPolicy;
-use ank_common::{StateKind, WorkloadInstanceName, WorkloadName};
+use ank_common::{StateKind, WorkloadName};
 use tokio::time::Instant;
 
 /// How the reaper behaves (configurable).
@@ -70,51 +71,40 @@ pub struct Due {
 #[derive(Debug, Clone)]
 pub struct Candidate<'a> {
     pub name: &'a WorkloadName,
-    pub instance: WorkloadInstanceName,
     pub ttl: Option<Duration>,
     pub policy: RestartPolicy,
-    pub kind: Option<StateKind>,
+    /// The kind of its instance's state and since when it has that kind;
+    /// `None` without a state.
+    pub state: Option<(StateKind, Instant)>,
 }
 
-/// When each workload was first seen finished.
+/// The reaper's settings and rules.
 #[derive(Debug, Default)]
 pub struct Reaper {
     settings: ReaperSettings,
-    finished_since: BTreeMap<String, (WorkloadInstanceName, Instant)>,
 }
 
 impl Reaper {
     pub fn new(settings: ReaperSettings) -> Self {
-        Self { settings, finished_since: BTreeMap::new() }
+        Self { settings }
     }
 
     pub fn settings(&self) -> ReaperSettings {
         self.settings
     }
 
-    /// Looks at every candidate at `now`: notes the ones that just
-    /// finished, forgets the ones that are not finished (any more), and
-    /// returns those finished for at least their ttl.
+    /// The candidates finished for good for at least their ttl at `now`.
     // [feature K7: ttlAfterFinished deletes a workload finished for good]
-    pub fn check<'a>(&mut self, candidates: impl IntoIterator<Item = Candidate<'a>>, now: Instant) -> Vec<Due> {
-        let mut seen = BTreeMap::new();
+    pub fn check<'a>(&self, candidates: impl IntoIterator<Item = Candidate<'a>>, now: Instant) -> Vec<Due> {
         let mut due = Vec::new();
         for c in candidates {
             let Some(ttl) = c.ttl.or(self.settings.default_ttl) else { continue };
-            if !c.kind.is_some_and(|k| finished_for_good(c.policy, k)) {
-                continue;
-            }
-            let since = match self.finished_since.remove(c.name.as_str()) {
-                Some((instance, at)) if instance == c.instance => at,
-                _ => now,
-            };
-            if now.saturating_duration_since(since) >= ttl {
+            let Some((kind, since)) = c.state else { continue };
+            if finished_for_good(c.policy, kind) && now.saturating_duration_since(since) >= ttl {
                 let reason = format!("ttlAfterFinished {}", ank_common::duration::format_duration(ttl));
                 due.push(Due { workload: c.name.to_string(), reason });
             }
-            seen.insert(c.name.to_string(), (c.instance, since));
         }
-        self.finished_since = seen;
         due
     }
 }
@@ -123,9 +113,14 @@ impl Reaper {
 mod tests {
     use super::*;
 
-    fn candidate(name: &WorkloadName, ttl: Option<u64>, policy: RestartPolicy, kind: StateKind) -> Candidate<'_> {
-        let instance = WorkloadInstanceName { workload_name: name.to_string(), agent_name: "A".into(), id: "1".into() };
-        Candidate { name, instance, ttl: ttl.map(Duration::from_secs), policy, kind: Some(kind) }
+    fn candidate(
+        name: &WorkloadName,
+        ttl: Option<u64>,
+        policy: RestartPolicy,
+        kind: StateKind,
+        since: Instant,
+    ) -> Candidate<'_> {
+        Candidate { name, ttl: ttl.map(Duration::from_secs), policy, state: Some((kind, since)) }
     }
 
     #[test]
@@ -145,25 +140,29 @@ mod tests {
 
     // [test of feature K7]
     #[tokio::test(start_paused = true)]
-    async fn reaper_counts_from_the_first_finished_sighting() {
-        let mut r = Reaper::new(ReaperSettings::default());
+    async fn reaper_counts_from_when_the_state_became_finished() {
+        let r = Reaper::new(ReaperSettings::default());
         let (w, keep) = (WorkloadName::new("w").unwrap(), WorkloadName::new("keep").unwrap());
         let t0 = Instant::now();
-        let all = |kind| {
+        let finished = t0 + Duration::from_millis(300);
+        let all = |kind, since| {
             vec![
-                candidate(&w, Some(10), RestartPolicy::Never, kind),
-                candidate(&keep, None, RestartPolicy::Never, StateKind::Succeeded),
+                candidate(&w, Some(10), RestartPolicy::Never, kind, since),
+                candidate(&keep, None, RestartPolicy::Never, StateKind::Succeeded, t0),
             ]
         };
-        assert!(r.check(all(StateKind::Running), t0).is_empty());
-        assert!(r.check(all(StateKind::Succeeded), t0 + Duration::from_secs(1)).is_empty());
-        assert!(r.check(all(StateKind::Succeeded), t0 + Duration::from_secs(10)).is_empty());
-        let due = r.check(all(StateKind::Succeeded), t0 + Duration::from_secs(11));
-        assert_eq!(due, vec![Due { workload: "w".into(), reason: "ttlAfterFinished 10s".into() }]);
+        assert!(r.check(all(StateKind::Running, t0), t0 + Duration::from_secs(60)).is_empty(), "not finished");
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert!(r.check(all(StateKind::Succeeded, finished), at(10_299)).is_empty());
+        let due = r.check(all(StateKind::Succeeded, finished), at(10_300));
+        assert_eq!(
+            due,
+            vec![Due { workload: "w".into(), reason: "ttlAfterFinished 10s".into() }],
+            "ttl after it finished"
+        );
         // With a server-wide default, the one without a ttl goes too.
-        let mut r = Reaper::new(ReaperSettings { default_ttl: Some(Duration::from_secs(5)), ..Default::default() });
-        r.check(all(StateKind::Succeeded), t0);
-        let due = r.check(all(StateKind::Succeeded), t0 + Duration::from_secs(5));
+        let r = Reaper::new(ReaperSettings { default_ttl: Some(Duration::from_secs(5)), ..Default::default() });
+        let due = r.check(all(StateKind::Succeeded, t0), t0 + Duration::from_secs(5));
         assert_eq!(due.iter().map(|d| d.workload.as_str()).collect::<Vec<_>>(), ["keep"]);
     }
 }

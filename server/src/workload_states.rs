@@ -29,7 +29,8 @@ pub enum Ingest {
     Invalid(ConditionType),
 }
 
-/// When an instance was last confirmed and last re-sent.
+/// When an instance was last confirmed and last re-sent, and since when it
+/// has its current kind of state.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
     /// The last report that confirmed or changed its availability (or the
@@ -37,11 +38,15 @@ pub struct Timing {
     pub confirmed: Instant,
     /// The last resync of its spec, if any.
     pub resent: Option<Instant>,
+    /// When its state last changed kind (or the entry's creation): e.g.
+    /// since when it is Succeeded, which the ttl of a finished workload
+    /// counts from.
+    pub state_since: Instant,
 }
 
 impl Timing {
     fn new(now: Instant) -> Self {
-        Self { confirmed: now, resent: None }
+        Self { confirmed: now, resent: None, state_since: now }
     }
 
     /// The later of the two: a resync is due this long after it.
@@ -80,6 +85,7 @@ impl WorkloadStateStore {
         let inherited = (!self.contains(n)).then(|| self.inherited_availability(n)).flatten();
         let slot = self.slot(n);
         let mut changed = slot.state != s.execution_state;
+        let kind_changed = slot.state.kind != s.execution_state.kind;
         slot.state = s.execution_state.clone();
         if s.status.generation != 0 && slot.status.generation != s.status.generation {
             slot.status.generation = s.status.generation;
@@ -89,7 +95,11 @@ impl WorkloadStateStore {
             slot.status.conditions.push(available);
             changed = true;
         }
-        self.timing.entry(n.clone()).or_insert_with(|| Timing::new(Instant::now()));
+        let now = Instant::now();
+        let timing = self.timing.entry(n.clone()).or_insert_with(|| Timing::new(now));
+        if kind_changed {
+            timing.state_since = now;
+        }
         changed
     }
 

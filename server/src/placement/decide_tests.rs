@@ -26,7 +26,7 @@ fn info<'a>(
     caps: &'a [String],
     metrics: &'a BTreeMap<String, f64>,
 ) -> AgentInfo<'a> {
-    AgentInfo { name, connected, labels, capabilities: caps, metrics }
+    AgentInfo { name, connected, labels, capabilities: caps, metrics, reported: true }
 }
 
 // [test of feature S1]
@@ -144,4 +144,31 @@ fn metric_ranges_are_checked_and_normalize_both_ways() {
     assert!(MetricRange::new(f64::NAN, 1.0, true).is_err());
     let r = MetricRange::new(0.0, 100.0, false).unwrap();
     assert_eq!((r.normalize(25.0), r.normalize(101.0), r.normalize(-1.0)), (Some(0.75), None, None));
+}
+
+// Issue 26, bug 4: an agent that has not sent its first load report is not
+// judged by metric constraints; a workload only it may fit awaits the report
+// instead of being unschedulable, and one another agent fits is placed there.
+#[test]
+fn a_workload_only_an_unreported_agent_may_fit_awaits_its_report() {
+    let none = labels(&[]);
+    let (slow, unknown) = (metrics(&[("speed", 1.0)]), metrics(&[]));
+    let c = Constraints::new(&AgentSelector { metrics: vec!["speed >= 5".into()], ..Default::default() }).unwrap();
+    let x = AgentInfo { reported: false, ..info("agent_X", true, &none, &[], &unknown) };
+    let agents = [info("agent_A", true, &none, &[], &slow), x];
+    assert_eq!(
+        decide(&c, None, &agents, &settings(), &mut SplitMix64::new(1)),
+        Decision::AwaitingReport { reason: "waiting for the first load report of agent_X".into() }
+    );
+    let fast = metrics(&[("speed", 9.0)]);
+    let agents = [info("agent_B", true, &none, &[], &fast), x];
+    let d = decide(&c, None, &agents, &settings(), &mut SplitMix64::new(1));
+    assert!(matches!(d, Decision::Placed { ref agent, candidates: 1, .. } if agent == "agent_B"), "{d:?}");
+    let reported = [info("agent_A", true, &none, &[], &slow), info("agent_X", true, &none, &[], &unknown)];
+    assert_eq!(
+        decide(&c, None, &reported, &settings(), &mut SplitMix64::new(1)),
+        Decision::Unschedulable {
+            reason: "2 agents: 1 metric speed missing (agent_X), 1 metric speed >= 5 not met (agent_A)".into()
+        }
+    );
 }

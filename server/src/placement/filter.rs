@@ -1,8 +1,10 @@
 //! The filter step of placement: whether one agent may run a workload, and
 //! if not, the first reason why (offline, a label constraint that does not
-//! match, a missing capability, a metric that is missing, out of its
-//! configured range or does not meet its constraint). [`summarize`] turns
-//! the reasons of all excluded agents into the `Unschedulable` event text.
+//! match, a missing capability, no load report yet to judge the metric
+//! constraints by, a metric that is missing, out of its configured range or
+//! does not meet its constraint). [`summarize`] turns the reasons of all
+//! excluded agents into the `Unschedulable` event text; [`awaiting`] names
+//! the agents whose first load report placement waits for.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +23,9 @@ pub struct AgentInfo<'a> {
     pub labels: &'a BTreeMap<String, String>,
     pub capabilities: &'a [String],
     pub metrics: &'a BTreeMap<String, f64>,
+    /// Its first load report came: its metrics are known (an agent's
+    /// metrics come with its load reports, not with its hello).
+    pub reported: bool,
 }
 
 /// An agent selector with its expressions parsed once.
@@ -48,7 +53,8 @@ impl Constraints {
     }
 
     /// `Ok` if `agent` passes every constraint, else the first failure, in
-    /// the order: connection, labels, capabilities, metrics.
+    /// the order: connection, labels, capabilities, metrics (not judged
+    /// before the agent's first load report).
     // [feature S1: only connected agents whose labels, capabilities and metrics match]
     pub fn check(&self, agent: &AgentInfo<'_>, ranges: &BTreeMap<String, MetricRange>) -> Result<(), Exclusion> {
         if !agent.connected {
@@ -60,6 +66,9 @@ impl Constraints {
         // [feature S6: every capability must be advertised by the agent]
         if let Some(missing) = self.capabilities.iter().find(|c| !agent.capabilities.contains(c)) {
             return Err(Exclusion::MissingCapability(missing.clone()));
+        }
+        if !self.metrics.is_empty() && !agent.reported {
+            return Err(Exclusion::NotReported);
         }
         // [feature S3: metric constraints; a value outside its range is invalid]
         for (text, c) in &self.metrics {
@@ -86,6 +95,9 @@ pub enum Exclusion {
     Label(String),
     /// The agent does not advertise this capability.
     MissingCapability(String),
+    /// The agent has not sent its first load report, so its metrics are
+    /// not known yet: not a reason to call a workload unschedulable.
+    NotReported,
     /// The agent does not advertise this metric.
     MetricMissing(String),
     /// The agent's value of this metric is outside its configured range.
@@ -100,6 +112,7 @@ impl fmt::Display for Exclusion {
             Exclusion::Offline => f.write_str("offline"),
             Exclusion::Label(text) => write!(f, "label {text} mismatch"),
             Exclusion::MissingCapability(c) => write!(f, "missing capability {c}"),
+            Exclusion::NotReported => f.write_str("no load report yet"),
             Exclusion::MetricMissing(m) => write!(f, "metric {m} missing"),
             Exclusion::MetricOutOfRange(m) => write!(f, "metric {m} out of range"),
             Exclusion::MetricNotMet(text) => write!(f, "metric {text} not met"),
@@ -135,6 +148,17 @@ pub fn summarize(excluded: &[(&str, Exclusion)]) -> String {
         .collect();
     let noun = if excluded.len() == 1 { "agent" } else { "agents" };
     format!("{} {noun}: {}", excluded.len(), parts.join(", "))
+}
+
+/// Why a workload no agent passes waits as NotScheduled without being
+/// unschedulable: "waiting for the first load report of agent_X" (up to
+/// three names, then "and N more").
+pub fn awaiting(agents: &[&str]) -> String {
+    let mut names = agents.iter().take(NAMES_PER_REASON).copied().collect::<Vec<_>>().join(", ");
+    if agents.len() > NAMES_PER_REASON {
+        names.push_str(&format!(" and {} more", agents.len() - NAMES_PER_REASON));
+    }
+    format!("waiting for the first load report of {names}")
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ struct Agent {
     labels: BTreeMap<String, String>,
     capabilities: Vec<String>,
     metrics: BTreeMap<String, f64>,
+    reported: bool,
 }
 
 impl Agent {
@@ -24,6 +25,7 @@ impl Agent {
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
             metrics: metrics.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            reported: true,
         }
     }
 
@@ -34,6 +36,7 @@ impl Agent {
             labels: &self.labels,
             capabilities: &self.capabilities,
             metrics: &self.metrics,
+            reported: self.reported,
         }
     }
 }
@@ -91,6 +94,11 @@ fn each_exclusion_names_its_cause_in_the_order_checked() {
     assert_eq!(check(&c, &a), Err(Exclusion::MetricOutOfRange("free_memory_mb".into())), "above 0..65536");
     a.metrics.clear();
     assert_eq!(check(&c, &a), Err(Exclusion::MetricMissing("free_memory_mb".into())));
+    // Issue 26, bug 4: before its first load report an agent's metrics are
+    // not judged (missing ones are not missing yet).
+    a.reported = false;
+    assert_eq!(check(&c, &a), Err(Exclusion::NotReported));
+    assert_eq!(check(&selector(&["arch = arm64"], &[], &[]), &a), Ok(()), "no metric constraint: nothing to wait for");
     a.capabilities = vec!["podman".into()];
     // [test of feature S6]
     assert_eq!(check(&c, &a), Err(Exclusion::MissingCapability("podman-kube".into())));
@@ -126,4 +134,6 @@ fn the_summary_counts_and_names_agents_per_reason() {
     assert_eq!(summarize(&many), "5 agents: 5 offline (a, b, c and 2 more)");
     assert_eq!(summarize(&many[..1]), "1 agent: 1 offline (a)");
     assert_eq!(summarize(&[]), "no agent known to the server");
+    assert_eq!(awaiting(&["agent_X"]), "waiting for the first load report of agent_X");
+    assert_eq!(awaiting(&["a", "b", "c", "d"]), "waiting for the first load report of a, b, c and 1 more");
 }

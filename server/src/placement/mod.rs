@@ -3,7 +3,9 @@
 //! [`decide`] filters the known agents ([`filter`]: offline, labels,
 //! capabilities, metrics, each exclusion with its reason), ranks the
 //! candidates ([`rank`]: normalized weighted metrics plus stickiness) and
-//! breaks ties with a seeded [`SplitMix64`]. [`Placer`] keeps what placement
+//! breaks ties with a seeded [`SplitMix64`]. A workload no agent passes
+//! while some agent's metrics are not known yet (no load report since its
+//! hello) awaits that report instead of being unschedulable. [`Placer`] keeps what placement
 //! remembers between decisions (the generator, the next rebalance pass per
 //! workload, since when an agent is gone, the last Unschedulable reason).
 //! The server writes the chosen agent into its rendered desired state.
@@ -119,6 +121,10 @@ pub enum Decision {
     },
     /// No agent passed; the reason lists why each was excluded.
     Unschedulable { reason: String },
+    /// No agent passed, but some would be judged by metrics that their
+    /// first load report brings: not unschedulable (yet); the reason names
+    /// them.
+    AwaitingReport { reason: String },
 }
 
 impl Decision {
@@ -167,6 +173,11 @@ pub fn decide(
     }
     let current_index = current.and_then(|c| names.iter().position(|n| *n == c));
     let Some(best) = rank::choose(&scores, current_index, rng) else {
+        let awaited: Vec<&str> =
+            excluded.iter().filter(|(_, why)| *why == Exclusion::NotReported).map(|(agent, _)| *agent).collect();
+        if !awaited.is_empty() {
+            return Decision::AwaitingReport { reason: filter::awaiting(&awaited) };
+        }
         return Decision::Unschedulable { reason: filter::summarize(&excluded) };
     };
     Decision::Placed {

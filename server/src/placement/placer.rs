@@ -3,7 +3,7 @@
 //! the server's life, so a seed replays every choice), the next rebalance
 //! pass of each placed workload, since when each lost agent is gone, and
 //! the last `Unschedulable` reason of each workload (an event is recorded
-//! only when it changes, not at every re-evaluation).
+//! only when it changes, not at every re-evaluation) or what it awaits.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -74,7 +74,14 @@ impl Placer {
         true
     }
 
-    /// The last Unschedulable reason of `workload`, if it is not placed.
+    /// Notes that `workload` awaits an agent's first load report (`reason`
+    /// names it); true if the reason is new (its NotScheduled row shows it,
+    /// but it is no Unschedulable event).
+    pub fn awaiting(&mut self, workload: &str, reason: &str) -> bool {
+        self.unschedulable(workload, reason)
+    }
+
+    /// The last reason (Unschedulable or awaiting) of `workload`, if it is not placed.
     pub fn reason(&self, workload: &str) -> Option<&str> {
         self.reasons.get(workload).map(String::as_str)
     }

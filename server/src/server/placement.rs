@@ -11,11 +11,17 @@
 //! agent-loss grace (`migration: onAgentLoss` and `rebalance`) and the
 //! periodic pass of `migration: rebalance` workloads. Events: `Scheduled`,
 //! `Unschedulable` (only when its reason changes) and `Rescheduled`.
+//!
+//! An agent's metrics come with its load reports, not its hello: until its
+//! first one, placement does not judge the agent by metric constraints (nor
+//! rebalance a workload on it). A workload only such an agent may fit waits
+//! as NotScheduled "waiting for the first load report of ..." without an
+//! `Unschedulable` event, and is placed when the report comes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ank_common::duration::format_duration;
+use ank_common::duration::{format_duration, format_elapsed};
 use ank_common::scheduling::Migration;
 use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, State, StateKind, WorkloadState};
@@ -40,10 +46,18 @@ fn agent_infos<'a>(conns: &'a Connections, known: &'a BTreeMap<String, bool>) ->
             labels: &a.tags,
             capabilities: &a.capabilities,
             metrics: a.metrics.as_map(),
+            reported: conns.status_reported(name),
         })
         .collect();
     for name in known.keys().filter(|name| !conns.is_connected(name)) {
-        infos.push(AgentInfo { name, connected: false, labels: &NO_LABELS, capabilities: &[], metrics: &NO_METRICS });
+        infos.push(AgentInfo {
+            name,
+            connected: false,
+            labels: &NO_LABELS,
+            capabilities: &[],
+            metrics: &NO_METRICS,
+            reported: false,
+        });
     }
     infos.sort_by(|a, b| a.name.cmp(b.name));
     infos
@@ -66,6 +80,9 @@ struct Pass {
     events: Vec<(String, EventKind, String)>,
     /// Workloads that cannot be placed, with the reason.
     unschedulable: Vec<(String, String)>,
+    /// Workloads waiting for the first load report of an agent they may
+    /// fit, with the reason (no event).
+    awaiting: Vec<(String, String)>,
 }
 
 impl AnkaiosServer {
@@ -83,17 +100,23 @@ impl AnkaiosServer {
     }
 
     /// Writes the agents of the selector workloads of `next` (a rendered
-    /// state about to replace the current one): an unchanged selector keeps
-    /// its agent, a new or changed one (or one not placed yet) is placed,
-    /// the old agent getting the stickiness bonus.
+    /// state about to replace the current one): a workload of `moves`
+    /// (workload, agent; "" for NotScheduled) goes where its move says,
+    /// decided and recorded by the pass that moves it; an unchanged
+    /// selector keeps its agent, a new or changed one (or one not placed
+    /// yet) is placed, the old agent getting the stickiness bonus.
     // [feature S1: the chosen agent is written into the rendered state]
-    pub(super) fn place_update(&mut self, next: &mut State) {
+    pub(super) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
         let now = Instant::now();
         let mut pass = Pass::default();
         {
             let agents = agent_infos(&self.conns, &self.agent_kinds);
             for (name, wl) in next.workloads.iter_mut().filter(|(_, wl)| wl.agent.is_empty()) {
                 let Some(selector) = &wl.agent_selector else { continue };
+                if let Some((_, agent)) = moves.iter().find(|(moved, _)| moved == name.as_str()) {
+                    wl.agent.clone_from(agent);
+                    continue;
+                }
                 let old = self.desired.base().workloads.get(name.as_str());
                 let old_agent = old.map(|o| o.agent.as_str()).filter(|a| !a.is_empty());
                 if let Some(agent) = old_agent
@@ -111,6 +134,7 @@ impl AnkaiosServer {
                         pass.events.push((name.to_string(), EventKind::Scheduled, reason));
                     }
                     Decision::Unschedulable { reason } => pass.unschedulable.push((name.to_string(), reason)),
+                    Decision::AwaitingReport { reason } => pass.awaiting.push((name.to_string(), reason)),
                 }
             }
         }
@@ -127,16 +151,37 @@ impl AnkaiosServer {
         self.placement_agent_changed(agent);
     }
 
-    /// `agent` disconnected: its workloads may move after the grace.
+    /// `agent` disconnected: its workloads may move after the grace, and
+    /// the reasons of NotScheduled ones may change (one may have awaited
+    /// its first load report).
     pub(super) fn placement_agent_left(&mut self, agent: &str) {
         self.placer.agent_lost(agent, Instant::now());
+        self.placement_agent_changed(agent);
     }
 
-    /// The advertisement of `agent` changed (or it connected): every
-    /// NotScheduled selector workload that `agent` may run now is placed
-    /// (on the best candidate, which need not be `agent`).
+    /// The advertisement of `agent` changed (it connected or left, its
+    /// labels changed, or its first load report brought its metrics):
+    /// every NotScheduled selector workload that `agent` may run now is
+    /// placed (on the best candidate, which need not be `agent`); one that
+    /// still no agent may run gets its reason again (an event if it changed,
+    /// none while it awaits an agent's first load report).
     // [feature S1: NotScheduled workloads are placed when a fitting agent appears]
     pub(super) fn placement_agent_changed(&mut self, agent: &str) {
+        self.place_waiting(agent, true);
+    }
+
+    /// The metrics of `agent` changed after its first load report: the
+    /// NotScheduled selector workloads it may run now are placed. (The
+    /// reasons of the others are not judged again at every load report:
+    /// their texts name no values, and it would cost a decision per
+    /// waiting workload and report.)
+    pub(super) fn placement_metrics_changed(&mut self, agent: &str) {
+        self.place_waiting(agent, false);
+    }
+
+    /// Places the NotScheduled workloads `agent` may run; with `reasons`,
+    /// judges the others again.
+    fn place_waiting(&mut self, agent: &str, reasons: bool) {
         let waiting = self.desired.rendered.workloads.iter().filter(|(_, wl)| wl.agent.is_empty());
         let waiting: Vec<String> =
             waiting.filter(|(_, wl)| wl.agent_selector.is_some()).map(|(n, _)| n.to_string()).collect();
@@ -147,20 +192,25 @@ impl AnkaiosServer {
         {
             let agents = agent_infos(&self.conns, &self.agent_kinds);
             let Some(me) = agents.iter().find(|a| a.name == agent).copied() else { return };
+            let ranges = self.placer.settings().metrics.clone();
             for name in waiting {
                 let wl = self.desired.rendered.workloads.get(name.as_str());
                 let Some(selector) = wl.and_then(|wl| wl.agent_selector.as_ref()) else { continue };
-                let fits =
-                    Constraints::new(selector).is_ok_and(|c| c.check(&me, &self.placer.settings().metrics).is_ok());
-                if !fits {
-                    continue;
-                }
-                let d = self.placer.decide(selector, None, &agents);
-                if let Some(reason) = d.scheduled_reason()
-                    && let Decision::Placed { agent, .. } = d
-                {
-                    pass.events.push((name.clone(), EventKind::Scheduled, reason));
-                    pass.moves.push((name, agent));
+                let Ok(constraints) = Constraints::new(selector) else { continue };
+                if constraints.check(&me, &ranges).is_ok() {
+                    let d = self.placer.decide(selector, None, &agents);
+                    if let Some(reason) = d.scheduled_reason()
+                        && let Decision::Placed { agent, .. } = d
+                    {
+                        pass.events.push((name.clone(), EventKind::Scheduled, reason));
+                        pass.moves.push((name, agent));
+                    }
+                } else if reasons && !agents.iter().any(|a| constraints.check(a, &ranges).is_ok()) {
+                    match self.placer.decide(selector, None, &agents) {
+                        Decision::Unschedulable { reason } => pass.unschedulable.push((name, reason)),
+                        Decision::AwaitingReport { reason } => pass.awaiting.push((name, reason)),
+                        Decision::Placed { .. } => {}
+                    }
                 }
             }
         }
@@ -188,7 +238,10 @@ impl AnkaiosServer {
             // [feature S4: onAgentLoss moves only after the agent-loss grace]
             if any_lost && let Some(gone) = self.placer.lost_beyond_grace(&wl.agent, now) {
                 due.push((name.to_string(), Due::Lost(gone)));
-            } else if wl.migration == Migration::Rebalance && self.conns.is_connected(&wl.agent) {
+            } else if wl.migration == Migration::Rebalance
+                && self.conns.is_connected(&wl.agent)
+                && self.conns.status_reported(&wl.agent)
+            {
                 rebalance.push(name.to_string());
             }
         }
@@ -215,7 +268,7 @@ impl AnkaiosServer {
                     (Due::Lost(gone), Decision::Placed { agent, score, candidates, .. }) => {
                         let reason = format!(
                             "{current} -> {agent}: {current} disconnected for {}; score {score:.2} of {candidates} {}",
-                            format_duration(gone),
+                            format_elapsed(gone),
                             if candidates == 1 { "candidate" } else { "candidates" }
                         );
                         pass.events.push((name.clone(), EventKind::Rescheduled, reason));
@@ -259,7 +312,8 @@ impl AnkaiosServer {
     }
 
     /// Records the events of a pass; an Unschedulable reason only when it
-    /// changed, also into the workload's NotScheduled row.
+    /// changed, also into the workload's NotScheduled row, which also shows
+    /// what an awaiting workload waits for (no event: it is not judged yet).
     fn note(&mut self, pass: Pass) {
         for (name, kind, reason) in pass.events {
             tracing::info!("workload '{name}': {} {reason}", kind.as_str());
@@ -272,15 +326,27 @@ impl AnkaiosServer {
             }
             tracing::info!("workload '{name}': Unschedulable {reason}");
             self.states.record_event(&name, EventKind::Unschedulable, &reason);
-            for n in self.states.instances_of("").into_iter().filter(|n| n.workload_name == name.as_str()) {
-                let state = WorkloadState::new(n.clone(), self.not_scheduled_state(&name));
-                if self.states.record(&state) {
-                    changed.push(self.states.state_of(&n));
-                }
+            self.not_scheduled_rows(&name, &mut changed);
+        }
+        for (name, reason) in pass.awaiting {
+            if self.placer.awaiting(&name, &reason) {
+                tracing::info!("workload '{name}': {reason}");
+                self.not_scheduled_rows(&name, &mut changed);
             }
         }
         if !changed.is_empty() {
             self.conns.broadcast(None, &ank_common::messages::FromServer::UpdateWorkloadState(changed));
+        }
+    }
+
+    /// Records the NotScheduled state (with its reason) of the NotScheduled
+    /// rows of `workload`; those that changed go to `changed`.
+    fn not_scheduled_rows(&mut self, workload: &str, changed: &mut Vec<WorkloadState>) {
+        for n in self.states.instances_of("").into_iter().filter(|n| n.workload_name == workload) {
+            let state = WorkloadState::new(n.clone(), self.not_scheduled_state(workload));
+            if self.states.record(&state) {
+                changed.push(self.states.state_of(&n));
+            }
         }
     }
 

@@ -61,6 +61,12 @@ impl Cluster {
         free_mb: u64,
         extra: &[(&str, f64)],
     ) {
+        self.hello(name, labels, caps).await;
+        self.load(name, free_mb, extra).await;
+    }
+
+    /// Connects `name` with labels and capabilities; no load report yet.
+    async fn hello(&mut self, name: &str, labels: &[(&str, &str)], caps: &[&str]) {
         self.next_conn += 1;
         let conn = self.next_conn;
         let (tx, mut rx) = mpsc::channel(256);
@@ -76,7 +82,7 @@ impl Cluster {
         self.handle.message(conn, hello).await;
         assert!(matches!(rx.recv().await, Some(FromServer::ServerHello(_))));
         self.agents.insert(name.to_owned(), (conn, rx));
-        self.load(name, free_mb, extra).await;
+        settle().await;
     }
 
     async fn load(&mut self, name: &str, free_mb: u64, extra: &[(&str, f64)]) {
@@ -518,5 +524,138 @@ async fn a_job_whose_workload_no_agent_ever_matches_fails_as_stuck() {
     let job = c.tree().await["jobs"][job_id.to_string()].clone();
     assert_eq!(job["phase"], "Failed", "{job}");
     assert_eq!(job["reason"], "stuck: w waits for an agent that matches its agentSelector", "{job}");
+    c.stop.cancel();
+}
+
+// Issue 26, bug 3: when a fitting agent connects, the NotScheduled workload
+// is placed once and its `Scheduled` event recorded once (before, the move
+// placed it a second time and recorded the event again).
+#[tokio::test(start_paused = true)]
+async fn a_fitting_agent_connecting_records_one_scheduled_event() {
+    let mut c = Cluster::start(settings(&[])).await;
+    c.connect("agent_A", &[("arch", "x86_64")], &["podman"], 1024, &[]).await;
+    c.apply(json!({"w": selector_workload(json!({"labels": ["arch = arm64"]}), "onAgentLoss")})).await;
+    c.connect("agent_C", &[("arch", "arm64")], &["podman"], 1024, &[]).await;
+    assert_eq!(c.handed("agent_C").await.0, ["w"]);
+    let scheduled: Vec<_> = c.events("w").await.into_iter().filter(|(k, _, _)| k == "Scheduled").collect();
+    assert_eq!(scheduled, [("Scheduled".to_owned(), "agent_C score 0.00 of 1 candidate".to_owned(), 1)]);
+    c.stop.cancel();
+}
+
+// Issue 26, bug 4: an agent's metrics come with its first load report, not
+// its hello. Until then placement does not judge the agent's metric
+// constraints: no false "metric speed missing" Unschedulable at the hello
+// (here caused by the placement of another workload the agent fits at
+// once, or by an update), and the workload is placed once the report comes;
+// one the report shows it does not fit is Unschedulable then, with the truth.
+#[tokio::test(start_paused = true)]
+async fn metric_constraints_wait_for_the_agents_first_load_report_without_a_false_unschedulable() {
+    let mut c = Cluster::start(settings(&[])).await;
+    let fast = selector_workload(json!({"metrics": ["speed >= 5"]}), "onAgentLoss");
+    let any = selector_workload(json!({"labels": ["arch = arm64"]}), "onAgentLoss");
+    c.apply(json!({"fast": fast.clone(), "any": any.clone()})).await;
+    let before = c.events("fast").await;
+    assert_eq!(
+        before,
+        [("Unschedulable".to_owned(), "no agent known to the server".to_owned(), 1)],
+        "true while no agent is known"
+    );
+
+    c.hello("agent_X", &[("arch", "arm64")], &["podman"]).await;
+    assert_eq!(c.handed("agent_X").await.0, ["any"], "placed at the hello: it has no metric constraint");
+    assert_eq!(c.events("fast").await, before, "no Unschedulable at the hello");
+    let faster = selector_workload(json!({"metrics": ["speed >= 50"]}), "never");
+    c.apply(json!({"fast": fast, "any": any, "faster": faster})).await;
+    assert_eq!(c.events("fast").await, before, "nor at an update before agent_X's first load report");
+    assert_eq!(c.events("faster").await, [], "a new workload is not judged either");
+    for wl in ["fast", "faster"] {
+        let rows = c.instances(wl).await;
+        assert_eq!(
+            (rows[0].0.as_str(), rows[0].1["state"].as_str(), rows[0].1["additionalInfo"].as_str()),
+            ("", Some("NotScheduled"), Some("waiting for the first load report of agent_X")),
+            "{rows:?}"
+        );
+    }
+
+    c.load("agent_X", 1024, &[("speed", 10.0)]).await;
+    assert_eq!(c.handed("agent_X").await.0, ["fast"], "placed once the report came");
+    assert_eq!(c.placed_on("fast").await, ["agent_X"]);
+    assert_eq!(c.last_event("fast", "Scheduled").await.as_deref(), Some("agent_X score 0.00 of 1 candidate"));
+    let reason = "1 agent: 1 metric speed >= 50 not met (agent_X)";
+    assert_eq!(c.events("faster").await, [("Unschedulable".to_owned(), reason.to_owned(), 1)]);
+    assert_eq!(c.instances("faster").await[0].1["additionalInfo"], reason);
+    c.stop.cancel();
+}
+
+// Issue 26, bug 4, for rebalance: a rebalance pass does not judge the
+// current agent before its first load report after it reconnected (its rank
+// metrics are unknown, not bad): the workload stays, and is judged at the
+// first pass after the report.
+#[tokio::test(start_paused = true)]
+async fn rebalance_waits_for_the_current_agents_first_load_report_after_a_reconnect() {
+    let start = tokio::time::Instant::now();
+    let mut c = on_a_with_b_at(0.58, "rebalance").await;
+    until(start, 50).await;
+    c.disconnect("agent_A").await;
+    c.hello("agent_A", &[], &["podman"]).await;
+    until(start, 70).await;
+    assert_eq!(c.placed_on("w").await, ["agent_A"], "not moved for a load agent_A has not reported yet");
+    assert!(c.handed("agent_B").await.0.is_empty());
+    c.load("agent_A", 1024, &[("load", 0.50)]).await;
+    until(start, 130).await;
+    assert_eq!(c.placed_on("w").await, ["agent_A"], "B 0.527 < A 0.545 once A reported");
+    assert!(c.last_event("w", "Rescheduled").await.is_none());
+    c.load("agent_A", 1024, &[("load", 0.10)]).await;
+    until(start, 200).await;
+    assert!(c.handed("agent_B").await.0.contains(&"w".to_owned()), "judged again at the passes after the report");
+    assert!(c.handed("agent_A").await.1.contains(&"w".to_owned()), "the old instance is deleted on A");
+    assert_eq!(c.placed_on("w").await, ["agent_B"]);
+    assert_eq!(
+        c.last_event("w", "Rescheduled").await.as_deref(),
+        Some("agent_A -> agent_B: score 0.53 > 0.18 of agent_A (stickiness 0.1 included)")
+    );
+    c.stop.cancel();
+}
+
+// Issue 26: a Rescheduled reason shows how long the agent was away as a
+// human duration ("5.9s"), not in raw milliseconds ("5926ms").
+#[tokio::test(start_paused = true)]
+async fn a_rescheduled_reason_shows_the_time_away_as_a_human_duration() {
+    let mut placement = settings(&[("load", 0.0, 1.0)]);
+    placement.agent_loss_grace = Duration::from_secs(5);
+    let start = tokio::time::Instant::now();
+    let mut c = Cluster::start(placement).await;
+    c.connect("agent_A", &[], &["podman"], 1024, &[("load", 0.50)]).await;
+    c.connect("agent_B", &[], &["podman"], 1024, &[("load", 0.30)]).await;
+    let rank = json!({"rank": [{"metric": "load", "weight": 1.0}]});
+    c.apply(json!({"w": selector_workload(rank, "onAgentLoss")})).await;
+    assert_eq!(c.placed_on("w").await, ["agent_A"]);
+    // Away from 74 ms after a tick: the tick that moves it sees 5.926 s.
+    until(start, 10).await;
+    tokio::time::sleep(Duration::from_millis(74)).await;
+    c.disconnect("agent_A").await;
+    until(start, 17).await;
+    assert_eq!(
+        c.last_event("w", "Rescheduled").await.as_deref(),
+        Some("agent_A -> agent_B: agent_A disconnected for 5.9s; score 0.27 of 1 candidate")
+    );
+    c.stop.cancel();
+}
+
+// Issue 26, bug 4: a workload that waited for an agent's first load report
+// the agent then does not fit becomes Unschedulable with the true reason at
+// that report (not only at the next update or move).
+#[tokio::test(start_paused = true)]
+async fn a_workload_the_first_load_report_rules_out_gets_the_true_reason_at_that_report() {
+    let mut c = Cluster::start(settings(&[])).await;
+    c.hello("agent_X", &[], &["podman"]).await;
+    c.apply(json!({"faster": selector_workload(json!({"metrics": ["speed >= 50"]}), "onAgentLoss")})).await;
+    assert_eq!(c.events("faster").await, []);
+    c.load("agent_X", 1024, &[("speed", 10.0)]).await;
+    let reason = "1 agent: 1 metric speed >= 50 not met (agent_X)";
+    assert_eq!(c.events("faster").await, [("Unschedulable".to_owned(), reason.to_owned(), 1)]);
+    assert_eq!(c.instances("faster").await[0].1["additionalInfo"], reason);
+    c.load("agent_X", 1024, &[("speed", 60.0)]).await;
+    assert_eq!(c.handed("agent_X").await.0, ["faster"], "placed when a later report makes it fit");
     c.stop.cancel();
 }

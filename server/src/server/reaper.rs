@@ -28,13 +28,9 @@ impl AnkaiosServer {
                 return None;
             }
             let spec = desired_state::spec_of(name, wl)?;
-            Some(Candidate {
-                name,
-                kind: states.kind_of(&spec.instance_name),
-                instance: spec.instance_name,
-                ttl,
-                policy: wl.restart_policy,
-            })
+            let n = &spec.instance_name;
+            let state = states.kind_of(n).zip(states.timing(n).map(|t| t.state_since));
+            Some(Candidate { name, state, ttl, policy: wl.restart_policy })
         });
         let due = self.reaper.check(candidates, now);
         if due.is_empty() {

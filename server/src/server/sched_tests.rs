@@ -397,7 +397,34 @@ async fn k7_the_server_default_ttl_reaps_workloads_without_their_own() {
     settle().await;
     assert!(h.tree().await["desiredState"]["workloads"].get("w").is_some());
     let took = within(&mut h, Duration::from_secs(12), |t| t["desiredState"]["workloads"].get("w").is_none()).await;
-    assert!(took <= Duration::from_secs(11), "within two ticks of 5 s: {took:?}");
+    assert!(took <= Duration::from_secs(6), "within one tick of 5 s: {took:?}");
+    h.stop.cancel();
+}
+
+// Issue 26: a workload with ttl T is reaped no later than T + one reaper
+// tick after it finished. Before, the ttl counted from the first tick that
+// saw it finished, so a ttl that is no multiple of the tick took up to
+// T + 2 ticks: here ttl 7 s, tick 5 s, finished 0.1 s after a tick, reaped
+// 14.9 s after it finished instead of 9.9 s.
+#[tokio::test(start_paused = true)]
+async fn k7_a_workload_is_reaped_within_its_ttl_and_one_tick_after_it_finished() {
+    let tick = Duration::from_secs(5);
+    let sched = SchedOptions { reaper: ReaperSettings { tick, default_ttl: None }, ..Default::default() };
+    let t0 = tokio::time::Instant::now();
+    let (mut h, _) = start(empty(), None, sched).await;
+    apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}", wl("job", "    ttlAfterFinished: 7s\n"))).await;
+    let (added, _) = drain(&mut h);
+    tokio::time::sleep_until(t0 + tick + Duration::from_millis(100)).await;
+    settle().await;
+    let finished = tokio::time::Instant::now();
+    h.report(spec(&added, "job"), ExecutionState::succeeded(), 1).await;
+    settle().await;
+    tokio::time::sleep_until(finished + Duration::from_millis(6_900)).await;
+    settle().await;
+    assert!(h.tree().await["desiredState"]["workloads"].get("job").is_some(), "not before its ttl");
+    tokio::time::sleep_until(finished + Duration::from_secs(7) + tick).await;
+    settle().await;
+    assert!(h.tree().await["desiredState"]["workloads"].get("job").is_none(), "reaped within ttl + one tick");
     h.stop.cancel();
 }
 
