@@ -212,7 +212,17 @@ impl WorkloadStateStore {
             StateKind::Pending(Pending::Canceled) => not_ready("Canceled"),
             _ => conditions::ready(&entry.status, generation),
         };
-        conditions::set(&mut entry.status.conditions, ready, &now_rfc3339())
+        let now = now_rfc3339();
+        let mut changed = false;
+        if entry.state.kind == StateKind::NotScheduled {
+            // The server's own state: no agent reports conditions for it.
+            for (kind, reason) in [(ConditionType::Applied, "NotScheduled"), (ConditionType::Available, "NotScheduled")]
+            {
+                let c = Condition::new(kind, ConditionStatus::False, generation, reason, info.trim());
+                changed |= conditions::set(&mut entry.status.conditions, c, &now);
+            }
+        }
+        changed | conditions::set(&mut entry.status.conditions, ready, &now)
     }
 
     /// Sets an instance's generation and its Ready; returns whether it changed.

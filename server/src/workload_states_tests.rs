@@ -222,4 +222,10 @@ fn a_not_scheduled_instance_is_not_ready_and_says_why() {
         (ready.status, ready.reason.as_str(), ready.message.as_str()),
         (ConditionStatus::False, "NotScheduled", why)
     );
+    // The -o wide table's AVAILABLE is filled too.
+    let st = s.status(&w).unwrap();
+    assert_eq!(
+        (st.status_of(ConditionType::Applied), st.status_of(ConditionType::Available)),
+        (ConditionStatus::False, ConditionStatus::False)
+    );
 }

@@ -496,8 +496,20 @@ async fn a_job_waits_for_a_workload_no_agent_matches_until_placement_takes_it_ov
         (Some("NotScheduled"), Some(1)),
         "{rows:?}"
     );
-    assert_eq!(rows[0].1["conditions"][0]["type"], "Ready", "{rows:?}");
-    assert_eq!(rows[0].1["conditions"][0]["reason"], "NotScheduled", "{rows:?}");
+    let conditions: Vec<(String, String, String)> = rows[0].1["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap().into(),
+                c["status"].as_str().unwrap().into(),
+                c["reason"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let not_scheduled = |t: &str| (t.to_owned(), "False".to_owned(), "NotScheduled".to_owned());
+    assert_eq!(conditions, [not_scheduled("Applied"), not_scheduled("Available"), not_scheduled("Ready")]);
 
     c.connect("agent_C", &[("arch", "arm64")], &["podman"], 1024, &[]).await;
     assert_eq!(c.handed("agent_C").await.0, ["w"]);
