@@ -96,9 +96,15 @@ impl WaitTracker {
         self.apply_update(states);
         let present: BTreeSet<&WorkloadInstanceName> = states.iter().map(|s| &s.instance_name).collect();
         for (instance, t) in &mut self.entries {
-            // A deleted instance absent from the state is gone; its row
-            // stays hidden, as Ankaios shows rows only for reported states.
+            // A deleted instance absent from the state is gone: its agent
+            // reported it Removed and the server forgot it (Ankaios' server
+            // pushes that report to agents only). A row shown before ends
+            // as Removed; one never shown stays hidden, as Ankaios shows
+            // rows only for reported states.
             if t.goal == Goal::Removed && !present.contains(instance) {
+                if !t.done && t.state.is_some() {
+                    t.state = Some(ExecutionState::removed());
+                }
                 t.done = true;
             } else if !t.done && !connected_agents.contains(&instance.agent_name) {
                 t.away_until = Some(now + AWAY_GRACE);
@@ -294,6 +300,15 @@ mod tests {
         let mut t = WaitTracker::new(&[], &["d.4.ag".into()]).unwrap();
         t.apply_update(&[st("d.4.ag", StateKind::AgentDisconnected)]);
         assert!(t.is_done(), "nor one whose agent disconnected");
+    }
+
+    #[test]
+    fn wait_a_shown_deleted_instance_gone_from_a_snapshot_ends_removed() {
+        let mut t = WaitTracker::new(&[], &["a.1.ag".into()]).unwrap();
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Stopping(Stopping::RequestedAtRuntime))], &agents(&["ag"]), now());
+        t.apply_snapshot(&[], &agents(&["ag"]), now());
+        assert!(t.is_done());
+        assert_eq!(t.rows()[0].0.state, Some(ExecutionState::removed()));
     }
 
     #[test]
