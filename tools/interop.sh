@@ -342,7 +342,14 @@ takeover() {
     cleanup_agent "$agent"
 }
 
+# shellcheck source=interop/cli.sh
+source "$(dirname "$0")/interop/cli.sh"
+
 takeover ankaios-to-ank ref ours
 takeover ank-to-ankaios ours ref
+cli_scenario ankaios-cli-on-ank-server ref 0
+cli_scenario ank-cli-on-ankaios-server ours 0
+cli_scenario ankaios-cli-on-ank-server-mtls ref 1
+cli_scenario ank-cli-on-ankaios-server-mtls ours 1
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
