@@ -500,6 +500,9 @@ sys.exit(0 if ref.get("notReported") and ours and not ours.get("notReported") el
 ' "$2" "$3"
 }
 
+# shellcheck source=interop/cli.sh
+source "$(dirname "$0")/interop/cli.sh"
+
 selected ankaios-to-ank && takeover ankaios-to-ank ref ours
 selected ank-to-ankaios && takeover ank-to-ankaios ours ref
 selected mixed-on-ank-server && mixed mixed-on-ank-server ours
@@ -507,6 +510,11 @@ selected mixed-on-ankaios-server && mixed mixed-on-ankaios-server ref
 TLS=1
 selected mixed-on-ank-server-mtls && mixed mixed-on-ank-server-mtls ours
 selected mixed-on-ankaios-server-mtls && mixed mixed-on-ankaios-server-mtls ref
+TLS=0
+selected ankaios-cli-on-ank-server && cli_scenario ankaios-cli-on-ank-server ref 0
+selected ank-cli-on-ankaios-server && cli_scenario ank-cli-on-ankaios-server ours 0
+selected ankaios-cli-on-ank-server-mtls && cli_scenario ankaios-cli-on-ank-server-mtls ref 1
+selected ank-cli-on-ankaios-server-mtls && cli_scenario ank-cli-on-ankaios-server-mtls ours 1
 TLS=0
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

@@ -72,6 +72,18 @@ impl Connection {
         response_timeout: Duration,
         verbose: bool,
     ) -> Result<Self, ConnectionError> {
+        Self::connect_asking_pushes(url, tls, response_timeout, verbose, true).await
+    }
+
+    /// [`Connection::connect`]; `ask_pushes: false` does not ask the server
+    /// to push workload states, as a server of Ankaios never does (tests).
+    pub async fn connect_asking_pushes(
+        url: &str,
+        tls: Option<&ank_proto::dial::ClientPem>,
+        response_timeout: Duration,
+        verbose: bool,
+        ask_pushes: bool,
+    ) -> Result<Self, ConnectionError> {
         let endpoint = ank_proto::dial::endpoint(url, tls, response_timeout, None)
             .map_err(|reason| ConnectionError::InvalidUrl { url: url.to_owned(), reason })?;
         let channel = match tokio::time::timeout(response_timeout, endpoint.connect()).await {
@@ -88,7 +100,9 @@ impl Connection {
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         // Ankaios pushes commanders no workload states; ask this server for them.
         let mut request = tonic::Request::new(ReceiverStream::new(rx));
-        request.metadata_mut().insert(PUSH_STATES_HEADER, tonic::metadata::MetadataValue::from_static("true"));
+        if ask_pushes {
+            request.metadata_mut().insert(PUSH_STATES_HEADER, tonic::metadata::MetadataValue::from_static("true"));
+        }
         let response = tokio::time::timeout(response_timeout, client.connect_command(request))
             .await
             .map_err(|_| ConnectionError::Timeout { what: "the command stream", after: response_timeout })?

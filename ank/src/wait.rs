@@ -96,9 +96,15 @@ impl WaitTracker {
         self.apply_update(states);
         let present: BTreeSet<&WorkloadInstanceName> = states.iter().map(|s| &s.instance_name).collect();
         for (instance, t) in &mut self.entries {
-            // A deleted instance absent from the state is gone; its row
-            // stays hidden, as Ankaios shows rows only for reported states.
+            // A deleted instance absent from the state is gone: its agent
+            // reported it Removed and the server forgot it (Ankaios' server
+            // pushes that report to agents only). A row shown before ends
+            // as Removed; one never shown stays hidden, as Ankaios shows
+            // rows only for reported states.
             if t.goal == Goal::Removed && !present.contains(instance) {
+                if !t.done && t.state.is_some() {
+                    t.state = Some(ExecutionState::removed());
+                }
                 t.done = true;
             } else if !t.done && !connected_agents.contains(&instance.agent_name) {
                 t.away_until = Some(now + AWAY_GRACE);
@@ -166,6 +172,11 @@ fn reached(goal: Goal, state: &ExecutionState) -> bool {
 /// How often the spinner of the wait table steps, as in Ankaios.
 pub const SPINNER_STEP: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How often [`wait_for`] reads the workload states itself: Ankaios' server
+/// pushes none to a commander (only ours does, when asked), so without
+/// this a wait against Ankaios' server never ends.
+pub const POLL_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the wait loops report to: every applied update, and every step of
 /// the spinner while something is still awaited.
 pub trait Progress {
@@ -176,7 +187,8 @@ pub trait Progress {
 }
 
 /// Follows the tracked instances on `conn` until all reached their goal:
-/// one snapshot request, then the pushed updates. Updates that arrived
+/// one snapshot request, then the pushed updates and a snapshot every
+/// [`POLL_EVERY`]. Updates that arrived
 /// before the snapshot's response are older than it and applied first.
 /// `progress` sees the tracker after the snapshot, after every update and
 /// at every spinner step.
@@ -191,6 +203,7 @@ pub async fn wait_for(
     snapshot(conn, tracker).await?;
     progress.changed(tracker)?;
     let mut ticks = tokio::time::interval(SPINNER_STEP);
+    let mut polls = tokio::time::interval_at(tokio::time::Instant::now() + POLL_EVERY, POLL_EVERY);
     while !tracker.is_done() {
         tokio::select! {
             states = conn.next_state_update() => {
@@ -200,6 +213,10 @@ pub async fn wait_for(
             now = ticks.tick() => {
                 tracker.expire(now);
                 progress.tick(tracker)?;
+            }
+            _ = polls.tick() => {
+                snapshot(conn, tracker).await?;
+                progress.changed(tracker)?;
             }
         }
     }
@@ -283,6 +300,15 @@ mod tests {
         let mut t = WaitTracker::new(&[], &["d.4.ag".into()]).unwrap();
         t.apply_update(&[st("d.4.ag", StateKind::AgentDisconnected)]);
         assert!(t.is_done(), "nor one whose agent disconnected");
+    }
+
+    #[test]
+    fn wait_a_shown_deleted_instance_gone_from_a_snapshot_ends_removed() {
+        let mut t = WaitTracker::new(&[], &["a.1.ag".into()]).unwrap();
+        t.apply_snapshot(&[st("a.1.ag", StateKind::Stopping(Stopping::RequestedAtRuntime))], &agents(&["ag"]), now());
+        t.apply_snapshot(&[], &agents(&["ag"]), now());
+        assert!(t.is_done());
+        assert_eq!(t.rows()[0].0.state, Some(ExecutionState::removed()));
     }
 
     #[test]

@@ -37,15 +37,23 @@ pub fn resolve(view: &StateView, names: &[String]) -> anyhow::Result<Vec<Workloa
     Ok(found)
 }
 
-/// One output line.
+/// One output line: Ankaios' `NAME MESSAGE` when the names are asked for or
+/// more than one instance is streamed.
 pub fn format_line(name: &WorkloadInstanceName, message: &str, with_name: bool) -> String {
-    if with_name { format!("{}: {message}\n", name.workload_name) } else { format!("{message}\n") }
+    if with_name { format!("{} {message}\n", name.workload_name) } else { format!("{message}\n") }
+}
+
+/// Whether lines carry their workload's name: asked for (`-n`), or more
+/// than one instance streams (as Ankaios).
+pub fn names_shown(instances: usize, asked: bool) -> bool {
+    asked || instances > 1
 }
 
 /// Prints the logs.
 pub async fn run(ctx: &mut Ctx<'_>, args: LogsArgs) -> anyhow::Result<()> {
     let tree = fetch_state(ctx, vec!["workloadStates".to_owned()]).await?;
     let names = resolve(&StateView::from_tree(&tree)?, &args.workloads)?;
+    let with_name = names_shown(names.len(), args.names);
     let interrupted = crate::signals::termination();
     let mut conn = ctx.connect().await?;
     let request_id = conn.new_request_id();
@@ -58,7 +66,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: LogsArgs) -> anyhow::Result<()> {
     };
     conn.send_request(&request_id, RequestContent::Logs(request)).await?;
     let result = tokio::select! {
-        r = stream(ctx, &mut conn, &request_id, args.names) => r,
+        r = stream(ctx, &mut conn, &request_id, with_name) => r,
         _ = interrupted => {
             cancel(&mut conn, &request_id).await;
             Ok(())
@@ -138,9 +146,16 @@ mod tests {
     }
 
     #[test]
-    fn logs_lines_carry_the_name_only_when_asked() {
+    fn logs_lines_carry_the_name_as_in_ankaios() {
         let n = WorkloadInstanceName::parse("web.abc.agent_A").unwrap();
         assert_eq!(format_line(&n, "hello", false), "hello\n");
-        assert_eq!(format_line(&n, "hello", true), "web: hello\n");
+        assert_eq!(format_line(&n, "hello", true), "web hello\n");
+    }
+
+    #[test]
+    fn logs_of_several_instances_carry_names_unasked() {
+        assert!(!names_shown(1, false));
+        assert!(names_shown(1, true));
+        assert!(names_shown(2, false));
     }
 }
