@@ -31,8 +31,9 @@ pub fn resolve(view: &StateView, names: &[String]) -> anyhow::Result<Vec<Workloa
             missing.push(name.as_str());
         }
     }
-    if !missing.is_empty() {
-        bail!("no workload named {} exists", missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", "));
+    // Ankaios' words, for the first unknown name.
+    if let Some(m) = missing.first() {
+        bail!("Failed to output logs: 'Command failed: 'Workload name '{m}' does not exist.''");
     }
     Ok(found)
 }
@@ -142,7 +143,7 @@ mod tests {
         let found = resolve(&view, &["web".into(), "db".into()]).unwrap();
         assert_eq!(found.iter().map(ToString::to_string).collect::<Vec<_>>(), ["web.abc.agent_A", "db.def.agent_B"]);
         let err = resolve(&view, &["web".into(), "nope".into(), "gone".into()]).unwrap_err();
-        assert_eq!(err.to_string(), "no workload named 'nope', 'gone' exists");
+        assert_eq!(err.to_string(), "Failed to output logs: 'Command failed: 'Workload name 'nope' does not exist.''");
     }
 
     #[test]
