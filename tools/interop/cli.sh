@@ -82,7 +82,9 @@ cli_norm() {
 # - the waiting of apply, run and delete prints a table at every tick of its
 #   spinner (on a terminal each overwrites the last): how many and with which
 #   intermediate states depends on timing; kept: the lines before the first
-#   table and the last table (the end state);
+#   table and the last table (the end state); Ankaios sorts that table's rows
+#   by workload name only, over a HashMap, so two rows of one name (the new
+#   and the removed instance) come in either order: ties are sorted;
 # - Ankaios' ank prints some maps in the order of a Rust HashMap, which is
 #   random per process: workloadStates (agents, workloads, instance ids) and
 #   desiredState.configs (config names and the keys of config objects):
@@ -98,6 +100,14 @@ if any(l.startswith("Waiting for workload(s)") for l in lines):
     tables = [i for i, l in enumerate(lines) if l.startswith("WORKLOAD NAME")]
     if tables:
         lines = lines[: tables[0]] + lines[tables[-1] :]
+        # Ankaios sorts the rows by workload name only, over a HashMap:
+        # the rows of one name (a new and a removed instance) come in a
+        # random order per process. Ties are put in one order.
+        start = next(i for i, l in enumerate(lines) if l.startswith("WORKLOAD NAME")) + 1
+        end = start
+        while end < len(lines) and lines[end].strip():
+            end += 1
+        lines[start:end] = sorted(lines[start:end], key=lambda l: (l.split(" ", 1)[0], l))
 
 def hashmap_path(path, n):
     """Is the map at path (keys from the root; n = len(path)) a HashMap?"""
