@@ -106,7 +106,15 @@ impl Harness {
             assert!(actions.is_empty(), "actions after ConnectionClosed: {actions:?}");
             return;
         }
-        let message = ci::ToAnkaios::decode(frame).ok().and_then(|m| m.to_ankaios_enum);
+        let decoded = ci::ToAnkaios::decode(frame).ok();
+        // After the Hello, as in Ankaios, a frame that is no ToAnkaios or a
+        // message of an unknown kind is skipped: no answer, still accepted.
+        if self.accepted && decoded.as_ref().is_none_or(|m| m.to_ankaios_enum.is_none()) {
+            assert!(actions.is_empty(), "skipped after the Hello: {actions:?}");
+            assert!(self.session.is_accepted());
+            return;
+        }
+        let message = decoded.and_then(|m| m.to_ankaios_enum);
         match message {
             Some(ToAnkaiosEnum::Hello(h)) if ank_common::is_compatible_protocol(&h.protocol_version) => {
                 assert!(
@@ -117,7 +125,7 @@ impl Harness {
                 self.accepted = true;
             }
             Some(ToAnkaiosEnum::Request(request)) if self.accepted => self.check_request(request, &actions),
-            // Undecodable, empty, a bad Hello or a request before the Hello.
+            // Before the Hello: undecodable, empty or a request; at any time: a bad Hello.
             _ => self.check_closed(&actions),
         }
         assert_eq!(self.accepted && !self.closed, self.session.is_accepted());
