@@ -162,8 +162,10 @@ fn check_diff(old: &State, new: &State) {
             .iter()
             .map(|(n, w)| match desired_state::spec_of(n, w) {
                 Some(spec) => spec.instance_name.to_string(),
-                None => ank_common::WorkloadInstanceName::new(n, &ank_common::AgentName::unscheduled(), &w.runtime_config)
-                    .to_string(),
+                None => {
+                    ank_common::WorkloadInstanceName::new(n, &ank_common::AgentName::unscheduled(), &w.runtime_config)
+                        .to_string()
+                }
             })
             .collect()
     };
