@@ -53,6 +53,14 @@ impl WatchTable {
         }
     }
 
+    /// Takes a full snapshot: its rows replace all others (a row absent
+    /// from it is gone), and its runtimes are learnt.
+    pub fn replace(&mut self, view: &StateView) {
+        self.rows.clear();
+        self.runtimes = view.runtimes();
+        self.apply(&view.workload_state_list());
+    }
+
     /// Whether some row's runtime is not known yet (a workload added later).
     pub fn misses_runtimes(&self) -> bool {
         self.rows.values().any(|r| r.runtime.is_empty())
@@ -96,21 +104,30 @@ pub async fn run(ctx: &mut Ctx<'_>, filter: WorkloadFilter, wide: bool) -> anyho
     // Like Ankaios: a pipe or file gets the whole table, then a blank
     // line, after every update; a terminal has it redrawn in place.
     ctx.print(&if redraw_in_place { shown.clone() } else { format!("{shown}\n") })?;
+    // Ankaios' server pushes no workload states to a commander (ours does):
+    // the state is also read every second.
+    let mut polls =
+        tokio::time::interval_at(tokio::time::Instant::now() + crate::wait::POLL_EVERY, crate::wait::POLL_EVERY);
     let result: anyhow::Result<()> = async {
         loop {
-            let states = tokio::select! {
-                s = conn.next_state_update() => s?,
+            tokio::select! {
+                s = conn.next_state_update() => {
+                    table.apply(&s?);
+                    if table.misses_runtimes() {
+                        table.set_runtimes(snapshot(&mut conn).await?.runtimes());
+                    }
+                }
+                _ = polls.tick() => table.replace(&snapshot(&mut conn).await?),
                 _ = &mut interrupted => return Ok(()),
             };
-            table.apply(&states);
-            if table.misses_runtimes() {
-                table.set_runtimes(snapshot(&mut conn).await?.runtimes());
-            }
             let next = table.render();
-            if !redraw_in_place {
-                ctx.print(&format!("{next}\n"))?;
-            } else if next != shown {
+            if next == shown {
+                continue;
+            }
+            if redraw_in_place {
                 ctx.print(&output::redraw(&shown, &next))?;
+            } else {
+                ctx.print(&format!("{next}\n"))?;
             }
             shown = next;
         }
@@ -148,6 +165,19 @@ mod tests {
         assert!(t.render().contains("podman-kube"));
         t.apply(&[state("web.abc.A", ExecutionState::removed())]);
         assert!(!t.render().contains("web"));
+    }
+
+    #[test]
+    fn watch_table_replaced_by_a_snapshot_drops_rows_it_lacks() {
+        let tree = serde_json::json!({"workloadStates": {"A": {"w": {"1": {"state": "Running", "subState": "Ok"}}}}});
+        let mut table = WatchTable::new(&StateView::from_tree(&tree).unwrap(), WorkloadFilter::default(), false);
+        table.apply(&[state("v.2.A", ExecutionState::running())]);
+        assert!(table.render().contains("v ") && table.render().contains("w "), "{}", table.render());
+        let later =
+            serde_json::json!({"workloadStates": {"A": {"v": {"2": {"state": "Succeeded", "subState": "Ok"}}}}});
+        table.replace(&StateView::from_tree(&later).unwrap());
+        let text = table.render();
+        assert!(text.contains("Succeeded(Ok)") && !text.contains("w "), "{text}");
     }
 
     #[test]
