@@ -59,6 +59,9 @@ pub struct Connection {
     response_timeout: Duration,
     /// State updates received while waiting for a response, oldest first.
     pushed: VecDeque<Vec<WorkloadState>>,
+    /// Whether the server pushes workload states (ours, when asked; an
+    /// Ankaios server never does).
+    pushes_states: bool,
     next_request: u64,
     verbose: bool,
 }
@@ -110,14 +113,22 @@ impl Connection {
         if verbose {
             eprintln!("connected to {url}");
         }
+        let pushes_states = response.metadata().contains_key(PUSH_STATES_HEADER);
         Ok(Self {
             tx: Some(tx),
             inbound: response.into_inner(),
             response_timeout,
             pushed: VecDeque::new(),
+            pushes_states,
             next_request: 1,
             verbose,
         })
+    }
+
+    /// Whether the server pushes workload states; if not, who follows them
+    /// must read them.
+    pub fn pushes_states(&self) -> bool {
+        self.pushes_states
     }
 
     /// Sends a request and waits (at most the response timeout) for the

@@ -172,9 +172,9 @@ fn reached(goal: Goal, state: &ExecutionState) -> bool {
 /// How often the spinner of the wait table steps, as in Ankaios.
 pub const SPINNER_STEP: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// How often [`wait_for`] reads the workload states itself: Ankaios' server
-/// pushes none to a commander (only ours does, when asked), so without
-/// this a wait against Ankaios' server never ends.
+/// How often [`wait_for`] reads the workload states itself from a server
+/// that pushes none ([`Connection::pushes_states`]): Ankaios' server pushes
+/// none to a commander, so without this a wait against it never ends.
 pub const POLL_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the wait loops report to: every applied update, and every step of
@@ -187,8 +187,8 @@ pub trait Progress {
 }
 
 /// Follows the tracked instances on `conn` until all reached their goal:
-/// one snapshot request, then the pushed updates and a snapshot every
-/// [`POLL_EVERY`]. Updates that arrived
+/// one snapshot request, then the pushed updates, or a snapshot every
+/// [`POLL_EVERY`] from a server that pushes none. Updates that arrived
 /// before the snapshot's response are older than it and applied first.
 /// `progress` sees the tracker after the snapshot, after every update and
 /// at every spinner step.
@@ -203,6 +203,7 @@ pub async fn wait_for(
     snapshot(conn, tracker).await?;
     progress.changed(tracker)?;
     let mut ticks = tokio::time::interval(SPINNER_STEP);
+    let poll = !conn.pushes_states();
     let mut polls = tokio::time::interval_at(tokio::time::Instant::now() + POLL_EVERY, POLL_EVERY);
     while !tracker.is_done() {
         tokio::select! {
@@ -214,7 +215,7 @@ pub async fn wait_for(
                 tracker.expire(now);
                 progress.tick(tracker)?;
             }
-            _ = polls.tick() => {
+            _ = polls.tick(), if poll => {
                 snapshot(conn, tracker).await?;
                 progress.changed(tracker)?;
             }

@@ -12,7 +12,9 @@ use crate::workload::{WorkloadSpec, WorkloadState};
 /// The gRPC request header with which a CommandConnection client (this
 /// project's `ank`) asks the server to push it the workload states it
 /// pushes to agents; Ankaios sends commanders only the answers to their
-/// requests, and so does this server without the header.
+/// requests, and so does this server without the header. A server that
+/// pushes them sets the same header in its response, so a client knows
+/// whether it must read the states itself.
 pub const PUSH_STATES_HEADER: &str = "x-ank-push-workload-states";
 
 /// Condition a dependent workload must meet before a deletion proceeds.

@@ -328,12 +328,12 @@ fn counts(item: &Item) -> bool {
     !item.superseded
 }
 
-/// The class of an item now.
 /// Whether the item removes its workload (an unplaced one is to be added).
 fn is_deletion(item: &NewItem) -> bool {
     item.add.is_none() && !item.unplaced
 }
 
+/// The class of an item now.
 fn classify(item: &Item, view: &dyn JobView) -> JobItem {
     let mut shown = JobItem { delete: is_deletion(&item.new), ..JobItem::default() };
     if let Some((class, reason)) = &item.frozen {
@@ -342,15 +342,15 @@ fn classify(item: &Item, view: &dyn JobView) -> JobItem {
         shown.state = item.shown.state.clone();
         return shown;
     }
-    let target = item.new.add.as_ref().map(|s| &s.instance_name).or(item.new.delete.as_ref().map(|d| &d.instance_name));
-    let now = target.and_then(|n| view.instance(n));
-    shown.state = now.as_ref().map(|(s, _)| s.to_string()).unwrap_or_default();
     if item.new.unplaced {
         shown.class = ItemClass::Waiting;
         shown.state = "NotScheduled".to_owned();
         shown.reason = "waits for an agent that matches its agentSelector".to_owned();
         return shown;
     }
+    let target = item.new.add.as_ref().map(|s| &s.instance_name).or(item.new.delete.as_ref().map(|d| &d.instance_name));
+    let now = target.and_then(|n| view.instance(n));
+    shown.state = now.as_ref().map(|(s, _)| s.to_string()).unwrap_or_default();
     if !item.new.triggered {
         let waits = waiting_for(item, view);
         if waits.is_empty() {

@@ -75,7 +75,25 @@ impl WorkloadStateStore {
         if s.execution_state.kind == StateKind::Removed {
             return self.remove(&s.instance_name);
         }
-        self.put(s) | self.refresh_ready(&s.instance_name)
+        let mut changed = self.put(s);
+        if s.execution_state.kind == StateKind::NotScheduled {
+            changed |= self.set_server_conditions(&s.instance_name);
+        }
+        changed | self.refresh_ready(&s.instance_name)
+    }
+
+    /// The Applied and Available conditions of a state the server sets
+    /// itself (NotScheduled), which no agent reports: those an agent would
+    /// report for it.
+    fn set_server_conditions(&mut self, n: &WorkloadInstanceName) -> bool {
+        let Some(entry) = self.entry_mut(n) else { return false };
+        let now = now_rfc3339();
+        let implied = conditions::agent_conditions(&entry.state, entry.status.generation, &RuntimeHealth::Reachable);
+        let mut changed = false;
+        for c in implied.into_iter().filter(|c| matches!(c.kind, ConditionType::Applied | ConditionType::Available)) {
+            changed |= conditions::set(&mut entry.status.conditions, c, &now);
+        }
+        changed
     }
 
     /// Stores the state and a generation it names, creating the entry (and
@@ -212,17 +230,7 @@ impl WorkloadStateStore {
             StateKind::Pending(Pending::Canceled) => not_ready("Canceled"),
             _ => conditions::ready(&entry.status, generation),
         };
-        let now = now_rfc3339();
-        let mut changed = false;
-        if entry.state.kind == StateKind::NotScheduled {
-            // The server's own state: no agent reports conditions for it.
-            for (kind, reason) in [(ConditionType::Applied, "NotScheduled"), (ConditionType::Available, "NotScheduled")]
-            {
-                let c = Condition::new(kind, ConditionStatus::False, generation, reason, info.trim());
-                changed |= conditions::set(&mut entry.status.conditions, c, &now);
-            }
-        }
-        changed | conditions::set(&mut entry.status.conditions, ready, &now)
+        conditions::set(&mut entry.status.conditions, ready, &now_rfc3339())
     }
 
     /// Sets an instance's generation and its Ready; returns whether it changed.

@@ -49,6 +49,9 @@ async fn itest_wait_ends_without_pushed_workload_states() {
     let s = InProcess::start().await;
     let connect = || Connection::connect_asking_pushes(&s.url, None, Duration::from_secs(3), false, false);
     let mut conn = connect().await.expect("connect");
+    assert!(!conn.pushes_states(), "not asked, so no pushes: the wait reads the states itself");
+    let asked = Connection::connect(&s.url, None, Duration::from_secs(3), false).await.expect("connect");
+    assert!(asked.pushes_states(), "asked: this server says it pushes, and the wait only follows them");
     // `web` waits for `db`, which comes only once the wait has begun.
     let (added, deleted) = apply(&mut conn, "web", Some("db")).await;
     let mut tracker = WaitTracker::new(&added, &deleted).expect("instance names");

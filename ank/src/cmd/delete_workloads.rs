@@ -9,7 +9,7 @@ use ank_common::{WorkloadInstanceName, WorkloadName};
 use anyhow::Context;
 use serde_json::json;
 
-use crate::cmd::{Ctx, UpdateOutcome, follow, report_job, send_update, until_interrupted};
+use crate::cmd::{Ctx, UpdateOutcome, follow, report_update, send_update, until_interrupted};
 
 /// The update request deleting `names`.
 pub fn delete_request(names: &[WorkloadName]) -> RequestContent {
@@ -40,7 +40,7 @@ pub async fn run(ctx: &mut Ctx<'_>, names: &[String]) -> anyhow::Result<()> {
     let mut conn = ctx.connect().await?;
     let result = until_interrupted(interrupted, async {
         let outcome = send_update(&mut conn, delete_request(&names)).await?;
-        report_job(ctx, &outcome);
+        report_update(ctx, &outcome);
         if ctx.settings.verbose {
             for name in unknown_names(&names, &outcome) {
                 ctx.warn(&format!("workload '{name}' does not exist; nothing to delete"));

@@ -207,7 +207,7 @@ pub async fn update_and_follow(
         // time that takes.
         crate::wait::read_state(&mut conn, vec!["workloadStates".to_owned()], "the workload states").await?;
         let outcome = send_update(&mut conn, content).await?;
-        report_job(ctx, &outcome);
+        report_update(ctx, &outcome);
         follow(ctx, &mut conn, &outcome, runtimes).await?;
         Ok(outcome)
     })
@@ -233,7 +233,7 @@ pub async fn until_interrupted<T>(
 /// Our extension: the job an update became and the mutating hooks that
 /// changed its workloads, on stderr, with `--verbose` or `--wait` (Ankaios'
 /// `ank` has neither jobs nor this report, so by default nothing is added).
-pub fn report_job(ctx: &Ctx<'_>, outcome: &UpdateOutcome) {
+pub fn report_update(ctx: &Ctx<'_>, outcome: &UpdateOutcome) {
     let wanted = ctx.settings.verbose || ctx.settings.wait_job;
     if wanted && !ctx.settings.quiet {
         for line in update_report(outcome) {
@@ -242,7 +242,7 @@ pub fn report_job(ctx: &Ctx<'_>, outcome: &UpdateOutcome) {
     }
 }
 
-/// The lines [`report_job`] prints for `outcome`.
+/// The lines [`report_update`] prints for `outcome`.
 pub fn update_report(outcome: &UpdateOutcome) -> Vec<String> {
     let mut lines = Vec::new();
     if outcome.job_id != 0 {

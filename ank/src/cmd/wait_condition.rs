@@ -20,11 +20,14 @@ use crate::cmd::Ctx;
 use crate::cmd::get_events::CurrentState;
 use crate::view::StateView;
 
+/// The newest instance (highest generation) of `workload`, if any.
+fn newest<'a>(states: &'a [WorkloadState], workload: &str) -> Option<&'a WorkloadState> {
+    states.iter().filter(|s| s.instance_name.workload_name == workload).max_by_key(|s| s.status.generation)
+}
+
 /// Why a workload does not (yet) meet the condition, `None` when it does.
 pub fn unmet(states: &[WorkloadState], workload: &str, kind: ConditionType) -> Option<String> {
-    let newest =
-        states.iter().filter(|s| s.instance_name.workload_name == workload).max_by_key(|s| s.status.generation);
-    let Some(state) = newest else { return Some("no state reported".to_owned()) };
+    let Some(state) = newest(states, workload) else { return Some("no state reported".to_owned()) };
     let Some(c) = state.status.condition(kind) else {
         return Some(format!(
             "{} reported, but no {} condition (an Ankaios server?)",
@@ -130,8 +133,7 @@ fn hopeless(tree: &Value, unmet: &[(String, String)]) -> anyhow::Result<Vec<(Str
             if desired.and_then(|d| d.get(w)).is_none() {
                 return Some((w.clone(), "not found in the desired state".to_owned()));
             }
-            let newest =
-                states.iter().filter(|s| s.instance_name.workload_name == *w).max_by_key(|s| s.status.generation)?;
+            let newest = newest(&states, w)?;
             matches!(newest.execution_state.kind, StateKind::Pending(Pending::StartingFailed | Pending::Canceled))
                 .then(|| (w.clone(), newest.execution_state.to_string()))
         })

@@ -105,7 +105,8 @@ pub async fn run(ctx: &mut Ctx<'_>, filter: WorkloadFilter, wide: bool) -> anyho
     // line, after every update; a terminal has it redrawn in place.
     ctx.print(&if redraw_in_place { shown.clone() } else { format!("{shown}\n") })?;
     // Ankaios' server pushes no workload states to a commander (ours does):
-    // the state is also read every second.
+    // from such a server the state is read every second.
+    let poll = !conn.pushes_states();
     let mut polls =
         tokio::time::interval_at(tokio::time::Instant::now() + crate::wait::POLL_EVERY, crate::wait::POLL_EVERY);
     let result: anyhow::Result<()> = async {
@@ -117,7 +118,7 @@ pub async fn run(ctx: &mut Ctx<'_>, filter: WorkloadFilter, wide: bool) -> anyho
                         table.set_runtimes(snapshot(&mut conn).await?.runtimes());
                     }
                 }
-                _ = polls.tick() => table.replace(&snapshot(&mut conn).await?),
+                _ = polls.tick(), if poll => table.replace(&snapshot(&mut conn).await?),
                 _ = &mut interrupted => return Ok(()),
             };
             let next = table.render();

@@ -144,7 +144,12 @@ impl Services {
         });
         let end = tokio_stream::iter([()]).filter_map(move |()| end_rx.try_recv().ok().map(Err));
         let out = ReceiverStream::new(rx).map(move |m| to_wire(conn, m)).chain(end);
-        Ok(Response::new(Box::pin(out)))
+        let mut response = Response::new(Box::pin(out) as OutStream);
+        if kind == ConnKind::Commander {
+            // Tells the client that its states come pushed.
+            response.metadata_mut().insert(PUSH_STATES_HEADER, tonic::metadata::MetadataValue::from_static("true"));
+        }
+        Ok(response)
     }
 }
 

@@ -123,15 +123,21 @@ impl AnkaiosServer {
     }
 
     /// A change the server makes itself (placement moves, reaped
-    /// workloads) while hooks are configured: committed at once when it
-    /// changes no workload, else after the hooks answered. Not called while
-    /// a chain runs (the callers wait for their next occasion).
-    pub(super) fn hooked_server_change(
+    /// workloads; `what` names it in the log): without hooks committed at
+    /// once; with hooks committed at once when it changes no workload, else
+    /// after the hooks answered. Not called while a chain runs (the callers
+    /// wait for their next occasion).
+    pub(super) fn server_change(
         &mut self,
         next: DesiredState,
         moves: &[(String, String)],
         what: String,
     ) -> Result<(), String> {
+        if self.hooks.is_empty() {
+            let (_, job) = self.accept_moving(next, moves)?;
+            tracing::info!("job {job}: {what}");
+            return Ok(());
+        }
         let mut prepared = self.prepare_accept(next, moves)?;
         let Some(input) = effect::input(self.desired.base(), &prepared.next.rendered) else {
             let effective = self.workloads_unchanged(&prepared.next.rendered);

@@ -369,15 +369,8 @@ impl AnkaiosServer {
             Err(e) => return tracing::error!("placement of {} workloads not applied: {e}", moves.len()),
         };
         let what = format!("placement of {} workloads", moves.len());
-        if !self.hooks.is_empty() {
-            if let Err(e) = self.hooked_server_change(next, &moves, what.clone()) {
-                tracing::error!("{what} not applied: {e}");
-            }
-            return;
-        }
-        match self.accept_moving(next, &moves) {
-            Ok((_, job)) => tracing::info!("job {job}: {what}"),
-            Err(e) => tracing::error!("{what} not applied: {e}"),
+        if let Err(e) = self.server_change(next, &moves, what.clone()) {
+            tracing::error!("{what} not applied: {e}");
         }
     }
 

@@ -48,12 +48,7 @@ impl AnkaiosServer {
             Err(e) => return tracing::error!("reaping failed, the workloads stay: {e}"),
         };
         self.with_events(|s| {
-            let accepted = if s.hooks.is_empty() {
-                s.accept(next).map(|_| ())
-            } else {
-                s.hooked_server_change(next, &[], format!("reaping of {} workloads", due.len()))
-            };
-            if let Err(e) = accepted {
+            if let Err(e) = s.server_change(next, &[], format!("reaping of {} workloads", due.len())) {
                 tracing::error!("reaping failed, the workloads stay: {e}");
             }
         });
