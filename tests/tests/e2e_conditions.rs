@@ -47,3 +47,31 @@ fn e2e_ank_wait_for_ready_succeeds_and_times_out_naming_the_reason() {
     let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();
     assert_eq!(row.get(4), Some(&"False"), "READY of the new generation: {table}");
 }
+
+// [stest of feature H3]
+#[test]
+fn e2e_ank_wait_follows_the_conditions_as_they_change() {
+    ank_tests::require_podman();
+    let agent = format!("e2e_cond_follow_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    // `w` waits for `d`, which is not there yet: the wait begins before `w` is Ready.
+    let waiting =
+        format!("{}    dependencies:\n      d: ADD_COND_RUNNING\n", manifest(&agent, "localhost/busybox:latest"));
+    let o = c.ank_stdin(&["--no-wait", "apply", "-"], Some(&waiting));
+    assert!(o.status.success(), "apply failed: {}", text(&o.stderr));
+    c.wait_until(std::time::Duration::from_secs(20), |c| {
+        c.workload_rows().iter().any(|(n, s)| n == "w" && s.starts_with("Pending"))
+    });
+    let wait = std::process::Command::new(ank_tests::binaries::bin("ank"))
+        .args(["--insecure", "--server-url", &c.url, "wait", "workload/w", "--for", "Ready", "--timeout", "60s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn ank wait");
+    let d = manifest(&agent, "localhost/busybox:latest").replace("  w:\n", "  d:\n");
+    let o = c.ank_stdin(&["--no-wait", "apply", "-"], Some(&d));
+    assert!(o.status.success(), "apply failed: {}", text(&o.stderr));
+    let o = wait.wait_with_output().expect("ank wait output");
+    assert!(o.status.success(), "wait did not see w become Ready: {}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "workload/w: Ready\n");
+}

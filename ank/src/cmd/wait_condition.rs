@@ -45,6 +45,9 @@ pub fn unmet(states: &[WorkloadState], workload: &str, kind: ConditionType) -> O
     Some(why)
 }
 
+/// The fields of an instance beside its execution state that the wait reads.
+const INSTANCE_EXTENSIONS: &[&str] = &["conditions", "generation"];
+
 /// Waits for the condition or the timeout.
 // [feature H3: ank wait --for Ready]
 pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
@@ -63,7 +66,14 @@ pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
     }
     let mut conn = ctx.connect().await?;
     let request_id = conn.new_request_id();
-    let field_mask = vec!["workloadStates".to_owned(), "desiredState.workloads".to_owned()];
+    let mut field_mask = vec!["workloadStates".to_owned(), "desiredState.workloads".to_owned()];
+    if conn.pushes_states() {
+        // Our server reports the fields beside an execution state (the
+        // conditions, the generation) only to subscribers naming them; without
+        // these masks the wait saw the first conditions and never a change.
+        // Ankaios' server has neither field, so it is not asked for them.
+        field_mask.extend(INSTANCE_EXTENSIONS.iter().map(|f| format!("workloadStates.*.*.*.{f}")));
+    }
     let request = RequestContent::CompleteState { field_mask, subscribe_for_events: true };
     conn.send_request(&request_id, request).await?;
     let deadline = tokio::time::Instant::now() + args.timeout;
