@@ -319,6 +319,31 @@ async fn runtime_manager_failed_create_is_retried_every_second_20_times_then_fai
 }
 
 #[tokio::test(start_paused = true)]
+// [utest->swdd~agent-workload-control-loop-limits-retry-attempts~1]
+async fn runtime_manager_the_servers_resync_of_the_same_spec_does_not_restart_the_retries() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: image not known");
+    let mut h = harness_with(fake).await;
+    let s = spec("x");
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.next_of(&s.instance_name).await;
+    assert_eq!(h.next_of(&s.instance_name).await.additional_info, "Retry 1 of 20: Error: image not known");
+    // The server re-sends a spec that is not Ready every 10 s (its resync).
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(9500)).await;
+        h.rm.update_workload(vec![s.clone()], vec![]).await;
+        let again = h.next_of(&s.instance_name).await;
+        if again.kind == StateKind::Pending(Pending::StartingFailed) {
+            break;
+        }
+        assert_eq!(again.additional_info, "Retry 1 of 20: Error: image not known", "the resync gets its answer");
+    }
+    let st = h.wait_for(&s.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    assert_eq!(st.additional_info, "No more retries: Error: image not known");
+    assert_eq!(h.fake.created().len(), 21, "one create and 20 retries, the resyncs counted none");
+}
+
+#[tokio::test(start_paused = true)]
 async fn runtime_manager_retry_succeeds_once_the_runtime_accepts() {
     let fake = FakeRuntime::new();
     fake.fail_creates_of("x", "Error: name in use");

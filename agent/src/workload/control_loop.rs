@@ -232,6 +232,12 @@ impl WorkloadControlLoop {
 
     /// Reports the last state again, e.g. after a waiting delete was
     /// called off and the server shows `Stopping(WaitingToStop)`.
+    /// Whether its creates gave up (`Pending(StartingFailed)`): final until
+    /// the spec changes, so the server's resync does not start them again.
+    fn gave_up(&self) -> bool {
+        self.last_reported.as_ref().is_some_and(|(_, s)| s.kind == StateKind::Pending(Pending::StartingFailed))
+    }
+
     async fn report_again(&self) {
         if let Some((instance, state)) = &self.last_reported {
             self.ctx.reporter.report(instance, state.clone()).await;
@@ -379,21 +385,25 @@ impl WorkloadControlLoop {
     // [impl->swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~1]
     // [impl->swdd~agent-workload-control-loop-reset-retry-attempts-on-update~1]
     async fn handle_update(&mut self, spec: Option<WorkloadSpec>) {
-        self.retry_at = None;
-        self.retries_done = 0;
         let unchanged = |s: &&WorkloadSpec| self.spec.as_ref().is_some_and(|cur| policy::runs_the_same(cur, s));
         if let Some(same) = spec.as_ref().filter(unchanged).filter(|_| !self.deleting) {
             // [feature K7: a reaped workload is not run again while its spec stays]
-            if self.current.is_some() || self.reaped {
+            // The same spec again while its creates are retried (the server's
+            // resync of an instance that is not Ready) is no update: the
+            // retries go on where they are, or the limit would never come.
+            if self.current.is_some() || self.reaped || self.retry_at.is_some() || self.gave_up() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
                 self.spec = Some(same.clone());
                 return self.report_again().await;
             }
+            self.retries_done = 0;
             // Same spec, but nothing runs (its creates gave up, or it was
             // lost): create it again, without a delete in between.
             let same = same.clone();
             return self.handle_create(same, None).await;
         }
+        self.retry_at = None;
+        self.retries_done = 0;
         self.deleting = true;
         if !self.delete_current().await {
             // [impl->swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1]
