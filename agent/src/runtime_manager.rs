@@ -352,12 +352,6 @@ impl RuntimeManager {
         for spec in added.into_iter().flatten() {
             match self.objects.get_mut(spec.name()) {
                 Some(o) if o.instance_name == spec.instance_name && !o.deleting => {
-                    // The same spec again (the server's resync): a create that
-                    // gave up stays given up; its loop answers with its state.
-                    if self.store.state_of_instance(&spec.instance_name).is_some_and(|s| s.kind == gave_up()) {
-                        o.update(Some(spec));
-                        continue;
-                    }
                     ops.extend(self.wanted_again(spec));
                 }
                 // [impl->swdd~agent-update-on-add-known-workload~1]
@@ -547,8 +541,3 @@ mod retention_tests;
 #[cfg(test)]
 #[path = "runtime_manager_scheduling_tests.rs"]
 mod scheduling_tests;
-
-/// The state of a workload whose creates gave up.
-fn gave_up() -> StateKind {
-    StateKind::Pending(Pending::StartingFailed)
-}

@@ -232,12 +232,6 @@ impl WorkloadControlLoop {
 
     /// Reports the last state again, e.g. after a waiting delete was
     /// called off and the server shows `Stopping(WaitingToStop)`.
-    /// Whether its creates gave up (`Pending(StartingFailed)`): final until
-    /// the spec changes, so the server's resync does not start them again.
-    fn gave_up(&self) -> bool {
-        self.last_reported.as_ref().is_some_and(|(_, s)| s.kind == StateKind::Pending(Pending::StartingFailed))
-    }
-
     async fn report_again(&self) {
         if let Some((instance, state)) = &self.last_reported {
             self.ctx.reporter.report(instance, state.clone()).await;
@@ -391,7 +385,7 @@ impl WorkloadControlLoop {
             // The same spec again while its creates are retried (the server's
             // resync of an instance that is not Ready) is no update: the
             // retries go on where they are, or the limit would never come.
-            if self.current.is_some() || self.reaped || self.retry_at.is_some() || self.gave_up() {
+            if self.current.is_some() || self.reaped || self.retry_at.is_some() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
                 self.spec = Some(same.clone());
                 return self.report_again().await;

@@ -2,15 +2,17 @@
 //! specs stamped with their generation, deletions kept visible until the
 //! agent confirms them, and the TTL resync that re-sends an instance's spec
 //! (or its deletion) when the last report confirming it is too old: 10 s
-//! while it is not Ready, 30 min while it is (both configurable).
+//! while it is not Ready, 30 min while it is (both configurable); never
+//! one whose creates gave up (`Pending(StartingFailed)`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ank_common::conditions::{ConditionStatus, ConditionType};
+use ank_common::execution_state::Pending;
 use ank_common::messages::{DeletedWorkload, FromServer};
 use ank_common::workload::WorkloadSpec;
-use ank_common::{WorkloadInstanceName, WorkloadState};
+use ank_common::{StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
@@ -121,6 +123,12 @@ impl AnkaiosServer {
                     continue;
                 }
                 let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
+                // Its creates gave up: the agent has the spec, and a resync
+                // would start its retries again. Final until the spec changes
+                // (or `ank job rerun` sends it again).
+                if self.states.state_of(&n).execution_state.kind == StateKind::Pending(Pending::StartingFailed) {
+                    continue;
+                }
                 let ttl = if status.status_of(ConditionType::Ready) == ConditionStatus::True {
                     self.resync.ready
                 } else {

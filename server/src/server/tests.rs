@@ -229,6 +229,27 @@ async fn a_lost_update_is_resent_after_10_s_and_a_ready_workload_after_30_min() 
     h.stop.cancel();
 }
 
+// [test of feature H6]
+#[tokio::test(start_paused = true)]
+async fn a_workload_whose_creates_gave_up_is_not_resent() {
+    use ank_common::StateKind;
+    use ank_common::execution_state::Pending;
+    let mut h = Harness::start().await;
+    h.apply(manifest("a", "NEVER")).await;
+    settle().await;
+    let spec = h.update_for_agent().expect("first UpdateWorkload");
+    let gave_up = ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), "No more retries: no image");
+    h.report(&spec[0], gave_up, spec[0].generation).await;
+    // The agent got the spec and gave up: a resync would start its retries
+    // again every 10 s, and StartingFailed is final until the spec changes.
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        settle().await;
+        assert!(h.update_for_agent().is_none(), "a given-up workload was re-sent");
+    }
+    h.stop.cancel();
+}
+
 // [test of feature H7]
 #[tokio::test(start_paused = true)]
 async fn a_deletion_while_the_agent_is_away_waits_for_its_confirmation() {
