@@ -8,6 +8,7 @@
 pub mod ankaios_podman;
 pub mod binaries;
 pub mod commander;
+pub mod doctest;
 pub mod inprocess;
 pub mod netns;
 

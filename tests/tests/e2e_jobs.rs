@@ -142,6 +142,7 @@ fn e2e_a_failed_job_fails_ank_wait_and_a_rerun_starts_the_rest() {
     let o = c.ank(&["--wait", "job", "rerun"]);
     assert!(o.status.success(), "rerun failed: {}", text(&o.stderr));
     assert!(text(&o.stdout).starts_with("job 2 accepted"), "{}", text(&o.stdout));
+    assert!(!text(&o.stdout).contains("No workloads updated"), "a rerun sends workloads: {}", text(&o.stdout));
     let job = text(&c.ank(&["get", "job", "2", "-o", "yaml"]).stdout);
     assert!(job.contains("phase: Succeeded"), "{job}");
     assert!(container_id(&c, "ui").is_some() && container_id(&c, "api").is_some());

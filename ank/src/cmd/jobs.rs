@@ -103,7 +103,7 @@ pub async fn run(ctx: &mut Ctx<'_>, command: JobCommand) -> anyhow::Result<()> {
             return Ok(());
         }
         ctx.print(&format!("job {id} accepted\n"))?;
-        let outcome = UpdateOutcome { job_id: id, ..UpdateOutcome::default() };
+        let outcome = UpdateOutcome { job_id: id, rerun: true, ..UpdateOutcome::default() };
         follow(ctx, &mut conn, &outcome, BTreeMap::new()).await
     }
     .await;

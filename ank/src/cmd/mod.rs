@@ -104,6 +104,9 @@ pub struct UpdateOutcome {
     pub job_id: u64,
     /// The mutating hooks that changed workloads (our server only).
     pub hook_changes: Vec<HookChange>,
+    /// A job rerun: it changes no workload of the desired state, so
+    /// "No workloads updated" would be false; its job says what it sends.
+    pub rerun: bool,
 }
 
 /// Sends an `UpdateStateRequest`; a rejection is an error carrying the
@@ -115,7 +118,7 @@ pub async fn send_update(conn: &mut Connection, content: RequestContent) -> anyh
     }
     match conn.request(content).await.context("the update request failed")? {
         ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id, hook_changes } => {
-            Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads, job_id, hook_changes })
+            Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads, job_id, hook_changes, rerun: false })
         }
         ResponseContent::Error(msg) => Err(crate::error_text::UpdateRejected(msg).into()),
         other => bail!("unexpected answer to an update request: {other:?}"),
@@ -149,7 +152,7 @@ pub async fn follow(
     }
     let quiet = ctx.settings.quiet;
     if tracker.is_empty() {
-        if !quiet {
+        if !quiet && !outcome.rerun {
             ctx.print(&format!("{NOTHING_CHANGED}\n"))?;
         }
         if !whole_job {
