@@ -107,10 +107,18 @@ fn rejected(reason: String) -> ResponseContent {
 fn changes_state(msg: &ToServer) -> bool {
     match msg {
         ToServer::AgentHello { .. } | ToServer::UpdateWorkloadState(_) | ToServer::AgentLoadStatus { .. } => true,
-        ToServer::Request(r) => matches!(
-            r.content,
-            RequestContent::UpdateState { .. } | RequestContent::JobRerun { .. } | RequestContent::JobInterrupt { .. }
-        ),
+        // Exhaustive: a new request kind must say whether it changes the
+        // state (events and jobs follow only those that do).
+        ToServer::Request(r) => match r.content {
+            RequestContent::UpdateState { .. }
+            | RequestContent::JobRerun { .. }
+            | RequestContent::JobInterrupt { .. } => true,
+            RequestContent::CompleteState { .. }
+            | RequestContent::Logs(_)
+            | RequestContent::LogsCancel
+            | RequestContent::EventsCancel
+            | RequestContent::RenderedState { .. } => false,
+        },
         ToServer::CommanderHello { .. }
         | ToServer::Goodbye
         | ToServer::LogEntriesResponse { .. }
