@@ -19,11 +19,6 @@ pub fn rfc3339_utc(time: SystemTime) -> String {
     )
 }
 
-/// The current time, see [`rfc3339_utc`].
-pub fn now_rfc3339() -> String {
-    rfc3339_utc(SystemTime::now())
-}
-
 /// Days since 1970-01-01 -> (year, month, day) in the proleptic Gregorian
 /// calendar, counting in 400-year eras that start on March 1st.
 fn civil_from_days(days: i64) -> (i64, u32, u32) {

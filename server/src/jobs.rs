@@ -155,7 +155,7 @@ impl JobEngine {
         }
         let delete_only = !run_items.is_empty() && run_items.values().all(|i| is_deletion(&i.new));
         let phase = if delete_only { JobPhase::InitDelete } else { JobPhase::Init };
-        let job = Job { id, phase, created_at: ank_common::timestamp::now_rfc3339(), ..Job::default() };
+        let job = Job { id, phase, created_at: ank_common::daemon::clock::now_rfc3339(), ..Job::default() };
         self.runs.insert(id, Run { job, items: run_items, delete_only, stuck_since: None });
         id
     }
@@ -484,7 +484,7 @@ const REASON_ITEMS: usize = 5;
 fn finish(run: &mut Run, phase: JobPhase, reason: String) {
     run.job.phase = phase;
     run.job.reason = reason;
-    run.job.finished_at = ank_common::timestamp::now_rfc3339();
+    run.job.finished_at = ank_common::daemon::clock::now_rfc3339();
     run.stuck_since = None;
 }
 

@@ -9,9 +9,8 @@
 use std::collections::HashMap;
 
 use ank_common::conditions::{self, Condition, ConditionStatus, ConditionType, InstanceStatus, RuntimeHealth};
-use ank_common::daemon::clock;
+use ank_common::daemon::clock::now_rfc3339;
 use ank_common::execution_state::Pending;
-use ank_common::timestamp::now_rfc3339;
 use ank_common::workload_events::{EventKind, EventRing, WorkloadEvent};
 use ank_common::{ExecutionState, InstanceEntry, StateKind, WorkloadInstanceName, WorkloadState, WorkloadStatesMap};
 use tokio::time::Instant;
@@ -406,7 +405,7 @@ impl WorkloadStateStore {
     /// Records an event the server observed about `workload`, now.
     // [feature K8: one entry per (kind, reason), count and last bumped]
     pub fn record_event(&mut self, workload: &str, kind: EventKind, reason: &str) -> WorkloadEvent {
-        let at = clock::now_rfc3339();
+        let at = now_rfc3339();
         self.events.entry(workload.to_owned()).or_default().record(kind, reason, &at).clone()
     }
 
