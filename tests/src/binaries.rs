@@ -125,9 +125,16 @@ impl Cluster {
 
     /// Waits until `ank get agents` lists the agent.
     pub fn wait_for_agent(&self, limit: Duration) {
+        self.wait_for_agent_named(&self.agent, limit);
+    }
+
+    /// Waits until `ank get agents` lists the agent `name` (one more agent
+    /// of this cluster's server).
+    pub fn wait_for_agent_named(&self, name: &str, limit: Duration) {
         self.wait_until(limit, |c| {
             let o = c.ank(&["get", "agents"]);
-            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(&c.agent)
+            o.status.success()
+                && String::from_utf8_lossy(&o.stdout).lines().any(|l| l.split_whitespace().next() == Some(name))
         });
     }
 
@@ -208,12 +215,25 @@ impl Cluster {
 
     /// Containers of this cluster's agent, as `podman ps` JSON objects.
     pub fn containers(&self) -> Vec<serde_json::Value> {
-        let out = Command::new("podman")
-            .args(["ps", "--all", "--format", "json", "--filter"])
-            .arg(format!("label=agent={}", self.agent))
-            .output()
-            .expect("podman ps");
-        serde_json::from_slice(&out.stdout).unwrap_or_default()
+        containers_of(&self.agent)
+    }
+}
+
+/// Containers of the agent `agent`, as `podman ps` JSON objects.
+pub fn containers_of(agent: &str) -> Vec<serde_json::Value> {
+    let out = Command::new("podman")
+        .args(["ps", "--all", "--format", "json", "--filter"])
+        .arg(format!("label=agent={agent}"))
+        .output()
+        .expect("podman ps");
+    serde_json::from_slice(&out.stdout).unwrap_or_default()
+}
+
+/// Removes every container of the agent `agent` (clean-up, errors ignored).
+pub fn remove_containers_of(agent: &str) {
+    let ids: Vec<String> = containers_of(agent).iter().filter_map(|c| c["Id"].as_str().map(str::to_owned)).collect();
+    if !ids.is_empty() {
+        let _ = Command::new("podman").args(["rm", "-f", "-t", "0"]).args(&ids).output();
     }
 }
 
@@ -224,9 +244,6 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let ids: Vec<String> = self.containers().iter().filter_map(|c| c["Id"].as_str().map(str::to_owned)).collect();
-        if !ids.is_empty() {
-            let _ = Command::new("podman").args(["rm", "-f", "-t", "0"]).args(&ids).output();
-        }
+        remove_containers_of(&self.agent);
     }
 }

@@ -123,18 +123,18 @@ impl AnkaiosServer {
                     continue;
                 }
                 let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
-                // Its creates gave up: the agent has the spec, and a resync
-                // would start its retries again. Final until the spec changes
-                // (or `ank job rerun` sends it again).
-                if self.states.state_of(&n).execution_state.kind == StateKind::Pending(Pending::StartingFailed) {
-                    continue;
-                }
                 let ttl = if status.status_of(ConditionType::Ready) == ConditionStatus::True {
                     self.resync.ready
                 } else {
                     self.resync.not_ready
                 };
                 if now.saturating_duration_since(timing.last_activity()) < ttl {
+                    continue;
+                }
+                // Its creates gave up: the agent has the spec, and a resync
+                // would start its retries again. Final until the spec changes
+                // (or `ank job rerun` sends it again).
+                if self.states.state_of(&n).execution_state.kind == StateKind::Pending(Pending::StartingFailed) {
                     continue;
                 }
                 let spec = self.wanted_spec(&n);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::expect;
 use super::parse::{self, Block, Directive, Step};
-use crate::binaries::{Cluster, ClusterOptions, bin, bin_dir};
+use crate::binaries::{Cluster, ClusterOptions, bin, bin_dir, remove_containers_of};
 
 /// The longest any one command may take.
 const COMMAND_LIMIT: Duration = Duration::from_secs(180);
@@ -48,15 +48,7 @@ impl Drop for ExtraAgent {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let ids = Command::new("podman")
-            .args(["ps", "-aq", "--filter"])
-            .arg(format!("label=agent={}", self.name))
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_owned).collect::<Vec<_>>())
-            .unwrap_or_default();
-        if !ids.is_empty() {
-            let _ = Command::new("podman").args(["rm", "-f", "-t", "0"]).args(&ids).output();
-        }
+        remove_containers_of(&self.name);
     }
 }
 
@@ -169,10 +161,7 @@ fn start(blocks: &[Block], work: &Path) -> Env {
                 .spawn()
                 .expect("spawn ank-agent");
             agents.push(ExtraAgent { name: name.clone(), child, _run_folder: run_folder });
-            cluster.wait_until(Duration::from_secs(20), |c| {
-                let o = c.ank(&["get", "agents"]);
-                String::from_utf8_lossy(&o.stdout).lines().any(|l| l.split_whitespace().next() == Some(name.as_str()))
-            });
+            cluster.wait_for_agent_named(name, Duration::from_secs(20));
         }
     }
     Env { work: work.to_owned(), cluster, _agents: agents, last_code: 0, last_output: Vec::new() }
