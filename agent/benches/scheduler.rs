@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use ank_agent::runtime_connectors::RuntimeRegistry;
 use ank_agent::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
 use ank_agent::workload_scheduler::{PreemptionSettings, SchedulerSettings, WorkloadScheduler};
 use ank_agent::workload_state_store::WorkloadStateStore;
@@ -43,7 +44,7 @@ fn scheduler() -> (WorkloadScheduler, WorkloadStateStore) {
         preemption: PreemptionSettings { enabled: true, delay: Duration::ZERO, ..Default::default() },
         ..Default::default()
     };
-    let mut scheduler = WorkloadScheduler::with_settings("agent_A", settings);
+    let mut scheduler = WorkloadScheduler::with_settings("agent_A", settings, RuntimeRegistry::with_podman());
     let mut store = WorkloadStateStore::new();
     let running: Vec<WorkloadSpec> = (0..SLOTS).map(|i| spec(&format!("run{i}"), 9, None)).collect();
     scheduler.enqueue_filtered_workload_operations(running.iter().cloned().map(create).collect(), &store);

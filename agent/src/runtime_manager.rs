@@ -182,7 +182,11 @@ impl RuntimeManager {
             facades,
             objects: HashMap::new(),
             unsupported: HashMap::new(),
-            scheduler: WorkloadScheduler::with_settings(config.agent_name.clone(), config.scheduler),
+            scheduler: WorkloadScheduler::with_settings(
+                config.agent_name.clone(),
+                config.scheduler,
+                (*registry).clone(),
+            ),
             next_tick: None,
             quota_used: config.quota_used,
             store: WorkloadStateStore::new(),

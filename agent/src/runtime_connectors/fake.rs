@@ -272,6 +272,12 @@ impl RuntimeConnector for FakeRuntime {
         &self.name
     }
 
+    /// As podman declares it (the fake stands in for podman in the quota
+    /// tests), whatever the fake is named.
+    fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {
+        super::podman::memory::declared(&spec.workload.runtime_config)
+    }
+
     fn create_returns_running(&self) -> bool {
         self.like_podman
     }

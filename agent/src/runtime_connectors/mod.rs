@@ -126,6 +126,22 @@ pub enum Observed {
     Gone,
 }
 
+impl Observed {
+    /// The state a workload in this observation is reported in.
+    pub fn into_state(self) -> ExecutionState {
+        match self {
+            Observed::State(s) => s,
+            Observed::Gone => lost_state(),
+        }
+    }
+}
+
+/// A workload whose container disappeared behind the agent's back.
+pub fn lost_state() -> ExecutionState {
+    use ank_common::execution_state::Failed;
+    ExecutionState::with_info(ank_common::StateKind::Failed(Failed::Lost), "container disappeared")
+}
+
 /// One container of this agent as the runtime lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedWorkload {
@@ -158,6 +174,12 @@ pub type RuntimeEventSender = mpsc::Sender<RuntimeEvent>;
 pub trait RuntimeConnector: Send + Sync {
     /// The runtime's name as written in a workload's `runtime` field.
     fn name(&self) -> &str;
+
+    /// The memory `spec` declares, in bytes, which the agent's `max_memory`
+    /// quota counts (feature K2); 0 when it declares none. Every connector
+    /// says how its workloads declare memory: there is no default that
+    /// would silently switch the quota off for a new runtime.
+    fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError>;
 
     /// Whether a successful [`create`](Self::create) means the container is
     /// already running, so Running(Ok) can be reported at once instead of
@@ -245,6 +267,13 @@ impl RuntimeRegistry {
     /// The connector for `runtime`, if this agent supports it.
     pub fn get(&self, runtime: &str) -> Option<Arc<dyn RuntimeConnector>> {
         self.connectors.get(runtime).cloned()
+    }
+
+    /// The memory `spec` declares, asked of its runtime's connector. A
+    /// workload of a runtime this agent does not have never runs here, so
+    /// it uses nothing.
+    pub fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {
+        self.connectors.get(&spec.workload.runtime).map_or(Ok(0), |c| c.declared_memory(spec))
     }
 
     /// All connectors.

@@ -9,6 +9,7 @@ use ank_common::workload::{RestartPolicy, Workload, WorkloadSpec};
 use ank_common::{ExecutionState, StateKind};
 use tokio::time::Instant;
 
+pub use crate::runtime_connectors::lost_state;
 use crate::runtime_connectors::{Observed, RuntimeError};
 
 /// Limits of the create retries.
@@ -94,15 +95,7 @@ pub fn runs_the_same(current: &WorkloadSpec, new: &WorkloadSpec) -> bool {
 
 /// The state to report for an observation of the current workload.
 pub fn observed_state(observed: Observed) -> ExecutionState {
-    match observed {
-        Observed::State(s) => s,
-        Observed::Gone => lost_state(),
-    }
-}
-
-/// A workload whose container disappeared behind the agent's back.
-pub fn lost_state() -> ExecutionState {
-    ExecutionState::with_info(StateKind::Failed(Failed::Lost), "container disappeared")
+    observed.into_state()
 }
 
 /// How long after an exit read from conmon's exit file a reconcile that

@@ -18,11 +18,11 @@
 //! reports the returned states and events and preempts the returned
 //! workloads. Parts: [`queue`] (the ordered queue), [`slots`] (the started
 //! workloads and what they use), [`quota`], [`isolation`], [`preemption`],
-//! [`memory`] (declared memory), [`settings`].
+//! [`settings`]. The memory a workload declares is asked of its runtime's
+//! connector (through the [`RuntimeRegistry`]).
 
 pub mod dependency_state_validator;
 mod isolation;
-pub mod memory;
 mod preemption;
 mod queue;
 mod quota;
@@ -37,6 +37,7 @@ use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadState};
 use tokio::time::Instant;
 
+use crate::runtime_connectors::RuntimeRegistry;
 use crate::workload::EventReport;
 use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
 use crate::workload_state_store::WorkloadStateStore;
@@ -68,6 +69,8 @@ pub struct WorkloadScheduler {
     settings: SchedulerSettings,
     queue: Queue,
     slots: Slots,
+    /// The connectors, which say how much memory a workload declares.
+    runtimes: RuntimeRegistry,
 }
 
 impl WorkloadScheduler {
@@ -76,9 +79,14 @@ impl WorkloadScheduler {
         Self::default()
     }
 
-    /// The scheduler of agent `agent_name`.
-    pub fn with_settings(agent_name: impl Into<String>, settings: SchedulerSettings) -> Self {
-        Self { agent_name: agent_name.into(), settings, ..Self::default() }
+    /// The scheduler of agent `agent_name`, whose workloads run on
+    /// `runtimes`.
+    pub fn with_settings(
+        agent_name: impl Into<String>,
+        settings: SchedulerSettings,
+        runtimes: RuntimeRegistry,
+    ) -> Self {
+        Self { agent_name: agent_name.into(), settings, runtimes, ..Self::default() }
     }
 
     pub fn settings(&self) -> &SchedulerSettings {
@@ -147,7 +155,7 @@ impl WorkloadScheduler {
         if self.settings.quota.max_memory == 0 {
             return Ok(0);
         }
-        memory::declared_memory(spec)
+        self.runtimes.declared_memory(spec).map_err(|e| e.to_string())
     }
 
     /// Takes new operations: returns those ready now, queues the others.

@@ -199,7 +199,7 @@ fn quota(max_workloads: u32) -> WorkloadScheduler {
         quota: ank_common::quota::QuotaLimits { max_workloads, max_memory: 0 },
         ..Default::default()
     };
-    WorkloadScheduler::with_settings("agent_A", settings)
+    WorkloadScheduler::with_settings("agent_A", settings, RuntimeRegistry::with_podman())
 }
 
 fn create(s: &WorkloadSpec) -> WorkloadOperation {
@@ -327,12 +327,17 @@ fn scheduler_workload_whose_declared_memory_does_not_read_is_starting_failed_und
         quota: ank_common::quota::QuotaLimits { max_workloads: 0, max_memory: 1 << 30 },
         ..Default::default()
     };
-    let mut scheduler = WorkloadScheduler::with_settings("agent_A", settings);
+    let mut scheduler = WorkloadScheduler::with_settings("agent_A", settings, RuntimeRegistry::with_podman());
     let bad = spec("bad", "image: b\ncommandOptions: [--memory, lots]\n", &[]);
     let out = scheduler.enqueue_filtered_workload_operations(vec![create(&bad)], &WorkloadStateStore::new());
     assert!(out.ready.is_empty());
     assert_eq!(out.report[0].execution_state.kind, StateKind::Pending(Pending::StartingFailed));
     assert!(out.report[0].execution_state.additional_info.contains("'lots'"), "{:?}", out.report);
+    // A runtime this agent does not have declares nothing (it never runs here).
+    let mut other = bad.clone();
+    other.workload.runtime = "containerd".into();
+    let out = scheduler.enqueue_filtered_workload_operations(vec![create(&other)], &WorkloadStateStore::new());
+    assert_eq!(out.ready, vec![create(&other)]);
     // Without a memory quota the declaration is not read.
     let mut scheduler = WorkloadScheduler::new();
     let out = scheduler.enqueue_filtered_workload_operations(vec![create(&bad)], &WorkloadStateStore::new());

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod events;
 pub mod exit_watcher;
 pub mod logs;
+pub mod memory;
 pub mod ps_cache;
 
 use std::time::Duration;
@@ -113,6 +114,10 @@ impl RuntimeConnector for PodmanRuntime {
     // [impl->swdd~podman-name-returns-podman~1]
     fn name(&self) -> &str {
         PODMAN
+    }
+
+    fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {
+        memory::declared(&spec.workload.runtime_config)
     }
 
     /// `podman run -d` returns only after the container has started.

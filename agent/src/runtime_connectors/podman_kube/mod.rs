@@ -8,6 +8,7 @@
 //! `controlInterfaceTarget` ([`control_interface_target`]).
 
 pub mod control_interface_target;
+pub mod memory;
 pub mod state_getter;
 pub mod volumes;
 pub mod workload_id;
@@ -24,7 +25,7 @@ use super::podman::PodmanCli;
 use super::podman::ps_cache::PsCache;
 use super::polling_checker::{GenericPollingStateChecker, POLL_INTERVAL, RuntimeStateGetter};
 use super::{
-    CreateOptions, ListedWorkload, LogLines, LogOptions, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender,
+    CreateOptions, ListedWorkload, LogLines, LogOptions, RuntimeConnector, RuntimeError, RuntimeEventSender,
     StateChecker, WorkloadId,
 };
 use state_getter::{PodmanKubeStateGetter, combined_state};
@@ -108,6 +109,10 @@ impl RuntimeConnector for PodmanKubeRuntime {
     // [impl->swdd~podman-kube-name-returns-podman-kube~1]
     fn name(&self) -> &str {
         PODMAN_KUBE
+    }
+
+    fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {
+        memory::declared(&spec.workload.runtime_config)
     }
 
     fn files_unsupported(&self) -> Option<&'static str> {
@@ -202,10 +207,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
             .into_iter()
             .filter_map(|id| {
                 let instance_name = id.instance()?;
-                let state = match combined_state(&id.pods, &containers) {
-                    Observed::State(s) => s,
-                    Observed::Gone => crate::workload::policy::lost_state(),
-                };
+                let state = combined_state(&id.pods, &containers).into_state();
                 Some(ListedWorkload { instance_name, workload_id: id.to_workload_id(), state })
             })
             .collect())
