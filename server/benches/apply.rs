@@ -34,7 +34,7 @@ fn big_state() -> State {
 
 /// apply + diff + encode the message of every agent the diff touches.
 fn apply(current: &DesiredState, new_state: &serde_json::Value, masks: &[String]) -> usize {
-    let next = desired_state::apply_update(&current.state, new_state, masks).expect("valid update");
+    let next = desired_state::apply_update(current, new_state, masks).expect("valid update");
     let diff = desired_state::diff(&current.rendered, &next.rendered);
     let agents: std::collections::BTreeSet<&String> = diff.added.keys().chain(diff.deleted.keys()).collect();
     agents

@@ -51,7 +51,9 @@ pub fn check_update_masks(
     new_state: &Value,
     update_mask: &[String],
 ) -> Result<(), String> {
-    if update_mask.is_empty() {
+    // Masks that each name one workload or config item always apply: no
+    // need to build the tree.
+    if update_mask.iter().all(|m| crate::desired_state::names_one_entry(m)) {
         return Ok(());
     }
     let effective = serde_json::to_value(desired.effective()).unwrap_or_default();

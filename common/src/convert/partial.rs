@@ -285,6 +285,40 @@ fn state_from_pb(s: pb::State) -> Result<PartialState, ConvertError> {
     })
 }
 
+/// The wire form of a whole desired state, converted from the domain model
+/// directly (no JSON tree on the way); fields present exactly where the
+/// JSON form of the state has them.
+pub fn state_to_proto(s: &crate::State) -> pb::State {
+    state_to_pb(PartialState {
+        api_version: s.api_version.clone(),
+        workloads: Some(s.workloads.iter().map(|(name, wl)| (name.to_string(), PartialWorkload::from(wl))).collect()),
+        configs: Some(s.configs.clone()),
+        groups: (!crate::groups::is_empty(&s.groups)).then(|| s.groups.clone()),
+    })
+}
+
+impl From<&crate::Workload> for PartialWorkload {
+    fn from(w: &crate::Workload) -> Self {
+        PartialWorkload {
+            agent: Some(w.agent.clone()),
+            restart_policy: Some(w.restart_policy),
+            dependencies: Some(w.dependencies.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
+            tags: Some(w.tags.clone()),
+            runtime: Some(w.runtime.clone()),
+            runtime_config: Some(w.runtime_config.clone()),
+            control_interface_access: Some(w.control_interface_access.clone()),
+            configs: Some(w.configs.clone()),
+            files: (!w.files.is_empty()).then(|| w.files.clone()),
+            priority: w.priority,
+            effective_priority: w.effective_priority,
+            policy: (!w.policy.is_default()).then_some(w.policy),
+            agent_selector: w.agent_selector.clone(),
+            migration: (!w.migration.is_default()).then_some(w.migration),
+            ttl_after_finished: w.ttl_after_finished.clone(),
+        }
+    }
+}
+
 fn state_to_pb(s: PartialState) -> pb::State {
     pb::State {
         api_version: s.api_version,
@@ -471,6 +505,23 @@ fn rule_to_pb(r: AccessRule) -> pb::AccessRightsRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_converts_to_the_wire_as_its_json_tree_does() {
+        let yaml = "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    agent: A\n    tags: {k: v}\n    \
+                    dependencies: {b: ADD_COND_RUNNING}\n    runtimeConfig: x\n    configs: {c: c1}\n    priority: 3\n    \
+                    files: [{mountPoint: /f, data: d}]\n    ttlAfterFinished: 10s\n    \
+                    policy: {preemptEnabled: true}\n  b:\n    runtime: podman\n    runtimeConfig: y\n    \
+                    agentSelector: {matchLabels: {zone: x}}\nconfigs:\n  c1: {k: [x, y]}\n\
+                    groups:\n  g: {members: [a, b], mode: pipeline}\n";
+        let state = crate::manifest::parse_manifest("t", yaml).unwrap();
+        let tree = serde_json::json!({ "desiredState": serde_json::to_value(&state).unwrap() });
+        let via_json = complete_state_from_json(&tree).unwrap().desired_state.unwrap();
+        assert_eq!(state_to_proto(&state), via_json);
+        let empty = crate::State { api_version: "v1".into(), ..Default::default() };
+        let tree = serde_json::json!({ "desiredState": serde_json::to_value(&empty).unwrap() });
+        assert_eq!(state_to_proto(&empty), complete_state_from_json(&tree).unwrap().desired_state.unwrap());
+    }
 
     #[test]
     fn partial_state_keeps_absent_fields_absent() {

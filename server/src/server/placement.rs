@@ -29,7 +29,6 @@ use tokio::time::Instant;
 
 use super::AnkaiosServer;
 use crate::connections::Connections;
-use crate::desired_state::DesiredState;
 use crate::placement::{AgentInfo, Constraints, Decision, PlacementSettings};
 
 static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
@@ -364,7 +363,7 @@ impl AnkaiosServer {
         }
         // Rendered again from the user's state, so that the ${seq:N}
         // numbers of a moved workload come from its new agent's pools.
-        let next = match DesiredState::new(self.desired.state.clone()) {
+        let next = match self.desired.after(self.desired.state.clone()) {
             Ok(next) => next,
             Err(e) => return tracing::error!("placement of {} workloads not applied: {e}", moves.len()),
         };

@@ -7,7 +7,7 @@ use ank_common::workload_events::EventKind;
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
-use crate::desired_state::{self, DesiredState};
+use crate::desired_state;
 use crate::ttl_reaper::{Candidate, Due};
 
 impl AnkaiosServer {
@@ -43,7 +43,7 @@ impl AnkaiosServer {
                 s.states.record_event(&d.workload, EventKind::Reaped, &d.reason);
             }
         });
-        let next = match DesiredState::new(without(&self.desired.state, &due)) {
+        let next = match self.desired.after(without(&self.desired.state, &due)) {
             Ok(next) => next,
             Err(e) => return tracing::error!("reaping failed, the workloads stay: {e}"),
         };

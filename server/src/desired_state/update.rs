@@ -1,0 +1,117 @@
+//! Applying an UpdateStateRequest to the desired state. An update whose
+//! masks each name one workload or one config item
+//! (`desiredState.workloads.<name>`, `desiredState.configs.<key>`), what
+//! `ank apply` and `ank delete` send, is merged on the typed state: only
+//! the named entries are read from the request. Any other update (no mask:
+//! replace everything; a deeper or wildcard mask; an entry that does not
+//! read) is merged on the JSON tree of the state, which also words the
+//! error of an entry that does not read.
+
+use ank_common::complete_state::ConfigItem;
+use ank_common::{API_VERSION, State, Workload, WorkloadName, field_mask};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::DesiredState;
+
+/// Applies an update request to `current`, returning the validated and
+/// rendered result; workloads the update leaves alone keep their rendering.
+pub fn apply_update(current: &DesiredState, new_state: &Value, update_mask: &[String]) -> Result<DesiredState, String> {
+    let new_desired = new_state.get("desiredState");
+    let new_version = new_desired.and_then(|d| d.get("apiVersion")).and_then(Value::as_str).unwrap_or("");
+    if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
+        tracing::warn!("update with the deprecated apiVersion '{new_version}' accepted as '{API_VERSION}'");
+    } else if !new_version.is_empty() && new_version != API_VERSION {
+        return Err(format!("unsupported apiVersion '{new_version}', expected '{API_VERSION}'"));
+    }
+    let next = if update_mask.is_empty() {
+        let mut desired = new_desired.cloned().unwrap_or_else(|| json!({}));
+        if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
+            desired["apiVersion"] = json!(API_VERSION);
+        }
+        serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))?
+    } else {
+        let masks: Vec<&String> = update_mask.iter().filter(|m| m.split('.').next() == Some("desiredState")).collect();
+        match merge_entries(&current.state, new_state, &masks) {
+            Some(next) => next,
+            None => merge_tree(&current.state, new_state, &masks)?,
+        }
+    };
+    current.after(next)
+}
+
+/// One entry of the desired state that a mask names.
+enum Entry<'a> {
+    Workload(&'a str),
+    Config(&'a str),
+}
+
+/// Whether `mask` names exactly one workload or config item of the desired
+/// state. Setting or removing such an entry always finds its parents (the
+/// JSON form of a state always has `workloads` and `configs`).
+pub fn names_one_entry(mask: &str) -> bool {
+    entry_of(mask).is_some()
+}
+
+/// The entry `mask` names, if it names exactly one (no wildcard).
+fn entry_of(mask: &str) -> Option<Entry<'_>> {
+    let mut segments = mask.split('.');
+    let (Some("desiredState"), Some(kind), Some(key), None) =
+        (segments.next(), segments.next(), segments.next(), segments.next())
+    else {
+        return None;
+    };
+    if key.is_empty() || key == "*" {
+        return None;
+    }
+    match kind {
+        "workloads" => Some(Entry::Workload(key)),
+        "configs" => Some(Entry::Config(key)),
+        _ => None,
+    }
+}
+
+/// The update merged on the typed state, when every mask names one entry
+/// and every entry the request carries reads; `None` otherwise.
+fn merge_entries(current: &State, new_state: &Value, masks: &[&String]) -> Option<State> {
+    let entries: Vec<Entry> = masks.iter().map(|m| entry_of(m)).collect::<Option<_>>()?;
+    let desired = new_state.get("desiredState");
+    let mut next = current.clone();
+    for entry in entries {
+        match entry {
+            Entry::Workload(key) => {
+                let name = WorkloadName::new(key).ok()?;
+                match desired.and_then(|d| d.get("workloads")).and_then(|w| w.get(key)) {
+                    Some(v) => next.workloads.insert(name, Workload::deserialize(v).ok()?),
+                    None => next.workloads.remove(&name),
+                };
+            }
+            Entry::Config(key) => match desired.and_then(|d| d.get("configs")).and_then(|c| c.get(key)) {
+                Some(v) => {
+                    next.configs.insert(key.to_owned(), ConfigItem::deserialize(v).ok()?);
+                }
+                None => {
+                    next.configs.remove(key);
+                }
+            },
+        }
+    }
+    next.api_version = API_VERSION.to_owned();
+    Some(next)
+}
+
+/// The update merged on the JSON tree of the state.
+fn merge_tree(current: &State, new_state: &Value, masks: &[&String]) -> Result<State, String> {
+    let mut tree = json!({ "desiredState": serde_json::to_value(current).map_err(|e| e.to_string())? });
+    // No desired-state mask (e.g. only agent tags): nothing to copy; an
+    // empty list would mean "replace everything" to apply_update.
+    if !masks.is_empty() {
+        let masks: Vec<String> = masks.iter().map(|m| (*m).clone()).collect();
+        field_mask::apply_update(&mut tree, new_state, &masks);
+    }
+    if let Some(d) = tree.get_mut("desiredState") {
+        d["apiVersion"] = json!(API_VERSION);
+    }
+    let desired = tree.get("desiredState").cloned().unwrap_or_else(|| json!({}));
+    serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))
+}
