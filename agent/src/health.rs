@@ -75,7 +75,7 @@ impl HealthBoard {
     /// The link is gone; the agent reconnects.
     pub fn disconnected(&mut self) {
         if !matches!(self.link, Link::Lost(_)) {
-            self.link = Link::Lost(SystemTime::now());
+            self.link = Link::Lost(ank_common::daemon::clock::now());
             self.publish();
         }
     }

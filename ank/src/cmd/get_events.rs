@@ -105,7 +105,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: GetEventsArgs) -> anyhow::Result<()> {
     let opts = ShapeOptions { masks: args.masks.clone(), extensions: false };
     let format = args.output_format.unwrap_or(OutputFormat::Yaml);
     if args.include_current_state {
-        ctx.print(&format_event(&event_timestamp(SystemTime::now()), None, &initial, &opts, format))?;
+        ctx.print(&format_event(&event_timestamp(wall_now()), None, &initial, &opts, format))?;
     }
     let result = tokio::select! {
         r = print_events(ctx, &mut conn, &request_id, &opts, format) => r,
@@ -115,6 +115,14 @@ pub async fn run(ctx: &mut Ctx<'_>, args: GetEventsArgs) -> anyhow::Result<()> {
     let _ = conn.send_request(&request_id, RequestContent::EventsCancel).await;
     conn.goodbye().await;
     result
+}
+
+/// The time an event is printed at: the system's wall clock as it is now
+/// (the CLI has no daemon clock; a long `ank get events` follows the
+/// system's time if it is set while it runs).
+#[allow(clippy::disallowed_methods)]
+fn wall_now() -> SystemTime {
+    SystemTime::now()
 }
 
 async fn print_events(
@@ -127,7 +135,7 @@ async fn print_events(
     loop {
         match conn.next_response(request_id).await? {
             ResponseContent::Event { complete_state, altered_fields } => {
-                let now = event_timestamp(SystemTime::now());
+                let now = event_timestamp(wall_now());
                 ctx.print(&format_event(&now, Some(&altered_fields), &complete_state, opts, format))?;
             }
             ResponseContent::Error(e) => bail!("the event subscription failed: {e}"),

@@ -102,7 +102,7 @@ impl Default for PlacementSettings {
 
 /// A seed from the wall clock, for a server started without one.
 pub fn clock_seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    ank_common::daemon::clock::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// The outcome of placing one workload.

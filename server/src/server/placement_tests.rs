@@ -438,9 +438,9 @@ async fn an_unchanged_selector_keeps_its_agent_across_updates_and_a_changed_one_
 
 /// Polls `check` in real time (the hooks are real processes) for up to 10 s.
 async fn eventually(c: &mut Cluster, what: &str, mut check: impl AsyncFnMut(&mut Cluster) -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !check(c).await {
-        assert!(std::time::Instant::now() < deadline, "not within 10 s: {what}");
+        assert!(tokio::time::Instant::now() < deadline, "not within 10 s: {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

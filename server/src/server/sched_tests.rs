@@ -519,10 +519,10 @@ async fn k7_reaping_goes_through_the_mutating_hooks_whose_veto_keeps_the_workloa
     let hooks = vec![super::tests::gate_hook(dir.path(), &block, &vetoes)];
     let (mut h, _) = start_hooked(empty(), None, sched, hooks).await;
     apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}", wl("job", "    ttlAfterFinished: 10ms\n"))).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut added = Vec::new();
     while added.is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the apply went through the hook");
+        assert!(tokio::time::Instant::now() < deadline, "the apply went through the hook");
         tokio::time::sleep(Duration::from_millis(10)).await;
         added = drain(&mut h).0;
     }
@@ -530,7 +530,7 @@ async fn k7_reaping_goes_through_the_mutating_hooks_whose_veto_keeps_the_workloa
     h.report(spec(&added, "job"), ExecutionState::succeeded(), 1).await;
     let vetoed = || std::fs::read_to_string(&vetoes).map(|v| v.lines().count() >= 2).unwrap_or(false);
     while !vetoed() {
-        assert!(std::time::Instant::now() < deadline, "two reapings vetoed");
+        assert!(tokio::time::Instant::now() < deadline, "two reapings vetoed");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(h.tree().await["desiredState"]["workloads"].get("job").is_some(), "vetoed: the workload stays");
@@ -538,7 +538,7 @@ async fn k7_reaping_goes_through_the_mutating_hooks_whose_veto_keeps_the_workloa
 
     std::fs::remove_file(&block).unwrap();
     while h.tree().await["desiredState"]["workloads"].get("job").is_some() {
-        assert!(std::time::Instant::now() < deadline, "reaped once the hook lets it through");
+        assert!(tokio::time::Instant::now() < deadline, "reaped once the hook lets it through");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     h.stop.cancel();

@@ -293,7 +293,7 @@ mod tests {
         let mut waited = 0;
         while !done.exists() {
             assert!(waited < 100, "the dropped podman call was killed before its end");
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             waited += 1;
         }
     }
