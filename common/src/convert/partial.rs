@@ -297,6 +297,16 @@ pub fn state_to_proto(s: &crate::State) -> pb::State {
     })
 }
 
+/// The wire form of the workloads of a state (no JSON tree on the way).
+pub fn workloads_to_proto(workloads: &BTreeMap<crate::WorkloadName, crate::Workload>) -> pb::WorkloadMap {
+    pb::WorkloadMap {
+        workloads: workloads
+            .iter()
+            .map(|(name, wl)| (name.to_string(), workload_to_pb(PartialWorkload::from(wl))))
+            .collect(),
+    }
+}
+
 impl From<&crate::Workload> for PartialWorkload {
     fn from(w: &crate::Workload) -> Self {
         PartialWorkload {

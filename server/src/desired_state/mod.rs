@@ -6,6 +6,7 @@
 mod update;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use ank_common::config_renderer::ConfigRenderer;
 use ank_common::messages::{DeleteCondition, DeletedWorkload};
@@ -30,8 +31,11 @@ pub struct DesiredState {
     pub state: State,
     pub rendered: State,
     pub pre_hook: Option<State>,
-    configured: BTreeMap<WorkloadName, Workload>,
+    configured: Renderings,
 }
+
+/// What the config templates of workloads rendered to, by workload.
+type Renderings = BTreeMap<WorkloadName, Arc<Workload>>;
 
 /// The largest desired state, as encoded on the wire together with its
 /// effective state (a complete-state answer carries both): three quarters
@@ -57,7 +61,7 @@ impl DesiredState {
         let (mut rendered, configured) = render_configs(&state, previous)?;
         render_scheduling(&mut state, &mut rendered)?;
         let desired = Self { state, rendered, pre_hook: None, configured };
-        let size = encoded_size(&desired.state) + encoded_size(&desired.effective());
+        let size = desired.encoded_size();
         if size > MAX_DESIRED_STATE_BYTES {
             return Err(format!(
                 "the desired state would take {size} bytes on the wire with its effective state, more than the {MAX_DESIRED_STATE_BYTES} bytes allowed (3/4 of the {} byte message limit)",
@@ -65,6 +69,14 @@ impl DesiredState {
             ));
         }
         Ok(desired)
+    }
+
+    /// Bytes the state and the effective state take as the desired states
+    /// of complete-state messages.
+    fn encoded_size(&self) -> usize {
+        use ank_common::convert::size;
+        size::desired_state_len(&self.state)
+            + size::effective_state_len(&self.state.api_version, &self.rendered.workloads)
     }
 
     /// The rendering before mutating hooks: what a change is detected against.
@@ -89,27 +101,38 @@ impl DesiredState {
 /// workloads that have config aliases. A workload that is unchanged against
 /// `previous`, as are the config items its aliases name, keeps its earlier
 /// rendering: only what changed goes through the template engine.
-fn render_configs(
-    state: &State,
-    previous: Option<&DesiredState>,
-) -> Result<(State, BTreeMap<WorkloadName, Workload>), String> {
+fn render_configs(state: &State, previous: Option<&DesiredState>) -> Result<(State, Renderings), String> {
     let renderer = ConfigRenderer::new();
-    let mut rendered = state.clone();
     let mut configured = BTreeMap::new();
-    for (name, wl) in rendered.workloads.iter_mut().filter(|(_, wl)| !wl.configs.is_empty()) {
+    let mut workloads = BTreeMap::new();
+    for (name, wl) in &state.workloads {
+        if wl.configs.is_empty() {
+            workloads.insert(name.clone(), wl.clone());
+            continue;
+        }
         let earlier = previous.and_then(|p| {
-            let unchanged = p.state.workloads.get(name) == Some(&*wl)
+            let unchanged = p.state.workloads.get(name) == Some(wl)
                 && wl.configs.values().all(|key| p.state.configs.get(key) == state.configs.get(key));
             unchanged.then(|| p.configured.get(name)).flatten()
         });
-        *wl = match earlier {
-            // The rendering leaves the effective priority as it finds it.
-            Some(done) => Workload { effective_priority: wl.effective_priority, ..done.clone() },
-            None => renderer.render_workload(name, wl, &state.configs).map_err(|e| e.to_string())?,
+        let done = match earlier {
+            Some(done) => Arc::clone(done),
+            // Kept without the effective priority, which reuse takes from the input.
+            None => Arc::new(Workload {
+                effective_priority: None,
+                ..renderer.render_workload(name, wl, &state.configs).map_err(|e| e.to_string())?
+            }),
         };
-        // Kept without the effective priority, which reuse takes from the input.
-        configured.insert(name.clone(), Workload { effective_priority: None, ..wl.clone() });
+        // The rendering leaves the effective priority as it finds it.
+        workloads.insert(name.clone(), Workload { effective_priority: wl.effective_priority, ..(*done).clone() });
+        configured.insert(name.clone(), done);
     }
+    let rendered = State {
+        api_version: state.api_version.clone(),
+        workloads,
+        configs: state.configs.clone(),
+        groups: state.groups.clone(),
+    };
     Ok((rendered, configured))
 }
 
@@ -124,16 +147,6 @@ fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), Stri
     }
     crate::priorities::write(state, rendered);
     Ok(())
-}
-
-/// Bytes `state` takes as the desired state of a complete-state message.
-fn encoded_size(state: &State) -> usize {
-    use prost::Message;
-    let pb = ank_proto::ank_base::CompleteState {
-        desired_state: Some(ank_common::convert::state_to_proto(state)),
-        ..Default::default()
-    };
-    pb.encoded_len()
 }
 
 /// The spec an agent gets for a workload, or `None` if it is not scheduled.
