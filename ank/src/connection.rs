@@ -46,8 +46,6 @@ pub enum ConnectionError {
     Stream(tonic::Status),
     #[error("the server sent an invalid message")]
     Invalid(#[from] ConvertError),
-    #[error("the new state cannot be sent: {0}")]
-    Unencodable(ConvertError),
     #[error("the request cannot be sent: {0}")]
     TooLarge(MessageTooLarge),
 }
@@ -135,10 +133,6 @@ impl Connection {
     /// response with its id. State updates arriving meanwhile are kept for
     /// [`Connection::next_state_update`].
     pub async fn request(&mut self, content: RequestContent) -> Result<ResponseContent, ConnectionError> {
-        if let RequestContent::UpdateState { new_state, .. } = &content {
-            // The wire encoding would drop a state it cannot encode; say why instead.
-            ank_common::convert::complete_state_from_json(new_state).map_err(ConnectionError::Unencodable)?;
-        }
         let request_id = self.new_request_id();
         if self.verbose {
             eprintln!("request {request_id}: {content:?}");

@@ -214,7 +214,7 @@ fn updates(received: &Mutex<Vec<ToServer>>) -> Vec<(Value, Vec<String>)> {
         .iter()
         .filter_map(|m| match m {
             ToServer::Request(Request { content: RequestContent::UpdateState { new_state, update_mask }, .. }) => {
-                Some(((**new_state).clone(), update_mask.clone()))
+                Some((new_state.to_json().expect("a state as JSON"), update_mask.clone()))
             }
             _ => None,
         })

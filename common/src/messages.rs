@@ -126,9 +126,9 @@ pub enum RequestContent {
         field_mask: Vec<String>,
         subscribe_for_events: bool,
     },
-    /// `new_state` is the JSON tree of the (possibly partial) new complete state.
+    /// `new_state` is the (possibly partial) new complete state, typed.
     UpdateState {
-        new_state: Box<serde_json::Value>,
+        new_state: Box<crate::convert::PartialCompleteState>,
         update_mask: Vec<String>,
     },
     /// Stream the logs of workloads.

@@ -20,7 +20,7 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use ank_common::convert::{from_server_from_proto, from_server_to_proto, request_from_pb};
+use ank_common::convert::{PartialCompleteState, from_server_from_proto, from_server_to_proto, request_from_pb};
 use ank_common::manifest::{parse_manifest, validate_state};
 use ank_common::messages::{FromServer, RequestContent};
 use ank_common::{API_VERSION, State};
@@ -28,7 +28,6 @@ use ank_proto::ank_base as pb;
 use ank_server::desired_state::{self, DesiredState, apply_update};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
-use serde_json::Value;
 
 /// Current states the updates are applied to: empty, plain workloads on
 /// two agents with every field set, and templates rendered from configs.
@@ -103,20 +102,20 @@ fuzz_target!(|data: &[u8]| {
     let RequestContent::UpdateState { new_state, update_mask } = request.content else {
         panic!("an UpdateStateRequest converts to an UpdateState")
     };
-    let result = apply_update(&current.state, &new_state, &update_mask);
-    assert_eq!(result, apply_update(&current.state, &new_state, &update_mask), "deterministic");
+    let result = apply_update(current, &new_state, &update_mask);
+    assert_eq!(result, apply_update(current, &new_state, &update_mask), "deterministic");
     let Ok(next) = result else { return };
     check_accepted(current, &next, &new_state, &update_mask);
 });
 
-fn check_accepted(current: &DesiredState, next: &DesiredState, new_state: &Value, masks: &[String]) {
+fn check_accepted(current: &DesiredState, next: &DesiredState, new_state: &PartialCompleteState, masks: &[String]) {
     assert_eq!(next.state.api_version, API_VERSION);
     validate_state(&next.state).expect("an accepted state validates");
     assert_eq!(DesiredState::new(next.state.clone()).as_ref(), Ok(next), "rendered as the server rendered it");
     if !masks.is_empty() {
         check_untouched(&current.state, &next.state, masks);
     }
-    let again = apply_update(&next.state, new_state, masks).expect("the same update applies to its own result");
+    let again = apply_update(next, new_state, masks).expect("the same update applies to its own result");
     assert_eq!(&again, next, "applying an update twice gives the result of applying it once");
     check_diff(&current.rendered, &next.rendered);
 }

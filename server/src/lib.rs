@@ -21,6 +21,8 @@ pub mod seq_pools;
 mod server;
 mod state_diff;
 pub mod state_file;
+#[cfg(test)]
+mod test_support;
 pub mod ttl_reaper;
 mod workload_states;
 

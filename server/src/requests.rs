@@ -2,6 +2,7 @@
 //! filtered by field masks, and updates of the desired state.
 
 use ank_common::CompleteState;
+use ank_common::convert::PartialCompleteState;
 use ank_common::field_mask;
 use serde_json::Value;
 
@@ -48,7 +49,7 @@ pub fn complete_state(
 pub fn check_update_masks(
     desired: &DesiredState,
     conns: &Connections,
-    new_state: &Value,
+    new_state: &PartialCompleteState,
     update_mask: &[String],
 ) -> Result<(), String> {
     // Masks that each name one workload or config item always apply: no
@@ -63,20 +64,32 @@ pub fn check_update_masks(
         "agents": serde_json::to_value(conns.agents()).unwrap_or_default(),
         "effectiveState": effective,
     });
-    field_mask::check_update(&current, new_state, update_mask)
+    let new_state = new_state.to_json().map_err(|e| e.to_string())?;
+    field_mask::check_update(&current, &new_state, update_mask)
 }
 
 /// Applies the `agents...` masks of an update: only the tags of connected
 /// agents change; agents cannot be added or removed and their status is
 /// theirs to report. Returns the agents whose tags changed.
-pub fn update_agent_tags(conns: &mut Connections, new_state: &Value, update_mask: &[String]) -> Vec<String> {
+pub fn update_agent_tags(
+    conns: &mut Connections,
+    new_state: &PartialCompleteState,
+    update_mask: &[String],
+) -> Vec<String> {
     let masks: Vec<String> = update_mask.iter().filter(|m| m.split('.').next() == Some("agents")).cloned().collect();
     if masks.is_empty() {
         return Vec::new();
     }
+    let new_state = match new_state.to_json() {
+        Ok(tree) => tree,
+        Err(e) => {
+            tracing::warn!("agent tags update ignored: {e}");
+            return Vec::new();
+        }
+    };
     let before = conns.agents();
     let mut tree = serde_json::json!({ "agents": &before });
-    field_mask::apply_update(&mut tree, new_state, &masks);
+    field_mask::apply_update(&mut tree, &new_state, &masks);
     let mut changed = Vec::new();
     for (agent, old) in &before {
         let tags = tree.get("agents").and_then(|a| a.get(agent)).and_then(|a| a.get("tags"));
@@ -172,8 +185,11 @@ mod tests {
             ank_common::AgentAttributes { tags: [("zone".to_owned(), "a".to_owned())].into(), ..Default::default() };
         conns.register_agent(1, "A", attrs);
         let new = serde_json::json!({"agents": {"A": {"tags": {"zone": "b", "gpu": "yes"}, "status": {"cpuUsage": 99}}, "B": {"tags": {"x": "y"}}}});
-        let changed =
-            update_agent_tags(&mut conns, &new, &["agents.A.tags".into(), "agents.B".into(), "agents.A.status".into()]);
+        let changed = update_agent_tags(
+            &mut conns,
+            &crate::test_support::typed(new.clone()),
+            &["agents.A.tags".into(), "agents.B".into(), "agents.A.status".into()],
+        );
         assert_eq!(changed, ["A"]);
         let agents = conns.agents();
         assert_eq!(agents["A"].tags.len(), 2);
@@ -181,7 +197,11 @@ mod tests {
         assert_eq!(agents["A"].status.cpu_usage, 0, "status is the agent's to report");
         assert!(!agents.contains_key("B"), "agents are not added by updates");
         // A mask without a value in the new state removes one tag.
-        let changed = update_agent_tags(&mut conns, &serde_json::json!({}), &["agents.A.tags.gpu".into()]);
+        let changed = update_agent_tags(
+            &mut conns,
+            &crate::test_support::typed(serde_json::json!({})),
+            &["agents.A.tags.gpu".into()],
+        );
         assert_eq!(changed, ["A"]);
         assert_eq!(conns.agents()["A"].tags.keys().collect::<Vec<_>>(), ["zone"]);
     }

@@ -5,6 +5,7 @@
 //! its [`ServerCounts`] (for the daemon's status line) and answers liveness
 //! pings (for the watchdog and `--check`).
 
+use ank_common::convert::PartialCompleteState;
 use ank_common::daemon::{Ping, Pinger};
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
 use ank_common::placement::metrics::Metrics;
@@ -525,7 +526,7 @@ impl AnkaiosServer {
                 }
             }
             RequestContent::UpdateState { new_state, update_mask } if !self.hooks.is_empty() => {
-                return self.hooked_update(conn, request.request_id, *new_state, update_mask);
+                return self.hooked_update(conn, request.request_id, new_state, update_mask);
             }
             RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
             RequestContent::Logs(logs) => return self.handle_logs_request(conn, request.request_id, logs),
@@ -544,7 +545,7 @@ impl AnkaiosServer {
         self.conns.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
     }
 
-    fn update_state(&mut self, new_state: &serde_json::Value, update_mask: &[String]) -> ResponseContent {
+    fn update_state(&mut self, new_state: &PartialCompleteState, update_mask: &[String]) -> ResponseContent {
         let next = match self.prepare_update(new_state, update_mask) {
             Ok(next) => next,
             Err(answer) => return answer,
@@ -556,7 +557,7 @@ impl AnkaiosServer {
     /// The new desired state an update asks for, or the refusal.
     fn prepare_update(
         &self,
-        new_state: &serde_json::Value,
+        new_state: &PartialCompleteState,
         update_mask: &[String],
     ) -> Result<DesiredState, ResponseContent> {
         // The effective state is computed, never written; an effectiveState
@@ -575,7 +576,7 @@ impl AnkaiosServer {
     /// The answer to an update whose new state was accepted or not.
     fn update_answer(
         &mut self,
-        new_state: &serde_json::Value,
+        new_state: &PartialCompleteState,
         update_mask: &[String],
         result: Result<(StateDiff, u64), String>,
     ) -> ResponseContent {

@@ -134,6 +134,7 @@ impl Commander {
             .chain(state.groups.keys().map(|n| format!("desiredState.groups.{n}")))
             .collect();
         let new_state = serde_json::json!({ "desiredState": state });
+        let new_state = ank_common::convert::PartialCompleteState::from_json(&new_state).expect("a valid state");
         self.request(RequestContent::UpdateState { new_state: Box::new(new_state), update_mask: masks }).await
     }
 
@@ -141,6 +142,7 @@ impl Commander {
     pub async fn delete(&mut self, names: &[&str]) -> ResponseContent {
         let masks = names.iter().map(|n| format!("desiredState.workloads.{n}")).collect();
         let new_state = serde_json::json!({"desiredState": {"apiVersion": "v1"}});
+        let new_state = ank_common::convert::PartialCompleteState::from_json(&new_state).expect("a valid state");
         self.request(RequestContent::UpdateState { new_state: Box::new(new_state), update_mask: masks }).await
     }
 

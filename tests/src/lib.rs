@@ -51,3 +51,8 @@ pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     l.local_addr().expect("local addr").port()
 }
+
+/// The typed new state of an update request written as a JSON tree.
+pub fn typed_state(tree: serde_json::Value) -> Box<ank_common::convert::PartialCompleteState> {
+    Box::new(ank_common::convert::PartialCompleteState::from_json(&tree).expect("a valid state"))
+}

@@ -33,7 +33,7 @@ async fn apply(conn: &mut Connection, name: &str, dependency: Option<&str>) -> (
         serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {name: workload(dependency)}}});
     let answer = conn
         .request(RequestContent::UpdateState {
-            new_state: Box::new(new_state),
+            new_state: ank_tests::typed_state(new_state),
             update_mask: vec![format!("desiredState.workloads.{name}")],
         })
         .await

@@ -153,7 +153,7 @@ async fn itest_tags_of_a_connected_agent_are_writable() {
     let masks = vec!["agents.agent_A.tags".to_owned(), "agents.ghost".to_owned()];
     let answer = c
         .request(ank_common::messages::RequestContent::UpdateState {
-            new_state: Box::new(new_state),
+            new_state: ank_tests::typed_state(new_state),
             update_mask: masks,
         })
         .await;

@@ -57,7 +57,7 @@ async fn effective_state_follows_a_config_change_in_events() {
     // Only the config item changes; the rendered workload changes with it.
     let new_state = json!({"desiredState": {"apiVersion": "v1", "configs": {"web_port": "9090"}}});
     let update = RequestContent::UpdateState {
-        new_state: Box::new(new_state),
+        new_state: ank_tests::typed_state(new_state),
         update_mask: vec!["desiredState.configs.web_port".into()],
     };
     assert!(matches!(c.request(update).await, ResponseContent::UpdateStateSuccess { .. }));
@@ -81,7 +81,7 @@ async fn effective_state_cannot_be_written_and_is_ignored_in_a_new_state() {
     let before = c.complete_state(&[]).await;
 
     let write = RequestContent::UpdateState {
-        new_state: Box::new(json!({"effectiveState": {"apiVersion": "v1", "workloads": {}}})),
+        new_state: ank_tests::typed_state(json!({"effectiveState": {"apiVersion": "v1", "workloads": {}}})),
         update_mask: vec!["effectiveState.workloads.nginx".into()],
     };
     let ResponseContent::Error(message) = c.request(write).await else { panic!("a write must be refused") };
@@ -93,7 +93,7 @@ async fn effective_state_cannot_be_written_and_is_ignored_in_a_new_state() {
     let mut resent = before.clone();
     resent["effectiveState"]["workloads"] = json!({});
     resent["desiredState"]["workloads"]["nginx"]["tags"] = json!({"owner": "me"});
-    let update = RequestContent::UpdateState { new_state: Box::new(resent), update_mask: vec![] };
+    let update = RequestContent::UpdateState { new_state: ank_tests::typed_state(resent), update_mask: vec![] };
     assert!(matches!(c.request(update).await, ResponseContent::UpdateStateSuccess { .. }));
     let after = c.complete_state(&["effectiveState.workloads.nginx.tags"]).await;
     assert_eq!(after["effectiveState"]["workloads"]["nginx"]["tags"], json!({"owner": "me"}), "{after}");

@@ -242,8 +242,9 @@ async fn hooks_others_are_served_while_a_chain_runs_and_updates_queue_in_order()
     let (url, shutdown) = start_server(vec![script(dir.path(), "gate", 0, &body)]).await;
     let mut c = Commander::connect(&url).await;
     let mask = |n: &str| vec![format!("desiredState.workloads.{n}")];
-    let state =
-        |text: &str| Box::new(json!({ "desiredState": ank_common::manifest::parse_manifest("t", text).unwrap() }));
+    let state = |text: &str| {
+        ank_tests::typed_state(json!({ "desiredState": ank_common::manifest::parse_manifest("t", text).unwrap() }))
+    };
     // First adds w1; second replaces the whole state by w2: applied in
     // order, w1 is gone at the end.
     let first = c

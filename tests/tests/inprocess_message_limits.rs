@@ -39,7 +39,7 @@ fn add_workload(name: &str, agent: &str, size: usize) -> RequestContent {
         name: {"runtime": "podman", "agent": agent, "runtimeConfig": config}
     }}});
     RequestContent::UpdateState {
-        new_state: Box::new(new_state),
+        new_state: ank_tests::typed_state(new_state),
         update_mask: vec![format!("desiredState.workloads.{name}")],
     }
 }

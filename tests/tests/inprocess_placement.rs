@@ -127,7 +127,10 @@ async fn itest_a_bad_selector_expression_is_refused_naming_field_and_column() {
         "runtime": "podman", "runtimeConfig": "x", "agentSelector": {"labels": ["arch === x"]}
     }}}});
     let answer = c
-        .request(RequestContent::UpdateState { new_state: Box::new(bad), update_mask: vec!["desiredState".into()] })
+        .request(RequestContent::UpdateState {
+            new_state: ank_tests::typed_state(bad),
+            update_mask: vec!["desiredState".into()],
+        })
         .await;
     let ResponseContent::Error(e) = answer else { panic!("accepted: {answer:?}") };
     assert!(e.contains("agentSelector.labels[0]: unexpected '='"), "{e}");

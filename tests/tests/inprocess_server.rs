@@ -65,7 +65,7 @@ async fn server_rejects_invalid_updates_and_keeps_serving() {
     {
         let r = c
             .request(ank_common::messages::RequestContent::UpdateState {
-                new_state: Box::new(new_state),
+                new_state: ank_tests::typed_state(new_state),
                 update_mask: mask,
             })
             .await;

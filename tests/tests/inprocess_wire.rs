@@ -81,7 +81,7 @@ async fn itest_a_command_connection_gets_only_its_answers_and_ankaios_update_res
         "unplaced": {"runtime": "podman", "agent": "", "runtimeConfig": "image: y"},
     }}});
     let mask = vec!["desiredState.workloads.sleepy".into(), "desiredState.workloads.unplaced".into()];
-    let content = RequestContent::UpdateState { new_state: Box::new(new_state), update_mask: mask };
+    let content = RequestContent::UpdateState { new_state: ank_tests::typed_state(new_state), update_mask: mask };
     let ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, .. } =
         plain.request("update", content).await
     else {
@@ -106,7 +106,7 @@ async fn itest_a_command_connection_gets_only_its_answers_and_ankaios_update_res
     }
     // A workload name with a dot: its parent does not exist.
     let content = RequestContent::UpdateState {
-        new_state: Box::new(serde_json::json!({"desiredState": {"apiVersion": "v1"}})),
+        new_state: ank_tests::typed_state(serde_json::json!({"desiredState": {"apiVersion": "v1"}})),
         update_mask: vec!["desiredState.workloads.my.workload".into()],
     };
     match plain.request("dotted", content).await {

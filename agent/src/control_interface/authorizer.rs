@@ -169,7 +169,7 @@ mod tests {
 
     fn write(masks: &[&str]) -> RequestContent {
         RequestContent::UpdateState {
-            new_state: Box::new(serde_json::json!({})),
+            new_state: Box::default(),
             update_mask: masks.iter().map(|m| (*m).to_owned()).collect(),
         }
     }

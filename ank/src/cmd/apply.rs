@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use ank_common::complete_state::ConfigItem;
+use ank_common::convert::{PartialCompleteState, PartialState, PartialWorkload};
 use ank_common::groups::Group;
 use ank_common::manifest::{UnknownFields, parse_manifest_checked};
 use ank_common::messages::RequestContent;
 use ank_common::{AgentName, State, Workload, WorkloadName};
 use anyhow::{Context, bail};
-use serde_json::json;
 
 use crate::cli::ApplyArgs;
 use crate::cmd::{Ctx, update_and_follow};
@@ -151,19 +151,16 @@ impl Merged {
             self.workloads.keys().map(|n| format!("desiredState.workloads.{n}")).collect();
         update_mask.extend(self.configs.keys().map(|n| format!("desiredState.configs.{n}")));
         update_mask.extend(self.groups.keys().map(|n| format!("desiredState.groups.{n}")));
-        let mut desired = json!({"apiVersion": ank_common::API_VERSION});
+        let mut desired = PartialState { api_version: ank_common::API_VERSION.to_owned(), ..PartialState::default() };
         if !delete {
-            let workloads: BTreeMap<&str, &Workload> =
-                self.workloads.iter().map(|(n, (w, _))| (n.as_str(), w)).collect();
-            let configs: BTreeMap<&str, &ConfigItem> = self.configs.iter().map(|(n, (c, _))| (n.as_str(), c)).collect();
-            desired["workloads"] = serde_json::to_value(workloads).context("cannot encode the workloads")?;
-            desired["configs"] = serde_json::to_value(configs).context("cannot encode the configs")?;
+            let workloads = self.workloads.iter().map(|(n, (w, _))| (n.to_string(), PartialWorkload::from(w)));
+            desired.workloads = Some(workloads.collect());
+            desired.configs = Some(self.configs.iter().map(|(n, (c, _))| (n.clone(), c.clone())).collect());
             if !self.groups.is_empty() {
-                let groups: BTreeMap<&str, &Group> = self.groups.iter().map(|(n, (g, _))| (n.as_str(), g)).collect();
-                desired["groups"] = serde_json::to_value(groups).context("cannot encode the groups")?;
+                desired.groups = Some(self.groups.iter().map(|(n, (g, _))| (n.clone(), g.clone())).collect());
             }
         }
-        Ok(RequestContent::UpdateState { new_state: Box::new(json!({"desiredState": desired})), update_mask })
+        Ok(RequestContent::UpdateState { new_state: Box::new(PartialCompleteState::of_desired(desired)), update_mask })
     }
 
     /// The runtime of each workload, for the wait table.
@@ -198,6 +195,8 @@ pub async fn run(ctx: &mut Ctx<'_>, args: ApplyArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use ank_common::manifest::parse_manifest;
 
@@ -218,6 +217,7 @@ mod tests {
         let RequestContent::UpdateState { new_state, update_mask } = merged.update_request(false).unwrap() else {
             panic!("not an update")
         };
+        let new_state = new_state.to_json().unwrap();
         assert_eq!(
             update_mask,
             vec!["desiredState.workloads.db", "desiredState.workloads.web", "desiredState.configs.port"]
@@ -236,8 +236,9 @@ mod tests {
         let RequestContent::UpdateState { new_state, update_mask } = merged.update_request(true).unwrap() else {
             panic!("not an update")
         };
+        let new_state = new_state.to_json().unwrap();
         assert_eq!(update_mask, vec!["desiredState.workloads.web", "desiredState.configs.port"]);
-        assert_eq!(*new_state, json!({"desiredState": {"apiVersion": "v1"}}));
+        assert_eq!(new_state, json!({"desiredState": {"apiVersion": "v1"}}));
     }
 
     // [test of feature K6: a manifest's groups are applied and deleted with it]
@@ -248,6 +249,7 @@ mod tests {
         let RequestContent::UpdateState { new_state, update_mask } = merged.update_request(false).unwrap() else {
             panic!("not an update")
         };
+        let new_state = new_state.to_json().unwrap();
         assert!(update_mask.contains(&"desiredState.groups.nightly".to_owned()), "{update_mask:?}");
         assert_eq!(new_state["desiredState"]["groups"]["nightly"]["priority"], 7);
         let cs = ank_common::convert::complete_state_from_json(&new_state).unwrap();
@@ -255,6 +257,7 @@ mod tests {
         let RequestContent::UpdateState { new_state, update_mask } = merged.update_request(true).unwrap() else {
             panic!("not an update")
         };
+        let new_state = new_state.to_json().unwrap();
         assert!(update_mask.contains(&"desiredState.groups.nightly".to_owned()));
         assert!(new_state["desiredState"].get("groups").is_none());
         let twice = merge(vec![manifest("g.yaml", &grouped), manifest("h.yaml", &grouped)]).unwrap_err();

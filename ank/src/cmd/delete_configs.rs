@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
+use ank_common::convert::{PartialCompleteState, PartialState};
 use ank_common::messages::RequestContent;
 use anyhow::bail;
-use serde_json::json;
 
 use crate::cmd::{Ctx, update_and_follow};
 
@@ -16,7 +16,10 @@ pub fn delete_request(names: &[String]) -> anyhow::Result<RequestContent> {
         bail!("'{bad}' is not a config name");
     }
     let update_mask = names.iter().map(|n| format!("desiredState.configs.{n}")).collect();
-    let new_state = json!({"desiredState": {"apiVersion": ank_common::API_VERSION}});
+    let new_state = PartialCompleteState::of_desired(PartialState {
+        api_version: ank_common::API_VERSION.to_owned(),
+        ..PartialState::default()
+    });
     Ok(RequestContent::UpdateState { new_state: Box::new(new_state), update_mask })
 }
 
@@ -27,6 +30,8 @@ pub async fn run(ctx: &mut Ctx<'_>, names: &[String]) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -36,8 +41,9 @@ mod tests {
         else {
             panic!("not an update")
         };
+        let new_state = new_state.to_json().unwrap();
         assert_eq!(update_mask, vec!["desiredState.configs.host", "desiredState.configs.port"]);
-        assert_eq!(*new_state, json!({"desiredState": {"apiVersion": "v1"}}));
+        assert_eq!(new_state, json!({"desiredState": {"apiVersion": "v1"}}));
         assert!(delete_request(&["a.b".into()]).is_err());
     }
 }

@@ -4,17 +4,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ank_common::convert::{PartialCompleteState, PartialState};
 use ank_common::messages::RequestContent;
 use ank_common::{WorkloadInstanceName, WorkloadName};
 use anyhow::Context;
-use serde_json::json;
 
 use crate::cmd::{Ctx, UpdateOutcome, follow, report_update, send_update, until_interrupted};
 
 /// The update request deleting `names`.
 pub fn delete_request(names: &[WorkloadName]) -> RequestContent {
     let update_mask = names.iter().map(|n| format!("desiredState.workloads.{n}")).collect();
-    let new_state = json!({"desiredState": {"apiVersion": ank_common::API_VERSION}});
+    let new_state = PartialCompleteState::of_desired(PartialState {
+        api_version: ank_common::API_VERSION.to_owned(),
+        ..PartialState::default()
+    });
     RequestContent::UpdateState { new_state: Box::new(new_state), update_mask }
 }
 
@@ -55,6 +58,8 @@ pub async fn run(ctx: &mut Ctx<'_>, names: &[String]) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -63,8 +68,9 @@ mod tests {
         let RequestContent::UpdateState { new_state, update_mask } = delete_request(&names) else {
             panic!("not an update")
         };
+        let new_state = new_state.to_json().unwrap();
         assert_eq!(update_mask, vec!["desiredState.workloads.a", "desiredState.workloads.b"]);
-        assert_eq!(*new_state, json!({"desiredState": {"apiVersion": "v1"}}));
+        assert_eq!(new_state, json!({"desiredState": {"apiVersion": "v1"}}));
     }
 
     #[test]

@@ -112,10 +112,6 @@ pub struct UpdateOutcome {
 /// Sends an `UpdateStateRequest`; a rejection is an error carrying the
 /// server's message.
 pub async fn send_update(conn: &mut Connection, content: RequestContent) -> anyhow::Result<UpdateOutcome> {
-    if let RequestContent::UpdateState { new_state, .. } = &content {
-        // The wire conversion would silently drop a tree it cannot encode.
-        ank_common::convert::complete_state_from_json(new_state).context("cannot encode the new state")?;
-    }
     match conn.request(content).await.context("the update request failed")? {
         ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id, hook_changes } => {
             Ok(UpdateOutcome { added: added_workloads, deleted: deleted_workloads, job_id, hook_changes, rerun: false })

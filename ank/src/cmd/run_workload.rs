@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use ank_common::convert::{PartialCompleteState, PartialState, PartialWorkload};
 use ank_common::messages::RequestContent;
 use ank_common::{AgentName, Workload, WorkloadName};
 use anyhow::Context;
-use serde_json::json;
 
 use crate::cli::RunWorkloadArgs;
 use crate::cmd::{Ctx, update_and_follow};
@@ -27,11 +27,11 @@ pub fn workload_of(args: &RunWorkloadArgs) -> anyhow::Result<(WorkloadName, Work
 
 /// The update request adding `workload` as `name`.
 pub fn run_request(name: &WorkloadName, workload: &Workload) -> anyhow::Result<RequestContent> {
-    let workload = serde_json::to_value(workload).context("cannot encode the workload")?;
-    let new_state = json!({"desiredState": {
-        "apiVersion": ank_common::API_VERSION,
-        "workloads": {name.as_str(): workload},
-    }});
+    let new_state = PartialCompleteState::of_desired(PartialState {
+        api_version: ank_common::API_VERSION.to_owned(),
+        workloads: Some([(name.to_string(), PartialWorkload::from(workload))].into()),
+        ..PartialState::default()
+    });
     Ok(RequestContent::UpdateState {
         new_state: Box::new(new_state),
         update_mask: vec![format!("desiredState.workloads.{name}")],
@@ -66,6 +66,7 @@ mod tests {
         let RequestContent::UpdateState { new_state, update_mask } = run_request(&name, &wl).unwrap() else {
             panic!("not an update")
         };
+        let new_state = new_state.to_json().unwrap();
         assert_eq!(update_mask, vec!["desiredState.workloads.web"]);
         let w = &new_state["desiredState"]["workloads"]["web"];
         assert_eq!(w["agent"], "agent_A");

@@ -4,6 +4,7 @@
 
 use std::io::Read;
 
+use ank_common::convert::PartialCompleteState;
 use ank_common::messages::RequestContent;
 use anyhow::{Context, bail};
 use serde_json::Value;
@@ -24,8 +25,8 @@ pub fn set_request(source: &str, text: &str, masks: Vec<String>) -> anyhow::Resu
     let desired = root.entry("desiredState").or_insert_with(|| Value::Object(Default::default()));
     let Some(desired) = desired.as_object_mut() else { bail!("{source}: 'desiredState' must be a mapping") };
     desired.entry("apiVersion").or_insert_with(|| Value::String(ank_common::API_VERSION.to_owned()));
-    ank_common::convert::complete_state_from_json(&tree).with_context(|| format!("{source}: not a valid state"))?;
-    Ok(RequestContent::UpdateState { new_state: Box::new(tree), update_mask: masks })
+    let new_state = PartialCompleteState::from_json(&tree).with_context(|| format!("{source}: not a valid state"))?;
+    Ok(RequestContent::UpdateState { new_state: Box::new(new_state), update_mask: masks })
 }
 
 /// Sets the state and (in wait mode) waits for the changed workloads.
@@ -43,7 +44,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: SetStateArgs) -> anyhow::Result<()> {
     }
     let request = set_request(&source, &text, args.masks)?;
     let runtimes = match &request {
-        RequestContent::UpdateState { new_state, .. } => StateView::from_tree(new_state)?.runtimes(),
+        RequestContent::UpdateState { new_state, .. } => StateView::from_tree(&new_state.to_json()?)?.runtimes(),
         _ => Default::default(),
     };
     update_and_follow(ctx, request, runtimes).await.map(|_| ())
@@ -97,6 +98,7 @@ mod tests {
         else {
             panic!("not an update")
         };
+        let new_state = new_state.to_json().unwrap();
         assert_eq!(update_mask, vec!["desiredState.workloads.w"]);
         assert_eq!(new_state["desiredState"]["apiVersion"], "v1");
         assert_eq!(new_state["desiredState"]["workloads"]["w"]["runtime"], "podman");
@@ -105,7 +107,8 @@ mod tests {
         else {
             panic!("not an update")
         };
-        assert_eq!(*new_state, json!({"desiredState": {"apiVersion": "v1"}}));
+        let new_state = new_state.to_json().unwrap();
+        assert_eq!(new_state, json!({"desiredState": {"apiVersion": "v1"}}));
     }
 
     #[test]

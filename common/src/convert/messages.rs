@@ -8,7 +8,8 @@ use ank_proto::grpc_api as g;
 
 use super::ConvertError;
 use super::partial::{
-    PartialWorkload, complete_state_from_json, complete_state_to_json, workload_from_pb, workload_to_pb,
+    PartialCompleteState, PartialWorkload, complete_state_from_json, complete_state_to_json, workload_from_pb,
+    workload_to_pb,
 };
 use super::state::{
     instance_name_from_proto, instance_name_to_proto, workload_state_from_proto, workload_state_to_proto,
@@ -311,7 +312,7 @@ pub fn request_to_pb(r: &Request) -> pb::Request {
             }))
         }
         RequestContent::UpdateState { new_state, update_mask } => Some(C::UpdateStateRequest(pb::UpdateStateRequest {
-            new_state: complete_state_from_json(new_state).ok(),
+            new_state: Some(new_state.as_ref().clone().into_proto()),
             update_mask: update_mask.clone(),
         })),
         RequestContent::Logs(l) => Some(C::LogsRequest(logs_request_to_pb(l))),
@@ -338,7 +339,7 @@ pub fn request_from_pb(r: pb::Request) -> Result<Request, ConvertError> {
             RequestContent::CompleteState { field_mask: c.field_mask, subscribe_for_events: c.subscribe_for_events }
         }
         C::UpdateStateRequest(u) => RequestContent::UpdateState {
-            new_state: Box::new(complete_state_to_json(u.new_state.unwrap_or_default())?),
+            new_state: Box::new(PartialCompleteState::from_proto(u.new_state.unwrap_or_default())?),
             update_mask: u.update_mask,
         },
         C::LogsRequest(l) => RequestContent::Logs(logs_request_from_pb(l)?),

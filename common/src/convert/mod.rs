@@ -14,7 +14,10 @@ pub use messages::{
     HookAnswer, from_server_from_proto, from_server_to_proto, hook_answer_from_proto, request_from_pb, response_to_pb,
     to_server_from_proto, to_server_to_proto, update_workload_to_proto,
 };
-pub use partial::{complete_state_from_json, complete_state_to_json, state_to_proto, workloads_to_proto};
+pub use partial::{
+    PartialAgent, PartialCompleteState, PartialInstance, PartialState, PartialStatesMap, PartialWorkload,
+    complete_state_from_json, complete_state_to_json, state_to_proto, workloads_to_proto,
+};
 pub use state::{
     execution_state_from_proto, execution_state_to_proto, instance_name_from_proto, instance_name_to_proto,
     workload_state_from_proto, workload_state_to_proto,

@@ -1,9 +1,9 @@
-//! Wire <-> JSON tree for (possibly partial) complete states. Field masks
-//! select parts of a state, so every field may be absent; the JSON tree has
-//! the camelCase shape of `ank get state` and is what the server filters,
-//! merges and finally deserializes into the domain [`CompleteState`].
-//!
-//! [`CompleteState`]: crate::CompleteState
+//! The (possibly partial) complete state of requests and answers: field
+//! masks select parts of a state, so every field may be absent.
+//! [`PartialCompleteState`] is its typed form (what an UpdateStateRequest
+//! carries), converted to and from the wire directly; its JSON tree has the
+//! camelCase shape of `ank get state` and is what the server filters and
+//! merges when a mask reaches deeper than one workload or config item.
 
 use std::collections::BTreeMap;
 
@@ -24,27 +24,28 @@ use crate::quota::AgentQuota;
 use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
 
-#[derive(Serialize, Deserialize, Default)]
+/// A complete state of which any part may be absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct PartialCompleteState {
+pub struct PartialCompleteState {
     #[serde(skip_serializing_if = "Option::is_none")]
-    desired_state: Option<PartialState>,
+    pub desired_state: Option<PartialState>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    workload_states: Option<PartialStatesMap>,
+    pub workload_states: Option<PartialStatesMap>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    agents: Option<BTreeMap<String, PartialAgent>>,
+    pub agents: Option<BTreeMap<String, PartialAgent>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    effective_state: Option<PartialState>,
+    pub effective_state: Option<PartialState>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    jobs: Option<BTreeMap<String, Job>>,
+    pub jobs: Option<BTreeMap<String, Job>>,
 }
 
 /// One instance of a (possibly partial) complete state. A field mask or an
 /// event may select only an execution state's `additionalInfo` (as Ankaios
 /// does when just the info changed): the wire state then has no state enum.
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-enum PartialInstance {
+pub enum PartialInstance {
     Full(InstanceEntry),
     #[serde(rename_all = "camelCase")]
     InfoOnly {
@@ -53,44 +54,46 @@ enum PartialInstance {
 }
 
 /// agent -> workload name -> instance id -> (possibly partial) state.
-type PartialStatesMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, PartialInstance>>>;
+pub type PartialStatesMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, PartialInstance>>>;
 
-#[derive(Serialize, Deserialize, Default)]
+/// A desired state of which any part may be absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct PartialState {
+pub struct PartialState {
     #[serde(default)]
-    api_version: String,
+    pub api_version: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    workloads: Option<BTreeMap<String, PartialWorkload>>,
+    pub workloads: Option<BTreeMap<String, PartialWorkload>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    configs: Option<BTreeMap<String, ConfigItem>>,
+    pub configs: Option<BTreeMap<String, ConfigItem>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    groups: Option<crate::groups::Groups>,
+    pub groups: Option<crate::groups::Groups>,
 }
 
-#[derive(Serialize, Deserialize, Default)]
+/// An agent of which any part may be absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct PartialAgent {
+pub struct PartialAgent {
     #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<AgentStatus>,
+    pub status: Option<AgentStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tags: Option<BTreeMap<String, String>>,
+    pub tags: Option<BTreeMap<String, String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    dropped_stale_reports: Option<u64>,
+    pub dropped_stale_reports: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    capabilities: Vec<String>,
+    pub capabilities: Vec<String>,
     #[serde(default, skip_serializing_if = "Metrics::is_empty")]
-    metrics: Metrics,
+    pub metrics: Metrics,
     #[serde(skip_serializing_if = "Option::is_none")]
-    quota: Option<AgentQuota>,
+    pub quota: Option<AgentQuota>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    not_reported: Vec<String>,
+    pub not_reported: Vec<String>,
 }
 
 /// A workload of which any field may be absent.
-#[derive(Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct PartialWorkload {
+pub struct PartialWorkload {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -125,101 +128,121 @@ pub(crate) struct PartialWorkload {
 
 /// The JSON tree of a wire complete state (absent parts stay absent).
 pub fn complete_state_to_json(cs: pb::CompleteState) -> Result<Value, ConvertError> {
-    let p = PartialCompleteState {
-        desired_state: cs.desired_state.map(state_from_pb).transpose()?,
-        workload_states: cs.workload_states.map(states_from_pb).transpose()?,
-        agents: cs.agents.map(|a| {
-            a.agents
-                .into_iter()
-                .map(|(name, attr)| {
-                    let status = attr.status.map(|s| AgentStatus {
-                        cpu_usage: s.cpu_usage.map_or(0, |c| c.cpu_usage),
-                        free_memory: s.free_memory.map_or(0, |m| m.free_memory),
-                    });
-                    let quota = quota_from_pb(&attr);
-                    let tags = attr.tags.map(|t| t.tags.into_iter().collect());
-                    let agent = PartialAgent {
-                        status,
-                        tags,
-                        dropped_stale_reports: attr.dropped_stale_reports,
-                        capabilities: attr.capabilities,
-                        metrics: Metrics::new(attr.metrics),
-                        quota,
-                        not_reported: attr.not_reported,
-                    };
-                    (name, agent)
-                })
-                .collect()
-        }),
-        effective_state: cs.effective_state.map(state_from_pb).transpose()?,
-        jobs: if cs.jobs.is_empty() {
-            None
-        } else {
-            Some(cs.jobs.into_iter().map(|(k, j)| Ok((k, job_from_pb(j)?))).collect::<Result<_, ConvertError>>()?)
-        },
-    };
-    serde_json::to_value(p).map_err(|e| ConvertError(e.to_string()))
+    PartialCompleteState::from_proto(cs)?.to_json()
 }
 
 /// The wire complete state of a JSON tree produced by the server.
 pub fn complete_state_from_json(v: &Value) -> Result<pb::CompleteState, ConvertError> {
-    let p: PartialCompleteState =
-        serde_json::from_value(v.clone()).map_err(|e| ConvertError(format!("complete state: {e}")))?;
-    Ok(pb::CompleteState {
-        desired_state: p.desired_state.map(state_to_pb),
-        workload_states: p.workload_states.map(|m| pb::WorkloadStatesMap {
-            agent_state_map: m
-                .into_iter()
-                .map(|(agent, wls)| {
-                    let wl_name_state_map = wls
-                        .into_iter()
-                        .map(|(wl, ids)| {
-                            let id_state_map = ids
-                                .into_iter()
-                                .map(|(id, e)| {
-                                    let wire = match e {
-                                        PartialInstance::Full(e) => status_to_proto(&e.state, &e.status),
-                                        PartialInstance::InfoOnly { additional_info } => pb::ExecutionState {
-                                            additional_info: Some(additional_info),
-                                            ..Default::default()
-                                        },
-                                    };
-                                    (id, wire)
-                                })
-                                .collect();
-                            (wl, pb::ExecutionsStatesForId { id_state_map })
-                        })
-                        .collect();
-                    (agent, pb::ExecutionsStatesOfWorkload { wl_name_state_map })
-                })
-                .collect(),
-        }),
-        agents: p.agents.map(|m| pb::AgentMap {
-            agents: m
-                .into_iter()
-                .map(|(name, a)| {
-                    let status = a.status.map(|s| pb::AgentStatus {
-                        cpu_usage: Some(pb::CpuUsage { cpu_usage: s.cpu_usage }),
-                        free_memory: Some(pb::FreeMemory { free_memory: s.free_memory }),
-                    });
-                    let tags = a.tags.map(tags_to_pb);
-                    let mut attributes = pb::AgentAttributes {
-                        status,
-                        tags,
-                        dropped_stale_reports: a.dropped_stale_reports,
-                        capabilities: a.capabilities,
-                        metrics: a.metrics.as_map().iter().map(|(k, v)| (k.clone(), *v)).collect(),
-                        not_reported: a.not_reported,
-                        ..Default::default()
-                    };
-                    quota_to_pb(a.quota, &mut attributes);
-                    (name, attributes)
-                })
-                .collect(),
-        }),
-        effective_state: p.effective_state.map(state_to_pb),
-        jobs: p.jobs.unwrap_or_default().iter().map(|(k, j)| (k.clone(), job_to_pb(j))).collect(),
-    })
+    Ok(PartialCompleteState::from_json(v)?.into_proto())
+}
+
+impl PartialCompleteState {
+    /// The JSON tree of the state (absent parts stay absent).
+    pub fn to_json(&self) -> Result<Value, ConvertError> {
+        serde_json::to_value(self).map_err(|e| ConvertError(e.to_string()))
+    }
+
+    /// The state of a JSON tree in the shape of `ank get state`.
+    pub fn from_json(v: &Value) -> Result<Self, ConvertError> {
+        Self::deserialize(v).map_err(|e| ConvertError(format!("complete state: {e}")))
+    }
+
+    /// The state of a wire complete state, checked.
+    pub fn from_proto(cs: pb::CompleteState) -> Result<Self, ConvertError> {
+        Ok(PartialCompleteState {
+            desired_state: cs.desired_state.map(state_from_pb).transpose()?,
+            workload_states: cs.workload_states.map(states_from_pb).transpose()?,
+            agents: cs.agents.map(|a| {
+                a.agents
+                    .into_iter()
+                    .map(|(name, attr)| {
+                        let status = attr.status.map(|s| AgentStatus {
+                            cpu_usage: s.cpu_usage.map_or(0, |c| c.cpu_usage),
+                            free_memory: s.free_memory.map_or(0, |m| m.free_memory),
+                        });
+                        let quota = quota_from_pb(&attr);
+                        let tags = attr.tags.map(|t| t.tags.into_iter().collect());
+                        let agent = PartialAgent {
+                            status,
+                            tags,
+                            dropped_stale_reports: attr.dropped_stale_reports,
+                            capabilities: attr.capabilities,
+                            metrics: Metrics::new(attr.metrics),
+                            quota,
+                            not_reported: attr.not_reported,
+                        };
+                        (name, agent)
+                    })
+                    .collect()
+            }),
+            effective_state: cs.effective_state.map(state_from_pb).transpose()?,
+            jobs: if cs.jobs.is_empty() {
+                None
+            } else {
+                Some(cs.jobs.into_iter().map(|(k, j)| Ok((k, job_from_pb(j)?))).collect::<Result<_, ConvertError>>()?)
+            },
+        })
+    }
+
+    /// The wire form of the state.
+    pub fn into_proto(self) -> pb::CompleteState {
+        let p = self;
+        pb::CompleteState {
+            desired_state: p.desired_state.map(state_to_pb),
+            workload_states: p.workload_states.map(|m| pb::WorkloadStatesMap {
+                agent_state_map: m
+                    .into_iter()
+                    .map(|(agent, wls)| {
+                        let wl_name_state_map = wls
+                            .into_iter()
+                            .map(|(wl, ids)| {
+                                let id_state_map = ids
+                                    .into_iter()
+                                    .map(|(id, e)| {
+                                        let wire = match e {
+                                            PartialInstance::Full(e) => status_to_proto(&e.state, &e.status),
+                                            PartialInstance::InfoOnly { additional_info } => pb::ExecutionState {
+                                                additional_info: Some(additional_info),
+                                                ..Default::default()
+                                            },
+                                        };
+                                        (id, wire)
+                                    })
+                                    .collect();
+                                (wl, pb::ExecutionsStatesForId { id_state_map })
+                            })
+                            .collect();
+                        (agent, pb::ExecutionsStatesOfWorkload { wl_name_state_map })
+                    })
+                    .collect(),
+            }),
+            agents: p.agents.map(|m| pb::AgentMap {
+                agents: m
+                    .into_iter()
+                    .map(|(name, a)| {
+                        let status = a.status.map(|s| pb::AgentStatus {
+                            cpu_usage: Some(pb::CpuUsage { cpu_usage: s.cpu_usage }),
+                            free_memory: Some(pb::FreeMemory { free_memory: s.free_memory }),
+                        });
+                        let tags = a.tags.map(tags_to_pb);
+                        let mut attributes = pb::AgentAttributes {
+                            status,
+                            tags,
+                            dropped_stale_reports: a.dropped_stale_reports,
+                            capabilities: a.capabilities,
+                            metrics: a.metrics.as_map().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                            not_reported: a.not_reported,
+                            ..Default::default()
+                        };
+                        quota_to_pb(a.quota, &mut attributes);
+                        (name, attributes)
+                    })
+                    .collect(),
+            }),
+            effective_state: p.effective_state.map(state_to_pb),
+            jobs: p.jobs.unwrap_or_default().iter().map(|(k, j)| (k.clone(), job_to_pb(j))).collect(),
+        }
+    }
 }
 
 /// An agent's quota from its wire attributes (fields 102-105); none
@@ -289,12 +312,68 @@ fn state_from_pb(s: pb::State) -> Result<PartialState, ConvertError> {
 /// directly (no JSON tree on the way); fields present exactly where the
 /// JSON form of the state has them.
 pub fn state_to_proto(s: &crate::State) -> pb::State {
-    state_to_pb(PartialState {
-        api_version: s.api_version.clone(),
-        workloads: Some(s.workloads.iter().map(|(name, wl)| (name.to_string(), PartialWorkload::from(wl))).collect()),
-        configs: Some(s.configs.clone()),
-        groups: (!crate::groups::is_empty(&s.groups)).then(|| s.groups.clone()),
-    })
+    state_to_pb(PartialState::from(s))
+}
+
+impl From<&crate::State> for PartialState {
+    /// Every part of `s`, present where its JSON form has it.
+    fn from(s: &crate::State) -> Self {
+        PartialState {
+            api_version: s.api_version.clone(),
+            workloads: Some(
+                s.workloads.iter().map(|(name, wl)| (name.to_string(), PartialWorkload::from(wl))).collect(),
+            ),
+            configs: Some(s.configs.clone()),
+            groups: (!crate::groups::is_empty(&s.groups)).then(|| s.groups.clone()),
+        }
+    }
+}
+
+impl PartialCompleteState {
+    /// A complete state with only a desired state.
+    pub fn of_desired(desired: PartialState) -> Self {
+        PartialCompleteState { desired_state: Some(desired), ..Self::default() }
+    }
+}
+
+impl PartialWorkload {
+    /// The whole workload this describes, as a manifest's workload reads:
+    /// `runtime` and `runtimeConfig` are required, the runtimeConfig is
+    /// trimmed, a literal agent and the dependencies' names are checked.
+    /// The error names the first problem (the server words it through the
+    /// JSON form of the state instead, as for any other update).
+    pub fn to_workload(&self) -> Result<crate::Workload, ConvertError> {
+        let agent = self.agent.clone().unwrap_or_default();
+        if !agent.contains("{{") {
+            crate::AgentName::new(agent.as_str()).map_err(|e| ConvertError(e.to_string()))?;
+        }
+        let dependencies = self
+            .dependencies
+            .iter()
+            .flatten()
+            .map(|(name, condition)| {
+                Ok((crate::WorkloadName::new(name).map_err(|e| ConvertError(e.to_string()))?, *condition))
+            })
+            .collect::<Result<_, ConvertError>>()?;
+        let runtime_config = self.runtime_config.as_deref().ok_or_else(|| ConvertError::missing("runtimeConfig"))?;
+        Ok(crate::Workload {
+            agent,
+            restart_policy: self.restart_policy.unwrap_or_default(),
+            dependencies,
+            tags: self.tags.clone().unwrap_or_default(),
+            runtime: self.runtime.clone().ok_or_else(|| ConvertError::missing("runtime"))?,
+            runtime_config: runtime_config.trim().to_owned(),
+            control_interface_access: self.control_interface_access.clone().unwrap_or_default(),
+            configs: self.configs.clone().unwrap_or_default(),
+            files: self.files.clone().unwrap_or_default(),
+            priority: self.priority,
+            effective_priority: self.effective_priority,
+            policy: self.policy.unwrap_or_default(),
+            agent_selector: self.agent_selector.clone(),
+            migration: self.migration.unwrap_or_default(),
+            ttl_after_finished: self.ttl_after_finished.clone(),
+        })
+    }
 }
 
 /// The wire form of the workloads of a state (no JSON tree on the way).

@@ -4,6 +4,11 @@ use serde_json::json;
 
 use super::*;
 
+/// [`super::apply_update`] with the new state written as a JSON tree.
+fn apply_update(current: &DesiredState, new: &serde_json::Value, masks: &[String]) -> Result<DesiredState, String> {
+    super::apply_update(current, &crate::test_support::typed(new.clone()), masks)
+}
+
 fn state(yaml: &str) -> State {
     ank_common::manifest::parse_manifest("t", yaml).unwrap()
 }
@@ -208,7 +213,6 @@ fn entry_updates() -> Vec<(serde_json::Value, Vec<String>)> {
             masks(&["desiredState.workloads.web"]),
         ),
         (json!({"desiredState": {"workloads": {"bad name": web("x")}}}), masks(&["desiredState.workloads.bad name"])),
-        (json!({"desiredState": {"workloads": {"web": null}}}), masks(&["desiredState.workloads.web"])),
     ]
 }
 

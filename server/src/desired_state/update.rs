@@ -2,30 +2,35 @@
 //! masks each name one workload or one config item
 //! (`desiredState.workloads.<name>`, `desiredState.configs.<key>`), what
 //! `ank apply` and `ank delete` send, is merged on the typed state: only
-//! the named entries are read from the request. Any other update (no mask:
-//! replace everything; a deeper or wildcard mask; an entry that does not
-//! read) is merged on the JSON tree of the state, which also words the
-//! error of an entry that does not read.
+//! the named entries of the typed request are taken. Any other update (no
+//! mask: replace everything; a deeper or wildcard mask; an entry that is
+//! not a whole workload) is merged on the JSON tree of the state, which
+//! also words the error of an entry that does not read.
 
-use ank_common::complete_state::ConfigItem;
-use ank_common::{API_VERSION, State, Workload, WorkloadName, field_mask};
-use serde::Deserialize;
+use ank_common::convert::PartialCompleteState;
+use ank_common::{API_VERSION, State, WorkloadName, field_mask};
 use serde_json::{Value, json};
 
 use super::DesiredState;
 
 /// Applies an update request to `current`, returning the validated and
 /// rendered result; workloads the update leaves alone keep their rendering.
-pub fn apply_update(current: &DesiredState, new_state: &Value, update_mask: &[String]) -> Result<DesiredState, String> {
-    let new_desired = new_state.get("desiredState");
-    let new_version = new_desired.and_then(|d| d.get("apiVersion")).and_then(Value::as_str).unwrap_or("");
+pub fn apply_update(
+    current: &DesiredState,
+    new_state: &PartialCompleteState,
+    update_mask: &[String],
+) -> Result<DesiredState, String> {
+    let new_version = new_state.desired_state.as_ref().map_or("", |d| d.api_version.as_str());
     if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
         tracing::warn!("update with the deprecated apiVersion '{new_version}' accepted as '{API_VERSION}'");
     } else if !new_version.is_empty() && new_version != API_VERSION {
         return Err(format!("unsupported apiVersion '{new_version}', expected '{API_VERSION}'"));
     }
     let next = if update_mask.is_empty() {
-        let mut desired = new_desired.cloned().unwrap_or_else(|| json!({}));
+        let mut desired = match &new_state.desired_state {
+            Some(d) => serde_json::to_value(d).map_err(|e| e.to_string())?,
+            None => json!({}),
+        };
         if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
             desired["apiVersion"] = json!(API_VERSION);
         }
@@ -34,7 +39,7 @@ pub fn apply_update(current: &DesiredState, new_state: &Value, update_mask: &[St
         let masks: Vec<&String> = update_mask.iter().filter(|m| m.split('.').next() == Some("desiredState")).collect();
         match merge_entries(&current.state, new_state, &masks) {
             Some(next) => next,
-            None => merge_tree(&current.state, new_state, &masks)?,
+            None => merge_tree(&current.state, &new_state.to_json().map_err(|e| e.to_string())?, &masks)?,
         }
     };
     current.after(next)
@@ -72,23 +77,23 @@ fn entry_of(mask: &str) -> Option<Entry<'_>> {
 }
 
 /// The update merged on the typed state, when every mask names one entry
-/// and every entry the request carries reads; `None` otherwise.
-fn merge_entries(current: &State, new_state: &Value, masks: &[&String]) -> Option<State> {
+/// and every workload the request carries is whole; `None` otherwise.
+fn merge_entries(current: &State, new_state: &PartialCompleteState, masks: &[&String]) -> Option<State> {
     let entries: Vec<Entry> = masks.iter().map(|m| entry_of(m)).collect::<Option<_>>()?;
-    let desired = new_state.get("desiredState");
+    let desired = new_state.desired_state.as_ref();
     let mut next = current.clone();
     for entry in entries {
         match entry {
             Entry::Workload(key) => {
                 let name = WorkloadName::new(key).ok()?;
-                match desired.and_then(|d| d.get("workloads")).and_then(|w| w.get(key)) {
-                    Some(v) => next.workloads.insert(name, Workload::deserialize(v).ok()?),
+                match desired.and_then(|d| d.workloads.as_ref()).and_then(|w| w.get(key)) {
+                    Some(w) => next.workloads.insert(name, w.to_workload().ok()?),
                     None => next.workloads.remove(&name),
                 };
             }
-            Entry::Config(key) => match desired.and_then(|d| d.get("configs")).and_then(|c| c.get(key)) {
-                Some(v) => {
-                    next.configs.insert(key.to_owned(), ConfigItem::deserialize(v).ok()?);
+            Entry::Config(key) => match desired.and_then(|d| d.configs.as_ref()).and_then(|c| c.get(key)) {
+                Some(item) => {
+                    next.configs.insert(key.to_owned(), item.clone());
                 }
                 None => {
                     next.configs.remove(key);

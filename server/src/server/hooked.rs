@@ -17,6 +17,8 @@ use ank_common::messages::{FromServer, HookChange, Response, ResponseContent};
 use tokio::sync::mpsc;
 
 use super::{AnkaiosServer, Prepared, rejected};
+use ank_common::convert::PartialCompleteState;
+
 use crate::connections::ConnId;
 use crate::desired_state::DesiredState;
 use crate::hooks::effect::{self, HookInput};
@@ -28,7 +30,7 @@ type ChainResult = Result<HookOutcome, HookError>;
 struct Update {
     conn: ConnId,
     request_id: String,
-    new_state: serde_json::Value,
+    new_state: Box<PartialCompleteState>,
     update_mask: Vec<String>,
 }
 
@@ -83,7 +85,7 @@ impl AnkaiosServer {
         &mut self,
         conn: ConnId,
         request_id: String,
-        new_state: serde_json::Value,
+        new_state: Box<PartialCompleteState>,
         update_mask: Vec<String>,
     ) {
         let update = Update { conn, request_id, new_state, update_mask };

@@ -42,7 +42,7 @@ impl Harness {
 
     async fn update(&mut self, state: serde_json::Value, mask: &[&str]) -> ResponseContent {
         let update_mask = mask.iter().map(|m| m.to_string()).collect();
-        self.ask(RequestContent::UpdateState { new_state: Box::new(state), update_mask }).await
+        self.ask(RequestContent::UpdateState { new_state: crate::test_support::typed(state), update_mask }).await
     }
 
     /// Everything handed to the agent so far: added and deleted names.

@@ -117,7 +117,9 @@ impl Cluster {
 
     async fn apply(&mut self, workloads: Value) -> ResponseContent {
         let state = json!({"desiredState": {"apiVersion": "v1", "workloads": workloads}});
-        let answer = self.ask(RequestContent::UpdateState { new_state: Box::new(state), update_mask: vec![] }).await;
+        let answer = self
+            .ask(RequestContent::UpdateState { new_state: crate::test_support::typed(state), update_mask: vec![] })
+            .await;
         settle().await;
         answer
     }

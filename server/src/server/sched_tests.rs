@@ -83,14 +83,14 @@ async fn apply(h: &mut Harness, yaml: &str) -> ResponseContent {
         .map(|n| format!("desiredState.workloads.{n}"))
         .chain(state.groups.keys().map(|n| format!("desiredState.groups.{n}")))
         .collect();
-    let new_state = Box::new(json!({"desiredState": state}));
+    let new_state = crate::test_support::typed(json!({"desiredState": state}));
     let answer = ask(h, "apply", RequestContent::UpdateState { new_state, update_mask: masks }).await;
     settle().await;
     answer
 }
 
 async fn delete(h: &mut Harness, masks: &[&str]) {
-    let new_state = Box::new(json!({"desiredState": {"apiVersion": "v1"}}));
+    let new_state = crate::test_support::typed(json!({"desiredState": {"apiVersion": "v1"}}));
     let update_mask = masks.iter().map(|m| m.to_string()).collect();
     let answer = ask(h, "delete", RequestContent::UpdateState { new_state, update_mask }).await;
     assert!(matches!(answer, ResponseContent::UpdateStateSuccess { .. }), "{answer:?}");
@@ -302,7 +302,7 @@ async fn k6_batch_defaults_reach_the_members_specs() {
         &mut h,
         "del",
         RequestContent::UpdateState {
-            new_state: Box::new(json!({"desiredState": {"apiVersion": "v1"}})),
+            new_state: crate::test_support::typed(json!({"desiredState": {"apiVersion": "v1"}})),
             update_mask: vec!["desiredState.workloads.m1".into()],
         },
     )

@@ -83,7 +83,7 @@ impl Harness {
     }
 
     pub(super) async fn apply(&mut self, state: serde_json::Value) {
-        let content = RequestContent::UpdateState { new_state: Box::new(state), update_mask: vec![] };
+        let content = RequestContent::UpdateState { new_state: crate::test_support::typed(state), update_mask: vec![] };
         self.handle.message(CLI, ToServer::Request(Request { request_id: "r".into(), content })).await;
         loop {
             match self.cli_rx.recv().await {
