@@ -107,7 +107,7 @@ pub fn load_startup_manifest_checked(path: &Path, unknown: UnknownFields) -> Res
         tracing::warn!("{warning}");
     }
     // Validated and rendered here so that a bad template stops the start.
-    desired_state::DesiredState::new(state.clone()).map_err(StartupError::InvalidManifest)?;
+    desired_state::DesiredState::new(state.clone()).map_err(|e| StartupError::InvalidManifest(e.to_string()))?;
     Ok(state)
 }
 

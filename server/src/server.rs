@@ -570,7 +570,7 @@ impl AnkaiosServer {
         if let Err(mask) = requests::check_update_masks(&self.desired, &self.conns, new_state, update_mask) {
             return Err(rejected(format!("Could not find field {mask}")));
         }
-        desired_state::apply_update(&self.desired, new_state, update_mask).map_err(rejected)
+        desired_state::apply_update(&self.desired, new_state, update_mask).map_err(|e| rejected(e.to_string()))
     }
 
     /// The answer to an update whose new state was accepted or not.

@@ -62,7 +62,7 @@ impl StateFile {
         };
         let invalid = |reason: String| StateFileError::Invalid { path: self.label(), reason };
         let state: State = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        DesiredState::new(state).map(Some).map_err(invalid)
+        DesiredState::new(state).map(Some).map_err(|e| invalid(e.to_string()))
     }
 
     /// Replaces the saved state with `state`, atomically and durably.

@@ -3,6 +3,7 @@
 //! empty mask = replace, masks = per path) and the diff between two states
 //! as per-agent added and deleted workloads.
 
+mod error;
 mod update;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use ank_common::messages::{DeleteCondition, DeletedWorkload};
 use ank_common::workload::{AddCondition, WorkloadSpec};
 use ank_common::{AgentName, State, Workload, WorkloadName};
 
+pub use error::InvalidState;
 pub use update::{apply_update, names_one_entry};
 
 /// A validated desired state together with its rendering: `state` is what
@@ -46,27 +48,24 @@ pub const MAX_DESIRED_STATE_BYTES: usize = ank_proto::MAX_MESSAGE_BYTES / 4 * 3;
 
 impl DesiredState {
     /// Validates and renders `state`; the error names the problem.
-    pub fn new(state: State) -> Result<Self, String> {
+    pub fn new(state: State) -> Result<Self, InvalidState> {
         Self::build(state, None)
     }
 
     /// Validates and renders `state`, the successor of `self`: workloads
     /// whose spec and config items are unchanged keep their rendering.
-    pub fn after(&self, state: State) -> Result<Self, String> {
+    pub fn after(&self, state: State) -> Result<Self, InvalidState> {
         Self::build(state, Some(self))
     }
 
-    fn build(mut state: State, previous: Option<&DesiredState>) -> Result<Self, String> {
-        ank_common::manifest::validate_state(&state)?;
+    fn build(mut state: State, previous: Option<&DesiredState>) -> Result<Self, InvalidState> {
+        ank_common::manifest::validate_state(&state).map_err(InvalidState::Invalid)?;
         let (mut rendered, configured) = render_configs(&state, previous)?;
         render_scheduling(&mut state, &mut rendered)?;
         let desired = Self { state, rendered, pre_hook: None, configured };
         let size = desired.encoded_size();
         if size > MAX_DESIRED_STATE_BYTES {
-            return Err(format!(
-                "the desired state would take {size} bytes on the wire with its effective state, more than the {MAX_DESIRED_STATE_BYTES} bytes allowed (3/4 of the {} byte message limit)",
-                ank_proto::MAX_MESSAGE_BYTES
-            ));
+            return Err(InvalidState::TooLarge { size });
         }
         Ok(desired)
     }
@@ -101,7 +100,7 @@ impl DesiredState {
 /// workloads that have config aliases. A workload that is unchanged against
 /// `previous`, as are the config items its aliases name, keeps its earlier
 /// rendering: only what changed goes through the template engine.
-fn render_configs(state: &State, previous: Option<&DesiredState>) -> Result<(State, Renderings), String> {
+fn render_configs(state: &State, previous: Option<&DesiredState>) -> Result<(State, Renderings), InvalidState> {
     let renderer = ConfigRenderer::new();
     let mut configured = BTreeMap::new();
     let mut workloads = BTreeMap::new();
@@ -118,10 +117,9 @@ fn render_configs(state: &State, previous: Option<&DesiredState>) -> Result<(Sta
         let done = match earlier {
             Some(done) => Arc::clone(done),
             // Kept without the effective priority, which reuse takes from the input.
-            None => Arc::new(Workload {
-                effective_priority: None,
-                ..renderer.render_workload(name, wl, &state.configs).map_err(|e| e.to_string())?
-            }),
+            None => {
+                Arc::new(Workload { effective_priority: None, ..renderer.render_workload(name, wl, &state.configs)? })
+            }
         };
         // The rendering leaves the effective priority as it finds it.
         workloads.insert(name.clone(), Workload { effective_priority: wl.effective_priority, ..(*done).clone() });
@@ -139,11 +137,11 @@ fn render_configs(state: &State, previous: Option<&DesiredState>) -> Result<(Sta
 /// The scheduling part of rendering: group members checked, group defaults
 /// and pipeline order applied (a cycle they close is rejected), effective
 /// priorities written.
-fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), String> {
-    ank_common::groups::validate_members(state)?;
+fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), InvalidState> {
+    ank_common::groups::validate_members(state).map_err(InvalidState::Invalid)?;
     ank_common::groups::render(&state.groups, rendered);
     if let Some(cycle) = ank_common::dependency_graph::find_cycle(rendered) {
-        return Err(format!("dependency cycle (with the pipeline order of groups): {}", cycle.join(" -> ")));
+        return Err(InvalidState::Cycle(cycle));
     }
     crate::priorities::write(state, rendered);
     Ok(())

@@ -6,7 +6,7 @@ use super::*;
 
 /// [`super::apply_update`] with the new state written as a JSON tree.
 fn apply_update(current: &DesiredState, new: &serde_json::Value, masks: &[String]) -> Result<DesiredState, String> {
-    super::apply_update(current, &crate::test_support::typed(new.clone()), masks)
+    super::apply_update(current, &crate::test_support::typed(new.clone()), masks).map_err(|e| e.to_string())
 }
 
 fn state(yaml: &str) -> State {
@@ -68,7 +68,7 @@ fn a_desired_state_beyond_the_size_limit_is_refused_naming_sizes() {
     let one = format!("apiVersion: v1\nconfigs:\n  a: {big}\n");
     assert!(DesiredState::new(state(&one)).is_ok());
     let two = format!("apiVersion: v1\nconfigs:\n  a: {big}\n  b: {big}\n");
-    let e = DesiredState::new(state(&two)).unwrap_err();
+    let e = DesiredState::new(state(&two)).unwrap_err().to_string();
     assert!(e.starts_with("the desired state would take 31457"), "{e}");
     assert!(e.ends_with("more than the 3145728 bytes allowed (3/4 of the 4194304 byte message limit)"), "{e}");
 }

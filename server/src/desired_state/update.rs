@@ -11,7 +11,7 @@ use ank_common::convert::PartialCompleteState;
 use ank_common::{API_VERSION, State, WorkloadName, field_mask};
 use serde_json::{Value, json};
 
-use super::DesiredState;
+use super::{DesiredState, InvalidState};
 
 /// Applies an update request to `current`, returning the validated and
 /// rendered result; workloads the update leaves alone keep their rendering.
@@ -19,27 +19,30 @@ pub fn apply_update(
     current: &DesiredState,
     new_state: &PartialCompleteState,
     update_mask: &[String],
-) -> Result<DesiredState, String> {
+) -> Result<DesiredState, InvalidState> {
     let new_version = new_state.desired_state.as_ref().map_or("", |d| d.api_version.as_str());
     if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
         tracing::warn!("update with the deprecated apiVersion '{new_version}' accepted as '{API_VERSION}'");
     } else if !new_version.is_empty() && new_version != API_VERSION {
-        return Err(format!("unsupported apiVersion '{new_version}', expected '{API_VERSION}'"));
+        return Err(InvalidState::ApiVersion(new_version.to_owned()));
     }
     let next = if update_mask.is_empty() {
         let mut desired = match &new_state.desired_state {
-            Some(d) => serde_json::to_value(d).map_err(|e| e.to_string())?,
+            Some(d) => serde_json::to_value(d).map_err(|e| InvalidState::Unreadable(e.to_string()))?,
             None => json!({}),
         };
         if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
             desired["apiVersion"] = json!(API_VERSION);
         }
-        serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))?
+        serde_json::from_value::<State>(desired).map_err(|e| InvalidState::Unreadable(e.to_string()))?
     } else {
         let masks: Vec<&String> = update_mask.iter().filter(|m| m.split('.').next() == Some("desiredState")).collect();
         match merge_entries(&current.state, new_state, &masks) {
             Some(next) => next,
-            None => merge_tree(&current.state, &new_state.to_json().map_err(|e| e.to_string())?, &masks)?,
+            None => {
+                let tree = new_state.to_json().map_err(|e| InvalidState::Unreadable(e.to_string()))?;
+                merge_tree(&current.state, &tree, &masks)?
+            }
         }
     };
     current.after(next)
@@ -106,8 +109,9 @@ fn merge_entries(current: &State, new_state: &PartialCompleteState, masks: &[&St
 }
 
 /// The update merged on the JSON tree of the state.
-fn merge_tree(current: &State, new_state: &Value, masks: &[&String]) -> Result<State, String> {
-    let mut tree = json!({ "desiredState": serde_json::to_value(current).map_err(|e| e.to_string())? });
+fn merge_tree(current: &State, new_state: &Value, masks: &[&String]) -> Result<State, InvalidState> {
+    let unreadable = |e: serde_json::Error| InvalidState::Unreadable(e.to_string());
+    let mut tree = json!({ "desiredState": serde_json::to_value(current).map_err(unreadable)? });
     // No desired-state mask (e.g. only agent tags): nothing to copy; an
     // empty list would mean "replace everything" to apply_update.
     if !masks.is_empty() {
@@ -118,5 +122,5 @@ fn merge_tree(current: &State, new_state: &Value, masks: &[&String]) -> Result<S
         d["apiVersion"] = json!(API_VERSION);
     }
     let desired = tree.get("desiredState").cloned().unwrap_or_else(|| json!({}));
-    serde_json::from_value::<State>(desired).map_err(|e| format!("invalid desired state: {e}"))
+    serde_json::from_value::<State>(desired).map_err(unreadable)
 }
