@@ -28,6 +28,7 @@ pub mod placement;
 pub mod podman_config;
 pub mod podman_kube_config;
 pub mod quota;
+pub mod runtime_config;
 pub mod scheduling;
 pub mod seq_macro;
 pub mod timestamp;

@@ -2,6 +2,7 @@
 //! `commandOptions`, `commandArgs` (snake_case aliases accepted), turned into
 //! the argument list of `podman [general] run [options] image [args]`.
 
+use crate::runtime_config::RuntimeConfigError;
 use serde::Deserialize;
 
 /// Parsed podman runtime config.
@@ -20,11 +21,10 @@ pub struct PodmanRuntimeConfig {
 
 impl PodmanRuntimeConfig {
     /// Parses a runtime config; the error names the problem.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let cfg: Self = serde_saphyr::from_str(text)
-            .map_err(|e| format!("invalid podman runtimeConfig: {}", e.to_string().lines().next().unwrap_or("")))?;
+    pub fn parse(text: &str) -> Result<Self, RuntimeConfigError> {
+        let cfg: Self = serde_saphyr::from_str(text).map_err(|e| RuntimeConfigError::unreadable("podman", &e))?;
         if cfg.image.trim().is_empty() {
-            return Err("invalid podman runtimeConfig: field 'image' must not be empty".to_owned());
+            return Err(RuntimeConfigError::Empty { runtime: "podman", field: "image" });
         }
         Ok(cfg)
     }
@@ -53,7 +53,7 @@ mod tests {
 
     #[test]
     fn podman_config_rejects_missing_image_and_ignores_unknown_keys() {
-        assert!(PodmanRuntimeConfig::parse("commandArgs: [a]\n").unwrap_err().contains("image"));
+        assert!(PodmanRuntimeConfig::parse("commandArgs: [a]\n").unwrap_err().to_string().contains("image"));
         let c = PodmanRuntimeConfig::parse("image: a\nfoo: 1\nhealthCheck: {cmd: x}\n").unwrap();
         assert_eq!(c, PodmanRuntimeConfig { image: "a".into(), ..Default::default() });
     }

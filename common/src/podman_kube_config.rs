@@ -4,6 +4,7 @@
 //! YAML) and `controlInterfaceTarget` (`<pod>/<container>` that gets the
 //! control interface mounted); snake_case aliases accepted.
 
+use crate::runtime_config::RuntimeConfigError;
 use serde::{Deserialize, Serialize};
 
 /// Parsed podman-kube runtime config.
@@ -26,12 +27,10 @@ pub struct PodmanKubeRuntimeConfig {
 
 impl PodmanKubeRuntimeConfig {
     /// Parses a runtime config; the error names the problem.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let cfg: Self = serde_saphyr::from_str(text).map_err(|e| {
-            format!("invalid podman-kube runtimeConfig: {}", e.to_string().lines().next().unwrap_or(""))
-        })?;
+    pub fn parse(text: &str) -> Result<Self, RuntimeConfigError> {
+        let cfg: Self = serde_saphyr::from_str(text).map_err(|e| RuntimeConfigError::unreadable("podman-kube", &e))?;
         if cfg.manifest.trim().is_empty() {
-            return Err("invalid podman-kube runtimeConfig: field 'manifest' must not be empty".to_owned());
+            return Err(RuntimeConfigError::Empty { runtime: "podman-kube", field: "manifest" });
         }
         Ok(cfg)
     }
@@ -64,11 +63,11 @@ mod tests {
 
     #[test]
     fn podman_kube_config_errors_name_the_problem() {
-        let e = PodmanKubeRuntimeConfig::parse("playOptions: []\n").unwrap_err();
+        let e = PodmanKubeRuntimeConfig::parse("playOptions: []\n").unwrap_err().to_string();
         assert!(e.contains("manifest"), "{e}");
         let cfg = PodmanKubeRuntimeConfig::parse("manifest: x\nimage: y\n").unwrap();
         assert_eq!(cfg.manifest, "x", "an unknown key is ignored, as by Ankaios");
-        let e = PodmanKubeRuntimeConfig::parse("manifest: '  '\n").unwrap_err();
+        let e = PodmanKubeRuntimeConfig::parse("manifest: '  '\n").unwrap_err().to_string();
         assert!(e.contains("must not be empty"), "{e}");
     }
 }

@@ -292,7 +292,7 @@ impl RuntimeConnector for FakeRuntime {
             let mut i = self.lock();
             i.calls.push(FakeCall::Create(instance.clone()));
             i.options.insert(instance.clone(), options.clone());
-            PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
+            PodmanRuntimeConfig::parse(&spec.workload.runtime_config)?;
             if let Some(msg) = i.failing_creates.get(spec.name()) {
                 return Err(RuntimeError::Create(msg.clone()));
             }

@@ -100,7 +100,10 @@ impl fmt::Display for WorkloadId {
 /// Why a runtime operation failed; the variants decide the reported state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeError {
-    /// The workload's runtimeConfig cannot be used (never worth a retry).
+    /// The workload's runtimeConfig does not read (never worth a retry).
+    #[error(transparent)]
+    Config(#[from] ank_common::runtime_config::RuntimeConfigError),
+    /// The workload cannot run as it is configured (never worth a retry).
     #[error("{0}")]
     InvalidConfig(String),
     /// The runtime refused to create the workload (e.g. podman's stderr).

@@ -44,7 +44,7 @@ pub enum AfterCreateFailure {
 // [impl->swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1]
 // [impl->swdd~agent-workload-control-loop-retry-limit-set-execution-state~2]
 pub fn after_create_failure(policy: &RetryPolicy, retries_done: u32, error: &RuntimeError) -> AfterCreateFailure {
-    if let RuntimeError::InvalidConfig(_) = error {
+    if let RuntimeError::Config(_) | RuntimeError::InvalidConfig(_) = error {
         // A configuration the runtime can never accept: retrying only delays the verdict.
         return AfterCreateFailure::GiveUp(starting_failed(error.to_string()));
     }

@@ -10,7 +10,7 @@ use crate::runtime_connectors::RuntimeError;
 /// The declared memory of a podman runtimeConfig, in bytes.
 // [feature K2: how a workload declares its memory]
 pub fn declared(runtime_config: &str) -> Result<u64, RuntimeError> {
-    let config = PodmanRuntimeConfig::parse(runtime_config).map_err(RuntimeError::InvalidConfig)?;
+    let config = PodmanRuntimeConfig::parse(runtime_config)?;
     memory_option(&config.command_options).map_err(RuntimeError::InvalidConfig)
 }
 

@@ -126,7 +126,7 @@ impl RuntimeConnector for PodmanRuntime {
     }
 
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
-        let cfg = PodmanRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
+        let cfg = PodmanRuntimeConfig::parse(&spec.workload.runtime_config)?;
         let args = run_args(spec, &cfg, options);
         let mut result = self.cli.run_detached(&args).await;
         // A `podman run` cut short (power loss, a killed podman) can leave a
@@ -336,6 +336,7 @@ mod tests {
     async fn podman_create_with_invalid_config_fails_before_calling_podman() {
         let rt = PodmanRuntime::new(PodmanCli { binary: "/nonexistent/podman".into(), stop_timeout_secs: 1 });
         let err = rt.create(&spec("commandArgs: [a]\n"), &CreateOptions::default()).await.unwrap_err();
-        assert!(matches!(err, RuntimeError::InvalidConfig(ref m) if m.contains("image")), "{err:?}");
+        assert!(matches!(err, RuntimeError::Config(_)), "{err:?}");
+        assert_eq!(err.to_string(), "invalid podman runtimeConfig: error: line 1 column 1: missing field `image`");
     }
 }

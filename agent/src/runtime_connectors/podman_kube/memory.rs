@@ -13,7 +13,7 @@ use crate::runtime_connectors::RuntimeError;
 /// The declared memory of a podman-kube runtimeConfig, in bytes.
 // [feature K2: how a workload declares its memory]
 pub fn declared(runtime_config: &str) -> Result<u64, RuntimeError> {
-    let config = PodmanKubeRuntimeConfig::parse(runtime_config).map_err(RuntimeError::InvalidConfig)?;
+    let config = PodmanKubeRuntimeConfig::parse(runtime_config)?;
     manifest_memory(&config.manifest).map_err(RuntimeError::InvalidConfig)
 }
 

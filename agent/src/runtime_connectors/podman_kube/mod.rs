@@ -122,7 +122,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
     // [impl->swdd~podman-kube-create-workload-apply-manifest~1]
     // [impl->swdd~podman-kube-create-workload-returns-workload-id~1]
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
-        let cfg = PodmanKubeRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::InvalidConfig)?;
+        let cfg = PodmanKubeRuntimeConfig::parse(&spec.workload.runtime_config)?;
         if !options.files.is_empty() {
             return Err(RuntimeError::InvalidConfig("files are not supported by the podman-kube runtime".into()));
         }
@@ -308,7 +308,9 @@ mod tests {
         let spec =
             |cfg: &str| WorkloadSpec::new(&WorkloadName::new("k").unwrap(), &AgentName::new("a").unwrap(), wl(cfg));
         let err = rt.create(&spec("playOptions: []\n"), &CreateOptions::default()).await.unwrap_err();
-        assert!(matches!(&err, RuntimeError::InvalidConfig(m) if m.contains("manifest")), "{err:?}");
+        assert!(matches!(&err, RuntimeError::Config(_)), "{err:?}");
+        assert!(err.to_string().starts_with("invalid podman-kube runtimeConfig: "), "{err}");
+        assert!(err.to_string().contains("manifest"), "{err}");
         let mut with_files = spec("manifest: 'kind: Pod'\n");
         with_files.workload.files = vec![File { mount_point: "/a".into(), content: FileContent::Data("x".into()) }];
         let options = CreateOptions {
