@@ -29,7 +29,7 @@ use crate::control_interface::registry::ControlInterfaces;
 use crate::finished_store::FinishedStore;
 use crate::runtime_connectors::{
     CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
-    StateChecker, WorkloadId,
+    StateChecker, WorkloadId, lost_state,
 };
 use crate::workload_files;
 
@@ -488,7 +488,7 @@ impl WorkloadControlLoop {
         let already_reported = self.last_reported.as_ref().map(|(_, s)| s);
         let Some(current) = self.current.as_mut() else { return };
         current.last_event = Some(Instant::now());
-        let state = policy::observed_state(observed);
+        let state = observed.into_state();
         match source {
             // An exit the stream already reported needs no confirmation.
             Source::ExitFile if already_reported != Some(&state) => {
@@ -503,7 +503,7 @@ impl WorkloadControlLoop {
             StateKind::Running => current.started = true,
             _ => {}
         }
-        if state == policy::lost_state() {
+        if state == lost_state() {
             self.current = None;
         }
         self.report(instance, state.clone()).await;
@@ -541,7 +541,7 @@ impl WorkloadControlLoop {
             }
             None => {
                 self.current = None;
-                policy::lost_state()
+                lost_state()
             }
         };
         self.report(&instance, state.clone()).await;

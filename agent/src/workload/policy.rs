@@ -1,6 +1,7 @@
 //! The control loop's decisions, apart from its mechanism: how often and
 //! how fast a failed create is retried, which failures are final, when an
-//! exited workload is restarted, and which observations become which state.
+//! exited workload is restarted (which observation becomes which state is
+//! the connectors' word: `Observed::into_state`).
 
 use std::time::Duration;
 
@@ -9,8 +10,7 @@ use ank_common::workload::{RestartPolicy, Workload, WorkloadSpec};
 use ank_common::{ExecutionState, StateKind};
 use tokio::time::Instant;
 
-pub use crate::runtime_connectors::lost_state;
-use crate::runtime_connectors::{Observed, RuntimeError};
+use crate::runtime_connectors::RuntimeError;
 
 /// Limits of the create retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,11 +93,6 @@ pub fn runs_the_same(current: &WorkloadSpec, new: &WorkloadSpec) -> bool {
     current.instance_name == new.instance_name && what_runs(current) == what_runs(new)
 }
 
-/// The state to report for an observation of the current workload.
-pub fn observed_state(observed: Observed) -> ExecutionState {
-    observed.into_state()
-}
-
 /// How long after an exit read from conmon's exit file a reconcile that
 /// still lists the container as running is taken as stale: podman's own
 /// record of the container lags until its cleanup process has run.
@@ -122,6 +117,7 @@ pub fn snapshot_is_newer(known_since: Instant, last_event: Option<Instant>, take
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime_connectors::lost_state;
 
     #[test]
     // [utest->swdd~agent-supports-restart-policies~1]

@@ -151,7 +151,7 @@ impl Merged {
             self.workloads.keys().map(|n| format!("desiredState.workloads.{n}")).collect();
         update_mask.extend(self.configs.keys().map(|n| format!("desiredState.configs.{n}")));
         update_mask.extend(self.groups.keys().map(|n| format!("desiredState.groups.{n}")));
-        let mut desired = PartialState { api_version: ank_common::API_VERSION.to_owned(), ..PartialState::default() };
+        let mut desired = PartialState::current();
         if !delete {
             let workloads = self.workloads.iter().map(|(n, (w, _))| (n.to_string(), PartialWorkload::from(w)));
             desired.workloads = Some(workloads.collect());

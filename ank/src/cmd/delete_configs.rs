@@ -16,10 +16,7 @@ pub fn delete_request(names: &[String]) -> anyhow::Result<RequestContent> {
         bail!("'{bad}' is not a config name");
     }
     let update_mask = names.iter().map(|n| format!("desiredState.configs.{n}")).collect();
-    let new_state = PartialCompleteState::of_desired(PartialState {
-        api_version: ank_common::API_VERSION.to_owned(),
-        ..PartialState::default()
-    });
+    let new_state = PartialCompleteState::of_desired(PartialState::current());
     Ok(RequestContent::UpdateState { new_state: Box::new(new_state), update_mask })
 }
 

@@ -14,10 +14,7 @@ use crate::cmd::{Ctx, UpdateOutcome, follow, report_update, send_update, until_i
 /// The update request deleting `names`.
 pub fn delete_request(names: &[WorkloadName]) -> RequestContent {
     let update_mask = names.iter().map(|n| format!("desiredState.workloads.{n}")).collect();
-    let new_state = PartialCompleteState::of_desired(PartialState {
-        api_version: ank_common::API_VERSION.to_owned(),
-        ..PartialState::default()
-    });
+    let new_state = PartialCompleteState::of_desired(PartialState::current());
     RequestContent::UpdateState { new_state: Box::new(new_state), update_mask }
 }
 

@@ -28,9 +28,8 @@ pub fn workload_of(args: &RunWorkloadArgs) -> anyhow::Result<(WorkloadName, Work
 /// The update request adding `workload` as `name`.
 pub fn run_request(name: &WorkloadName, workload: &Workload) -> anyhow::Result<RequestContent> {
     let new_state = PartialCompleteState::of_desired(PartialState {
-        api_version: ank_common::API_VERSION.to_owned(),
         workloads: Some([(name.to_string(), PartialWorkload::from(workload))].into()),
-        ..PartialState::default()
+        ..PartialState::current()
     });
     Ok(RequestContent::UpdateState {
         new_state: Box::new(new_state),

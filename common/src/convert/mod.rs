@@ -16,7 +16,7 @@ pub use messages::{
 };
 pub use partial::{
     PartialAgent, PartialCompleteState, PartialInstance, PartialState, PartialStatesMap, PartialWorkload,
-    complete_state_from_json, complete_state_to_json, state_to_proto, workloads_to_proto,
+    complete_state_from_json, complete_state_to_json, state_to_proto,
 };
 pub use state::{
     execution_state_from_proto, execution_state_to_proto, instance_name_from_proto, instance_name_to_proto,

@@ -186,10 +186,9 @@ impl PartialCompleteState {
 
     /// The wire form of the state.
     pub fn into_proto(self) -> pb::CompleteState {
-        let p = self;
         pb::CompleteState {
-            desired_state: p.desired_state.map(state_to_pb),
-            workload_states: p.workload_states.map(|m| pb::WorkloadStatesMap {
+            desired_state: self.desired_state.map(state_to_pb),
+            workload_states: self.workload_states.map(|m| pb::WorkloadStatesMap {
                 agent_state_map: m
                     .into_iter()
                     .map(|(agent, wls)| {
@@ -216,7 +215,7 @@ impl PartialCompleteState {
                     })
                     .collect(),
             }),
-            agents: p.agents.map(|m| pb::AgentMap {
+            agents: self.agents.map(|m| pb::AgentMap {
                 agents: m
                     .into_iter()
                     .map(|(name, a)| {
@@ -239,8 +238,8 @@ impl PartialCompleteState {
                     })
                     .collect(),
             }),
-            effective_state: p.effective_state.map(state_to_pb),
-            jobs: p.jobs.unwrap_or_default().iter().map(|(k, j)| (k.clone(), job_to_pb(j))).collect(),
+            effective_state: self.effective_state.map(state_to_pb),
+            jobs: self.jobs.unwrap_or_default().iter().map(|(k, j)| (k.clone(), job_to_pb(j))).collect(),
         }
     }
 }
@@ -329,60 +328,18 @@ impl From<&crate::State> for PartialState {
     }
 }
 
+impl PartialState {
+    /// An empty desired state of this release's apiVersion (the new state of
+    /// an update that only deletes).
+    pub fn current() -> Self {
+        PartialState { api_version: crate::API_VERSION.to_owned(), ..PartialState::default() }
+    }
+}
+
 impl PartialCompleteState {
     /// A complete state with only a desired state.
     pub fn of_desired(desired: PartialState) -> Self {
         PartialCompleteState { desired_state: Some(desired), ..Self::default() }
-    }
-}
-
-impl PartialWorkload {
-    /// The whole workload this describes, as a manifest's workload reads:
-    /// `runtime` and `runtimeConfig` are required, the runtimeConfig is
-    /// trimmed, a literal agent and the dependencies' names are checked.
-    /// The error names the first problem (the server words it through the
-    /// JSON form of the state instead, as for any other update).
-    pub fn to_workload(&self) -> Result<crate::Workload, ConvertError> {
-        let agent = self.agent.clone().unwrap_or_default();
-        if !agent.contains("{{") {
-            crate::AgentName::new(agent.as_str()).map_err(|e| ConvertError(e.to_string()))?;
-        }
-        let dependencies = self
-            .dependencies
-            .iter()
-            .flatten()
-            .map(|(name, condition)| {
-                Ok((crate::WorkloadName::new(name).map_err(|e| ConvertError(e.to_string()))?, *condition))
-            })
-            .collect::<Result<_, ConvertError>>()?;
-        let runtime_config = self.runtime_config.as_deref().ok_or_else(|| ConvertError::missing("runtimeConfig"))?;
-        Ok(crate::Workload {
-            agent,
-            restart_policy: self.restart_policy.unwrap_or_default(),
-            dependencies,
-            tags: self.tags.clone().unwrap_or_default(),
-            runtime: self.runtime.clone().ok_or_else(|| ConvertError::missing("runtime"))?,
-            runtime_config: runtime_config.trim().to_owned(),
-            control_interface_access: self.control_interface_access.clone().unwrap_or_default(),
-            configs: self.configs.clone().unwrap_or_default(),
-            files: self.files.clone().unwrap_or_default(),
-            priority: self.priority,
-            effective_priority: self.effective_priority,
-            policy: self.policy.unwrap_or_default(),
-            agent_selector: self.agent_selector.clone(),
-            migration: self.migration.unwrap_or_default(),
-            ttl_after_finished: self.ttl_after_finished.clone(),
-        })
-    }
-}
-
-/// The wire form of the workloads of a state (no JSON tree on the way).
-pub fn workloads_to_proto(workloads: &BTreeMap<crate::WorkloadName, crate::Workload>) -> pb::WorkloadMap {
-    pb::WorkloadMap {
-        workloads: workloads
-            .iter()
-            .map(|(name, wl)| (name.to_string(), workload_to_pb(PartialWorkload::from(wl))))
-            .collect(),
     }
 }
 

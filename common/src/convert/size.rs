@@ -153,11 +153,9 @@ mod tests {
         let mut state = crate::manifest::parse_manifest("t", yaml).unwrap();
         state.workloads.values_mut().next().unwrap().effective_priority = Some(300);
         assert_eq!(desired_state_len(&state), wire_len(super::super::state_to_proto(&state)));
-        let effective = pb::State {
-            api_version: state.api_version.clone(),
-            workloads: Some(super::super::workloads_to_proto(&state.workloads)),
-            ..Default::default()
-        };
+        // The effective state: apiVersion and workloads, no configs or groups.
+        let workloads_only = State { configs: BTreeMap::new(), groups: Default::default(), ..state.clone() };
+        let effective = pb::State { configs: None, ..super::super::state_to_proto(&workloads_only) };
         assert_eq!(effective_state_len(&state.api_version, &state.workloads), wire_len(effective));
         let empty = State::default();
         assert_eq!(desired_state_len(&empty), wire_len(super::super::state_to_proto(&empty)));

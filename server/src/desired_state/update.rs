@@ -8,7 +8,8 @@
 //! also words the error of an entry that does not read.
 
 use ank_common::convert::PartialCompleteState;
-use ank_common::{API_VERSION, State, WorkloadName, field_mask};
+use ank_common::{API_VERSION, State, Workload, WorkloadName, field_mask};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{DesiredState, InvalidState};
@@ -36,7 +37,8 @@ pub fn apply_update(
         }
         serde_json::from_value::<State>(desired).map_err(|e| InvalidState::Unreadable(e.to_string()))?
     } else {
-        let masks: Vec<&String> = update_mask.iter().filter(|m| m.split('.').next() == Some("desiredState")).collect();
+        let masks: Vec<String> =
+            update_mask.iter().filter(|m| m.split('.').next() == Some("desiredState")).cloned().collect();
         match merge_entries(&current.state, new_state, &masks) {
             Some(next) => next,
             None => {
@@ -81,7 +83,7 @@ fn entry_of(mask: &str) -> Option<Entry<'_>> {
 
 /// The update merged on the typed state, when every mask names one entry
 /// and every workload the request carries is whole; `None` otherwise.
-fn merge_entries(current: &State, new_state: &PartialCompleteState, masks: &[&String]) -> Option<State> {
+fn merge_entries(current: &State, new_state: &PartialCompleteState, masks: &[String]) -> Option<State> {
     let entries: Vec<Entry> = masks.iter().map(|m| entry_of(m)).collect::<Option<_>>()?;
     let desired = new_state.desired_state.as_ref();
     let mut next = current.clone();
@@ -90,7 +92,10 @@ fn merge_entries(current: &State, new_state: &PartialCompleteState, masks: &[&St
             Entry::Workload(key) => {
                 let name = WorkloadName::new(key).ok()?;
                 match desired.and_then(|d| d.workloads.as_ref()).and_then(|w| w.get(key)) {
-                    Some(w) => next.workloads.insert(name, w.to_workload().ok()?),
+                    // Read by the same rules as a workload of a manifest.
+                    Some(w) => {
+                        next.workloads.insert(name, serde_json::to_value(w).and_then(Workload::deserialize).ok()?)
+                    }
                     None => next.workloads.remove(&name),
                 };
             }
@@ -109,15 +114,12 @@ fn merge_entries(current: &State, new_state: &PartialCompleteState, masks: &[&St
 }
 
 /// The update merged on the JSON tree of the state.
-fn merge_tree(current: &State, new_state: &Value, masks: &[&String]) -> Result<State, InvalidState> {
+/// `masks` is never empty here: without a desired-state mask (e.g. only
+/// agent tags) every mask names an entry, vacuously.
+fn merge_tree(current: &State, new_state: &Value, masks: &[String]) -> Result<State, InvalidState> {
     let unreadable = |e: serde_json::Error| InvalidState::Unreadable(e.to_string());
     let mut tree = json!({ "desiredState": serde_json::to_value(current).map_err(unreadable)? });
-    // No desired-state mask (e.g. only agent tags): nothing to copy; an
-    // empty list would mean "replace everything" to apply_update.
-    if !masks.is_empty() {
-        let masks: Vec<String> = masks.iter().map(|m| (*m).clone()).collect();
-        field_mask::apply_update(&mut tree, new_state, &masks);
-    }
+    field_mask::apply_update(&mut tree, new_state, masks);
     if let Some(d) = tree.get_mut("desiredState") {
         d["apiVersion"] = json!(API_VERSION);
     }
