@@ -17,7 +17,7 @@ CRATES = ["proto", "common", "server", "agent", "ank"]
 ACTORS = [
     ("server actor", "server/src/server.rs", "AnkaiosServer"),
     ("AgentManager", "agent/src/agent_manager.rs", "AgentManager"),
-    ("RuntimeManager", "agent/src/runtime_manager.rs", "RuntimeManager"),
+    ("RuntimeManager", "agent/src/runtime_manager/mod.rs", "RuntimeManager"),
 ]
 
 

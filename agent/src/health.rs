@@ -3,12 +3,10 @@
 //! [`Health`] for systemd (READY=1 at the first ServerHello, STATUS= lines)
 //! and for `ank-agent --check` (healthy while connected).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use ank_common::daemon::Health;
-use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 use tokio::sync::watch;
 
 /// Where the agent `name` answers `--check`: `<run folder>/ank-agent-<name>.sock`.
@@ -86,12 +84,11 @@ impl HealthBoard {
         self.publish();
     }
 
-    /// Counts the workloads of this node from their latest states.
-    pub fn workloads(&mut self, states: &HashMap<WorkloadInstanceName, ExecutionState>) {
-        let running = states.values().filter(|s| s.kind == StateKind::Running).count();
-        if (states.len(), running) != (self.workloads, self.running) {
-            self.workloads = states.len();
-            self.running = running;
+    /// The workloads of this node and how many of them run.
+    pub fn workloads(&mut self, counts: crate::instances::WorkloadCounts) {
+        if (counts.workloads, counts.running) != (self.workloads, self.running) {
+            self.workloads = counts.workloads;
+            self.running = counts.running;
             self.publish();
         }
     }
@@ -128,14 +125,8 @@ impl HealthBoard {
 mod tests {
     use super::*;
 
-    fn states(running: usize, other: usize) -> HashMap<WorkloadInstanceName, ExecutionState> {
-        let mut m = HashMap::new();
-        for i in 0..running + other {
-            let name = WorkloadInstanceName::parse(&format!("w{i}.1234.A")).unwrap();
-            let state = if i < running { ExecutionState::running() } else { ExecutionState::succeeded() };
-            m.insert(name, state);
-        }
-        m
+    fn states(running: usize, other: usize) -> crate::instances::WorkloadCounts {
+        crate::instances::WorkloadCounts { workloads: running + other, running }
     }
 
     #[test]
@@ -146,7 +137,7 @@ mod tests {
         board.connected();
         assert!(!rx.borrow().ready, "not before the hello");
         board.server_hello();
-        board.workloads(&states(2, 1));
+        board.workloads(states(2, 1));
         assert_eq!(
             *rx.borrow(),
             Health {
@@ -172,9 +163,9 @@ mod tests {
     fn only_changes_are_published() {
         let (mut board, mut rx) = HealthBoard::new("http://s");
         rx.borrow_and_update();
-        board.workloads(&states(0, 0));
+        board.workloads(states(0, 0));
         assert!(!rx.has_changed().unwrap());
-        board.workloads(&states(1, 0));
+        board.workloads(states(1, 0));
         assert!(rx.has_changed().unwrap());
         assert!(rx.borrow().status.ends_with("1 workload (1 running)"), "{}", rx.borrow().status);
         rx.borrow_and_update();

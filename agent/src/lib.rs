@@ -17,6 +17,7 @@ pub mod control_interface;
 pub mod finished_store;
 pub mod health;
 mod hysteresis;
+pub mod instances;
 pub mod logs;
 mod orphans;
 pub mod resource_monitor;
@@ -46,7 +47,6 @@ pub use runtime_connectors::RuntimeRegistry;
 use agent_manager::{AgentManager, Supervision};
 use runtime_manager::{RuntimeManager, RuntimeManagerConfig};
 use server_link::{LinkConfig, ServerLink};
-use workload::StateReporter;
 pub use workload::policy::RetryPolicy;
 pub use workload::retention::Retention;
 
@@ -167,7 +167,6 @@ pub async fn run_supervised(
     // The tasks stop on `tasks`, which fires only after the optional stop of
     // the workloads, so that their last states still reach the server.
     let tasks = CancellationToken::new();
-    let (reporter, workload_states, workload_events) = StateReporter::channel(256);
     let (quota_used_tx, quota_used) = tokio::sync::watch::channel(ank_common::quota::QuotaUsage::default());
     let link_config = LinkConfig {
         server_url: config.server_url,
@@ -194,13 +193,12 @@ pub async fn run_supervised(
         quota_used: quota_used_tx,
     };
     let registry = std::sync::Arc::new(runtimes.clone());
-    let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, reporter, tasks.clone()).await;
+    let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, server.clone(), tasks.clone()).await;
     let logs = logs::LogsManager::start(config.name.clone(), registry, server.sender(), tasks.clone());
     let (stop_all, stop_all_rx) = tokio::sync::mpsc::channel(1);
     let mut health_rx = health.subscribe();
     let supervision = Supervision { pings, health, stop_all: stop_all_rx, shutdown: tasks.clone() };
-    let reports = agent_manager::Reports { states: workload_states, events: workload_events };
-    let manager = AgentManager::new(runtime, server, logs, control_interfaces, link_events, reports, supervision);
+    let manager = AgentManager::new(runtime, logs, control_interfaces, link_events, supervision);
     let am_task = tokio::spawn(manager.run());
     let link_task = tokio::spawn(link.run());
     tracing::info!("agent '{}' started", config.name);

@@ -61,6 +61,13 @@ impl ServerLinkHandle {
 }
 
 impl ServerLinkHandle {
+    /// A handle and the queue behind it, without a link (for tests).
+    #[cfg(test)]
+    pub(crate) fn channel() -> (Self, mpsc::UnboundedReceiver<ToServer>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self(tx), rx)
+    }
+
     /// Queues `msg` for the server.
     pub fn send(&self, msg: ToServer) {
         let _ = self.0.send(msg);

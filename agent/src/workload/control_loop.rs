@@ -6,8 +6,8 @@
 //! turns observations of the state watcher or checker into reported states.
 //!
 //! In: `WorkloadCommand`s from the `RuntimeManager` (through the
-//! `WorkloadCommandSender`). Out: `WorkloadState`s via the `StateReporter`;
-//! `LoopNotice::Deleted` to the `RuntimeManager`.
+//! `WorkloadCommandSender`). Out: states, events and finished deletes to
+//! the `RuntimeManager` via the `StateReporter`.
 //!
 //! Mechanism lives here; every decision (retry or give up, restart or not,
 //! which observation is which state) is a function of [`super::policy`].
@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use super::policy::{self, AfterCreateFailure, RetryPolicy};
 use super::retention::{self, PendingReap, Retention};
-use super::{LoopNotice, StateReporter, WorkloadCommand};
+use super::{StateReporter, WorkloadCommand};
 use crate::control_interface::registry::ControlInterfaces;
 use crate::finished_store::FinishedStore;
 use crate::runtime_connectors::{
@@ -86,7 +86,6 @@ pub(crate) struct LoopContext {
     pub registry: Arc<RuntimeRegistry>,
     pub reporter: StateReporter,
     pub create_permits: Arc<Semaphore>,
-    pub notices: mpsc::UnboundedSender<LoopNotice>,
     /// Where per-workload state checkers send their observations.
     pub runtime_events: RuntimeEventSender,
     pub retry_policy: RetryPolicy,
@@ -425,7 +424,7 @@ impl WorkloadControlLoop {
             // A deleted workload forgets that it finished.
             self.ctx.finished.forget(&instance_name.workload_name);
             self.ctx.control_interfaces.close(&instance_name.workload_name);
-            let _ = self.ctx.notices.send(LoopNotice::Deleted { instance_name });
+            self.ctx.reporter.deleted(instance_name).await;
         }
     }
 
@@ -564,7 +563,7 @@ impl WorkloadControlLoop {
         }
         tracing::info!("restarting workload '{}' after {state}", spec.instance_name);
         let reason = format!("restartPolicy {:?} after {}", spec.workload.restart_policy, state.kind);
-        self.ctx.reporter.event(&spec.instance_name, EventKind::Restarted, reason);
+        self.ctx.reporter.event(&spec.instance_name, EventKind::Restarted, reason).await;
         if let Some(current) = self.current.take() {
             self.remove_silently(&current.runtime, &current.id).await;
         }

@@ -1,7 +1,7 @@
 //! Per-workload vocabulary: the commands a [`control_loop::WorkloadControlLoop`]
-//! takes (through its typed [`WorkloadCommandSender`]), the [`StateReporter`]
-//! it reports execution states with (to the `AgentManager`), and the
-//! [`LoopNotice`]s it gives back to the `RuntimeManager`.
+//! takes (through its typed [`WorkloadCommandSender`]) and the
+//! [`StateReporter`] it reports states, events and finished deletes with
+//! (to the `RuntimeManager`).
 
 pub mod control_loop;
 pub mod object;
@@ -107,46 +107,56 @@ pub struct EventReport {
     pub reason: String,
 }
 
-/// Reports execution states and events of this agent's workloads to the
-/// `AgentManager`.
-#[derive(Debug, Clone)]
-pub struct StateReporter {
-    states: mpsc::Sender<WorkloadState>,
-    events: mpsc::UnboundedSender<EventReport>,
+/// What the control loops (and the scheduler) tell the `RuntimeManager`,
+/// in the order it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoopReport {
+    /// A new execution state of an instance.
+    State(WorkloadState),
+    /// Something happened to an instance (see [`StateReporter::event`]).
+    Event(EventReport),
+    /// The explicit delete of the instance finished (successfully or not).
+    Deleted(WorkloadInstanceName),
 }
 
+/// Reports execution states, events and finished deletes of this agent's
+/// workloads to the `RuntimeManager`, through one bounded channel: a loop
+/// waits while the manager is behind. The manager itself never waits for a
+/// loop (its commands to them are unbounded), so this cannot deadlock.
+#[derive(Debug, Clone)]
+pub struct StateReporter(mpsc::Sender<LoopReport>);
+
 impl StateReporter {
-    /// A reporter and the receiving ends for the `AgentManager`.
-    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<WorkloadState>, mpsc::UnboundedReceiver<EventReport>) {
-        let (states, states_rx) = mpsc::channel(capacity);
-        let (events, events_rx) = mpsc::unbounded_channel();
-        (Self { states, events }, states_rx, events_rx)
+    /// A reporter and the receiving end for the `RuntimeManager`.
+    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<LoopReport>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (Self(tx), rx)
     }
 
-    /// Reports that `kind` happened to `instance_name` for `reason`; the
-    /// `AgentManager` merges it into the workload's events (same kind and
-    /// reason: the count goes up) and passes the entry to the server.
-    // [feature K8: agents report events, merged by (kind, reason)]
-    pub fn event(&self, instance_name: &WorkloadInstanceName, kind: EventKind, reason: impl Into<String>) {
-        let report = EventReport { instance_name: instance_name.clone(), kind, reason: reason.into() };
-        if self.events.send(report).is_err() {
-            tracing::debug!("agent manager gone; event of '{instance_name}' dropped");
+    async fn send(&self, report: LoopReport) {
+        if self.0.send(report).await.is_err() {
+            tracing::debug!("runtime manager gone; report dropped");
         }
+    }
+
+    /// Reports that `kind` happened to `instance_name` for `reason`; it is
+    /// merged into the workload's events (same kind and reason: the count
+    /// goes up) and the entry passed to the server.
+    // [feature K8: agents report events, merged by (kind, reason)]
+    pub async fn event(&self, instance_name: &WorkloadInstanceName, kind: EventKind, reason: impl Into<String>) {
+        let report = EventReport { instance_name: instance_name.clone(), kind, reason: reason.into() };
+        self.send(LoopReport::Event(report)).await
     }
 
     /// Reports `state` of `instance_name`.
     // [impl->swdd~workload-control-loop-sends-workload-states~2]
     pub async fn report(&self, instance_name: &WorkloadInstanceName, state: ExecutionState) {
         tracing::debug!("workload '{instance_name}' is {state}");
-        if self.states.send(WorkloadState::new(instance_name.clone(), state)).await.is_err() {
-            tracing::debug!("agent manager gone; state of '{instance_name}' dropped");
-        }
+        self.send(LoopReport::State(WorkloadState::new(instance_name.clone(), state))).await
     }
-}
 
-/// What a control loop tells the `RuntimeManager`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LoopNotice {
-    /// The explicit delete of `instance_name` finished (successfully or not).
-    Deleted { instance_name: WorkloadInstanceName },
+    /// Reports that the explicit delete of `instance_name` finished.
+    pub async fn deleted(&self, instance_name: WorkloadInstanceName) {
+        self.send(LoopReport::Deleted(instance_name)).await
+    }
 }

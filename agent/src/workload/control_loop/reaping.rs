@@ -53,6 +53,6 @@ impl WorkloadControlLoop {
         }
         self.reaped = true;
         self.ctx.finished.record(&spec, &state);
-        self.ctx.reporter.event(&instance, EventKind::Reaped, reap.reason);
+        self.ctx.reporter.event(&instance, EventKind::Reaped, reap.reason).await;
     }
 }

@@ -72,7 +72,7 @@ pub(super) async fn harness_in(
     scheduler: SchedulerSettings,
 ) -> Harness {
     registry.register(fake.clone());
-    let (reporter, states, events) = StateReporter::channel(64);
+    let (server, to_server) = crate::server_link::ServerLinkHandle::channel();
     let (quota_tx, quota_used) = watch::channel(QuotaUsage::default());
     let shutdown = CancellationToken::new();
     let config = RuntimeManagerConfig {
@@ -87,20 +87,50 @@ pub(super) async fn harness_in(
         scheduler,
         quota_used: quota_tx,
     };
-    let (rm, _task) = RuntimeManager::start(config, registry, reporter, shutdown.clone()).await;
-    // Like the AgentManager: own states go back to the RuntimeManager.
-    let (tx, observed) = mpsc::channel(256);
-    let feedback = rm.clone();
-    let mut states = states;
+    let (rm, _task) = RuntimeManager::start(config, registry, server, shutdown.clone()).await;
+    let (states, events) = split_reports(to_server);
+    Harness { fake, rm, states, events, shutdown, io, quota_used }
+}
+
+/// What the manager sends the server, split into the states (without the
+/// status, and without the repeats that only carry events) and the events
+/// (one per occurrence, as reported).
+fn split_reports(
+    mut to_server: mpsc::UnboundedReceiver<ank_common::messages::ToServer>,
+) -> (mpsc::Receiver<WorkloadState>, mpsc::UnboundedReceiver<crate::workload::EventReport>) {
+    let (states_tx, states) = mpsc::channel(256);
+    let (events_tx, events) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        while let Some(s) = states.recv().await {
-            feedback.update_workload_states(vec![s.clone()]);
-            if tx.send(s).await.is_err() {
-                break;
+        let mut last: std::collections::HashMap<WorkloadInstanceName, ExecutionState> = Default::default();
+        let mut counts: std::collections::HashMap<(WorkloadInstanceName, String), u64> = Default::default();
+        while let Some(msg) = to_server.recv().await {
+            let ank_common::messages::ToServer::UpdateWorkloadState(reported) = msg else { continue };
+            for s in reported {
+                let n = s.instance_name.clone();
+                for e in &s.status.events {
+                    let seen = counts.entry((n.clone(), format!("{:?}/{}", e.kind, e.reason))).or_default();
+                    let new = if e.count > *seen { e.count - *seen } else { e.count };
+                    *seen = e.count;
+                    for _ in 0..new {
+                        let report = crate::workload::EventReport {
+                            instance_name: n.clone(),
+                            kind: e.kind,
+                            reason: e.reason.clone(),
+                        };
+                        let _ = events_tx.send(report);
+                    }
+                }
+                let repeat = last.get(&n) == Some(&s.execution_state);
+                if s.status.events.is_empty() || !repeat {
+                    last.insert(n.clone(), s.execution_state.clone());
+                    if states_tx.send(WorkloadState::new(n, s.execution_state)).await.is_err() {
+                        return;
+                    }
+                }
             }
         }
     });
-    Harness { fake, rm, states: observed, events, shutdown, io, quota_used }
+    (states, events)
 }
 
 pub(super) async fn harness() -> Harness {

@@ -1,6 +1,8 @@
 //! [`RuntimeManager`]: owns this agent's workload objects (name -> control
 //! loop), one `RuntimeFacade` per runtime, the `WorkloadScheduler` and the
-//! `WorkloadStateStore`. It turns `ServerHello` (the full set, resuming
+//! [`InstanceTable`](crate::instances::InstanceTable), the one record of
+//! every instance (state, generation, events), from which it alone reports
+//! states to the server. It turns `ServerHello` (the full set, resuming
 //! existing workloads) and `UpdateWorkload` (deletes first, then adds; an add
 //! of a known name is an update) into `WorkloadOperation`s, lets the
 //! scheduler hold back those whose dependencies, the quota or an isolated
@@ -8,10 +10,13 @@
 //! scheduler says, and re-evaluates the queue on every workload state
 //! update and on the scheduler's tick (`runtime_manager_sched.rs`).
 //!
-//! In: requests via [`RuntimeManagerHandle`] (from the `AgentManager`),
-//! `RuntimeEvent`s from the state watchers and checkers, `LoopNotice`s,
-//! the scheduler's tick. Out: commands to the control loops; waiting
-//! states and events via the reporter; the quota use on a watch channel.
+//! In: requests via [`RuntimeManagerHandle`] (from the `AgentManager`: the
+//! server's workloads and the other agents' states, a reconnect, the stop
+//! before the agent exits), `RuntimeEvent`s from the state watchers and
+//! checkers, the control loops' `LoopReport`s, the scheduler's tick. Out:
+//! commands to the control loops (unbounded: the manager never waits for a
+//! loop, while a loop waits for the manager when it is behind); states to
+//! the server link; the quota use and the workload counts on watch channels.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,38 +29,50 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::finished_store::FinishedStore;
+use crate::instances::WorkloadCounts;
 use crate::orphans::Orphans;
 use crate::runtime_connectors::{ListedWorkload, RuntimeEvent, RuntimeRegistry};
 use crate::runtime_facade::RuntimeFacade;
+use crate::server_link::ServerLinkHandle;
 use crate::workload::control_loop::LoopContext;
 use crate::workload::object::WorkloadObject;
 use crate::workload::policy::RetryPolicy;
 use crate::workload::retention::Retention;
-use crate::workload::{LoopNotice, StateReporter};
+use crate::workload::{LoopReport, StateReporter};
 use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
 use crate::workload_scheduler::{SchedulerSettings, WorkloadScheduler};
-use crate::workload_state_store::WorkloadStateStore;
+use reports::Outbox;
+use runtimes::Runtimes;
+use sched::Scheduling;
 
 /// Capacity of the channel from the state watchers.
 const RUNTIME_EVENT_CAPACITY: usize = 256;
+/// Capacity of the channel from the control loops.
+const LOOP_REPORT_CAPACITY: usize = 256;
 
 enum Request {
     ServerHello(Vec<WorkloadSpec>),
-    Update { added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload> },
+    Update {
+        added: Vec<WorkloadSpec>,
+        deleted: Vec<DeletedWorkload>,
+    },
+    /// States of other agents' workloads.
+    States(Vec<WorkloadState>),
+    /// The link (re)connected: the server gets every state again.
+    ResendAll,
+    /// Stop every workload; ignore the server's workloads from now on.
+    StopAll,
 }
 
 /// Cheap, cloneable handle to the [`RuntimeManager`] task.
 #[derive(Debug, Clone)]
 pub struct RuntimeManagerHandle {
     requests: mpsc::Sender<Request>,
-    /// Unbounded: the manager reports states to the `AgentManager` while the
-    /// `AgentManager` feeds states back; two bounded channels could deadlock.
-    states: mpsc::UnboundedSender<Vec<WorkloadState>>,
     health: watch::Receiver<RuntimeHealth>,
+    counts: watch::Receiver<WorkloadCounts>,
 }
 
 impl std::fmt::Debug for Request {
@@ -63,6 +80,9 @@ impl std::fmt::Debug for Request {
         match self {
             Request::ServerHello(s) => write!(f, "ServerHello({} workloads)", s.len()),
             Request::Update { added, deleted } => write!(f, "Update(+{}, -{})", added.len(), deleted.len()),
+            Request::States(s) => write!(f, "States({})", s.len()),
+            Request::ResendAll => write!(f, "ResendAll"),
+            Request::StopAll => write!(f, "StopAll"),
         }
     }
 }
@@ -85,9 +105,26 @@ impl RuntimeManagerHandle {
         self.health.clone()
     }
 
-    /// New execution states, of this agent's workloads or of others'.
-    pub fn update_workload_states(&self, states: Vec<WorkloadState>) {
-        let _ = self.states.send(states);
+    /// How many workloads of this agent there are, and how many run.
+    pub fn workload_counts(&self) -> watch::Receiver<WorkloadCounts> {
+        self.counts.clone()
+    }
+
+    /// New execution states of other agents' workloads.
+    pub async fn update_workload_states(&self, states: Vec<WorkloadState>) {
+        let _ = self.requests.send(Request::States(states)).await;
+    }
+
+    /// The link (re)connected: every state goes to the server again.
+    pub async fn resend_all(&self) {
+        let _ = self.requests.send(Request::ResendAll).await;
+    }
+
+    /// Stops and removes every workload of this node, as a ServerHello
+    /// without workloads would; from then on the server's workloads are
+    /// ignored.
+    pub async fn stop_all(&self) {
+        let _ = self.requests.send(Request::StopAll).await;
     }
 }
 
@@ -112,30 +149,35 @@ pub struct RuntimeManagerConfig {
     pub quota_used: watch::Sender<QuotaUsage>,
 }
 
+/// What the manager's loop waits for.
+struct Inbox {
+    requests: mpsc::Receiver<Request>,
+    reports: mpsc::Receiver<LoopReport>,
+    runtime_events: mpsc::Receiver<RuntimeEvent>,
+    shutdown: CancellationToken,
+}
+
+/// What ended or was left behind.
+struct Leftovers {
+    /// Workloads that ended and were reaped, across agent restarts.
+    finished: Arc<FinishedStore>,
+    /// Workloads of this agent found in a runtime that nobody wants.
+    orphans: Orphans,
+}
+
 /// The task owning all workload objects of this agent.
 pub struct RuntimeManager {
     agent_name: String,
-    facades: BTreeMap<String, RuntimeFacade>,
+    runtimes: Runtimes,
     objects: HashMap<String, WorkloadObject>,
     /// Workloads whose runtime this agent does not have, by name.
     unsupported: HashMap<String, WorkloadInstanceName>,
-    scheduler: WorkloadScheduler,
-    /// When the scheduler's next tick is due, while it needs one.
-    next_tick: Option<Instant>,
-    quota_used: watch::Sender<QuotaUsage>,
-    store: WorkloadStateStore,
-    reporter: StateReporter,
-    requests: mpsc::Receiver<Request>,
-    states: mpsc::UnboundedReceiver<Vec<WorkloadState>>,
-    runtime_events: mpsc::Receiver<RuntimeEvent>,
-    notices: mpsc::UnboundedReceiver<LoopNotice>,
-    /// Runtimes that could not be reached, with the reason.
-    unreachable: BTreeMap<String, String>,
-    health: watch::Sender<RuntimeHealth>,
-    shutdown: CancellationToken,
-    /// Workloads that ended and were reaped, across agent restarts.
-    finished: Arc<FinishedStore>,
-    orphans: Orphans,
+    scheduling: Scheduling,
+    outbox: Outbox,
+    inbox: Inbox,
+    leftovers: Leftovers,
+    /// Stopping every workload before the agent exits.
+    stopping: bool,
 }
 
 impl RuntimeManager {
@@ -144,7 +186,7 @@ impl RuntimeManager {
     pub async fn start(
         config: RuntimeManagerConfig,
         registry: RuntimeRegistry,
-        reporter: StateReporter,
+        server: ServerLinkHandle,
         shutdown: CancellationToken,
     ) -> (RuntimeManagerHandle, JoinHandle<()>) {
         let (event_tx, runtime_events) = mpsc::channel(RUNTIME_EVENT_CAPACITY);
@@ -157,16 +199,13 @@ impl RuntimeManager {
             }
         }
         let (tx, requests) = mpsc::channel(16);
-        let (states_tx, states) = mpsc::unbounded_channel();
-        let (notice_tx, notices) = mpsc::unbounded_channel();
-        let (health_tx, health) = watch::channel(overall_health(&unreachable));
+        let (reporter, reports) = StateReporter::channel(LOOP_REPORT_CAPACITY);
         let registry = Arc::new(registry);
         let finished = Arc::new(FinishedStore::open(&config.io_folder));
         let ctx = LoopContext {
             registry: registry.clone(),
             reporter: reporter.clone(),
             create_permits: Arc::new(Semaphore::new(config.max_parallel_creates.max(1))),
-            notices: notice_tx,
             runtime_events: event_tx,
             retry_policy: config.retry_policy,
             io_folder: config.io_folder.clone(),
@@ -177,51 +216,84 @@ impl RuntimeManager {
         // [impl->swdd~agent-supports-multiple-runtime-connectors~1]
         let facades =
             registry.iter().map(|c| (c.name().to_owned(), RuntimeFacade::new(c.clone(), ctx.clone()))).collect();
+        let scheduler =
+            WorkloadScheduler::with_settings(config.agent_name.clone(), config.scheduler, (*registry).clone());
         let manager = RuntimeManager {
             agent_name: config.agent_name.clone(),
-            facades,
+            runtimes: Runtimes::new(facades, unreachable),
             objects: HashMap::new(),
             unsupported: HashMap::new(),
-            scheduler: WorkloadScheduler::with_settings(
-                config.agent_name.clone(),
-                config.scheduler,
-                (*registry).clone(),
-            ),
-            next_tick: None,
-            quota_used: config.quota_used,
-            store: WorkloadStateStore::new(),
-            reporter,
-            requests,
-            states,
-            runtime_events,
-            notices,
-            unreachable,
-            health: health_tx,
-            shutdown,
-            finished,
-            orphans: Orphans::new(),
+            scheduling: Scheduling { scheduler, next_tick: None, quota_used: config.quota_used },
+            outbox: Outbox::new(&config.agent_name, server),
+            inbox: Inbox { requests, reports, runtime_events, shutdown },
+            leftovers: Leftovers { finished, orphans: Orphans::new() },
+            stopping: false,
         };
-        let handle = RuntimeManagerHandle { requests: tx, states: states_tx, health };
+        let handle = RuntimeManagerHandle {
+            requests: tx,
+            health: manager.runtimes.subscribe(),
+            counts: manager.outbox.counts(),
+        };
         (handle, tokio::spawn(manager.run()))
     }
 
     async fn run(mut self) {
         loop {
             tokio::select! {
-                () = self.shutdown.cancelled() => break,
-                () = sched::tick_due(self.next_tick) => self.handle_tick().await,
-                Some(req) = self.requests.recv() => match req {
-                    Request::ServerHello(specs) => self.handle_server_hello(specs).await,
-                    Request::Update { added, deleted } => self.handle_update(added, deleted).await,
-                },
-                Some(states) = self.states.recv() => self.handle_workload_states(&states).await,
-                Some(ev) = self.runtime_events.recv() => self.handle_runtime_event(ev),
-                Some(notice) = self.notices.recv() => self.handle_notice(notice),
+                () = self.inbox.shutdown.cancelled() => break,
+                () = sched::tick_due(self.scheduling.next_tick) => self.handle_tick().await,
+                Some(req) = self.inbox.requests.recv() => self.handle_request(req).await,
+                Some(report) = self.inbox.reports.recv() => self.handle_report(report).await,
+                Some(ev) = self.inbox.runtime_events.recv() => self.handle_runtime_event(ev),
                 else => break,
             }
+            self.take_queued().await;
         }
         // Dropping the senders ends the loops; workloads keep running.
         self.objects.clear();
+    }
+
+    // [impl->swdd~agent-manager-listens-requests-from-server~1]
+    async fn handle_request(&mut self, req: Request) {
+        let health = self.runtimes.health();
+        match req {
+            Request::ServerHello(specs) => {
+                // The full set went out at the connect; what the hello
+                // renumbered goes again.
+                let renumbered = self.outbox.table.hello(&specs);
+                self.outbox.send_current(renumbered, &health);
+                if self.stopping {
+                    tracing::info!("stopping: the server's {} workloads are not started again", specs.len());
+                } else {
+                    self.handle_server_hello(specs).await
+                }
+            }
+            Request::Update { .. } if self.stopping => {
+                tracing::info!("stopping: a workload update of the server is ignored")
+            }
+            Request::Update { added, deleted } => {
+                self.outbox.table.deleted(deleted.iter().map(|d| d.instance_name.clone()));
+                // New states of the added ones follow from their loops.
+                let _ = self.outbox.table.added(&added);
+                self.handle_update(added, deleted).await
+            }
+            // [impl->swdd~agent-handles-update-workload-state-requests~1]
+            Request::States(states) => {
+                tracing::debug!("{} workload states of other agents received", states.len());
+                self.outbox.table.others(&states);
+                self.observe(&states).await
+            }
+            Request::ResendAll => {
+                let all = self.outbox.table.all();
+                self.outbox.send_current(all, &health);
+            }
+            Request::StopAll => {
+                self.stopping = true;
+                let count = self.outbox.table.counts().workloads;
+                tracing::info!("stopping all {count} workloads of this agent before it exits");
+                self.handle_server_hello(Vec::new()).await
+            }
+        }
     }
 
     fn is_ours(&self, spec: &WorkloadSpec) -> bool {
@@ -236,7 +308,7 @@ impl RuntimeManager {
     // [impl->swdd~agent-existing-workloads-finds-list~1]
     async fn list_existing(&self) -> BTreeMap<WorkloadInstanceName, (String, ListedWorkload)> {
         let mut existing = BTreeMap::new();
-        for facade in self.facades.values() {
+        for facade in self.runtimes.iter() {
             match facade.list_reusable_workloads(&self.agent_name).await {
                 Ok(list) => {
                     existing.extend(list.into_iter().map(|w| (w.instance_name.clone(), (facade.name().to_owned(), w))))
@@ -263,14 +335,14 @@ impl RuntimeManager {
             }
         }
         // Waiting ones (for quota, say) that are no longer wanted never start.
-        for instance in self.scheduler.queued_creates() {
+        for instance in self.scheduling.scheduler.queued_creates() {
             if !desired.contains_key(&instance.workload_name) {
                 ops.push(WorkloadOperation::Delete(no_dependents(&instance)));
             }
         }
         self.unsupported.retain(|name, _| desired.contains_key(name));
         // [feature K7: a workload deleted while the agent was away forgets that it finished]
-        self.finished.retain(|name| desired.contains_key(name));
+        self.leftovers.finished.retain(|name| desired.contains_key(name));
         for spec in desired.into_values() {
             if let Some(op) = self.hello_operation(spec, &mut existing) {
                 ops.push(op);
@@ -278,11 +350,11 @@ impl RuntimeManager {
         }
         for (_, (runtime, found)) in existing {
             // [impl->swdd~agent-existing-workloads-delete-unneeded~1]
-            if let Some(facade) = self.facades.get(&runtime) {
-                self.orphans.remove(facade.connector(), found);
+            if let Some(facade) = self.runtimes.get(&runtime) {
+                self.leftovers.orphans.remove(facade.connector(), found);
             }
         }
-        self.orphans.arm();
+        self.leftovers.orphans.arm();
         self.schedule(ops).await;
     }
 
@@ -302,14 +374,14 @@ impl RuntimeManager {
             }
             return Some(WorkloadOperation::Update(spec, no_dependents(&object.instance_name)));
         }
-        if self.scheduler.queued_create(spec.name()) == Some(&spec) {
+        if self.scheduling.scheduler.queued_create(spec.name()) == Some(&spec) {
             return None;
         }
         // [impl->swdd~agent-existing-workloads-starts-new-if-not-found~1]
         let Some((runtime, found)) = existing.remove(&spec.instance_name) else {
             // [feature K7: a reaped workload is not re-run after an agent restart]
-            if let Some(state) = self.finished.final_state(&spec)
-                && let Some(facade) = self.facades.get(&spec.workload.runtime)
+            if let Some(state) = self.leftovers.finished.final_state(&spec)
+                && let Some(facade) = self.runtimes.get(&spec.workload.runtime)
             {
                 let object = facade.finished_workload(spec.clone(), state);
                 self.objects.insert(spec.name().to_owned(), object);
@@ -327,8 +399,8 @@ impl RuntimeManager {
         if runtime == spec.workload.runtime && resumable(&found.state) {
             // [impl->swdd~agent-existing-workloads-resume-existing~2]
             // [impl->swdd~agent-stores-running-workload~1]
-            let facade = self.facades.get(&runtime)?;
-            self.scheduler.started_outside(&spec);
+            let facade = self.runtimes.get(&runtime)?;
+            self.scheduling.scheduler.started_outside(&spec);
             let object = facade.resume_workload(spec.clone(), found);
             self.objects.insert(spec.name().to_owned(), object);
             return None;
@@ -383,7 +455,7 @@ impl RuntimeManager {
     async fn execute_create(&mut self, r: ReusableWorkloadSpec) {
         let name = r.spec.name().to_owned();
         self.unsupported.remove(&name);
-        let Some(facade) = self.facades.get(&r.spec.workload.runtime) else {
+        let Some(facade) = self.runtimes.get(&r.spec.workload.runtime) else {
             return self.skip_unknown_runtime(r.spec).await;
         };
         if let Some(object) = self.objects.get_mut(&name) {
@@ -398,7 +470,7 @@ impl RuntimeManager {
 
     // [impl->swdd~agent-executes-update-workload-operation~1]
     async fn execute_update(&mut self, spec: WorkloadSpec, _deleted: DeletedWorkload) {
-        let known_runtime = self.facades.contains_key(&spec.workload.runtime);
+        let known_runtime = self.runtimes.contains(&spec.workload.runtime);
         match self.objects.get_mut(spec.name()) {
             Some(object) if known_runtime => object.update(Some(spec)),
             Some(object) => {
@@ -419,9 +491,9 @@ impl RuntimeManager {
             // Nothing of the old instance runs (it waited, or was
             // preempted): it is gone, unless the new one is the same.
             None => {
-                let requeued = self.scheduler.queued_create(name).map(|s| &s.instance_name);
+                let requeued = self.scheduling.scheduler.queued_create(name).map(|s| &s.instance_name);
                 if requeued != Some(&deleted.instance_name) {
-                    self.reporter.report(&deleted.instance_name, ExecutionState::removed()).await;
+                    self.outbox.state(&deleted.instance_name, ExecutionState::removed());
                 }
             }
         }
@@ -439,7 +511,7 @@ impl RuntimeManager {
                 if self.unsupported.get(name) == Some(&instance) {
                     self.unsupported.remove(name);
                 }
-                self.reporter.report(&instance, ExecutionState::removed()).await;
+                self.outbox.state(&instance, ExecutionState::removed());
             }
         }
     }
@@ -452,9 +524,8 @@ impl RuntimeManager {
         let runtime = &spec.workload.runtime;
         let info = format!("runtime '{runtime}' is not supported by this agent");
         tracing::warn!("workload '{}': {info}", spec.instance_name);
-        self.reporter
-            .report(&spec.instance_name, ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info))
-            .await;
+        let state = ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info);
+        self.outbox.state(&spec.instance_name, state);
         self.unsupported.insert(spec.name().to_owned(), spec.instance_name);
     }
 
@@ -472,11 +543,12 @@ impl RuntimeManager {
             }
             RuntimeEvent::Snapshot { runtime, taken_at, workloads } => {
                 // [feature K7: orphans are removed on each reconcile]
-                if let Some(facade) = self.facades.get(&runtime) {
-                    let (objects, unsupported, scheduler) = (&self.objects, &self.unsupported, &self.scheduler);
+                if let Some(facade) = self.runtimes.get(&runtime) {
+                    let (objects, unsupported) = (&self.objects, &self.unsupported);
+                    let scheduler = &self.scheduling.scheduler;
                     let known =
                         |n: &str| objects.contains_key(n) || unsupported.contains_key(n) || scheduler.is_queued(n);
-                    self.orphans.sweep(facade.connector(), &workloads, known);
+                    self.leftovers.orphans.sweep(facade.connector(), &workloads, known);
                 }
                 let workloads = Arc::new(workloads);
                 for object in self.objects.values() {
@@ -484,35 +556,14 @@ impl RuntimeManager {
                 }
             }
             // [feature H4: the agent's Health condition]
+            // The conditions of every state change with it.
             RuntimeEvent::Health { runtime, health } => {
-                match health {
-                    RuntimeHealth::Reachable => self.unreachable.remove(&runtime),
-                    RuntimeHealth::Unreachable(why) => self.unreachable.insert(runtime, why),
-                };
-                let now = overall_health(&self.unreachable);
-                self.health.send_if_modified(|h| std::mem::replace(h, now.clone()) != now);
-            }
-        }
-    }
-
-    fn handle_notice(&mut self, notice: LoopNotice) {
-        match notice {
-            LoopNotice::Deleted { instance_name } => {
-                let name = &instance_name.workload_name;
-                let done = self.objects.get(name).is_some_and(|o| o.deleting && o.instance_name == instance_name);
-                if done {
-                    self.objects.remove(name);
+                if self.runtimes.set(runtime, health) {
+                    let all = self.outbox.table.all();
+                    self.outbox.send_current(all, &self.runtimes.health());
                 }
             }
         }
-    }
-}
-
-/// The agent's runtime health: the first unreachable runtime, if any.
-fn overall_health(unreachable: &BTreeMap<String, String>) -> RuntimeHealth {
-    match unreachable.iter().next() {
-        Some((runtime, why)) => RuntimeHealth::Unreachable(format!("runtime '{runtime}': {why}")),
-        None => RuntimeHealth::Reachable,
     }
 }
 
@@ -528,20 +579,15 @@ fn resumable(state: &ExecutionState) -> bool {
         && state.kind != StateKind::Failed(ank_common::execution_state::Failed::Unknown)
 }
 
-#[path = "runtime_manager_sched.rs"]
+mod reports;
+mod runtimes;
 mod sched;
 
 #[cfg(test)]
-#[path = "runtime_manager_tests.rs"]
-mod tests;
-
-#[cfg(test)]
-#[path = "runtime_manager_policy_tests.rs"]
 mod policy_tests;
-
 #[cfg(test)]
-#[path = "runtime_manager_retention_tests.rs"]
 mod retention_tests;
 #[cfg(test)]
-#[path = "runtime_manager_scheduling_tests.rs"]
 mod scheduling_tests;
+#[cfg(test)]
+mod tests;

@@ -54,9 +54,9 @@ async fn dependencies_create_waits_for_another_agents_workload() {
     assert_eq!(h.next_of(&web.instance_name).await, waiting_to_start());
     h.assert_quiet().await;
     let db = remote("db");
-    h.rm.update_workload_states(vec![WorkloadState::new(db.clone(), ExecutionState::running())]);
+    h.rm.update_workload_states(vec![WorkloadState::new(db.clone(), ExecutionState::running())]).await;
     h.assert_quiet().await;
-    h.rm.update_workload_states(vec![WorkloadState::new(db, ExecutionState::succeeded())]);
+    h.rm.update_workload_states(vec![WorkloadState::new(db, ExecutionState::succeeded())]).await;
     h.running(&web).await;
     assert_eq!(h.creates_of(&web.instance_name), 1);
 }
@@ -109,7 +109,7 @@ async fn dependencies_update_deletes_the_old_instance_while_the_new_waits() {
     h.rm.update_workload(vec![v2.clone()], vec![deleted(&v1)]).await;
     h.wait_for(&v1.instance_name, StateKind::Removed).await;
     assert_eq!(h.fake.containers().len(), 0, "AT_MOST_ONCE: the old one is gone first");
-    h.rm.update_workload_states(vec![WorkloadState::new(remote("db"), ExecutionState::running())]);
+    h.rm.update_workload_states(vec![WorkloadState::new(remote("db"), ExecutionState::running())]).await;
     h.running(&v2).await;
     assert_eq!(h.fake.containers().len(), 1);
 }

@@ -1,17 +1,28 @@
 //! The `RuntimeManager`'s side of the WorkloadScheduler: handing it new
-//! operations and states, carrying out what it decided (reports, events,
-//! operations, preemptions), its tick (armed only while some workload is quota-blocked, postponed or
+//! operations and states, carrying out what it decided (reports and events
+//! through the outbox, operations, preemptions), its tick (armed only while some workload is quota-blocked, postponed or
 //! preempted) and publishing what the workloads use of the agent's quota
 //! for the server link.
 
 use ank_common::execution_state::{Failed, Pending};
+use ank_common::quota::QuotaUsage;
 use ank_common::workload::WorkloadSpec;
 use ank_common::{StateKind, WorkloadState};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::RuntimeManager;
 use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
-use crate::workload_scheduler::Scheduled;
+use crate::workload_scheduler::{Scheduled, WorkloadScheduler};
+
+/// The scheduler and what goes with it.
+pub(super) struct Scheduling {
+    pub scheduler: WorkloadScheduler,
+    /// When the scheduler's next tick is due, while it needs one.
+    pub next_tick: Option<Instant>,
+    /// Where what the workloads use of the agent's quota is published.
+    pub quota_used: watch::Sender<QuotaUsage>,
+}
 
 /// Completes when the tick at `next` is due; never without one.
 pub(super) async fn tick_due(next: Option<Instant>) {
@@ -22,19 +33,18 @@ pub(super) async fn tick_due(next: Option<Instant>) {
 }
 
 impl RuntimeManager {
-    /// Stores new states and runs what their change made ready.
+    /// Runs what new states (stored already) made ready.
     // [impl->swdd~agent-handles-update-workload-state-requests~1]
-    pub(super) async fn handle_workload_states(&mut self, states: &[WorkloadState]) {
-        self.store.update_all(states);
-        self.scheduler.observe(states);
-        let out = self.scheduler.next_workload_operations(&self.store);
+    pub(super) async fn observe(&mut self, states: &[WorkloadState]) {
+        self.scheduling.scheduler.observe(states);
+        let out = self.scheduling.scheduler.next_workload_operations(self.outbox.table.states());
         self.apply(out).await;
     }
 
     /// Hands new operations to the scheduler and runs the ready ones.
     // [impl->swdd~agent-handles-new-workload-operations]
     pub(super) async fn schedule(&mut self, ops: Vec<WorkloadOperation>) {
-        let out = self.scheduler.enqueue_filtered_workload_operations(ops, &self.store);
+        let out = self.scheduling.scheduler.enqueue_filtered_workload_operations(ops, self.outbox.table.states());
         self.apply(out).await;
     }
 
@@ -43,10 +53,10 @@ impl RuntimeManager {
     /// publishes the quota use.
     pub(super) async fn apply(&mut self, out: Scheduled) {
         for state in out.report {
-            self.reporter.report(&state.instance_name, state.execution_state).await;
+            self.outbox.state(&state.instance_name, state.execution_state);
         }
         for ev in out.events {
-            self.reporter.event(&ev.instance_name, ev.kind, ev.reason);
+            self.outbox.event(ev);
         }
         for (name, state) in out.preempt {
             self.preempt(&name, state);
@@ -54,11 +64,12 @@ impl RuntimeManager {
         for op in out.ready {
             self.execute(op).await;
         }
-        if self.next_tick.is_none() && self.scheduler.needs_tick() {
-            self.next_tick = Some(Instant::now() + self.scheduler.settings().tick);
+        let s = &mut self.scheduling;
+        if s.next_tick.is_none() && s.scheduler.needs_tick() {
+            s.next_tick = Some(Instant::now() + s.scheduler.settings().tick);
         }
-        let used = self.scheduler.usage(&self.store);
-        self.quota_used.send_if_modified(|u| std::mem::replace(u, used) != used);
+        let used = s.scheduler.usage(self.outbox.table.states());
+        s.quota_used.send_if_modified(|u| std::mem::replace(u, used) != used);
     }
 
     /// A workload the server wants again as it is: its control loop takes
@@ -67,15 +78,15 @@ impl RuntimeManager {
     /// that loop ends and a new create goes through the scheduler instead,
     /// so that priority, quota and isolation apply to it as to any start.
     pub(super) fn wanted_again(&mut self, spec: WorkloadSpec) -> Option<WorkloadOperation> {
-        self.scheduler.cancel(spec.name());
-        let nothing_runs = self.store.state_of_instance(&spec.instance_name).is_some_and(|s| {
+        self.scheduling.scheduler.cancel(spec.name());
+        let nothing_runs = self.outbox.table.states().state_of_instance(&spec.instance_name).is_some_and(|s| {
             matches!(s.kind, StateKind::Pending(Pending::StartingFailed) | StateKind::Failed(Failed::Lost))
         });
         if nothing_runs {
             self.objects.remove(spec.name());
             return Some(WorkloadOperation::Create(ReusableWorkloadSpec::new(spec)));
         }
-        self.scheduler.started_outside(&spec);
+        self.scheduling.scheduler.started_outside(&spec);
         if let Some(object) = self.objects.get_mut(spec.name()) {
             object.update(Some(spec));
         }
@@ -84,8 +95,8 @@ impl RuntimeManager {
 
     /// The scheduler's tick.
     pub(super) async fn handle_tick(&mut self) {
-        let now = self.next_tick.take().unwrap_or_else(Instant::now);
-        let out = self.scheduler.tick(&self.store, now);
+        let now = self.scheduling.next_tick.take().unwrap_or_else(Instant::now);
+        let out = self.scheduling.scheduler.tick(self.outbox.table.states(), now);
         self.apply(out).await;
     }
 
