@@ -157,7 +157,7 @@ async fn podman_kube_manifest_podman_rejects_is_a_create_error_naming_it() {
     );
     let err = rt.create(&w, &CreateOptions::default()).await.unwrap_err();
     let RuntimeError::Create(message) = &err else { panic!("{err:?}") };
-    assert!(!message.is_empty(), "podman's error is passed on");
+    assert!(!message.message().is_empty(), "podman's error is passed on");
     assert!(!volume_exists(&format!("{}.config", w.instance_name)), "nothing left behind");
 }
 

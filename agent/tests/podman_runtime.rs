@@ -7,7 +7,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use ank_agent::runtime_connectors::podman::{PodmanCli, PodmanRuntime};
-use ank_agent::runtime_connectors::{CreateOptions, Observed, RuntimeConnector, RuntimeError, RuntimeEvent};
+use ank_agent::runtime_connectors::{
+    CreateOptions, Observed, RuntimeConnector, RuntimeError, RuntimeEvent, RuntimeFailure,
+};
 use ank_common::execution_state::Failed;
 use ank_common::workload::{Workload, WorkloadSpec};
 use ank_common::{AgentName, ExecutionState, StateKind, WorkloadInstanceName, WorkloadName};
@@ -164,7 +166,11 @@ async fn podman_runtime_failed_run_reports_stderr_and_leaves_nothing() {
     let err =
         tokio::time::timeout(WAIT, s.runtime.create(&w, &CreateOptions::default())).await.expect("create returns");
     match err {
-        Err(RuntimeError::Create(msg)) => assert!(msg.contains("no-such-flag"), "{msg}"),
+        Err(RuntimeError::Create(failure)) => {
+            // podman's own stderr, as a typed source that names the command.
+            assert!(failure.message().contains("no-such-flag"), "{failure}");
+            assert!(matches!(failure, RuntimeFailure::Podman(_)), "{failure:?}");
+        }
         other => panic!("expected a create error, got {other:?}"),
     }
     let listed = s.runtime.list_workloads(&s.agent).await.expect("list");

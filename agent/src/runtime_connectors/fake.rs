@@ -294,7 +294,7 @@ impl RuntimeConnector for FakeRuntime {
             i.options.insert(instance.clone(), options.clone());
             PodmanRuntimeConfig::parse(&spec.workload.runtime_config)?;
             if let Some(msg) = i.failing_creates.get(spec.name()) {
-                return Err(RuntimeError::Create(msg.clone()));
+                return Err(RuntimeError::create(msg.clone()));
             }
             let id = Self::new_id(&mut i);
             let container = FakeContainer { instance_name: instance.clone(), state: ExecutionState::running() };
@@ -322,7 +322,7 @@ impl RuntimeConnector for FakeRuntime {
             .containers
             .get(workload_id)
             .map(|c| c.instance_name.clone())
-            .ok_or_else(|| RuntimeError::Unavailable(format!("no container '{workload_id}'")))?;
+            .ok_or_else(|| RuntimeError::unavailable(format!("no container '{workload_id}'")))?;
         i.log_requests.push((instance.clone(), options.clone()));
         let lines = i.logs.get(&instance).cloned().unwrap_or_default();
         let skip = match options.tail {
@@ -346,7 +346,7 @@ impl RuntimeConnector for FakeRuntime {
                 i.calls.push(FakeCall::Delete(n.clone()));
             }
             if let Some(msg) = &i.failing_deletes {
-                return Err(RuntimeError::Delete(msg.clone()));
+                return Err(RuntimeError::delete(msg.clone()));
             }
             i.containers.remove(workload_id);
             instance

@@ -5,9 +5,12 @@
 //!
 //! Out: `RuntimeEvent`s (state changes and reconcile snapshots).
 
+mod error;
 pub mod podman;
 pub mod podman_kube;
 pub mod polling_checker;
+
+pub use error::{RuntimeError, RuntimeFailure};
 
 #[cfg(any(test, feature = "test-fakes"))]
 pub mod fake;
@@ -95,29 +98,6 @@ impl fmt::Display for WorkloadId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-/// Why a runtime operation failed; the variants decide the reported state.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RuntimeError {
-    /// The workload's runtimeConfig does not read (never worth a retry).
-    #[error(transparent)]
-    Config(#[from] ank_common::runtime_config::RuntimeConfigError),
-    /// The workload cannot run as it is configured (never worth a retry).
-    #[error("{0}")]
-    InvalidConfig(String),
-    /// The runtime refused to create the workload (e.g. podman's stderr).
-    #[error("{0}")]
-    Create(String),
-    /// The runtime failed to delete the workload.
-    #[error("{0}")]
-    Delete(String),
-    /// Listing the runtime's containers failed.
-    #[error("{0}")]
-    List(String),
-    /// The runtime binary could not be started at all.
-    #[error("{0}")]
-    Unavailable(String),
 }
 
 /// What a state watcher saw for one container.
@@ -222,7 +202,7 @@ pub trait RuntimeConnector: Send + Sync {
 
     /// Streams the workload's log lines.
     async fn logs(&self, _workload_id: &WorkloadId, _options: &LogOptions) -> Result<LogLines, RuntimeError> {
-        Err(RuntimeError::Unavailable(format!("runtime '{}' does not provide logs", self.name())))
+        Err(RuntimeError::unavailable(format!("runtime '{}' does not provide logs", self.name())))
     }
 
     /// All containers of `agent` with their instance names and states.

@@ -442,7 +442,9 @@ impl WorkloadControlLoop {
         };
         let result = match self.connector(&current.runtime) {
             Some(c) => c.delete(&current.id).await,
-            None => Err(RuntimeError::Delete(format!("runtime '{}' is not supported by this agent", current.runtime))),
+            None => Err(RuntimeError::delete(crate::runtime_connectors::RuntimeFailure::NotSupported(
+                current.runtime.clone(),
+            ))),
         };
         match result {
             Ok(()) => {

@@ -144,7 +144,7 @@ mod tests {
     // [utest->swdd~agent-workload-control-loop-retry-limit-set-execution-state~2]
     async fn retry_policy_reports_first_failure_retries_within_a_second_and_gives_up_after_20() {
         let policy = RetryPolicy::default();
-        let err = RuntimeError::Create("name in use".into());
+        let err = RuntimeError::create("name in use".to_owned());
         let AfterCreateFailure::Retry { at, report } = after_create_failure(&policy, 0, &err) else { panic!() };
         assert_eq!(at, Instant::now() + Duration::from_secs(1));
         let report = report.unwrap();

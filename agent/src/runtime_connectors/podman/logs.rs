@@ -45,12 +45,13 @@ pub fn log_args(options: &LogOptions) -> Vec<String> {
 /// Runs `podman <args>` and streams its output lines.
 // [impl->swdd~podman-uses-podman-cli~1]
 pub fn stream(cli: &PodmanCli, args: Vec<String>) -> Result<LogLines, RuntimeError> {
-    let mut child = cli
-        .long_running_command(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| RuntimeError::Unavailable(format!("could not run '{}': {e}", cli.binary.display())))?;
+    let mut child =
+        cli.long_running_command(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| {
+            RuntimeError::unavailable(super::cli::PodmanError::Spawn {
+                binary: cli.binary.display().to_string(),
+                reason: e.to_string(),
+            })
+        })?;
     let (tx, rx) = mpsc::channel(LINE_BUFFER);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();

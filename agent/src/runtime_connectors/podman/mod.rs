@@ -146,29 +146,29 @@ impl RuntimeConnector for PodmanRuntime {
             Ok(id) => Ok(id),
             Err(e) => {
                 self.remove_leftovers_of(&spec.instance_name.to_string()).await;
-                Err(RuntimeError::Create(e.message()))
+                Err(RuntimeError::create(e))
             }
         }
     }
 
     // [impl->swdd~podman-get-workload-id-uses-label~1]
     async fn workload_id(&self, instance: &WorkloadInstanceName) -> Result<Option<WorkloadId>, RuntimeError> {
-        let entries =
-            self.cli.ps_by_label(&format!("name={instance}")).await.map_err(|e| RuntimeError::List(e.to_string()))?;
+        let entries = self.cli.ps_by_label(&format!("name={instance}")).await.map_err(RuntimeError::list)?;
         Ok(entries.into_iter().next().map(|e| WorkloadId(e.id)))
     }
 
     async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
         match tokio::time::timeout(self.cli.delete_budget(), self.cli.stop_and_remove(workload_id)).await {
-            Ok(r) => r.map_err(|e| RuntimeError::Delete(e.message())),
-            Err(_) => Err(RuntimeError::Delete(format!("deleting container '{workload_id}' timed out"))),
+            Ok(r) => r.map_err(RuntimeError::delete),
+            Err(_) => Err(RuntimeError::delete(crate::runtime_connectors::RuntimeFailure::TimedOut {
+                what: format!("deleting container '{workload_id}'"),
+            })),
         }
     }
 
     // [impl->swdd~agent-existing-workloads-finds-list~1]
     async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
-        let entries =
-            self.cli.ps_by_label(&EventWatcher::label(agent)).await.map_err(|e| RuntimeError::List(e.to_string()))?;
+        let entries = self.cli.ps_by_label(&EventWatcher::label(agent)).await.map_err(RuntimeError::list)?;
         Ok(events::listed_from_ps(&entries, agent))
     }
 
@@ -189,7 +189,7 @@ impl RuntimeConnector for PodmanRuntime {
         let child = self
             .cli
             .spawn_events(&EventWatcher::label(agent), events::EVENT_REPLAY)
-            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+            .map_err(RuntimeError::unavailable)?;
         if let Some(dir) = &self.exits_dir
             && let Err(e) = exit_watcher::start(dir, sink.clone(), shutdown.clone())
         {

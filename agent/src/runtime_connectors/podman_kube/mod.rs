@@ -75,7 +75,7 @@ impl PodmanKubeRuntime {
     }
 
     async fn ids_of_agent(&self, agent: &str) -> Result<Vec<KubeWorkloadId>, RuntimeError> {
-        let vols = volumes::list(&self.cli, agent).await.map_err(|e| RuntimeError::List(e.to_string()))?;
+        let vols = volumes::list(&self.cli, agent).await.map_err(RuntimeError::list)?;
         Ok(vols
             .iter()
             .filter_map(|v| v.name.strip_suffix(volumes::CONFIG_SUFFIX))
@@ -148,7 +148,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
             Err(message) => {
                 let _ = self.kube(&cfg.general_options, "down", &cfg.down_options, &cfg.manifest).await;
                 let _ = volumes::remove(&self.cli, &instance).await;
-                return Err(RuntimeError::Create(message));
+                return Err(RuntimeError::create(message));
             }
         };
         let pods = pods_from_play_output(&out);
@@ -188,10 +188,10 @@ impl RuntimeConnector for PodmanKubeRuntime {
                 args.extend(["pod", "rm", "--force", "--ignore"].map(str::to_owned));
                 args.extend(id.pods.iter().cloned());
                 if !id.pods.is_empty() {
-                    self.cli.exec(&args).await.map_err(|e| RuntimeError::Delete(e.message()))?;
+                    self.cli.exec(&args).await.map_err(RuntimeError::delete)?;
                 }
             }
-            Err(message) => return Err(RuntimeError::Delete(message)),
+            Err(message) => return Err(RuntimeError::delete(message)),
         }
         if let Err(e) = volumes::remove(&self.cli, &id.instance_name).await {
             tracing::warn!("workload '{}': cannot remove its volumes: {e}", id.instance_name);
@@ -202,7 +202,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
     // [impl->swdd~podman-kube-list-existing-workloads-using-config-volumes~1]
     async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
         let ids = self.ids_of_agent(agent).await?;
-        let containers = self.cache.containers().await.map_err(|e| RuntimeError::List(e.to_string()))?;
+        let containers = self.cache.containers().await.map_err(RuntimeError::list)?;
         Ok(ids
             .into_iter()
             .filter_map(|id| {
@@ -217,7 +217,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
     async fn logs(&self, workload_id: &WorkloadId, options: &LogOptions) -> Result<LogLines, RuntimeError> {
         let id = KubeWorkloadId::parse(workload_id)?;
         let Some(pod) = id.pods.first() else {
-            return Err(RuntimeError::Unavailable(format!("workload '{}' has no pod", id.instance_name)));
+            return Err(RuntimeError::unavailable(format!("workload '{}' has no pod", id.instance_name)));
         };
         if id.pods.len() > 1 {
             tracing::info!("logs of '{}': only its first pod '{pod}' is streamed", id.instance_name);

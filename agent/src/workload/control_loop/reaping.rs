@@ -39,7 +39,9 @@ impl WorkloadControlLoop {
         let Some(current) = self.current.take() else { return };
         let result = match self.connector(&current.runtime) {
             Some(c) => c.delete(&current.id).await,
-            None => Err(RuntimeError::Delete(format!("runtime '{}' is not supported by this agent", current.runtime))),
+            None => Err(RuntimeError::delete(crate::runtime_connectors::RuntimeFailure::NotSupported(
+                current.runtime.clone(),
+            ))),
         };
         if let Err(e) = result {
             tracing::warn!("reaping workload '{instance}' failed, trying again later: {e}");
