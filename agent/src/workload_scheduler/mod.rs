@@ -37,7 +37,7 @@ use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadState};
 use tokio::time::Instant;
 
-use crate::runtime_connectors::RuntimeRegistry;
+use crate::runtime_connectors::{RuntimeError, RuntimeRegistry};
 use crate::workload::EventReport;
 use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
 use crate::workload_state_store::WorkloadStateStore;
@@ -151,11 +151,11 @@ impl WorkloadScheduler {
     }
 
     /// The declared memory of `spec`; only read when memory is limited.
-    fn memory_of(&self, spec: &WorkloadSpec) -> Result<u64, String> {
+    fn memory_of(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {
         if self.settings.quota.max_memory == 0 {
             return Ok(0);
         }
-        self.runtimes.declared_memory(spec).map_err(|e| e.to_string())
+        self.runtimes.declared_memory(spec)
     }
 
     /// Takes new operations: returns those ready now, queues the others.
@@ -261,7 +261,7 @@ impl WorkloadScheduler {
 
     /// Whether an update may replace the running instance at once: the new
     /// instance fits once the old one's share is given back.
-    fn update_fits(&self, spec: &WorkloadSpec, memory: &Result<u64, String>, store: &WorkloadStateStore) -> bool {
+    fn update_fits(&self, spec: &WorkloadSpec, memory: &Result<u64, RuntimeError>, store: &WorkloadStateStore) -> bool {
         let Ok(memory) = memory else { return false };
         let mut room = Room::new(&self.agent_name, self.settings.quota, self.slots.usage(store));
         if let Some(old) = self.slots.get(spec.name()).filter(|s| s.occupies(store)) {

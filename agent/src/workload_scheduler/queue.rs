@@ -14,6 +14,7 @@ use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind};
 use tokio::time::Instant;
 
+use crate::runtime_connectors::RuntimeError;
 use crate::workload_operation::ReusableWorkloadSpec;
 
 /// A queued operation.
@@ -84,7 +85,7 @@ pub struct Entry {
     /// Kept from starting until then: it was preempted.
     pub preempted_until: Option<Instant>,
     /// Declared memory of a create, read once.
-    pub memory: Result<u64, String>,
+    pub memory: Result<u64, RuntimeError>,
 }
 
 impl Entry {
@@ -113,7 +114,12 @@ impl Queue {
     /// Queues a create. A create that replaces a queued create of the same
     /// workload keeps its place in the queue (and a preemption's postpone);
     /// it is shown again unless it is the same spec.
-    pub fn insert_create(&mut self, r: ReusableWorkloadSpec, memory: Result<u64, String>, previous: Option<Entry>) {
+    pub fn insert_create(
+        &mut self,
+        r: ReusableWorkloadSpec,
+        memory: Result<u64, RuntimeError>,
+        previous: Option<Entry>,
+    ) {
         let name = r.spec.name().to_owned();
         let mut entry =
             Entry { seq: 0, op: Queued::Create(r), shown: None, blocked_since: None, preempted_until: None, memory };

@@ -24,6 +24,44 @@ pub const VOLUME_NAME: &str = "control-interface-volume";
 /// What podman appends to a Deployment's name to name its pod.
 const DEPLOYMENT_POD_SUFFIX: &str = "-pod";
 
+/// Why the control interface cannot be put into a workload's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// The runtimeConfig names no target.
+    #[error(
+        "the workload has a control interface, so its podman-kube runtimeConfig needs \
+         'controlInterfaceTarget: <pod>/<container>' naming the container to mount it in"
+    )]
+    Missing,
+    /// The target is not `<pod>/<container>`.
+    #[error("controlInterfaceTarget '{0}': expected '<pod>/<container>', e.g. 'web/frontend'")]
+    Malformed(String),
+    /// The manifest has no place for it.
+    #[error("controlInterfaceTarget '{target}': {problem}")]
+    Manifest { target: String, problem: ManifestProblem },
+}
+
+/// What is wrong with the manifest (or the folder) for a target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestProblem {
+    #[error("the control interface folder {0} is not UTF-8")]
+    FolderNotUtf8(String),
+    #[error("cannot read the manifest: {0}")]
+    Unreadable(String),
+    #[error("the manifest has no Pod or Deployment named '{pod}' (pods: {names})")]
+    NoPod { pod: String, names: String },
+    #[error("'{path}' of the pod '{pod}' is not an object")]
+    NotAnObject { path: String, pod: String },
+    #[error("the pod '{0}' has no list of containers")]
+    NoContainers(String),
+    #[error("the pod '{pod}' has no container '{container}' (containers: {names})")]
+    NoContainer { pod: String, container: String, names: String },
+    #[error("the container '{0}' already mounts something at {CONTROL_INTERFACE_MOUNT}")]
+    AlreadyMounted(String),
+    #[error("'{key}' of '{owner}' is not a list")]
+    NotAList { key: String, owner: String },
+}
+
 /// `<pod>/<container>` of a `controlInterfaceTarget`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlInterfaceTarget {
@@ -33,12 +71,12 @@ pub struct ControlInterfaceTarget {
 
 impl ControlInterfaceTarget {
     /// Parses `<pod>/<container>`; both parts non-empty, exactly one `/`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, TargetError> {
         match text.split_once('/') {
             Some((pod, container)) if !pod.is_empty() && !container.is_empty() && !container.contains('/') => {
                 Ok(Self { pod: pod.to_owned(), container: container.to_owned() })
             }
-            _ => Err(format!("controlInterfaceTarget '{text}': expected '<pod>/<container>', e.g. 'web/frontend'")),
+            _ => Err(TargetError::Malformed(text.to_owned())),
         }
     }
 }
@@ -47,16 +85,12 @@ impl ControlInterfaceTarget {
 /// `host_folder`: `manifest` with the volume and the mount of `target`
 /// added. `target` is the runtimeConfig's `controlInterfaceTarget`; the
 /// error says what is missing or wrong.
-pub fn inject(manifest: &str, target: Option<&str>, host_folder: &Path) -> Result<String, String> {
-    let Some(text) = target else {
-        return Err("the workload has a control interface, so its podman-kube runtimeConfig needs \
-                    'controlInterfaceTarget: <pod>/<container>' naming the container to mount it in"
-            .to_owned());
-    };
+pub fn inject(manifest: &str, target: Option<&str>, host_folder: &Path) -> Result<String, TargetError> {
+    let Some(text) = target else { return Err(TargetError::Missing) };
     let target = ControlInterfaceTarget::parse(text)?;
-    let fail = |problem: String| format!("controlInterfaceTarget '{text}': {problem}");
+    let fail = |problem: ManifestProblem| TargetError::Manifest { target: text.to_owned(), problem };
     let Some(folder) = host_folder.to_str() else {
-        return Err(fail(format!("the control interface folder {} is not UTF-8", host_folder.display())));
+        return Err(fail(ManifestProblem::FolderNotUtf8(host_folder.display().to_string())));
     };
     let mut docs = read_documents(manifest).map_err(&fail)?;
     let pod_spec = find_pod_spec(&mut docs, &target.pod).map_err(&fail)?;
@@ -65,7 +99,7 @@ pub fn inject(manifest: &str, target: Option<&str>, host_folder: &Path) -> Resul
 }
 
 /// The documents of a (multi-document) manifest, read as Kubernetes reads them.
-pub(crate) fn read_documents(manifest: &str) -> Result<Vec<Value>, String> {
+pub(crate) fn read_documents(manifest: &str) -> Result<Vec<Value>, ManifestProblem> {
     let options = serde_saphyr::options! {
         legacy_octal_numbers: true,
         duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
@@ -73,7 +107,7 @@ pub(crate) fn read_documents(manifest: &str) -> Result<Vec<Value>, String> {
     serde_saphyr::from_multiple_with_options(manifest, options).map_err(|e| {
         let text = e.to_string();
         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid YAML").trim().to_owned();
-        format!("cannot read the manifest: {first}")
+        ManifestProblem::Unreadable(first)
     })
 }
 
@@ -94,15 +128,15 @@ fn pod_of(doc: &Value) -> Option<(String, &'static [&'static str])> {
 }
 
 /// The pod spec (as an object) of the first Pod or Deployment named `pod`.
-fn find_pod_spec<'a>(docs: &'a mut [Value], pod: &str) -> Result<&'a mut Map<String, Value>, String> {
+fn find_pod_spec<'a>(docs: &'a mut [Value], pod: &str) -> Result<&'a mut Map<String, Value>, ManifestProblem> {
     let found =
         docs.iter().enumerate().find_map(|(i, doc)| pod_of(doc).filter(|(name, _)| name == pod).map(|(_, p)| (i, p)));
     let Some((index, path)) = found else {
         let names: Vec<String> = docs.iter().filter_map(pod_of).map(|(name, _)| name).collect();
         let names = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
-        return Err(format!("the manifest has no Pod or Deployment named '{pod}' (pods: {names})"));
+        return Err(ManifestProblem::NoPod { pod: pod.to_owned(), names });
     };
-    let not_an_object = || format!("'{}' of the pod '{pod}' is not an object", path.join("."));
+    let not_an_object = || ManifestProblem::NotAnObject { path: path.join("."), pod: pod.to_owned() };
     let mut node = &mut docs[index];
     for key in path {
         let Value::Object(object) = node else { return Err(not_an_object()) };
@@ -112,7 +146,11 @@ fn find_pod_spec<'a>(docs: &'a mut [Value], pod: &str) -> Result<&'a mut Map<Str
 }
 
 /// Adds the hostPath volume to `spec` and the mount to the target container.
-fn add_to_pod(spec: &mut Map<String, Value>, target: &ControlInterfaceTarget, folder: &str) -> Result<(), String> {
+fn add_to_pod(
+    spec: &mut Map<String, Value>,
+    target: &ControlInterfaceTarget,
+    folder: &str,
+) -> Result<(), ManifestProblem> {
     let pod = &target.pod;
     let volume_names: Vec<String> = list(spec, "volumes", pod)?
         .iter()
@@ -121,7 +159,7 @@ fn add_to_pod(spec: &mut Map<String, Value>, target: &ControlInterfaceTarget, fo
     let volume = free_name(&volume_names);
 
     let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) else {
-        return Err(format!("the pod '{pod}' has no list of containers"));
+        return Err(ManifestProblem::NoContainers(pod.clone()));
     };
     let name_of = |c: &Map<String, Value>| c.get("name").and_then(Value::as_str).map(str::to_owned);
     let names: Vec<String> = containers.iter().filter_map(Value::as_object).filter_map(name_of).collect();
@@ -129,20 +167,17 @@ fn add_to_pod(spec: &mut Map<String, Value>, target: &ControlInterfaceTarget, fo
     let Some(container) =
         containers.iter_mut().filter_map(Value::as_object_mut).find(|c| name_of(c).as_deref() == wanted)
     else {
-        return Err(format!(
-            "the pod '{pod}' has no container '{}' (containers: {})",
-            target.container,
-            names.join(", ")
-        ));
+        return Err(ManifestProblem::NoContainer {
+            pod: pod.clone(),
+            container: target.container.clone(),
+            names: names.join(", "),
+        });
     };
     let mounts = list(container, "volumeMounts", &format!("{pod}/{}", target.container))?;
     if mounts.iter().any(|m| {
         m.get("mountPath").and_then(Value::as_str).map(|p| p.trim_end_matches('/')) == Some(CONTROL_INTERFACE_MOUNT)
     }) {
-        return Err(format!(
-            "the container '{}' already mounts something at {CONTROL_INTERFACE_MOUNT}",
-            target.container
-        ));
+        return Err(ManifestProblem::AlreadyMounted(target.container.clone()));
     }
     mounts.push(json!({ "name": volume, "mountPath": CONTROL_INTERFACE_MOUNT }));
     list(spec, "volumes", pod)?.push(json!({ "name": volume, "hostPath": { "path": folder, "type": "Directory" } }));
@@ -150,12 +185,12 @@ fn add_to_pod(spec: &mut Map<String, Value>, target: &ControlInterfaceTarget, fo
 }
 
 /// `object[key]` as a list, created when absent (or null).
-fn list<'a>(object: &'a mut Map<String, Value>, key: &str, owner: &str) -> Result<&'a mut Vec<Value>, String> {
+fn list<'a>(object: &'a mut Map<String, Value>, key: &str, owner: &str) -> Result<&'a mut Vec<Value>, ManifestProblem> {
     let entry = object.entry(key).or_insert(Value::Null);
     if entry.is_null() {
         *entry = json!([]);
     }
-    entry.as_array_mut().ok_or_else(|| format!("'{key}' of '{owner}' is not a list"))
+    entry.as_array_mut().ok_or_else(|| ManifestProblem::NotAList { key: key.to_owned(), owner: owner.to_owned() })
 }
 
 fn free_name(taken: &[String]) -> String {
@@ -186,7 +221,7 @@ spec:
     image: localhost/busybox:latest
 ";
 
-    fn inject_into(manifest: &str, target: &str) -> Result<Vec<Value>, String> {
+    fn inject_into(manifest: &str, target: &str) -> Result<Vec<Value>, TargetError> {
         let played = inject(manifest, Some(target), Path::new(FOLDER))?;
         Ok(serde_saphyr::from_multiple(&played).expect("the result reads back"))
     }
@@ -204,7 +239,7 @@ spec:
         let t = ControlInterfaceTarget::parse("web/frontend").unwrap();
         assert_eq!(t, ControlInterfaceTarget { pod: "web".into(), container: "frontend".into() });
         for bad in ["web", "web/", "/frontend", "a/b/c", ""] {
-            let e = ControlInterfaceTarget::parse(bad).unwrap_err();
+            let e = ControlInterfaceTarget::parse(bad).unwrap_err().to_string();
             assert_eq!(e, format!("controlInterfaceTarget '{bad}': expected '<pod>/<container>', e.g. 'web/frontend'"));
         }
     }
@@ -288,7 +323,7 @@ spec:
         assert_eq!(template["spec"]["containers"][0]["volumeMounts"], json!([mount("control-interface-volume")]));
         assert_eq!(template["metadata"], json!({ "labels": { "app": "web" } }));
         assert_eq!(docs[0]["spec"]["replicas"], 1);
-        let e = inject(manifest, Some("web/frontend"), Path::new(FOLDER)).unwrap_err();
+        let e = inject(manifest, Some("web/frontend"), Path::new(FOLDER)).unwrap_err().to_string();
         assert_eq!(
             e,
             "controlInterfaceTarget 'web/frontend': the manifest has no Pod or Deployment named 'web' (pods: web-pod)"
@@ -306,31 +341,33 @@ spec:
 
     #[test]
     fn control_interface_target_missing_is_an_error() {
-        let e = inject(WEB, None, Path::new(FOLDER)).unwrap_err();
+        let e = inject(WEB, None, Path::new(FOLDER)).unwrap_err().to_string();
         assert!(e.contains("needs 'controlInterfaceTarget: <pod>/<container>'"), "{e}");
     }
 
     #[test]
     fn control_interface_target_of_bad_format_is_an_error() {
-        let e = inject(WEB, Some("frontend"), Path::new(FOLDER)).unwrap_err();
+        let e = inject(WEB, Some("frontend"), Path::new(FOLDER)).unwrap_err().to_string();
         assert_eq!(e, "controlInterfaceTarget 'frontend': expected '<pod>/<container>', e.g. 'web/frontend'");
     }
 
     #[test]
     fn control_interface_target_naming_an_unknown_pod_is_an_error() {
         let manifest = format!("{}---\n{WEB}", WEB.replace("name: web", "name: db"));
-        let e = inject(&manifest, Some("cache/frontend"), Path::new(FOLDER)).unwrap_err();
+        let e = inject(&manifest, Some("cache/frontend"), Path::new(FOLDER)).unwrap_err().to_string();
         assert_eq!(
             e,
             "controlInterfaceTarget 'cache/frontend': the manifest has no Pod or Deployment named 'cache' (pods: db, web)"
         );
-        let e = inject("kind: ConfigMap\nmetadata: {name: web}\n", Some("web/x"), Path::new(FOLDER)).unwrap_err();
+        let e = inject("kind: ConfigMap\nmetadata: {name: web}\n", Some("web/x"), Path::new(FOLDER))
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "controlInterfaceTarget 'web/x': the manifest has no Pod or Deployment named 'web' (pods: none)");
     }
 
     #[test]
     fn control_interface_target_naming_an_unknown_container_is_an_error() {
-        let e = inject(WEB, Some("web/x"), Path::new(FOLDER)).unwrap_err();
+        let e = inject(WEB, Some("web/x"), Path::new(FOLDER)).unwrap_err().to_string();
         assert_eq!(
             e,
             "controlInterfaceTarget 'web/x': the pod 'web' has no container 'x' (containers: frontend, sidecar)"
@@ -339,15 +376,18 @@ spec:
 
     #[test]
     fn control_interface_target_in_an_unreadable_manifest_is_an_error() {
-        let e = inject("kind: Pod\n  bad: [\n", Some("web/x"), Path::new(FOLDER)).unwrap_err();
+        let e = inject("kind: Pod\n  bad: [\n", Some("web/x"), Path::new(FOLDER)).unwrap_err().to_string();
         assert!(e.starts_with("controlInterfaceTarget 'web/x': cannot read the manifest: "), "{e}");
         let e = inject("kind: Pod\nmetadata: {name: web}\nspec: {containers: 5}\n", Some("web/x"), Path::new(FOLDER))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "controlInterfaceTarget 'web/x': the pod 'web' has no list of containers");
-        let e = inject(&format!("{WEB}  volumes: 3\n"), Some("web/frontend"), Path::new(FOLDER)).unwrap_err();
+        let e =
+            inject(&format!("{WEB}  volumes: 3\n"), Some("web/frontend"), Path::new(FOLDER)).unwrap_err().to_string();
         assert_eq!(e, "controlInterfaceTarget 'web/frontend': 'volumes' of 'web' is not a list");
         let e = inject("kind: Deployment\nmetadata: {name: web}\nspec: 5\n", Some("web-pod/x"), Path::new(FOLDER))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "controlInterfaceTarget 'web-pod/x': 'spec.template.spec' of the pod 'web-pod' is not an object");
     }
 
@@ -360,7 +400,7 @@ spec:
   - name: frontend
     volumeMounts: [{name: mine, mountPath: /run/ankaios/control_interface/}]
 ";
-        let e = inject(manifest, Some("web/frontend"), Path::new(FOLDER)).unwrap_err();
+        let e = inject(manifest, Some("web/frontend"), Path::new(FOLDER)).unwrap_err().to_string();
         assert_eq!(
             e,
             "controlInterfaceTarget 'web/frontend': the container 'frontend' already mounts something at \

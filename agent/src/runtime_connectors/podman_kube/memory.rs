@@ -27,7 +27,7 @@ fn pod_spec(doc: &Value) -> Option<&Value> {
 }
 
 fn manifest_memory(manifest: &str) -> Result<u64, String> {
-    let docs = read_documents(manifest)?;
+    let docs = read_documents(manifest).map_err(|e| e.to_string())?;
     let mut total: u64 = 0;
     for spec in docs.iter().filter_map(pod_spec) {
         let containers = spec.get("containers").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();

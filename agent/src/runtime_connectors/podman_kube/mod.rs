@@ -131,7 +131,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
         let played = match &options.control_interface {
             Some(folder) => {
                 control_interface_target::inject(&cfg.manifest, cfg.control_interface_target.as_deref(), folder)
-                    .map_err(RuntimeError::InvalidConfig)?
+                    .map_err(|e| RuntimeError::InvalidConfig(e.to_string()))?
             }
             None => cfg.manifest.clone(),
         };
