@@ -46,6 +46,20 @@ pub fn terminate(mut child: std::process::Child, limit: std::time::Duration) -> 
     }
 }
 
+/// Polls `check` every 20 ms until it returns `Some`, for at most `limit`
+/// (on the tokio clock); panics saying what never happened. The one way
+/// the in-process suites wait for something to happen.
+pub async fn eventually<T>(what: &str, limit: std::time::Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: not within {limit:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");

@@ -119,13 +119,8 @@ async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it
     };
     let second = ank_common::WorkloadInstanceName::new(&web, &agent, &rendered.replace("1000", "2000"));
     assert_eq!((added_workloads, deleted_workloads), (vec![second.to_string()], vec![first.to_string()]));
-    for _ in 0..100 {
-        if s.fake.created().contains(&second) && s.fake.deleted().contains(&first) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(s.fake.deleted().contains(&first) && s.fake.created().contains(&second));
+    let replaced = async || (s.fake.created().contains(&second) && s.fake.deleted().contains(&first)).then_some(());
+    ank_tests::eventually("the old instance replaced by the new", std::time::Duration::from_secs(2), replaced).await;
 
     // A template naming a key the item lacks is rejected and changes nothing.
     let ResponseContent::Error(e) = c.apply(&TEMPLATED.replace("{{opts.seconds}}", "{{opts.minutes}}")).await else {
@@ -142,12 +137,8 @@ async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it
 async fn itest_tags_of_a_connected_agent_are_writable() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;
-    for _ in 0..100 {
-        if c.complete_state(&["agents"]).await["agents"].get("agent_A").is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let connected = async || c.complete_state(&["agents"]).await["agents"].get("agent_A").map(|_| ());
+    ank_tests::eventually("agent_A connected", std::time::Duration::from_secs(2), connected).await;
     let new_state =
         serde_json::json!({"agents": {"agent_A": {"tags": {"zone": "north"}}, "ghost": {"tags": {"a": "b"}}}});
     let masks = vec!["agents.agent_A.tags".to_owned(), "agents.ghost".to_owned()];

@@ -144,13 +144,8 @@ async fn itest_workload_reads_state_through_its_control_interface_within_its_rul
     // Deleting the workload removes its pipes.
     c.delete(&["app"]).await;
     c.wait_for_state("app", "Removed").await;
-    for _ in 0..100 {
-        if !folder.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!folder.exists());
+    let gone = async || (!folder.exists()).then_some(());
+    ank_tests::eventually("the pipes' folder removed", Duration::from_secs(2), gone).await;
     stop.cancel();
 }
 

@@ -43,11 +43,8 @@ async fn itest_restarts_show_as_one_counted_event() {
         let instance = fake.created().into_iter().last().expect("created");
         fake.exit(&instance, 1).await;
         // The restart is a new create of the same instance.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while fake.created().len() < round + 1 {
-            assert!(tokio::time::Instant::now() < deadline, "restart {round} never happened");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let restarted = async || (fake.created().len() > round).then_some(());
+        ank_tests::eventually(&format!("restart {round}"), Duration::from_secs(30), restarted).await;
         c.wait_for_state("flaky", "Running(Ok)").await;
     }
     let events = events_until(&mut c, "flaky", |e| e.iter().any(|e| e["count"] == 6)).await;

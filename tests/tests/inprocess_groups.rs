@@ -42,13 +42,8 @@ groups:
 
 /// The instance the fake runtime created for `name`, waiting up to 5 s.
 async fn created(fake: &FakeRuntime, name: &str) -> ank_common::WorkloadInstanceName {
-    for _ in 0..250 {
-        if let Some(n) = fake.created().into_iter().find(|n| n.workload_name == name) {
-            return n;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("'{name}' was never created; created: {:?}", fake.created());
+    let found = async || fake.created().into_iter().find(|n| n.workload_name == name);
+    ank_tests::eventually(&format!("'{name}' created"), Duration::from_secs(5), found).await
 }
 
 // [itest of feature K6]

@@ -143,13 +143,13 @@ async fn itest_changes_made_during_a_partition_are_applied_when_it_heals() {
     c.wait_for_state("keep", "Running(Ok)").await;
     c.wait_for_state("gone", "Removed").await;
     let deleted = || p.fake.deleted().iter().any(|i| i.workload_name == "gone");
-    for _ in 0..100 {
-        if deleted() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(deleted(), "the workload deleted during the partition was removed on the agent");
+    let removed = async || deleted().then_some(());
+    ank_tests::eventually(
+        "the workload deleted during the partition removed on the agent",
+        Duration::from_secs(2),
+        removed,
+    )
+    .await;
     let created: Vec<String> = p.fake.created().iter().map(|i| i.workload_name.clone()).collect();
     assert_eq!(created, ["gone", "keep", "new"], "'keep' was never created again");
     // After the heal 'gone' only goes its way out: never running again.

@@ -288,16 +288,11 @@ async fn hooks_the_state_the_server_starts_with_goes_through_the_hooks() {
     let (url, shutdown) = start_server_with(initial, vec![example_hook()]).await;
     let mut c = Commander::connect(&url).await;
     // The chain runs once the server's loop does; poll until it answered.
-    let mut tag = json!(null);
-    for _ in 0..200 {
+    let marked = async || {
         let effective = c.complete_state(&["effectiveState.workloads.w.tags"]).await;
-        tag = effective["effectiveState"]["workloads"]["w"]["tags"]["example_mutating_hook"].clone();
-        if tag == "marked" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(tag, "marked");
+        (effective["effectiveState"]["workloads"]["w"]["tags"]["example_mutating_hook"] == "marked").then_some(())
+    };
+    ank_tests::eventually("the hook's tag in the effective state", Duration::from_secs(4), marked).await;
     let (_keep, mut inbound) = agent_raw(&url, "agent_A").await;
     let wire = inbound.message().await.unwrap().expect("a ServerHello");
     let Ok(Some(FromServer::ServerHello(specs))) = from_server_from_proto(wire) else { panic!("a ServerHello") };

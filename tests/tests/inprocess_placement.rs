@@ -77,14 +77,12 @@ async fn itest_a_selector_workload_runs_on_the_matching_agent() {
 
     let mut c = Commander::connect(&url).await;
     // Both agents connected and advertised their metrics.
-    for _ in 0..250 {
+    let both = async || {
         let agents = c.complete_state(&["agents"]).await;
         let advertised = |a: &str| agents["agents"][a]["metrics"].get("free_memory_mb").is_some();
-        if advertised("agent_x86") && advertised("agent_arm") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (advertised("agent_x86") && advertised("agent_arm")).then_some(())
+    };
+    ank_tests::eventually("both agents' metrics", Duration::from_secs(5), both).await;
     let yaml = ank(&["-k", "-s", &url, "get", "agents", "-o", "yaml"]).await.expect("ank get agents");
     assert!(yaml.contains("name: agent_arm") && yaml.contains("arch: arm64"), "{yaml}");
     assert!(yaml.contains("- gpu") && yaml.contains("- podman"), "{yaml}");

@@ -96,17 +96,12 @@ async fn echo_children(url: String, fake: std::sync::Arc<ank_agent::runtime_conn
 
 /// Waits until the fake created `name` with its FIFOs and returns their folder.
 async fn control_interface_of(cluster: &InProcess, name: &str) -> PathBuf {
-    for _ in 0..500 {
+    let pipes = async || {
         let created = cluster.fake.created().into_iter().find(|n| n.workload_name == name);
-        if let Some(folder) = created.and_then(|i| cluster.fake.options_of(&i)).and_then(|o| o.control_interface)
-            && folder.join("input").exists()
-            && folder.join("output").exists()
-        {
-            return folder;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the agent never created {name} with a control interface");
+        let folder = created.and_then(|i| cluster.fake.options_of(&i)).and_then(|o| o.control_interface)?;
+        (folder.join("input").exists() && folder.join("output").exists()).then_some(folder)
+    };
+    ank_tests::eventually(&format!("{name} created with a control interface"), Duration::from_secs(10), pipes).await
 }
 
 #[test]

@@ -42,18 +42,6 @@ async fn quota_blocked_events(c: &mut Commander, workload: &str) -> Vec<serde_js
         .collect()
 }
 
-/// Polls `f` every 50 ms until it returns `Some`, for at most `limit`.
-async fn eventually<T>(limit: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 // [itest of feature K2]
 async fn itest_third_workload_is_quota_blocked_with_a_growing_event_until_one_is_deleted() {
@@ -65,13 +53,13 @@ async fn itest_third_workload_is_quota_blocked_with_a_growing_event_until_one_is
     let blocked = c.wait_for_state("w3", "Pending(QuotaBlocked)").await;
     assert_eq!(blocked.additional_info, "agent_A 2/2");
 
-    let first = eventually(Duration::from_secs(5), async || {
+    let first = ank_tests::eventually("the quota", Duration::from_secs(5), async || {
         let events = quota_blocked_events(&mut c, "w3").await;
         events.first().and_then(|e| e["count"].as_u64()).filter(|n| *n >= 2).map(|n| (n, events.len()))
     })
     .await;
     assert_eq!(first.1, 1, "one entry, not one per tick");
-    let grown = eventually(Duration::from_secs(5), async || {
+    let grown = ank_tests::eventually("the quota", Duration::from_secs(5), async || {
         let events = quota_blocked_events(&mut c, "w3").await;
         events.first().and_then(|e| e["count"].as_u64()).filter(|n| *n >= first.0 + 5)
     })
@@ -80,7 +68,7 @@ async fn itest_third_workload_is_quota_blocked_with_a_growing_event_until_one_is
     assert_eq!(quota_blocked_events(&mut c, "w3").await[0]["reason"], "agent_A 2/2");
 
     // The server shows the quota and its use (from the load status, every 2 s).
-    let quota = eventually(Duration::from_secs(5), async || {
+    let quota = ank_tests::eventually("the quota", Duration::from_secs(5), async || {
         let agents = c.complete_state(&["agents"]).await;
         let quota = agents["agents"]["agent_A"]["quota"].clone();
         (quota["usedWorkloads"] == 2).then_some(quota)

@@ -108,35 +108,23 @@ async fn connect_commander(url: &str) -> Ankaios {
 
 /// Polls the server through the SDK until `agent_A` has said hello.
 async fn wait_for_agent(ank: &mut Ankaios) {
-    for _ in 0..200 {
-        if ank.get_agents().await.expect("get agents").contains_key("agent_A") {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("agent_A never connected");
+    let connected = async || ank.get_agents().await.expect("get agents").contains_key("agent_A").then_some(());
+    ank_tests::eventually("agent_A connected", Duration::from_secs(5), connected).await
 }
 
 /// Polls until the desired state has no workload `name`.
 async fn wait_until_gone(ank: &mut Ankaios, name: &str) {
-    for _ in 0..200 {
-        if ank.get_workload(name.to_owned()).await.expect("get workload").is_empty() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{name} stayed in the desired state");
+    let gone = async || ank.get_workload(name.to_owned()).await.expect("get workload").is_empty().then_some(());
+    ank_tests::eventually(&format!("{name} gone from the desired state"), Duration::from_secs(5), gone).await
 }
 
 /// Polls until the workload-state list has no entry of `name`.
 async fn wait_until_no_state(ank: &mut Ankaios, name: &str) {
-    for _ in 0..200 {
-        if ank.get_workload_states_for_name(name.to_owned()).await.expect("states for name").as_list().is_empty() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("the state of {name} was never removed");
+    let gone = async || {
+        let states = ank.get_workload_states_for_name(name.to_owned()).await.expect("states for name");
+        states.as_list().is_empty().then_some(())
+    };
+    ank_tests::eventually(&format!("the state of {name} removed"), Duration::from_secs(5), gone).await
 }
 
 fn fake_instance(fake: &FakeRuntime, sdk: &WorkloadInstanceName) -> ank_common::WorkloadInstanceName {
@@ -300,17 +288,12 @@ workloads:
 
 /// Waits until the fake created `name` with its FIFOs and returns their folder.
 async fn control_interface_of(cluster: &InProcess, name: &str) -> PathBuf {
-    for _ in 0..500 {
+    let pipes = async || {
         let created = cluster.fake.created().into_iter().find(|n| n.workload_name == name);
-        if let Some(folder) = created.and_then(|i| cluster.fake.options_of(&i)).and_then(|o| o.control_interface)
-            && folder.join("input").exists()
-            && folder.join("output").exists()
-        {
-            return folder;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the agent never created {name} with a control interface");
+        let folder = created.and_then(|i| cluster.fake.options_of(&i)).and_then(|o| o.control_interface)?;
+        (folder.join("input").exists() && folder.join("output").exists()).then_some(folder)
+    };
+    ank_tests::eventually(&format!("{name} created with a control interface"), Duration::from_secs(10), pipes).await
 }
 
 /// Runs `body` on a thread of its own in a private mount namespace where

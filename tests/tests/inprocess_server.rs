@@ -236,16 +236,11 @@ async fn an_agent_without_our_extensions_shows_what_it_does_not_report() {
     let agent_stop = CancellationToken::new();
     let agent = tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
     let mut c = Commander::connect(&url).await;
-    let mut agents = serde_json::Value::Null;
-    for _ in 0..500 {
+    let connected = async || {
         let state = c.complete_state(&["agents"]).await;
-        if state["agents"].get("our_agent").is_some() {
-            agents = state["agents"].clone();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(agents.get("our_agent").is_some(), "our agent never connected");
+        state["agents"].get("our_agent").map(|_| state["agents"].clone())
+    };
+    let agents = ank_tests::eventually("our agent connected", std::time::Duration::from_secs(10), connected).await;
     assert_eq!(agents["ankaios_agent"]["notReported"], serde_json::json!(["generations", "conditions", "quota"]));
     assert!(agents["our_agent"].get("notReported").is_none(), "{agents}");
     agent_stop.cancel();

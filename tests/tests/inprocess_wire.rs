@@ -94,16 +94,12 @@ async fn itest_a_command_connection_gets_only_its_answers_and_ankaios_update_res
     // The agent starts sleepy meanwhile; none of its states come here: the
     // next message is the answer to the next request.
     let mut other = Commander::connect(&s.url).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let ran = async || {
         let tree = other.complete_state(&["workloadStates.agent_A.sleepy"]).await;
         let states = tree["workloadStates"]["agent_A"]["sleepy"].as_object().cloned().unwrap_or_default();
-        if states.values().any(|s| s["state"] == "Running") {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "sleepy never ran: {tree}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        states.values().any(|s| s["state"] == "Running").then_some(())
+    };
+    ank_tests::eventually("sleepy running", Duration::from_secs(30), ran).await;
     // A workload name with a dot: its parent does not exist.
     let content = RequestContent::UpdateState {
         new_state: ank_tests::typed_state(serde_json::json!({"desiredState": {"apiVersion": "v1"}})),
