@@ -2,6 +2,16 @@
 //! desired state and one `ank-agent` named `agent_A` whose only runtime is
 //! the in-memory FakeRuntime (registered as `podman`), with its run folder
 //! in a temporary directory.
+//!
+//! The suites built on it run on a paused tokio clock
+//! (`#[tokio::test(start_paused = true)]`): the server, the agent and the
+//! test share one current-thread runtime and talk over loopback sockets,
+//! whose data is ready the moment it is written, so time only moves when
+//! everything waits for a timer, and every timeout, heartbeat and retry is
+//! exact and instant. Suites that drive real processes (the mutating hooks,
+//! the Python SDK) or the Rust SDK's own threads keep the real clock: a
+//! child process works outside the runtime, and a paused clock would jump
+//! past its deadlines while it runs.
 
 use std::sync::Arc;
 

@@ -44,7 +44,7 @@ async fn apply(conn: &mut Connection, name: &str, dependency: Option<&str>) -> (
     (added_workloads, deleted_workloads)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_wait_ends_without_pushed_workload_states() {
     let s = InProcess::start().await;
     let connect = || Connection::connect_asking_pushes(&s.url, None, Duration::from_secs(3), false, false);

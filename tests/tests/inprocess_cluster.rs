@@ -21,7 +21,7 @@ fn manifest(names_and_runtimes: &[(&str, &str)]) -> String {
     m
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_apply_runs_workloads_reports_failure_and_deletes() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;
@@ -48,7 +48,7 @@ async fn itest_apply_runs_workloads_reports_failure_and_deletes() {
     s.server_stop.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_unknown_runtime_is_pending_starting_failed_naming_it() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;
@@ -59,7 +59,7 @@ async fn itest_unknown_runtime_is_pending_starting_failed_naming_it() {
     s.server_stop.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_lost_agent_marks_its_workloads_agent_disconnected() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;
@@ -90,7 +90,7 @@ configs:
     seconds: \"1000\"
 ";
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;
@@ -133,7 +133,7 @@ async fn itest_templated_workload_runs_rendered_and_a_config_change_recreates_it
     s.server_stop.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_tags_of_a_connected_agent_are_writable() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;
@@ -166,7 +166,7 @@ fn reports_at(c: &Commander, name: &str, generation: u64) -> Vec<ank_common::Wor
 }
 
 // [itest of feature H1]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_the_agent_reports_the_generation_of_the_spec_it_runs() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;
@@ -191,7 +191,7 @@ async fn itest_the_agent_reports_the_generation_of_the_spec_it_runs() {
 }
 
 // [itest of feature H4]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_an_unreachable_runtime_makes_health_false_and_keeps_available() {
     use ank_common::conditions::{ConditionStatus, ConditionType, RuntimeHealth};
     let s = setup().await;
@@ -232,7 +232,7 @@ async fn job_phase(c: &mut Commander, id: u64) -> String {
 }
 
 // [itest of feature L1]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_a_job_succeeds_once_all_run_and_its_specs_sent_again_restart_nothing() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;

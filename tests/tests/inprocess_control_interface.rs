@@ -109,7 +109,7 @@ impl Cluster {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 // [itest->swdd~agent-create-control-interface-pipes-per-workload~1]
 async fn itest_workload_reads_state_through_its_control_interface_within_its_rules() {
     let Cluster { stop, fake, run_folder, mut c } = Cluster::start().await;
@@ -177,7 +177,7 @@ async fn closed_reason(wl: &mut Pipes) -> String {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 // [itest->swdd~agent-uses-length-delimited-protobuf-for-pipes~1]
 // [itest->swdd~agent-listens-for-requests-from-pipe~1]
 async fn itest_bad_framing_closes_one_control_interface_undecodable_messages_are_skipped_and_the_others_keep_working() {
@@ -259,7 +259,7 @@ fn fifo_of(fake: &FakeRuntime, name: &str) -> std::path::PathBuf {
 /// Ankaios' authorization suite's last case through the real pipes: with
 /// writing `desiredState.workloads.simple_existing` denied, a write below it
 /// (its tags) is refused too, while reading it and writing elsewhere are not.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_a_denied_path_covers_the_paths_below_it() {
     const RULES: &str = "apiVersion: v1
 workloads:

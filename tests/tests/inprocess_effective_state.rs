@@ -19,7 +19,7 @@ async fn start_server() -> (String, CancellationToken) {
 /// A workload whose runtimeConfig is a template over a config item.
 const TEMPLATED: &str = "apiVersion: v1\nworkloads:\n  nginx:\n    runtime: podman\n    agent: agent_A\n    configs:\n      port: web_port\n    runtimeConfig: |\n      image: nginx\n      port: {{port}}\nconfigs:\n  web_port: \"8080\"\n";
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn effective_state_is_the_rendered_state_without_configs() {
     let (url, shutdown) = start_server().await;
     let mut c = Commander::connect(&url).await;
@@ -45,7 +45,7 @@ async fn effective_state_is_the_rendered_state_without_configs() {
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn effective_state_follows_a_config_change_in_events() {
     let (url, shutdown) = start_server().await;
     let mut c = Commander::connect(&url).await;
@@ -73,7 +73,7 @@ async fn effective_state_follows_a_config_change_in_events() {
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn effective_state_cannot_be_written_and_is_ignored_in_a_new_state() {
     let (url, shutdown) = start_server().await;
     let mut c = Commander::connect(&url).await;

@@ -32,7 +32,7 @@ async fn events_until(
 }
 
 // [itest of feature K8: six restarts are one Restarted event with count 6 in the server's state]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_restarts_show_as_one_counted_event() {
     let s = InProcess::start().await;
     let (url, fake) = (s.url.clone(), s.fake.clone());

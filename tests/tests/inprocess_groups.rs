@@ -47,7 +47,7 @@ async fn created(fake: &FakeRuntime, name: &str) -> ank_common::WorkloadInstance
 }
 
 // [itest of feature K6]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_a_pipeline_runs_in_order_and_a_failed_step_cancels_the_rest() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;
@@ -82,7 +82,7 @@ async fn itest_a_pipeline_runs_in_order_and_a_failed_step_cancels_the_rest() {
 
 // [itest of feature K6]
 // [itest of feature K9]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_batch_defaults_and_seq_numbers_reach_the_agent() {
     let s = setup().await;
     let mut c = Commander::connect(&s.url).await;

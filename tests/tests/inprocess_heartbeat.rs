@@ -98,7 +98,7 @@ fn manifest(names: &[&str]) -> String {
     format!("apiVersion: v1\nworkloads:\n{body}")
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_a_silently_cut_agent_is_disconnected_by_heartbeats_and_comes_back() {
     let p = partitioned_cluster().await;
     let (cut, fake) = (p.cut.clone(), p.fake.clone());
@@ -120,7 +120,7 @@ async fn itest_a_silently_cut_agent_is_disconnected_by_heartbeats_and_comes_back
     p.stop.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_changes_made_during_a_partition_are_applied_when_it_heals() {
     let p = partitioned_cluster().await;
     let mut c = Commander::connect(&p.server_url).await;

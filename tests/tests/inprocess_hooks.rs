@@ -3,6 +3,7 @@
 //! commanders and a plain agent stream: mutation, veto, timeout, crash,
 //! garbage, ten hooks in prio order, dropped and kept workloads, and the
 //! server answering others while a chain runs, queueing updates in order.
+//! On the real clock: the hooks are processes, and their timeouts are real.
 
 use std::path::Path;
 use std::time::Duration;

@@ -44,7 +44,7 @@ fn add_workload(name: &str, agent: &str, size: usize) -> RequestContent {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn message_limit_oversized_request_ends_only_its_own_stream() {
     let (url, shutdown) = start_server().await;
     let mut bystander = Commander::connect(&url).await;
@@ -87,7 +87,7 @@ async fn message_limit_oversized_request_ends_only_its_own_stream() {
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn message_limit_updates_that_would_grow_the_state_beyond_it_are_refused() {
     let (url, shutdown) = start_server().await;
     let mut c = Commander::connect(&url).await;
@@ -113,7 +113,7 @@ async fn message_limit_updates_that_would_grow_the_state_beyond_it_are_refused()
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn message_limit_an_agent_gets_the_largest_allowed_state_in_its_hello() {
     let (url, server_stop) = start_server().await;
     let mut c = Commander::connect(&url).await;

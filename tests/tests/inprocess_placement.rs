@@ -56,7 +56,7 @@ workloads:
 ";
 
 // [itest of feature S1]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_a_selector_workload_runs_on_the_matching_agent() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
@@ -105,7 +105,7 @@ async fn itest_a_selector_workload_runs_on_the_matching_agent() {
 }
 
 // [itest of feature S1: a bad expression fails at apply, in `ank` and in the server]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_a_bad_selector_expression_is_refused_naming_field_and_column() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));

@@ -6,6 +6,7 @@
 //! `tests/sdk/sdk_conformance.py` (the script the real-podman tier runs in
 //! a container). The fake stands in for the containers: it "prints" the
 //! `echo` of each child workload so the log step has a line to find.
+//! On the real clock: the SDK runs in a Python process.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -42,7 +42,7 @@ async fn quota_blocked_events(c: &mut Commander, workload: &str) -> Vec<serde_js
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 // [itest of feature K2]
 async fn itest_third_workload_is_quota_blocked_with_a_growing_event_until_one_is_deleted() {
     let s = setup(2).await;

@@ -20,7 +20,7 @@ fn empty() -> ank_common::State {
 
 const MANIFEST: &str = "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    agent: absent\n    runtimeConfig: |\n      image: x\n  p:\n    runtime: podman\n    agent: \"\"\n    runtimeConfig: |\n      image: y\n";
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn server_update_reports_added_instances_and_initial_states() {
     let (url, shutdown) = start_server(empty()).await;
     let mut c = Commander::connect(&url).await;
@@ -52,7 +52,7 @@ async fn server_update_reports_added_instances_and_initial_states() {
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn server_rejects_invalid_updates_and_keeps_serving() {
     let (url, shutdown) = start_server(empty()).await;
     let mut c = Commander::connect(&url).await;
@@ -79,7 +79,7 @@ async fn server_rejects_invalid_updates_and_keeps_serving() {
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn server_sends_events_with_altered_fields_until_cancelled() {
     let (url, shutdown) = start_server(empty()).await;
     let mut watcher = Commander::connect(&url).await;
@@ -136,7 +136,7 @@ async fn start_saving_server(file: &std::path::Path) -> (String, CancellationTok
     (url, shutdown)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn server_saves_every_accepted_state_and_a_restart_serves_it_again() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("state.json");
@@ -160,7 +160,7 @@ async fn server_saves_every_accepted_state_and_a_restart_serves_it_again() {
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn server_refuses_an_update_it_cannot_save_and_keeps_the_old_state() {
     let dir = tempfile::tempdir().unwrap();
     let sub = dir.path().join("sub");
@@ -204,7 +204,7 @@ async fn agent_stream(
     (tx, inbound)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_replaced_agent_stream_ends_so_that_its_agent_notices() {
     let (url, shutdown) = start_server(empty()).await;
     let (_keep_first, mut first) = agent_stream(&url, "twice").await;
@@ -218,7 +218,7 @@ async fn a_replaced_agent_stream_ends_so_that_its_agent_notices() {
     assert!(matches!(ended, Ok(Ok(None)) | Ok(Err(_))), "streams end at shutdown, got {ended:?}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_agent_without_our_extensions_shows_what_it_does_not_report() {
     use ank_agent::RuntimeRegistry;
     use ank_agent::runtime_connectors::fake::FakeRuntime;

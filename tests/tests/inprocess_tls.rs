@@ -86,7 +86,7 @@ async fn agent_hello(url: &str, pem: &ClientPem, agent: &str) -> Result<FromServ
     Ok(from_server_from_proto(first).unwrap().expect("a known message"))
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn tls_clients_check_the_name_ank_server_and_any_agent_name_passes_a_star_san() {
     let pki = Pki::new();
     let (url, shutdown) = start_server(&pki).await;
@@ -105,7 +105,7 @@ async fn tls_clients_check_the_name_ank_server_and_any_agent_name_passes_a_star_
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn tls_agent_names_must_match_a_san_dns_name() {
     let pki = Pki::new();
     let (url, shutdown) = start_server(&pki).await;
@@ -119,7 +119,7 @@ async fn tls_agent_names_must_match_a_san_dns_name() {
     shutdown.cancel();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn hello_with_another_major_version_is_refused_with_ankaios_text() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -54,7 +54,7 @@ impl Plain {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_goodbye_ends_the_stream_of_a_subscriber() {
     let s = InProcess::start().await;
     let mut plain = Plain::connect(&s.url).await;
@@ -72,7 +72,7 @@ async fn itest_goodbye_ends_the_stream_of_a_subscriber() {
     s.stop();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn itest_a_command_connection_gets_only_its_answers_and_ankaios_update_results() {
     let s = InProcess::start().await;
     let mut plain = Plain::connect(&s.url).await;
