@@ -27,7 +27,7 @@ use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, State, StateKind, WorkloadState};
 use tokio::time::Instant;
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::connections::Connections;
 use crate::placement::{AgentInfo, Constraints, Decision, PlacementSettings};
 
@@ -105,7 +105,7 @@ impl AnkaiosServer {
     /// selector keeps its agent, a new or changed one (or one not placed
     /// yet) is placed, the old agent getting the stickiness bonus.
     // [feature S1: the chosen agent is written into the rendered state]
-    pub(super) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
+    pub(crate) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
         let now = Instant::now();
         let mut pass = Pass::default();
         {
@@ -145,7 +145,7 @@ impl AnkaiosServer {
     }
 
     /// `agent` connected: it is back, and may run NotScheduled workloads.
-    pub(super) fn placement_agent_joined(&mut self, agent: &str) {
+    pub(crate) fn placement_agent_joined(&mut self, agent: &str) {
         self.placer.agent_back(agent);
         self.placement_agent_changed(agent);
     }
@@ -153,7 +153,7 @@ impl AnkaiosServer {
     /// `agent` disconnected: its workloads may move after the grace, and
     /// the reasons of NotScheduled ones may change (one may have awaited
     /// its first load report).
-    pub(super) fn placement_agent_left(&mut self, agent: &str) {
+    pub(crate) fn placement_agent_left(&mut self, agent: &str) {
         self.placer.agent_lost(agent, Instant::now());
         self.placement_agent_changed(agent);
     }
@@ -165,7 +165,7 @@ impl AnkaiosServer {
     /// still no agent may run gets its reason again (an event if it changed,
     /// none while it awaits an agent's first load report).
     // [feature S1: NotScheduled workloads are placed when a fitting agent appears]
-    pub(super) fn placement_agent_changed(&mut self, agent: &str) {
+    pub(crate) fn placement_agent_changed(&mut self, agent: &str) {
         self.place_waiting(agent, true);
     }
 
@@ -174,7 +174,7 @@ impl AnkaiosServer {
     /// reasons of the others are not judged again at every load report:
     /// their texts name no values, and it would cost a decision per
     /// waiting workload and report.)
-    pub(super) fn placement_metrics_changed(&mut self, agent: &str) {
+    pub(crate) fn placement_metrics_changed(&mut self, agent: &str) {
         self.place_waiting(agent, false);
     }
 
@@ -218,7 +218,7 @@ impl AnkaiosServer {
 
     /// At the server's tick: moves the workloads of agents gone longer than
     /// the grace, and runs the due rebalance passes.
-    pub(super) fn placement_tick(&mut self, now: Instant) {
+    pub(crate) fn placement_tick(&mut self, now: Instant) {
         let due = self.placement_due(now);
         if !due.is_empty() {
             self.with_events(|s| s.reschedule(due, now));
@@ -374,7 +374,7 @@ impl AnkaiosServer {
     }
 
     /// The NotScheduled state of `workload`, with why it cannot be placed.
-    pub(super) fn not_scheduled_state(&self, workload: &str) -> ExecutionState {
+    pub(crate) fn not_scheduled_state(&self, workload: &str) -> ExecutionState {
         match self.placer.reason(workload) {
             Some(reason) => ExecutionState::with_info(StateKind::NotScheduled, reason),
             None => ExecutionState::not_scheduled(),

@@ -17,30 +17,22 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::connections::{ConnId, ConnKind, Connections};
+use crate::desired_state::generations::Generations;
 use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::events::EventSubscriptions;
-use crate::generations::Generations;
 use crate::hooks::HooksRegistry;
 use crate::jobs::{JobEngine, JobSettings};
-use crate::log_campaigns::LogCampaigns;
+use crate::logs::campaigns::LogCampaigns;
 use crate::placement::Placer;
+use crate::reaper::Reaper;
 use crate::requests;
-use crate::seq_pools::{SeqPools, SeqTable};
+use crate::sched::seq_pools::{SeqPools, SeqTable};
 use crate::state_file::StateFile;
-use crate::ttl_reaper::Reaper;
 use crate::workload_states::{Ingest, WorkloadStateStore};
 
-mod hooked;
-mod jobs;
-mod logs;
-mod pipelines;
-mod placement;
-mod reaper;
-mod resync;
-mod sched;
-
-pub use resync::ResyncSettings;
-pub use sched::SchedOptions;
+use crate::hooks::flow::HookFlow;
+use crate::sched::SchedOptions;
+use crate::workload_states::ResyncSettings;
 
 /// What an agent's hello says besides its name and version.
 struct Hello {
@@ -98,7 +90,7 @@ impl ServerHandle {
 }
 
 /// The answer to an update the server refuses, worded as Ankaios words it.
-fn rejected(reason: String) -> ResponseContent {
+pub(crate) fn rejected(reason: String) -> ResponseContent {
     tracing::warn!("Update rejected: '{reason}'");
     ResponseContent::Error(format!("Update rejected: '{reason}'"))
 }
@@ -129,42 +121,42 @@ fn changes_state(msg: &ToServer) -> bool {
 
 /// The server's state and its command loop.
 pub struct AnkaiosServer {
-    rx: mpsc::Receiver<ServerCommand>,
-    desired: DesiredState,
-    states: WorkloadStateStore,
-    conns: Connections,
-    logs: LogCampaigns,
-    events: EventSubscriptions,
+    pub(crate) rx: mpsc::Receiver<ServerCommand>,
+    pub(crate) desired: DesiredState,
+    pub(crate) states: WorkloadStateStore,
+    pub(crate) conns: Connections,
+    pub(crate) logs: LogCampaigns,
+    pub(crate) events: EventSubscriptions,
     /// Where accepted desired states are saved, if anywhere.
-    state_file: Option<StateFile>,
-    counts: watch::Sender<ServerCounts>,
-    pings: mpsc::Receiver<Ping>,
+    pub(crate) state_file: Option<StateFile>,
+    pub(crate) counts: watch::Sender<ServerCounts>,
+    pub(crate) pings: mpsc::Receiver<Ping>,
     /// The generation of every desired workload.
-    generations: Generations,
+    pub(crate) generations: Generations,
     /// Agents seen in this server's life, and whether they report
     /// generations and conditions (this orchestrator's agents) or not
     /// (Ankaios agents).
-    agent_kinds: BTreeMap<String, bool>,
-    resync: ResyncSettings,
+    pub(crate) agent_kinds: BTreeMap<String, bool>,
+    pub(crate) resync: ResyncSettings,
     /// The apply jobs and the workloads they hold back.
-    jobs: JobEngine,
+    pub(crate) jobs: JobEngine,
     /// The `${seq:N}` numbers of the workloads.
-    seq: SeqPools,
+    pub(crate) seq: SeqPools,
     /// When finished workloads are deleted.
-    reaper: Reaper,
+    pub(crate) reaper: Reaper,
     /// Placement of the workloads with an agent selector.
-    placer: Placer,
+    pub(crate) placer: Placer,
     /// The mutating hooks; empty: updates never wait for a hook.
-    hooks: HooksRegistry,
+    pub(crate) hooks: HooksRegistry,
     /// The chain of hooks running, and the updates waiting for it.
-    hook_flow: hooked::HookFlow,
+    pub(crate) hook_flow: HookFlow,
 }
 
 /// A new desired state ready to be committed, with the `${seq:N}` numbers
 /// it took.
-struct Prepared {
-    next: DesiredState,
-    table: SeqTable,
+pub(crate) struct Prepared {
+    pub(crate) next: DesiredState,
+    pub(crate) table: SeqTable,
 }
 
 impl AnkaiosServer {
@@ -214,7 +206,7 @@ impl AnkaiosServer {
             reaper: Reaper::new(sched.reaper),
             placer: Placer::default(),
             hooks: HooksRegistry::default(),
-            hook_flow: hooked::HookFlow::default(),
+            hook_flow: HookFlow::default(),
         };
         server.place_update(&mut initial.rendered, &[]);
         server.render_initial(&mut initial);
@@ -284,14 +276,14 @@ impl AnkaiosServer {
         }
     }
 
-    fn publish_counts(&self) {
+    pub(crate) fn publish_counts(&self) {
         let now = ServerCounts { agents: self.conns.agent_count(), workloads: self.desired.state.workloads.len() };
         self.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
     }
 
     /// Runs `change` and sends every subscriber the events it caused. The
     /// complete state is compared only while somebody subscribed.
-    fn with_events(&mut self, change: impl FnOnce(&mut Self)) {
+    pub(crate) fn with_events(&mut self, change: impl FnOnce(&mut Self)) {
         if self.events.is_empty() {
             return change(self);
         }
@@ -309,15 +301,15 @@ impl AnkaiosServer {
     }
 
     /// `tree` as Ankaios compares complete states for events.
-    fn comparable_tree(&self, tree: &serde_json::Value) -> serde_json::Value {
-        crate::state_diff::comparable(tree, |agent| self.conns.status_reported(agent))
+    pub(crate) fn comparable_tree(&self, tree: &serde_json::Value) -> serde_json::Value {
+        crate::events::state_diff::comparable(tree, |agent| self.conns.status_reported(agent))
     }
 
-    fn complete_state_tree(&self) -> serde_json::Value {
+    pub(crate) fn complete_state_tree(&self) -> serde_json::Value {
         requests::complete_state(&self.desired, &self.states, &self.conns, &self.jobs, &[]).unwrap_or_default()
     }
 
-    fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
+    pub(crate) fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
         match msg {
             ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities, quota } => {
                 let hello = Hello { tags, reports_conditions, capabilities, quota };
@@ -387,14 +379,14 @@ impl AnkaiosServer {
         }
     }
 
-    fn handle_commander_hello(&mut self, conn: ConnId, version: &str) {
+    pub(crate) fn handle_commander_hello(&mut self, conn: ConnId, version: &str) {
         if !ank_common::is_compatible_protocol(version) {
             tracing::warn!("rejecting commander: protocol version '{version}' is not compatible");
             self.conns.close(conn);
         }
     }
 
-    fn handle_workload_states(&mut self, conn: ConnId, states: Vec<WorkloadState>) {
+    pub(crate) fn handle_workload_states(&mut self, conn: ConnId, states: Vec<WorkloadState>) {
         let Some(agent) = self.conns.agent_of(conn) else {
             tracing::warn!("connection {conn}: workload states from a stream that is no agent ignored");
             return;
@@ -446,7 +438,7 @@ impl AnkaiosServer {
         }
     }
 
-    fn handle_load_status(
+    pub(crate) fn handle_load_status(
         &mut self,
         conn: ConnId,
         agent: &str,
@@ -478,7 +470,7 @@ impl AnkaiosServer {
         }
     }
 
-    fn handle_closed(&mut self, conn: ConnId) {
+    pub(crate) fn handle_closed(&mut self, conn: ConnId) {
         self.events.remove_where(conn, |_| true);
         let agent = self.conns.close(conn);
         self.logs_connection_closed(conn, agent.as_deref());
@@ -512,7 +504,7 @@ impl AnkaiosServer {
         }
     }
 
-    fn handle_request(&mut self, conn: ConnId, request: Request) {
+    pub(crate) fn handle_request(&mut self, conn: ConnId, request: Request) {
         let content = match request.content {
             RequestContent::CompleteState { field_mask, subscribe_for_events } => {
                 match requests::complete_state(&self.desired, &self.states, &self.conns, &self.jobs, &field_mask) {
@@ -545,7 +537,7 @@ impl AnkaiosServer {
         self.conns.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
     }
 
-    fn update_state(&mut self, new_state: &PartialCompleteState, update_mask: &[String]) -> ResponseContent {
+    pub(crate) fn update_state(&mut self, new_state: &PartialCompleteState, update_mask: &[String]) -> ResponseContent {
         let next = match self.prepare_update(new_state, update_mask) {
             Ok(next) => next,
             Err(answer) => return answer,
@@ -555,7 +547,7 @@ impl AnkaiosServer {
     }
 
     /// The new desired state an update asks for, or the refusal.
-    fn prepare_update(
+    pub(crate) fn prepare_update(
         &self,
         new_state: &PartialCompleteState,
         update_mask: &[String],
@@ -574,7 +566,7 @@ impl AnkaiosServer {
     }
 
     /// The answer to an update whose new state was accepted or not.
-    fn update_answer(
+    pub(crate) fn update_answer(
         &mut self,
         new_state: &PartialCompleteState,
         update_mask: &[String],
@@ -601,13 +593,17 @@ impl AnkaiosServer {
     /// Makes `next` the desired state: finishes its rendering, saves it
     /// (the `${seq:N}` numbers first, then the state file; not saved means
     /// not accepted: a restart must not lose it) and opens its job.
-    fn accept(&mut self, next: DesiredState) -> Result<(StateDiff, u64), String> {
+    pub(crate) fn accept(&mut self, next: DesiredState) -> Result<(StateDiff, u64), String> {
         self.accept_moving(next, &[])
     }
 
     /// [`accept`](Self::accept), with `moves` (workload, agent) overriding
     /// where placement would keep selector workloads.
-    fn accept_moving(&mut self, next: DesiredState, moves: &[(String, String)]) -> Result<(StateDiff, u64), String> {
+    pub(crate) fn accept_moving(
+        &mut self,
+        next: DesiredState,
+        moves: &[(String, String)],
+    ) -> Result<(StateDiff, u64), String> {
         // With hooks configured, changes go through `hooked_update` and
         // `hooked_server_change` instead.
         debug_assert!(self.hooks.is_empty(), "a change bypassed the mutating hooks");
@@ -617,7 +613,11 @@ impl AnkaiosServer {
 
     /// The rendering of `next` finished for the agents: placed, `moves`
     /// applied, `${seq:N}` numbers planned.
-    fn prepare_accept(&mut self, mut next: DesiredState, moves: &[(String, String)]) -> Result<Prepared, String> {
+    pub(crate) fn prepare_accept(
+        &mut self,
+        mut next: DesiredState,
+        moves: &[(String, String)],
+    ) -> Result<Prepared, String> {
         // Placement first: the ${seq:N} pools are per agent.
         self.place_update(&mut next.rendered, moves);
         let table = self.render_for_agents(&mut next).inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
@@ -626,7 +626,7 @@ impl AnkaiosServer {
 
     /// Saves and applies a prepared state (the `${seq:N}` numbers first,
     /// then the state file; not saved means not accepted) and opens its job.
-    fn commit(&mut self, prepared: Prepared) -> Result<(StateDiff, u64), String> {
+    pub(crate) fn commit(&mut self, prepared: Prepared) -> Result<(StateDiff, u64), String> {
         let Prepared { next, table } = prepared;
         self.seq.save(&table).map_err(|e| e.to_string()).inspect_err(|e| tracing::error!("update rejected: {e}"))?;
         if next.state != self.desired.state
@@ -641,7 +641,7 @@ impl AnkaiosServer {
     }
 
     /// Makes `next` (saved already) the current state and opens its job.
-    fn switch_to(&mut self, next: DesiredState) -> (StateDiff, u64) {
+    pub(crate) fn switch_to(&mut self, next: DesiredState) -> (StateDiff, u64) {
         let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
         let states = &self.states;
         self.generations.advance(&self.desired.rendered, &next.rendered, |name| states.max_generation(name));
@@ -655,7 +655,7 @@ impl AnkaiosServer {
 
     /// Records the states the server decides for a diff and opens its job,
     /// which hands the changes to the agents in dependency order.
-    fn dispatch(&mut self, old: &ank_common::State, diff: &StateDiff) -> u64 {
+    pub(crate) fn dispatch(&mut self, old: &ank_common::State, diff: &StateDiff) -> u64 {
         let changed = self.record_initial_states(diff);
         if !changed.is_empty() {
             self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
@@ -672,7 +672,7 @@ impl AnkaiosServer {
 
     /// Pending(Initial) for added workloads, NotScheduled for unscheduled
     /// ones, removal of unscheduled workloads that went away.
-    fn record_initial_states(&mut self, diff: &StateDiff) -> Vec<WorkloadState> {
+    pub(crate) fn record_initial_states(&mut self, diff: &StateDiff) -> Vec<WorkloadState> {
         let mut changed = Vec::new();
         for spec in diff.added.values().flatten() {
             let mut s = WorkloadState::new(spec.instance_name.clone(), ExecutionState::pending_initial());

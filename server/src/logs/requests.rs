@@ -5,10 +5,10 @@
 use ank_common::WorkloadInstanceName;
 use ank_common::messages::{FromServer, LogEntry, LogsRequest, Response, ResponseContent};
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::connections::ConnId;
 use crate::desired_state;
-use crate::log_campaigns::Requester;
+use crate::logs::campaigns::Requester;
 
 impl AnkaiosServer {
     fn respond(&mut self, requester: &Requester, content: ResponseContent) {
@@ -25,7 +25,7 @@ impl AnkaiosServer {
             .any(|(wl_name, wl)| desired_state::spec_of(wl_name, wl).is_some_and(|spec| &spec.instance_name == name))
     }
 
-    pub(super) fn handle_logs_request(&mut self, conn: ConnId, request_id: String, request: LogsRequest) {
+    pub(crate) fn handle_logs_request(&mut self, conn: ConnId, request_id: String, request: LogsRequest) {
         let requester = Requester { conn, request_id };
         let accepted: Vec<WorkloadInstanceName> =
             request.workload_names.iter().filter(|n| self.knows_instance(n)).cloned().collect();
@@ -48,7 +48,7 @@ impl AnkaiosServer {
         }
     }
 
-    pub(super) fn handle_logs_cancel(&mut self, conn: ConnId, request_id: String) {
+    pub(crate) fn handle_logs_cancel(&mut self, conn: ConnId, request_id: String) {
         let requester = Requester { conn, request_id };
         if let Some((key, agents)) = self.logs.cancel(&requester) {
             self.cancel_at_agents(&key, &agents);
@@ -62,20 +62,20 @@ impl AnkaiosServer {
         }
     }
 
-    pub(super) fn handle_log_entries(&mut self, key: &str, entries: Vec<LogEntry>) {
+    pub(crate) fn handle_log_entries(&mut self, key: &str, entries: Vec<LogEntry>) {
         if let Some(requester) = self.logs.requester(key).cloned() {
             self.respond(&requester, ResponseContent::LogEntries(entries));
         }
     }
 
-    pub(super) fn handle_logs_stop(&mut self, key: &str, name: WorkloadInstanceName, reason: String) {
+    pub(crate) fn handle_logs_stop(&mut self, key: &str, name: WorkloadInstanceName, reason: String) {
         if let Some(requester) = self.logs.stopped(key, &name) {
             self.respond(&requester, ResponseContent::LogsStop { workload_name: name, reason });
         }
     }
 
     /// Ends the campaigns of a closed connection, and the logs of a lost agent.
-    pub(super) fn logs_connection_closed(&mut self, conn: ConnId, agent: Option<&str>) {
+    pub(crate) fn logs_connection_closed(&mut self, conn: ConnId, agent: Option<&str>) {
         for (key, agents) in self.logs.requester_gone(conn) {
             self.cancel_at_agents(&key, &agents);
         }

@@ -6,14 +6,14 @@
 use ank_common::workload_events::EventKind;
 use tokio::time::Instant;
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::desired_state;
-use crate::ttl_reaper::{Candidate, Due};
+use crate::reaper::{Candidate, Due};
 
 impl AnkaiosServer {
     /// Checks the finished workloads and deletes those due.
     // [feature K7: ttlAfterFinished reaps from the desired state]
-    pub(super) fn reaper_tick(&mut self) {
+    pub(crate) fn reaper_tick(&mut self) {
         if self.hooks_busy() {
             // Reaped at the next tick, on the state the hooks' chain leaves.
             return;

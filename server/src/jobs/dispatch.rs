@@ -13,7 +13,7 @@ use ank_common::workload::{AddCondition, WorkloadSpec};
 use ank_common::{ExecutionState, State, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::time::Instant;
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::connections::Connections;
 use crate::desired_state::{self, StateDiff};
 use crate::jobs::{JobView, NewItem, Trigger};
@@ -71,7 +71,7 @@ impl AnkaiosServer {
     /// current one. `startup`: the items go out at once (the startup
     /// manifest; agents resuming their workloads order them themselves).
     // [feature L1: every accepted change is a job with a monotonic id]
-    pub(super) fn open_job(&mut self, old: &State, diff: &StateDiff, startup: bool) -> u64 {
+    pub(crate) fn open_job(&mut self, old: &State, diff: &StateDiff, startup: bool) -> u64 {
         let mut items: BTreeMap<String, (NewItem, u64)> = BTreeMap::new();
         for spec in diff.added.values().flatten() {
             let generation = self.generations.of(spec.name()).unwrap_or(0);
@@ -144,7 +144,7 @@ impl AnkaiosServer {
     /// Steps the jobs until nothing more goes out: hands out what became
     /// ready and shows what is held. Called after every change of state.
     // [feature L2: dependency-ordered triggering (A-E)]
-    pub(super) fn advance_jobs(&mut self) {
+    pub(crate) fn advance_jobs(&mut self) {
         let now = Instant::now();
         let mut changed = self.cancel_failed_pipelines();
         for _ in 0..64 {
@@ -234,7 +234,7 @@ impl AnkaiosServer {
 
     /// Every second: a job waiting with nothing to do may turn stuck.
     // [feature L4: stuck detection]
-    pub(super) fn jobs_tick(&mut self) {
+    pub(crate) fn jobs_tick(&mut self) {
         if self.jobs.waits_on_clock() {
             self.with_events(Self::advance_jobs);
         }
@@ -243,7 +243,7 @@ impl AnkaiosServer {
     /// A new job over the unchanged desired state: workloads that failed
     /// to start or to stop and, unless `failed_only`, those never started.
     // [feature L6: re-trigger without spec change]
-    pub(super) fn rerun(&mut self, failed_only: bool) -> ResponseContent {
+    pub(crate) fn rerun(&mut self, failed_only: bool) -> ResponseContent {
         let mut items: BTreeMap<String, (NewItem, u64)> = BTreeMap::new();
         if !failed_only {
             for (name, _, item, _) in self.jobs.held_items() {
@@ -277,7 +277,7 @@ impl AnkaiosServer {
 
     /// Ends a running job.
     // [feature L7: interrupt]
-    pub(super) fn interrupt(&mut self, id: u64) -> ResponseContent {
+    pub(crate) fn interrupt(&mut self, id: u64) -> ResponseContent {
         match self.jobs.interrupt(id) {
             Ok(()) => {
                 tracing::info!("job {id} interrupted");

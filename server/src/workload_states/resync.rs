@@ -15,7 +15,7 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::{StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::time::Instant;
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::connections::ConnId;
 use crate::desired_state;
 
@@ -47,13 +47,13 @@ impl ResyncSettings {
 
 impl AnkaiosServer {
     /// The spec with its workload's current generation.
-    pub(super) fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
+    pub(crate) fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
         let g = self.generations.of(spec.name()).unwrap_or(0);
         spec.at_generation(g)
     }
 
     /// The specs with their workloads' current generations.
-    pub(super) fn stamped(&self, specs: Vec<WorkloadSpec>) -> Vec<WorkloadSpec> {
+    pub(crate) fn stamped(&self, specs: Vec<WorkloadSpec>) -> Vec<WorkloadSpec> {
         specs.into_iter().map(|s| self.stamp(s)).collect()
     }
 
@@ -65,7 +65,7 @@ impl AnkaiosServer {
     /// their instances go at once (an agent that shows up later removes
     /// what its ServerHello no longer lists). Returns the changed state.
     // [feature H7: finalized before forget]
-    pub(super) fn forget_or_wait(&mut self, agent: &str, n: &WorkloadInstanceName) -> Option<WorkloadState> {
+    pub(crate) fn forget_or_wait(&mut self, agent: &str, n: &WorkloadInstanceName) -> Option<WorkloadState> {
         if self.agent_kinds.get(agent) != Some(&true) {
             return self.states.forget(n);
         }
@@ -75,7 +75,7 @@ impl AnkaiosServer {
     /// After a ServerHello: the instances of `agent` still listed that the
     /// desired state no longer has are deleted explicitly, so the agent
     /// confirms each (an Ankaios agent removes them silently: they go).
-    pub(super) fn finish_deletions_after_hello(&mut self, conn: ConnId, agent: &str, reports_conditions: bool) {
+    pub(crate) fn finish_deletions_after_hello(&mut self, conn: ConnId, agent: &str, reports_conditions: bool) {
         let leftovers: Vec<WorkloadInstanceName> = self
             .states
             .instances_of(agent)
@@ -100,7 +100,7 @@ impl AnkaiosServer {
     /// agent whose last confirmation is older than its TTL. Subscribers get
     /// events only when something was due (comparing states costs).
     // [feature H6: TTL-based resync]
-    pub(super) fn resync_tick(&mut self, now: Instant) {
+    pub(crate) fn resync_tick(&mut self, now: Instant) {
         let due = self.due_for_resync(now);
         if !due.is_empty() {
             self.with_events(|s| s.resync(due, now));

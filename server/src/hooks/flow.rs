@@ -16,7 +16,7 @@ use ank_common::State;
 use ank_common::messages::{FromServer, HookChange, Response, ResponseContent};
 use tokio::sync::mpsc;
 
-use super::{AnkaiosServer, Prepared, rejected};
+use crate::actor::{AnkaiosServer, Prepared, rejected};
 use ank_common::convert::PartialCompleteState;
 
 use crate::connections::ConnId;
@@ -46,7 +46,7 @@ enum Running {
 
 /// The running chain, the updates behind it, and the channel its task
 /// reports on.
-pub(super) struct HookFlow {
+pub(crate) struct HookFlow {
     running: Option<Running>,
     queue: VecDeque<Update>,
     tx: mpsc::Sender<ChainResult>,
@@ -62,7 +62,7 @@ impl Default for HookFlow {
 
 impl HookFlow {
     /// The result of the running chain, when it comes.
-    pub(super) async fn done(&mut self) -> Option<ChainResult> {
+    pub(crate) async fn done(&mut self) -> Option<ChainResult> {
         self.rx.recv().await
     }
 }
@@ -75,13 +75,13 @@ impl AnkaiosServer {
     }
 
     /// Whether a chain of hooks runs.
-    pub(super) fn hooks_busy(&self) -> bool {
+    pub(crate) fn hooks_busy(&self) -> bool {
         self.hook_flow.running.is_some()
     }
 
     /// An update request while hooks are configured: started now, or
     /// queued behind the running chain.
-    pub(super) fn hooked_update(
+    pub(crate) fn hooked_update(
         &mut self,
         conn: ConnId,
         request_id: String,
@@ -98,7 +98,7 @@ impl AnkaiosServer {
     }
 
     /// Starts the queued updates in order until one waits for its hooks.
-    pub(super) fn start_queued(&mut self) {
+    pub(crate) fn start_queued(&mut self) {
         while !self.hooks_busy() {
             let Some(update) = self.hook_flow.queue.pop_front() else { return };
             self.start_update(update);
@@ -129,7 +129,7 @@ impl AnkaiosServer {
     /// once; with hooks committed at once when it changes no workload, else
     /// after the hooks answered. Not called while a chain runs (the callers
     /// wait for their next occasion).
-    pub(super) fn server_change(
+    pub(crate) fn server_change(
         &mut self,
         next: DesiredState,
         moves: &[(String, String)],
@@ -157,7 +157,7 @@ impl AnkaiosServer {
     /// Runs the hooks on the state the server started with, as if it had
     /// been applied to an empty one; until they answer, it is served as
     /// loaded.
-    pub(super) fn start_initial_hooks(&mut self) {
+    pub(crate) fn start_initial_hooks(&mut self) {
         if self.hooks.is_empty() {
             return;
         }
@@ -177,7 +177,7 @@ impl AnkaiosServer {
 
     /// The running chain ended: commits its update with the effect of the
     /// hooks' answer, or refuses it.
-    pub(super) fn hooks_done(&mut self, result: ChainResult) {
+    pub(crate) fn hooks_done(&mut self, result: ChainResult) {
         let (update, prepared, input) = match self.hook_flow.running.take() {
             Some(Running::Update { update, prepared, input }) => (update, *prepared, input),
             Some(Running::Initial(input)) => return self.initial_hooks_done(result, &input),

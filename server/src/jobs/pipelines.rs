@@ -16,17 +16,17 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadState};
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::desired_state;
-use crate::priorities;
-use crate::ttl_reaper::failed_for_good;
+use crate::reaper::failed_for_good;
+use crate::sched::priorities;
 
 impl AnkaiosServer {
     /// Cancels the members of failed pipelines that have not started and
     /// shows every canceled member as Pending(Canceled); returns the
     /// changed states. Runs before the jobs are stepped.
     // [feature K6: pipeline cancel-on-failure -> Pending(Canceled), never sent to the agent]
-    pub(super) fn cancel_failed_pipelines(&mut self) -> Vec<WorkloadState> {
+    pub(crate) fn cancel_failed_pipelines(&mut self) -> Vec<WorkloadState> {
         let mut cancel: Vec<(WorkloadSpec, String)> = Vec::new();
         for (group_name, group) in self.desired.state.groups.iter().filter(|(_, g)| g.mode == GroupMode::Pipeline) {
             let mut failed: Option<&str> = None;
