@@ -6,7 +6,7 @@
 //! pings (for the watchdog and `--check`).
 
 use ank_common::convert::PartialCompleteState;
-use ank_common::daemon::{Ping, Pinger};
+use ank_common::daemon::Pinger;
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
 use ank_common::placement::metrics::Metrics;
 use ank_common::quota::{AgentQuota, QuotaLimits, QuotaUsage};
@@ -19,18 +19,19 @@ use tokio_util::sync::CancellationToken;
 use crate::connections::{ConnId, ConnKind, Connections};
 use crate::desired_state::generations::Generations;
 use crate::desired_state::{self, DesiredState, StateDiff};
-use crate::events::EventSubscriptions;
-use crate::hooks::HooksRegistry;
 use crate::jobs::{JobEngine, JobSettings};
-use crate::logs::campaigns::LogCampaigns;
 use crate::placement::Placer;
 use crate::reaper::Reaper;
 use crate::requests;
-use crate::sched::seq_pools::{SeqPools, SeqTable};
+use crate::sched::seq_pools::SeqTable;
 use crate::state_file::StateFile;
 use crate::workload_states::{Ingest, WorkloadStateStore};
 
-use crate::hooks::flow::HookFlow;
+mod parts;
+
+pub(crate) use parts::{Desired, Hooks, Io, Scheduling, Streams};
+
+use crate::connections::Outbox;
 use crate::sched::SchedOptions;
 use crate::workload_states::ResyncSettings;
 
@@ -119,37 +120,23 @@ fn changes_state(msg: &ToServer) -> bool {
     }
 }
 
-/// The server's state and its command loop.
+/// The server's state and its command loop: each part is owned by its
+/// feature (see `parts.rs`).
 pub struct AnkaiosServer {
-    pub(crate) rx: mpsc::Receiver<ServerCommand>,
-    pub(crate) desired: DesiredState,
+    /// The commands and pings in, the counts and the outbox out.
+    pub(crate) io: Io,
+    /// The desired state, where it is saved, and the generations.
+    pub(crate) desired: Desired,
     pub(crate) states: WorkloadStateStore,
     pub(crate) conns: Connections,
-    pub(crate) logs: LogCampaigns,
-    pub(crate) events: EventSubscriptions,
-    /// Where accepted desired states are saved, if anywhere.
-    pub(crate) state_file: Option<StateFile>,
-    pub(crate) counts: watch::Sender<ServerCounts>,
-    pub(crate) pings: mpsc::Receiver<Ping>,
-    /// The generation of every desired workload.
-    pub(crate) generations: Generations,
-    /// Agents seen in this server's life, and whether they report
-    /// generations and conditions (this orchestrator's agents) or not
-    /// (Ankaios agents).
-    pub(crate) agent_kinds: BTreeMap<String, bool>,
-    pub(crate) resync: ResyncSettings,
+    /// Event subscriptions and log campaigns.
+    pub(crate) streams: Streams,
     /// The apply jobs and the workloads they hold back.
     pub(crate) jobs: JobEngine,
-    /// The `${seq:N}` numbers of the workloads.
-    pub(crate) seq: SeqPools,
-    /// When finished workloads are deleted.
-    pub(crate) reaper: Reaper,
-    /// Placement of the workloads with an agent selector.
-    pub(crate) placer: Placer,
-    /// The mutating hooks; empty: updates never wait for a hook.
-    pub(crate) hooks: HooksRegistry,
-    /// The chain of hooks running, and the updates waiting for it.
-    pub(crate) hook_flow: HookFlow,
+    /// Placement, `${seq:N}` numbers, the reaper and the resync settings.
+    pub(crate) sched: Scheduling,
+    /// The mutating hooks and the chain running.
+    pub(crate) hooks: Hooks,
 }
 
 /// A new desired state ready to be committed, with the `${seq:N}` numbers
@@ -189,30 +176,24 @@ impl AnkaiosServer {
         let (counts_tx, counts) = watch::channel(ServerCounts::default());
         let (pinger, pings) = Pinger::channel();
         let mut server = Self {
-            rx,
-            desired: DesiredState::default(),
+            io: Io { rx, pings, counts: counts_tx, out: Outbox::default() },
+            desired: Desired {
+                current: DesiredState::default(),
+                file: state_file,
+                generations: Generations::default(),
+            },
             states: WorkloadStateStore::default(),
             conns: Connections::default(),
-            logs: LogCampaigns::default(),
-            events: EventSubscriptions::default(),
-            state_file,
-            counts: counts_tx,
-            pings,
-            generations: Generations::default(),
-            agent_kinds: BTreeMap::new(),
-            resync,
+            streams: Streams::default(),
             jobs: JobEngine::new(jobs),
-            seq: sched.seq,
-            reaper: Reaper::new(sched.reaper),
-            placer: Placer::default(),
-            hooks: HooksRegistry::default(),
-            hook_flow: HookFlow::default(),
+            sched: Scheduling { resync, seq: sched.seq, reaper: Reaper::new(sched.reaper), placer: Placer::default() },
+            hooks: Hooks::default(),
         };
         server.place_update(&mut initial.rendered, &[]);
         server.render_initial(&mut initial);
-        let diff = desired_state::diff(&server.desired.rendered, &initial.rendered);
-        server.generations.advance(&server.desired.rendered, &initial.rendered, |_| 0);
-        server.desired = initial;
+        let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
+        server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
+        server.desired.current = initial;
         server.record_escalations(&ank_common::State::default());
         server.record_initial_states(&diff);
         if !diff.added.is_empty() {
@@ -220,83 +201,90 @@ impl AnkaiosServer {
             server.open_job(&ank_common::State::default(), &diff, true);
             server.advance_jobs();
         }
-        server.publish_counts();
+        server.flush();
         (ServerHandle { tx, counts, pinger }, server)
     }
 
     /// Processes commands until `shutdown` fires or every handle is gone.
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut resync = tokio::time::interval(self.resync.tick());
+        let mut resync = tokio::time::interval(self.sched.resync.tick());
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut reap = tokio::time::interval(self.reaper.settings().tick);
+        let mut reap = tokio::time::interval(self.sched.reaper.settings().tick);
         reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.start_initial_hooks();
+        self.flush();
         loop {
-            let cmd = tokio::select! {
+            tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = resync.tick() => {
                     self.resync_tick(tokio::time::Instant::now());
                     self.jobs_tick();
                     self.placement_tick(tokio::time::Instant::now());
-                    continue;
                 }
-                _ = reap.tick() => {
-                    self.reaper_tick();
-                    continue;
-                }
-                Some(ping) = self.pings.recv() => {
+                _ = reap.tick() => self.reaper_tick(),
+                Some(ping) = self.io.pings.recv() => {
                     let _ = ping.send(());
-                    continue;
                 }
-                Some(done) = self.hook_flow.done() => {
-                    self.with_events(|s| {
-                        s.hooks_done(done);
-                        s.advance_jobs();
-                        s.start_queued();
-                        s.advance_jobs();
-                    });
-                    self.publish_counts();
-                    continue;
-                }
-                cmd = self.rx.recv() => match cmd { Some(c) => c, None => break },
-            };
-            match cmd {
-                ServerCommand::Opened { conn, kind, tx } => self.conns.open(conn, kind, tx),
-                ServerCommand::Message { conn, msg } if changes_state(&msg) => self.with_events(|s| {
-                    s.handle_message(conn, msg);
+                Some(done) = self.hooks.flow.done() => self.with_events(|s| {
+                    s.hooks_done(done);
+                    s.start_queued();
                     s.advance_jobs();
                 }),
-                ServerCommand::Message { conn, msg } => self.handle_message(conn, msg),
-                ServerCommand::Closed { conn } => self.with_events(|s| {
-                    s.handle_closed(conn);
-                    s.advance_jobs();
-                }),
+                cmd = self.io.rx.recv() => match cmd {
+                    Some(cmd) => self.handle_command(cmd),
+                    None => break,
+                },
             }
-            self.publish_counts();
+            self.flush();
         }
     }
 
+    /// Routes one command; a command that may change the state advances
+    /// the jobs once, after it was handled.
+    fn handle_command(&mut self, cmd: ServerCommand) {
+        match cmd {
+            ServerCommand::Opened { conn, kind, tx } => self.conns.open(conn, kind, tx),
+            ServerCommand::Message { conn, msg } if changes_state(&msg) => self.with_events(|s| {
+                s.handle_message(conn, msg);
+                s.advance_jobs();
+            }),
+            ServerCommand::Message { conn, msg } => self.handle_message(conn, msg),
+            ServerCommand::Closed { conn } => self.with_events(|s| {
+                s.handle_closed(conn);
+                s.advance_jobs();
+            }),
+        }
+    }
+
+    /// Sends what the command queued, and publishes the counts.
+    fn flush(&mut self) {
+        let out = self.io.out.take();
+        self.conns.deliver(out);
+        self.publish_counts();
+    }
+
     pub(crate) fn publish_counts(&self) {
-        let now = ServerCounts { agents: self.conns.agent_count(), workloads: self.desired.state.workloads.len() };
-        self.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
+        let now =
+            ServerCounts { agents: self.conns.agent_count(), workloads: self.desired.current.state.workloads.len() };
+        self.io.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
     }
 
     /// Runs `change` and sends every subscriber the events it caused. The
     /// complete state is compared only while somebody subscribed.
     pub(crate) fn with_events(&mut self, change: impl FnOnce(&mut Self)) {
-        if self.events.is_empty() {
+        if self.streams.events.is_empty() {
             return change(self);
         }
         let before = self.comparable_tree(&self.complete_state_tree());
         change(self);
         let current = self.complete_state_tree();
         let after = self.comparable_tree(&current);
-        for event in self.events.events(&before, &after, &current) {
+        for event in self.streams.events.events(&before, &after, &current) {
             let content = ResponseContent::Event {
                 complete_state: Box::new(event.complete_state),
                 altered_fields: event.altered_fields,
             };
-            self.conns.send(event.conn, FromServer::Response(Response { request_id: event.request_id, content }));
+            self.io.out.send(event.conn, FromServer::Response(Response { request_id: event.request_id, content }));
         }
     }
 
@@ -306,7 +294,7 @@ impl AnkaiosServer {
     }
 
     pub(crate) fn complete_state_tree(&self) -> serde_json::Value {
-        requests::complete_state(&self.desired, &self.states, &self.conns, &self.jobs, &[]).unwrap_or_default()
+        requests::complete_state(&self.desired.current, &self.states, &self.conns, &self.jobs, &[]).unwrap_or_default()
     }
 
     pub(crate) fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
@@ -363,19 +351,19 @@ impl AnkaiosServer {
             ..AgentAttributes::default()
         };
         self.conns.register_agent(conn, agent, attributes);
-        self.agent_kinds.insert(agent.to_owned(), reports_conditions);
+        self.conns.note_seen(agent, reports_conditions);
         // Specs a job holds back go out when the job hands them out.
-        let mut specs = desired_state::specs_for_agent(&self.desired.rendered, agent);
+        let mut specs = desired_state::specs_for_agent(&self.desired.current.rendered, agent);
         specs.retain(|s| !self.jobs.is_held(s.name()));
         let specs = self.stamped(specs);
-        self.conns.send(conn, FromServer::ServerHello(specs));
+        self.io.out.send(conn, FromServer::ServerHello(specs));
         // Before the leftovers are deleted: an instance placed here again
         // is no leftover.
         self.placement_agent_joined(agent);
         self.finish_deletions_after_hello(conn, agent, reports_conditions);
         let others = self.states.all_except(Some(agent));
         if !others.is_empty() {
-            self.conns.send(conn, FromServer::UpdateWorkloadState(others));
+            self.io.out.send(conn, FromServer::UpdateWorkloadState(others));
         }
     }
 
@@ -402,7 +390,7 @@ impl AnkaiosServer {
                 // A canceled member stays Pending(Canceled) whatever its agent says.
                 continue;
             }
-            let wanted = desired_state::wants_instance(&self.desired.rendered, n);
+            let wanted = desired_state::wants_instance(&self.desired.current.rendered, n);
             // An instance being deleted only goes its way out: a report of
             // it running that the agent sent before it learnt of the
             // deletion (a full set after a reconnect) is not news.
@@ -414,7 +402,7 @@ impl AnkaiosServer {
             if !wanted && !known {
                 continue;
             }
-            let generation = wanted.then(|| self.generations.of(&n.workload_name)).flatten();
+            let generation = wanted.then(|| self.desired.generations.of(&n.workload_name)).flatten();
             match self.states.ingest(&s, generation) {
                 Ingest::Accepted(true) => changed.push(self.states.state_of(n)),
                 Ingest::Accepted(false) => {}
@@ -434,7 +422,7 @@ impl AnkaiosServer {
             }
         }
         if !changed.is_empty() {
-            self.conns.broadcast(Some(&agent), &FromServer::UpdateWorkloadState(changed));
+            self.io.out.broadcast(Some(&agent), FromServer::UpdateWorkloadState(changed));
         }
     }
 
@@ -471,13 +459,13 @@ impl AnkaiosServer {
     }
 
     pub(crate) fn handle_closed(&mut self, conn: ConnId) {
-        self.events.remove_where(conn, |_| true);
+        self.streams.events.remove_where(conn, |_| true);
         let agent = self.conns.close(conn);
         self.logs_connection_closed(conn, agent.as_deref());
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
             self.placement_agent_left(&agent);
-            let desired = &self.desired.rendered;
+            let desired = &self.desired.current.rendered;
             let mut changed =
                 self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));
             for spec in desired_state::specs_for_agent(desired, &agent) {
@@ -490,7 +478,7 @@ impl AnkaiosServer {
             // Workloads the server still wants whose rows went with the
             // agent (it removed them, e.g. stopping at its shutdown) are
             // shown as AgentDisconnected too, never as gone.
-            for spec in desired_state::specs_for_agent(&self.desired.rendered, &agent) {
+            for spec in desired_state::specs_for_agent(&self.desired.current.rendered, &agent) {
                 if !self.states.contains(&spec.instance_name) {
                     let state =
                         WorkloadState::new(spec.instance_name, ExecutionState::new(StateKind::AgentDisconnected));
@@ -499,7 +487,7 @@ impl AnkaiosServer {
                 }
             }
             if !changed.is_empty() {
-                self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
+                self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
             }
         }
     }
@@ -507,24 +495,30 @@ impl AnkaiosServer {
     pub(crate) fn handle_request(&mut self, conn: ConnId, request: Request) {
         let content = match request.content {
             RequestContent::CompleteState { field_mask, subscribe_for_events } => {
-                match requests::complete_state(&self.desired, &self.states, &self.conns, &self.jobs, &field_mask) {
+                match requests::complete_state(
+                    &self.desired.current,
+                    &self.states,
+                    &self.conns,
+                    &self.jobs,
+                    &field_mask,
+                ) {
                     Ok(tree) => {
                         if subscribe_for_events {
-                            self.events.add(conn, request.request_id.clone(), field_mask);
+                            self.streams.events.add(conn, request.request_id.clone(), field_mask);
                         }
                         ResponseContent::CompleteState(Box::new(tree))
                     }
                     Err(e) => ResponseContent::Error(e),
                 }
             }
-            RequestContent::UpdateState { new_state, update_mask } if !self.hooks.is_empty() => {
+            RequestContent::UpdateState { new_state, update_mask } if !self.hooks.registry.is_empty() => {
                 return self.hooked_update(conn, request.request_id, new_state, update_mask);
             }
             RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
             RequestContent::Logs(logs) => return self.handle_logs_request(conn, request.request_id, logs),
             RequestContent::LogsCancel => return self.handle_logs_cancel(conn, request.request_id),
             RequestContent::EventsCancel => {
-                if self.events.remove(conn, &request.request_id) {
+                if self.streams.events.remove(conn, &request.request_id) {
                     ResponseContent::EventsCancelAccepted
                 } else {
                     ResponseContent::Error(format!("no event subscription with request id '{}'", request.request_id))
@@ -534,7 +528,7 @@ impl AnkaiosServer {
             RequestContent::JobInterrupt { job_id } => self.interrupt(job_id),
             RequestContent::RenderedState { field_mask } => self.rendered_state(&field_mask),
         };
-        self.conns.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
+        self.io.out.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
     }
 
     pub(crate) fn update_state(&mut self, new_state: &PartialCompleteState, update_mask: &[String]) -> ResponseContent {
@@ -559,10 +553,10 @@ impl AnkaiosServer {
                 "'{mask}' is read-only: the effective state is computed from the desired state; update 'desiredState' instead"
             )));
         }
-        if let Err(mask) = requests::check_update_masks(&self.desired, &self.conns, new_state, update_mask) {
+        if let Err(mask) = requests::check_update_masks(&self.desired.current, &self.conns, new_state, update_mask) {
             return Err(rejected(format!("Could not find field {mask}")));
         }
-        desired_state::apply_update(&self.desired, new_state, update_mask).map_err(|e| rejected(e.to_string()))
+        desired_state::apply_update(&self.desired.current, new_state, update_mask).map_err(|e| rejected(e.to_string()))
     }
 
     /// The answer to an update whose new state was accepted or not.
@@ -606,7 +600,7 @@ impl AnkaiosServer {
     ) -> Result<(StateDiff, u64), String> {
         // With hooks configured, changes go through `hooked_update` and
         // `hooked_server_change` instead.
-        debug_assert!(self.hooks.is_empty(), "a change bypassed the mutating hooks");
+        debug_assert!(self.hooks.registry.is_empty(), "a change bypassed the mutating hooks");
         let prepared = self.prepare_accept(next, moves)?;
         self.commit(prepared)
     }
@@ -628,25 +622,38 @@ impl AnkaiosServer {
     /// then the state file; not saved means not accepted) and opens its job.
     pub(crate) fn commit(&mut self, prepared: Prepared) -> Result<(StateDiff, u64), String> {
         let Prepared { next, table } = prepared;
-        self.seq.save(&table).map_err(|e| e.to_string()).inspect_err(|e| tracing::error!("update rejected: {e}"))?;
-        if next.state != self.desired.state
-            && let Some(file) = &self.state_file
+        self.sched
+            .seq
+            .save(&table)
+            .map_err(|e| e.to_string())
+            .inspect_err(|e| tracing::error!("update rejected: {e}"))?;
+        if next.state != self.desired.current.state
+            && let Some(file) = &self.desired.file
             && let Err(e) = file.save(&next.state)
         {
             tracing::error!("update rejected: {e}");
             return Err(e.to_string());
         }
-        self.seq.commit(table);
+        self.sched.seq.commit(table);
         Ok(self.switch_to(next))
     }
 
     /// Makes `next` (saved already) the current state and opens its job.
     pub(crate) fn switch_to(&mut self, next: DesiredState) -> (StateDiff, u64) {
-        let diff = desired_state::diff(&self.desired.rendered, &next.rendered);
+        if self.io.out.job_pending() {
+            // A second change in one command (a queued update after a hook
+            // chain, a placement move after a label change): the jobs step
+            // over the first change before the second one's job opens, so
+            // that the new job sees what went out.
+            self.advance_jobs();
+        }
+        let diff = desired_state::diff(&self.desired.current.rendered, &next.rendered);
         let states = &self.states;
-        self.generations.advance(&self.desired.rendered, &next.rendered, |name| states.max_generation(name));
-        let old = std::mem::replace(&mut self.desired, next);
-        let workloads = &self.desired.state.workloads;
+        self.desired
+            .generations
+            .advance(&self.desired.current.rendered, &next.rendered, |name| states.max_generation(name));
+        let old = std::mem::replace(&mut self.desired.current, next);
+        let workloads = &self.desired.current.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
         self.record_escalations(&old.rendered);
         let job_id = self.dispatch(&old.rendered, &diff);
@@ -658,7 +665,7 @@ impl AnkaiosServer {
     pub(crate) fn dispatch(&mut self, old: &ank_common::State, diff: &StateDiff) -> u64 {
         let changed = self.record_initial_states(diff);
         if !changed.is_empty() {
-            self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
+            self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
         }
         let id = self.open_job(old, diff, false);
         tracing::info!(
@@ -666,7 +673,9 @@ impl AnkaiosServer {
             diff.added.values().map(Vec::len).sum::<usize>(),
             diff.deleted.values().map(Vec::len).sum::<usize>()
         );
-        self.advance_jobs();
+        // The jobs advance once the command was handled; what they hand
+        // out goes here, before the answer to the change.
+        self.io.out.job_opened();
         id
     }
 
@@ -676,7 +685,7 @@ impl AnkaiosServer {
         let mut changed = Vec::new();
         for spec in diff.added.values().flatten() {
             let mut s = WorkloadState::new(spec.instance_name.clone(), ExecutionState::pending_initial());
-            s.status.generation = self.generations.of(spec.name()).unwrap_or(0);
+            s.status.generation = self.desired.generations.of(spec.name()).unwrap_or(0);
             if self.states.record(&s) {
                 changed.push(self.states.state_of(&spec.instance_name));
             }
@@ -689,11 +698,11 @@ impl AnkaiosServer {
             }
         }
         for name in &diff.unscheduled {
-            let Some(wl) = self.desired.rendered.workloads.get(name) else { continue };
+            let Some(wl) = self.desired.current.rendered.workloads.get(name) else { continue };
             let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
             let mut s = WorkloadState::new(n, self.not_scheduled_state(name.as_str()));
             // Generations start at 1: a NotScheduled instance shows its workload's.
-            s.status.generation = self.generations.of(name.as_str()).unwrap_or(0);
+            s.status.generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
             if self.states.record(&s) {
                 changed.push(s);
             }

@@ -24,7 +24,6 @@ struct ServerView<'a> {
     desired: &'a State,
     states: &'a WorkloadStateStore,
     conns: &'a Connections,
-    agent_kinds: &'a BTreeMap<String, bool>,
 }
 
 impl JobView for ServerView<'_> {
@@ -50,7 +49,7 @@ impl JobView for ServerView<'_> {
     fn away(&self, agent: &str) -> Option<String> {
         if self.conns.is_connected(agent) {
             None
-        } else if self.agent_kinds.contains_key(agent) {
+        } else if self.conns.seen().contains_key(agent) {
             Some(format!("agent '{agent}' not connected"))
         } else {
             Some(format!("agent '{agent}' never connected"))
@@ -74,7 +73,7 @@ impl AnkaiosServer {
     pub(crate) fn open_job(&mut self, old: &State, diff: &StateDiff, startup: bool) -> u64 {
         let mut items: BTreeMap<String, (NewItem, u64)> = BTreeMap::new();
         for spec in diff.added.values().flatten() {
-            let generation = self.generations.of(spec.name()).unwrap_or(0);
+            let generation = self.desired.generations.of(spec.name()).unwrap_or(0);
             let new = NewItem { add: Some(spec.clone()), triggered: startup, ..NewItem::default() };
             items.insert(spec.name().to_owned(), (new, generation));
         }
@@ -107,7 +106,7 @@ impl AnkaiosServer {
         // placement's job takes them over).
         for name in &diff.unscheduled {
             if !items.contains_key(name.as_str()) {
-                let generation = self.generations.of(name.as_str()).unwrap_or(0);
+                let generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
                 let new = NewItem { unplaced: true, triggered: true, ..NewItem::default() };
                 items.insert(name.to_string(), (new, generation));
             }
@@ -132,7 +131,7 @@ impl AnkaiosServer {
             if item.add.as_ref().is_none_or(|s| s.instance_name != unsent)
                 && let Some(gone) = self.states.forget(&unsent)
             {
-                self.conns.broadcast(None, &FromServer::UpdateWorkloadState(vec![gone]));
+                self.io.out.broadcast(None, FromServer::UpdateWorkloadState(vec![gone]));
             }
             if item.add.is_none() && item.delete.is_none() {
                 // Nothing was ever started: the deletion is done.
@@ -145,15 +144,12 @@ impl AnkaiosServer {
     /// ready and shows what is held. Called after every change of state.
     // [feature L2: dependency-ordered triggering (A-E)]
     pub(crate) fn advance_jobs(&mut self) {
+        // Queued apart, then put where the first job not advanced opened.
+        let outer = std::mem::take(&mut self.io.out);
         let now = Instant::now();
         let mut changed = self.cancel_failed_pipelines();
         for _ in 0..64 {
-            let view = ServerView {
-                desired: &self.desired.rendered,
-                states: &self.states,
-                conns: &self.conns,
-                agent_kinds: &self.agent_kinds,
-            };
+            let view = ServerView { desired: &self.desired.current.rendered, states: &self.states, conns: &self.conns };
             let triggers = self.jobs.step(&view, now);
             if triggers.is_empty() {
                 break;
@@ -162,8 +158,10 @@ impl AnkaiosServer {
         }
         changed.extend(self.show_held());
         if !changed.is_empty() {
-            self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
+            self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
         }
+        let jobs = std::mem::replace(&mut self.io.out, outer);
+        self.io.out.jobs_advanced(jobs);
     }
 
     /// Sends the triggered items to their agents, one message per agent.
@@ -195,7 +193,7 @@ impl AnkaiosServer {
             }
         }
         for (agent, (added, deleted)) in per_agent {
-            self.conns.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
+            self.io.out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
         }
         changed
     }
@@ -232,6 +230,14 @@ impl AnkaiosServer {
         changed
     }
 
+    /// Advances the jobs if a change opened one since they last did (the
+    /// server's own changes, at its ticks).
+    pub(crate) fn advance_jobs_if_opened(&mut self) {
+        if self.io.out.job_pending() {
+            self.advance_jobs();
+        }
+    }
+
     /// Every second: a job waiting with nothing to do may turn stuck.
     // [feature L4: stuck detection]
     pub(crate) fn jobs_tick(&mut self) {
@@ -247,22 +253,22 @@ impl AnkaiosServer {
         let mut items: BTreeMap<String, (NewItem, u64)> = BTreeMap::new();
         if !failed_only {
             for (name, _, item, _) in self.jobs.held_items() {
-                let generation = self.generations.of(name).unwrap_or(0);
+                let generation = self.desired.generations.of(name).unwrap_or(0);
                 items.insert(name.to_owned(), (NewItem { triggered: false, ..item.clone() }, generation));
             }
         }
-        for (name, wl) in &self.desired.rendered.workloads {
+        for (name, wl) in &self.desired.current.rendered.workloads {
             let Some(spec) = desired_state::spec_of(name, wl) else { continue };
             if items.contains_key(name.as_str()) || !failed(self.states.kind_of(&spec.instance_name)) {
                 continue;
             }
-            let generation = self.generations.of(name.as_str()).unwrap_or(0);
+            let generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
             items.insert(name.to_string(), (NewItem { add: Some(spec), ..NewItem::default() }, generation));
         }
         for agent in self.conns.agents().keys() {
             for n in self.states.instances_of(agent) {
                 let stop_failed = self.states.kind_of(&n) == Some(StateKind::Stopping(Stopping::DeleteFailed));
-                if stop_failed && !desired_state::wants_instance(&self.desired.rendered, &n) {
+                if stop_failed && !desired_state::wants_instance(&self.desired.current.rendered, &n) {
                     let delete = DeletedWorkload { instance_name: n.clone(), dependencies: BTreeMap::new() };
                     let item = NewItem { delete: Some(delete), ..NewItem::default() };
                     items.entry(n.workload_name.to_string()).or_insert((item, 0));
@@ -271,7 +277,7 @@ impl AnkaiosServer {
         }
         let id = self.jobs.create(items);
         tracing::info!("job {id}: rerun{}", if failed_only { " of the failed workloads" } else { "" });
-        self.advance_jobs();
+        self.io.out.job_opened();
         job_accepted(id)
     }
 
@@ -281,7 +287,7 @@ impl AnkaiosServer {
         match self.jobs.interrupt(id) {
             Ok(()) => {
                 tracing::info!("job {id} interrupted");
-                self.advance_jobs();
+                self.io.out.job_opened();
                 job_accepted(id)
             }
             Err(e) => ResponseContent::Error(format!("interrupt rejected: {e}")),

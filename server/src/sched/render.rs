@@ -33,8 +33,8 @@ impl AnkaiosServer {
     /// Returns the pools' table to save and commit with `next`.
     // [feature K9: rendered in the server, per agent]
     pub(crate) fn render_for_agents(&self, next: &mut DesiredState) -> Result<SeqTable, String> {
-        let table = self.seq.plan(&mut next.rendered).map_err(|e| e.to_string())?;
-        let old = &self.desired;
+        let table = self.sched.seq.plan(&mut next.rendered).map_err(|e| e.to_string())?;
+        let old = &self.desired.current;
         let states = &self.states;
         let started = |name: &str| {
             let instance = old
@@ -54,10 +54,10 @@ impl AnkaiosServer {
     pub(crate) fn render_initial(&mut self, initial: &mut DesiredState) {
         match self.render_for_agents(initial) {
             Ok(table) => {
-                if let Err(e) = self.seq.save(&table) {
+                if let Err(e) = self.sched.seq.save(&table) {
                     tracing::error!("{e}; the numbers are kept in memory only until the next change");
                 }
-                self.seq.commit(table);
+                self.sched.seq.commit(table);
             }
             Err(e) => tracing::error!("the initial state keeps its ${{seq:N}} macros unexpanded: {e}"),
         }
@@ -67,9 +67,10 @@ impl AnkaiosServer {
     /// effective priority a dependent raised since `old`.
     // [feature K3: Escalated event "for B (5)"]
     pub(crate) fn record_escalations(&mut self, old: &State) {
-        for (name, reason) in priorities::new_escalations(old, &self.desired.rendered) {
+        for (name, reason) in priorities::new_escalations(old, &self.desired.current.rendered) {
             let spec = self
                 .desired
+                .current
                 .rendered
                 .workloads
                 .get_key_value(name.as_str())
@@ -89,7 +90,7 @@ impl AnkaiosServer {
                 "the rendered state has only 'desiredState'; mask '{bad}' selects nothing of it"
             ));
         }
-        let tree = match serde_json::to_value(&self.desired.rendered) {
+        let tree = match serde_json::to_value(&self.desired.current.rendered) {
             Ok(v) => json!({ "desiredState": v }),
             Err(e) => return ResponseContent::Error(e.to_string()),
         };

@@ -48,7 +48,7 @@ impl ResyncSettings {
 impl AnkaiosServer {
     /// The spec with its workload's current generation.
     pub(crate) fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
-        let g = self.generations.of(spec.name()).unwrap_or(0);
+        let g = self.desired.generations.of(spec.name()).unwrap_or(0);
         spec.at_generation(g)
     }
 
@@ -66,7 +66,7 @@ impl AnkaiosServer {
     /// what its ServerHello no longer lists). Returns the changed state.
     // [feature H7: finalized before forget]
     pub(crate) fn forget_or_wait(&mut self, agent: &str, n: &WorkloadInstanceName) -> Option<WorkloadState> {
-        if self.agent_kinds.get(agent) != Some(&true) {
+        if self.conns.seen().get(agent) != Some(&true) {
             return self.states.forget(n);
         }
         self.states.mark_waiting_to_stop(n, agent).then(|| self.states.state_of(n))
@@ -80,7 +80,7 @@ impl AnkaiosServer {
             .states
             .instances_of(agent)
             .into_iter()
-            .filter(|n| !desired_state::wants_instance(&self.desired.rendered, n))
+            .filter(|n| !desired_state::wants_instance(&self.desired.current.rendered, n))
             .collect();
         if leftovers.is_empty() {
             return;
@@ -88,12 +88,12 @@ impl AnkaiosServer {
         if !reports_conditions {
             let gone: Vec<WorkloadState> = leftovers.iter().filter_map(|n| self.states.forget(n)).collect();
             if !gone.is_empty() {
-                self.conns.broadcast(None, &FromServer::UpdateWorkloadState(gone));
+                self.io.out.broadcast(None, FromServer::UpdateWorkloadState(gone));
             }
             return;
         }
         let deleted = leftovers.into_iter().map(|n| deletion(&n)).collect();
-        self.conns.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+        self.io.out.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted });
     }
 
     /// Re-sends the spec (or the deletion) of every instance on a connected
@@ -110,7 +110,8 @@ impl AnkaiosServer {
     /// The instances whose TTL ran out, by agent: (n, its spec if wanted).
     fn due_for_resync(&self, now: Instant) -> BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>> {
         let agents: Vec<String> = self
-            .agent_kinds
+            .conns
+            .seen()
             .iter()
             .filter(|(a, kind)| **kind && self.conns.is_connected(a))
             .map(|(a, _)| a.clone())
@@ -124,9 +125,9 @@ impl AnkaiosServer {
                 }
                 let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
                 let ttl = if status.status_of(ConditionType::Ready) == ConditionStatus::True {
-                    self.resync.ready
+                    self.sched.resync.ready
                 } else {
-                    self.resync.not_ready
+                    self.sched.resync.not_ready
                 };
                 if now.saturating_duration_since(timing.last_activity()) < ttl {
                     continue;
@@ -158,16 +159,16 @@ impl AnkaiosServer {
                     None => deleted.push(deletion(&n)),
                 }
             }
-            self.conns.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
+            self.io.out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
         }
         if !changed.is_empty() {
-            self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
+            self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
         }
     }
 
     /// The stamped spec of `n` if the desired state wants exactly it.
     fn wanted_spec(&self, n: &WorkloadInstanceName) -> Option<WorkloadSpec> {
-        let (name, wl) = self.desired.rendered.workloads.get_key_value(n.workload_name.as_str())?;
+        let (name, wl) = self.desired.current.rendered.workloads.get_key_value(n.workload_name.as_str())?;
         let spec = desired_state::spec_of(name, wl).filter(|s| s.instance_name == *n)?;
         Some(self.stamp(spec))
     }
