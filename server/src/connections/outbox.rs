@@ -49,6 +49,12 @@ impl Outbox {
         self.sends.push(Out::Broadcast { except: except_agent.map(str::to_owned), msg });
     }
 
+    /// Queues the messages of `other` after these.
+    pub fn append(&mut self, other: Outbox) {
+        debug_assert!(other.jobs_at.is_none(), "a feature's outbox opened a job");
+        self.sends.extend(other.sends);
+    }
+
     /// A job opened here: what the jobs hand out when they advance goes
     /// before what is queued from now on.
     pub fn job_opened(&mut self) {

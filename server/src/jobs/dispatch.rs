@@ -1,69 +1,21 @@
-//! The server's side of apply jobs: every accepted change opens a job over
-//! the workloads it adds, updates or deletes; the job engine decides which
-//! of them may go to their agents now (dependencies met, dependents gone,
-//! nothing failed), and this module hands those out, grouped per agent, and
-//! shows the held ones as Pending(WaitingToStart) / Stopping(WaitingToStop).
-//! Reruns and interrupts come in as requests.
+//! The actor's side of apply jobs: every accepted change opens a job over
+//! the workloads it adds, updates or deletes (`open_job`); the jobs advance
+//! once per command that may change the state (`advance_jobs`, carried out
+//! by [`Advance`](super::advance::Advance)). Reruns and interrupts come in
+//! as requests and open jobs too.
 
 use std::collections::BTreeMap;
 
-use ank_common::execution_state::{Pending, Stopping};
+use ank_common::execution_state::Stopping;
 use ank_common::messages::{DeletedWorkload, FromServer, ResponseContent};
-use ank_common::workload::{AddCondition, WorkloadSpec};
-use ank_common::{ExecutionState, State, StateKind, WorkloadInstanceName, WorkloadState};
+use ank_common::{State, StateKind, WorkloadInstanceName};
 use tokio::time::Instant;
 
+use super::advance::{Advance, failed};
 use crate::actor::AnkaiosServer;
-use crate::connections::Connections;
+use crate::connections::Outbox;
 use crate::desired_state::{self, StateDiff};
-use crate::jobs::{JobView, NewItem, Trigger};
-use crate::workload_states::WorkloadStateStore;
-
-/// What the job engine sees of the server.
-struct ServerView<'a> {
-    desired: &'a State,
-    states: &'a WorkloadStateStore,
-    conns: &'a Connections,
-}
-
-impl JobView for ServerView<'_> {
-    fn instance(&self, n: &WorkloadInstanceName) -> Option<(StateKind, u64)> {
-        let kind = self.states.kind_of(n)?;
-        Some((kind, self.states.status(n).map_or(0, |s| s.observed_generation)))
-    }
-
-    fn dependency(&self, dep: &str, condition: AddCondition) -> Result<(), String> {
-        let Some((name, wl)) = self.desired.workloads.get_key_value(dep) else {
-            return Err(format!("{dep} (not in the desired state)"));
-        };
-        let Some(spec) = desired_state::spec_of(name, wl) else { return Err(format!("{dep} (not scheduled)")) };
-        let kind = self.states.kind_of(&spec.instance_name);
-        if crate::jobs::meets(condition, kind) {
-            return Ok(());
-        }
-        let now = kind.map_or_else(|| "no state yet".to_owned(), |k| k.to_string());
-        let away = self.away(&wl.agent).map(|a| format!(", {a}")).unwrap_or_default();
-        Err(format!("{dep} ({now}, needs {}{away})", condition_name(condition)))
-    }
-
-    fn away(&self, agent: &str) -> Option<String> {
-        if self.conns.is_connected(agent) {
-            None
-        } else if self.conns.seen().contains_key(agent) {
-            Some(format!("agent '{agent}' not connected"))
-        } else {
-            Some(format!("agent '{agent}' never connected"))
-        }
-    }
-}
-
-fn condition_name(c: AddCondition) -> &'static str {
-    match c {
-        AddCondition::Running => "Running",
-        AddCondition::Succeeded => "Succeeded",
-        AddCondition::Failed => "Failed",
-    }
-}
+use crate::jobs::NewItem;
 
 impl AnkaiosServer {
     /// Opens the job of an accepted change from rendered state `old` to the
@@ -141,93 +93,19 @@ impl AnkaiosServer {
     }
 
     /// Steps the jobs until nothing more goes out: hands out what became
-    /// ready and shows what is held. Called after every change of state.
-    // [feature L2: dependency-ordered triggering (A-E)]
+    /// ready and shows what is held. Runs once per command that may change
+    /// the state; what it sends goes where the first job not advanced yet
+    /// opened.
     pub(crate) fn advance_jobs(&mut self) {
-        // Queued apart, then put where the first job not advanced opened.
-        let outer = std::mem::take(&mut self.io.out);
-        let now = Instant::now();
-        let mut changed = self.cancel_failed_pipelines();
-        for _ in 0..64 {
-            let view = ServerView { desired: &self.desired.current.rendered, states: &self.states, conns: &self.conns };
-            let triggers = self.jobs.step(&view, now);
-            if triggers.is_empty() {
-                break;
-            }
-            changed.extend(self.hand_out(triggers));
-        }
-        changed.extend(self.show_held());
-        if !changed.is_empty() {
-            self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
-        }
-        let jobs = std::mem::replace(&mut self.io.out, outer);
-        self.io.out.jobs_advanced(jobs);
-    }
-
-    /// Sends the triggered items to their agents, one message per agent.
-    fn hand_out(&mut self, triggers: Vec<Trigger>) -> Vec<WorkloadState> {
-        let mut changed = Vec::new();
-        let mut per_agent: BTreeMap<String, (Vec<WorkloadSpec>, Vec<DeletedWorkload>)> = BTreeMap::new();
-        for t in triggers {
-            tracing::debug!("job {}: handing out {:?}", t.job, t.add.as_ref().map(|s| s.name().to_owned()));
-            // Held, or failed before and handed out again (a rerun): the
-            // agent starts over.
-            if let Some(spec) = &t.add
-                && (failed(self.states.kind_of(&spec.instance_name))
-                    || self.states.kind_of(&spec.instance_name) == Some(StateKind::Pending(Pending::WaitingToStart)))
-                && self.states.mark_held(&spec.instance_name, ExecutionState::pending_initial())
-            {
-                changed.push(self.states.state_of(&spec.instance_name));
-            }
-            if let Some(d) = t.delete {
-                let agent = d.instance_name.agent_name.clone();
-                if self.conns.is_connected(&agent) {
-                    per_agent.entry(agent).or_default().1.push(d);
-                } else if t.add.as_ref().is_none_or(|s| s.instance_name != d.instance_name) {
-                    changed.extend(self.forget_or_wait(&agent, &d.instance_name));
-                }
-            }
-            if let Some(spec) = t.add {
-                let agent = spec.instance_name.agent_name.clone();
-                per_agent.entry(agent).or_default().0.push(self.stamp(spec));
-            }
-        }
-        for (agent, (added, deleted)) in per_agent {
-            self.io.out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
-        }
-        changed
-    }
-
-    /// Held additions show as Pending(WaitingToStart), held deletions as
-    /// Stopping(WaitingToStop), as an Ankaios agent shows what waits for
-    /// its dependencies; with `progress_in_states`, each with what it waits
-    /// for.
-    fn show_held(&mut self) -> Vec<WorkloadState> {
-        let progress = self.jobs.settings().progress_in_states;
-        let marks: Vec<(WorkloadInstanceName, ExecutionState)> = self
-            .jobs
-            .held_items()
-            .filter_map(|(_, job, item, reason)| {
-                let info = match (progress, reason.is_empty()) {
-                    (false, _) => String::new(),
-                    (true, true) => format!("held by job {job}"),
-                    (true, false) => format!("job {job}: {reason}"),
-                };
-                let (n, kind) = match (&item.add, &item.delete) {
-                    (Some(spec), _) => (&spec.instance_name, StateKind::Pending(Pending::WaitingToStart)),
-                    (None, Some(d)) => (&d.instance_name, StateKind::Stopping(Stopping::WaitingToStop)),
-                    (None, None) => return None,
-                };
-                Some((n.clone(), ExecutionState::with_info(kind, info)))
-            })
-            .collect();
-        let mut changed = Vec::new();
-        for (n, state) in marks {
-            if self.states.mark_held(&n, state) {
-                changed.push(self.states.state_of(&n));
-            }
-        }
-        changed
+        let advance = Advance {
+            jobs: &mut self.jobs,
+            states: &mut self.states,
+            conns: &self.conns,
+            desired: &self.desired,
+            out: Outbox::default(),
+        };
+        let out = advance.run(Instant::now());
+        self.io.out.jobs_advanced(out);
     }
 
     /// Advances the jobs if a change opened one since they last did (the
@@ -303,9 +181,4 @@ fn job_accepted(job_id: u64) -> ResponseContent {
         job_id,
         hook_changes: Vec::new(),
     }
-}
-
-/// Whether a state is a failure a rerun retries.
-fn failed(kind: Option<StateKind>) -> bool {
-    matches!(kind, Some(StateKind::Failed(_) | StateKind::Pending(Pending::StartingFailed)))
 }

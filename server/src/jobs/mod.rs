@@ -3,6 +3,7 @@
 //! accepted change and hands out what the engine lets go, `pipelines.rs`
 //! cancels the members of failed pipeline groups.
 
+mod advance;
 mod dispatch;
 mod engine;
 mod pipelines;

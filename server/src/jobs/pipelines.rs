@@ -16,17 +16,17 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadState};
 
-use crate::actor::AnkaiosServer;
+use super::advance::Advance;
 use crate::desired_state;
 use crate::reaper::failed_for_good;
 use crate::sched::priorities;
 
-impl AnkaiosServer {
+impl Advance<'_> {
     /// Cancels the members of failed pipelines that have not started and
     /// shows every canceled member as Pending(Canceled); returns the
     /// changed states. Runs before the jobs are stepped.
     // [feature K6: pipeline cancel-on-failure -> Pending(Canceled), never sent to the agent]
-    pub(crate) fn cancel_failed_pipelines(&mut self) -> Vec<WorkloadState> {
+    pub(super) fn cancel_failed_pipelines(&mut self) -> Vec<WorkloadState> {
         let mut cancel: Vec<(WorkloadSpec, String)> = Vec::new();
         for (group_name, group) in
             self.desired.current.state.groups.iter().filter(|(_, g)| g.mode == GroupMode::Pipeline)
@@ -59,7 +59,7 @@ impl AnkaiosServer {
             if !never_sent && self.conns.is_connected(&n.agent_name) {
                 // Handed out but not started: the agent drops it before it starts.
                 let deleted = vec![DeletedWorkload { instance_name: n.clone(), dependencies: BTreeMap::new() }];
-                self.io.out.send_to_agent(&n.agent_name, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+                self.out.send_to_agent(&n.agent_name, FromServer::UpdateWorkload { added: Vec::new(), deleted });
             }
             self.states.record_event(&n.workload_name, EventKind::Canceled, &reason);
         }

@@ -1,90 +1,108 @@
-//! The server's handlers for log requests: accept the names it knows,
-//! forward per agent, route entries and stops back, cancel on request and
-//! when a requester or an agent goes away.
+//! The log requests a campaign serves: accept the names the desired state
+//! knows, forward per agent, route entries and stops back, cancel on
+//! request and when a requester or an agent goes away. Each handler
+//! returns the messages to send.
 
-use ank_common::WorkloadInstanceName;
+use std::collections::BTreeSet;
+
 use ank_common::messages::{FromServer, LogEntry, LogsRequest, Response, ResponseContent};
+use ank_common::{State, WorkloadInstanceName};
 
-use crate::actor::AnkaiosServer;
-use crate::connections::ConnId;
+use super::campaigns::{LogCampaigns, Requester};
+use crate::connections::{ConnId, Connections, Outbox};
 use crate::desired_state;
-use crate::logs::campaigns::Requester;
 
-impl AnkaiosServer {
-    fn respond(&mut self, requester: &Requester, content: ResponseContent) {
-        let response = Response { request_id: requester.request_id.clone(), content };
-        self.io.out.send(requester.conn, FromServer::Response(response));
+fn respond(out: &mut Outbox, requester: &Requester, content: ResponseContent) {
+    let response = Response { request_id: requester.request_id.clone(), content };
+    out.send(requester.conn, FromServer::Response(response));
+}
+
+/// Whether `name` is an instance of the rendered desired state.
+fn knows_instance(rendered: &State, name: &WorkloadInstanceName) -> bool {
+    rendered
+        .workloads
+        .iter()
+        .any(|(wl_name, wl)| desired_state::spec_of(wl_name, wl).is_some_and(|spec| &spec.instance_name == name))
+}
+
+fn cancel_at_agents(out: &mut Outbox, key: &str, agents: &BTreeSet<String>) {
+    for agent in agents {
+        out.send_to_agent(agent, FromServer::LogsCancelRequest { request_id: key.to_owned() });
     }
+}
 
-    /// Whether `name` is an instance of the desired state.
-    fn knows_instance(&self, name: &WorkloadInstanceName) -> bool {
-        self.desired
-            .current
-            .rendered
-            .workloads
-            .iter()
-            .any(|(wl_name, wl)| desired_state::spec_of(wl_name, wl).is_some_and(|spec| &spec.instance_name == name))
-    }
-
-    pub(crate) fn handle_logs_request(&mut self, conn: ConnId, request_id: String, request: LogsRequest) {
-        let requester = Requester { conn, request_id };
+impl LogCampaigns {
+    /// A commander asks for the logs of workloads of `rendered`.
+    pub(crate) fn request(
+        &mut self,
+        requester: Requester,
+        request: LogsRequest,
+        rendered: &State,
+        conns: &Connections,
+    ) -> Outbox {
+        let mut out = Outbox::default();
         let accepted: Vec<WorkloadInstanceName> =
-            request.workload_names.iter().filter(|n| self.knows_instance(n)).cloned().collect();
-        self.respond(&requester, ResponseContent::LogsRequestAccepted(accepted.clone()));
+            request.workload_names.iter().filter(|n| knows_instance(rendered, n)).cloned().collect();
+        respond(&mut out, &requester, ResponseContent::LogsRequestAccepted(accepted.clone()));
         if accepted.is_empty() {
-            return;
+            return out;
         }
-        let (key, by_agent) = self.streams.logs.start(requester.clone(), &accepted);
+        let (key, by_agent) = self.start(requester.clone(), &accepted);
         for (agent, names) in by_agent {
-            if self.conns.is_connected(&agent) {
+            if conns.is_connected(&agent) {
                 let sub = LogsRequest { workload_names: names, ..request.clone() };
-                self.io.out.send_to_agent(&agent, FromServer::LogsRequest { request_id: key.clone(), request: sub });
+                out.send_to_agent(&agent, FromServer::LogsRequest { request_id: key.clone(), request: sub });
             } else {
                 for name in names {
-                    self.streams.logs.stopped(&key, &name);
+                    self.stopped(&key, &name);
                     let reason = format!("agent '{agent}' is not connected");
-                    self.respond(&requester, ResponseContent::LogsStop { workload_name: name, reason });
+                    respond(&mut out, &requester, ResponseContent::LogsStop { workload_name: name, reason });
                 }
             }
         }
+        out
     }
 
-    pub(crate) fn handle_logs_cancel(&mut self, conn: ConnId, request_id: String) {
-        let requester = Requester { conn, request_id };
-        if let Some((key, agents)) = self.streams.logs.cancel(&requester) {
-            self.cancel_at_agents(&key, &agents);
+    /// A commander cancels its request.
+    pub(crate) fn cancel_request(&mut self, requester: &Requester) -> Outbox {
+        let mut out = Outbox::default();
+        if let Some((key, agents)) = self.cancel(requester) {
+            cancel_at_agents(&mut out, &key, &agents);
         }
-        self.respond(&requester, ResponseContent::LogsCancelAccepted);
+        respond(&mut out, requester, ResponseContent::LogsCancelAccepted);
+        out
     }
 
-    fn cancel_at_agents(&mut self, key: &str, agents: &std::collections::BTreeSet<String>) {
-        for agent in agents {
-            self.io.out.send_to_agent(agent, FromServer::LogsCancelRequest { request_id: key.to_owned() });
+    /// An agent sent entries of campaign `key`.
+    pub(crate) fn entries(&self, key: &str, entries: Vec<LogEntry>) -> Outbox {
+        let mut out = Outbox::default();
+        if let Some(requester) = self.requester(key) {
+            respond(&mut out, requester, ResponseContent::LogEntries(entries));
         }
+        out
     }
 
-    pub(crate) fn handle_log_entries(&mut self, key: &str, entries: Vec<LogEntry>) {
-        if let Some(requester) = self.streams.logs.requester(key).cloned() {
-            self.respond(&requester, ResponseContent::LogEntries(entries));
+    /// An agent ended the log of `name` in campaign `key`.
+    pub(crate) fn stop(&mut self, key: &str, name: WorkloadInstanceName, reason: String) -> Outbox {
+        let mut out = Outbox::default();
+        if let Some(requester) = self.stopped(key, &name) {
+            respond(&mut out, &requester, ResponseContent::LogsStop { workload_name: name, reason });
         }
-    }
-
-    pub(crate) fn handle_logs_stop(&mut self, key: &str, name: WorkloadInstanceName, reason: String) {
-        if let Some(requester) = self.streams.logs.stopped(key, &name) {
-            self.respond(&requester, ResponseContent::LogsStop { workload_name: name, reason });
-        }
+        out
     }
 
     /// Ends the campaigns of a closed connection, and the logs of a lost agent.
-    pub(crate) fn logs_connection_closed(&mut self, conn: ConnId, agent: Option<&str>) {
-        for (key, agents) in self.streams.logs.requester_gone(conn) {
-            self.cancel_at_agents(&key, &agents);
+    pub(crate) fn connection_closed(&mut self, conn: ConnId, agent: Option<&str>) -> Outbox {
+        let mut out = Outbox::default();
+        for (key, agents) in self.requester_gone(conn) {
+            cancel_at_agents(&mut out, &key, &agents);
         }
         if let Some(agent) = agent {
-            for (requester, name) in self.streams.logs.agent_gone(agent) {
+            for (requester, name) in self.agent_gone(agent) {
                 let reason = format!("agent '{agent}' disconnected");
-                self.respond(&requester, ResponseContent::LogsStop { workload_name: name, reason });
+                respond(&mut out, &requester, ResponseContent::LogsStop { workload_name: name, reason });
             }
         }
+        out
     }
 }

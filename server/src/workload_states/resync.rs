@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::actor::AnkaiosServer;
 use crate::connections::ConnId;
 use crate::desired_state;
+use crate::workload_states::WorkloadStateStore;
 
 /// When the server re-sends a spec nobody confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,28 +49,12 @@ impl ResyncSettings {
 impl AnkaiosServer {
     /// The spec with its workload's current generation.
     pub(crate) fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
-        let g = self.desired.generations.of(spec.name()).unwrap_or(0);
-        spec.at_generation(g)
+        self.desired.generations.stamp(spec)
     }
 
     /// The specs with their workloads' current generations.
     pub(crate) fn stamped(&self, specs: Vec<WorkloadSpec>) -> Vec<WorkloadSpec> {
         specs.into_iter().map(|s| self.stamp(s)).collect()
-    }
-
-    /// An instance deleted while its agent is away. An agent of this
-    /// orchestrator that was connected before confirms the removal when it
-    /// is back: until then the instance stays as Stopping(WaitingToStop)
-    /// (ankaios#388). An Ankaios agent would never confirm, and an agent
-    /// never seen since the server started may not exist at all (a typo):
-    /// their instances go at once (an agent that shows up later removes
-    /// what its ServerHello no longer lists). Returns the changed state.
-    // [feature H7: finalized before forget]
-    pub(crate) fn forget_or_wait(&mut self, agent: &str, n: &WorkloadInstanceName) -> Option<WorkloadState> {
-        if self.conns.seen().get(agent) != Some(&true) {
-            return self.states.forget(n);
-        }
-        self.states.mark_waiting_to_stop(n, agent).then(|| self.states.state_of(n))
     }
 
     /// After a ServerHello: the instances of `agent` still listed that the
@@ -177,4 +162,27 @@ impl AnkaiosServer {
 /// A deletion nothing waits for.
 fn deletion(n: &WorkloadInstanceName) -> DeletedWorkload {
     DeletedWorkload { instance_name: n.clone(), dependencies: BTreeMap::new() }
+}
+
+impl WorkloadStateStore {
+    /// An instance deleted while its agent is away. An agent of this
+    /// orchestrator that was connected before confirms the removal when it
+    /// is back: until then the instance stays as Stopping(WaitingToStop)
+    /// (ankaios#388). An Ankaios agent would never confirm, and an agent
+    /// never seen since the server started may not exist at all (a typo):
+    /// their instances go at once (an agent that shows up later removes
+    /// what its ServerHello no longer lists). `seen`: the agents seen and
+    /// whether they confirm. Returns the changed state.
+    // [feature H7: finalized before forget]
+    pub(crate) fn forget_or_wait(
+        &mut self,
+        seen: &BTreeMap<String, bool>,
+        agent: &str,
+        n: &WorkloadInstanceName,
+    ) -> Option<WorkloadState> {
+        if seen.get(agent) != Some(&true) {
+            return self.forget(n);
+        }
+        self.mark_waiting_to_stop(n, agent).then(|| self.state_of(n))
+    }
 }
