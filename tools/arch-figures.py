@@ -15,7 +15,7 @@ import sys
 
 CRATES = ["proto", "common", "server", "agent", "ank"]
 ACTORS = [
-    ("server actor", "server/src/server.rs", "AnkaiosServer"),
+    ("server actor", "server/src/actor/mod.rs", "AnkaiosServer"),
     ("AgentManager", "agent/src/agent_manager.rs", "AgentManager"),
     ("RuntimeManager", "agent/src/runtime_manager/mod.rs", "RuntimeManager"),
 ]

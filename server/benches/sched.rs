@@ -8,7 +8,7 @@
 
 use ank_common::State;
 use ank_server::desired_state::DesiredState;
-use ank_server::seq_pools::SeqPools;
+use ank_server::sched::seq_pools::SeqPools;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const WORKLOADS: usize = 1000;

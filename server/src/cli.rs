@@ -225,8 +225,8 @@ impl Args {
     }
 
     /// When unconfirmed specs are re-sent.
-    pub fn resync(&self) -> crate::server::ResyncSettings {
-        crate::server::ResyncSettings {
+    pub fn resync(&self) -> crate::workload_states::ResyncSettings {
+        crate::workload_states::ResyncSettings {
             ready: std::time::Duration::from_secs(self.resync_ready_s.max(1)),
             not_ready: std::time::Duration::from_secs(self.resync_not_ready_s.max(1)),
         }
@@ -242,8 +242,8 @@ impl Args {
     }
 
     /// When finished workloads are deleted.
-    pub fn reaper(&self) -> crate::ttl_reaper::ReaperSettings {
-        crate::ttl_reaper::ReaperSettings {
+    pub fn reaper(&self) -> crate::reaper::ReaperSettings {
+        crate::reaper::ReaperSettings {
             tick: std::time::Duration::from_millis(self.reaper_tick_ms.max(10)),
             default_ttl: self.ttl_after_finished,
         }

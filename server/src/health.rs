@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use ank_common::daemon::Health;
 use tokio::sync::watch;
 
-use crate::server::ServerCounts;
+use crate::actor::ServerCounts;
 
 /// Where the server answers `--check`: `<run folder>/ank-server.sock`.
 pub fn socket_path(run_folder: &Path) -> PathBuf {

@@ -3,27 +3,24 @@
 //! [`run`] serves on a given listener until the shutdown token fires, so
 //! tests can start a server in-process on port 0.
 
+mod actor;
 pub mod cli;
 pub mod config_file;
 mod connections;
 pub mod desired_state;
 mod events;
-mod generations;
 pub mod grpc;
 pub mod health;
 pub mod hooks;
 pub mod jobs;
-mod log_campaigns;
+mod logs;
 pub mod placement;
-pub mod priorities;
+pub mod reaper;
 mod requests;
-pub mod seq_pools;
-mod server;
-mod state_diff;
+pub mod sched;
 pub mod state_file;
 #[cfg(test)]
 mod test_support;
-pub mod ttl_reaper;
 mod workload_states;
 
 use std::path::Path;
@@ -33,8 +30,10 @@ pub use ank_common::manifest::UnknownFields;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use server::{ResyncSettings, SchedOptions, ServerCounts, ServerHandle};
+pub use actor::{ServerCounts, ServerHandle};
+pub use sched::SchedOptions;
 use state_file::{StateFile, StateFileError};
+pub use workload_states::ResyncSettings;
 
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
@@ -143,11 +142,11 @@ pub fn start(
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
     let seq = match &state_file {
-        Some(file) => seq_pools::SeqPools::open(file.seq_path())?,
-        None => seq_pools::SeqPools::in_memory(),
+        Some(file) => sched::seq_pools::SeqPools::open(file.seq_path())?,
+        None => sched::seq_pools::SeqPools::in_memory(),
     };
     let sched = SchedOptions { seq, reaper: options.reaper };
-    let (handle, actor) = server::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, sched);
+    let (handle, actor) = actor::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, sched);
     let actor = actor.with_placement(options.placement.clone()).with_hooks(options.hooks.clone());
     let actor_task = tokio::spawn(actor.run(shutdown.clone()));
     let grpc_handle = handle.clone();

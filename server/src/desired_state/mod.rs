@@ -4,6 +4,7 @@
 //! as per-agent added and deleted workloads.
 
 mod error;
+pub mod generations;
 mod update;
 
 use std::collections::BTreeMap;
@@ -143,7 +144,7 @@ fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), Inva
     if let Some(cycle) = ank_common::dependency_graph::find_cycle(rendered) {
         return Err(InvalidState::Cycle(cycle));
     }
-    crate::priorities::write(state, rendered);
+    crate::sched::priorities::write(state, rendered);
     Ok(())
 }
 

@@ -38,8 +38,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::actor::ServerHandle;
 use crate::connections::{ConnId, ConnKind};
-use crate::server::ServerHandle;
 use identity::{IdentityPolicy, refuse_write};
 use tls::{PeerIdentity, ServerTls};
 
@@ -53,11 +53,11 @@ pub struct ServeOptions {
     /// How long open streams get to finish after shutdown was requested.
     pub shutdown_grace: Duration,
     /// When unconfirmed specs are re-sent to agents.
-    pub resync: crate::server::ResyncSettings,
+    pub resync: crate::workload_states::ResyncSettings,
     /// How apply jobs behave.
     pub jobs: crate::jobs::JobSettings,
     /// When finished workloads are deleted (`ttlAfterFinished`).
-    pub reaper: crate::ttl_reaper::ReaperSettings,
+    pub reaper: crate::reaper::ReaperSettings,
     /// How workloads with an agent selector are placed.
     pub placement: crate::placement::PlacementSettings,
     /// The mutating hooks run on every change of the workloads.

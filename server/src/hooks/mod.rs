@@ -9,6 +9,7 @@
 //! the chain is an async fn the server runs in a task of its own.
 
 pub mod effect;
+pub(crate) mod flow;
 mod run;
 
 use std::path::PathBuf;

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod filter;
+mod passes;
 mod placer;
 pub mod rank;
 mod rng;

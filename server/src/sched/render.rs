@@ -10,11 +10,11 @@ use ank_common::workload_events::EventKind;
 use ank_common::{State, WorkloadInstanceName};
 use serde_json::json;
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::desired_state::{self, DesiredState};
-use crate::priorities;
-use crate::seq_pools::{SeqPools, SeqTable};
-use crate::ttl_reaper::ReaperSettings;
+use crate::reaper::ReaperSettings;
+use crate::sched::priorities;
+use crate::sched::seq_pools::{SeqPools, SeqTable};
 
 /// The parts of the server the scheduling features add.
 #[derive(Debug, Default)]
@@ -32,9 +32,9 @@ impl AnkaiosServer {
     /// started workloads whose only change is in start-time properties.
     /// Returns the pools' table to save and commit with `next`.
     // [feature K9: rendered in the server, per agent]
-    pub(super) fn render_for_agents(&self, next: &mut DesiredState) -> Result<SeqTable, String> {
-        let table = self.seq.plan(&mut next.rendered).map_err(|e| e.to_string())?;
-        let old = &self.desired;
+    pub(crate) fn render_for_agents(&self, next: &mut DesiredState) -> Result<SeqTable, String> {
+        let table = self.sched.seq.plan(&mut next.rendered).map_err(|e| e.to_string())?;
+        let old = &self.desired.current;
         let states = &self.states;
         let started = |name: &str| {
             let instance = old
@@ -51,13 +51,13 @@ impl AnkaiosServer {
 
     /// [`Self::render_for_agents`] for the state the server starts with;
     /// a failure to save the numbers is logged (they stay in memory).
-    pub(super) fn render_initial(&mut self, initial: &mut DesiredState) {
+    pub(crate) fn render_initial(&mut self, initial: &mut DesiredState) {
         match self.render_for_agents(initial) {
             Ok(table) => {
-                if let Err(e) = self.seq.save(&table) {
+                if let Err(e) = self.sched.seq.save(&table) {
                     tracing::error!("{e}; the numbers are kept in memory only until the next change");
                 }
-                self.seq.commit(table);
+                self.sched.seq.commit(table);
             }
             Err(e) => tracing::error!("the initial state keeps its ${{seq:N}} macros unexpanded: {e}"),
         }
@@ -66,10 +66,11 @@ impl AnkaiosServer {
     /// Records an `Escalated` event on every workload not started yet whose
     /// effective priority a dependent raised since `old`.
     // [feature K3: Escalated event "for B (5)"]
-    pub(super) fn record_escalations(&mut self, old: &State) {
-        for (name, reason) in priorities::new_escalations(old, &self.desired.rendered) {
+    pub(crate) fn record_escalations(&mut self, old: &State) {
+        for (name, reason) in priorities::new_escalations(old, &self.desired.current.rendered) {
             let spec = self
                 .desired
+                .current
                 .rendered
                 .workloads
                 .get_key_value(name.as_str())
@@ -83,13 +84,13 @@ impl AnkaiosServer {
     }
 
     /// The rendered desired state, filtered by masks under `desiredState`.
-    pub(super) fn rendered_state(&self, field_mask: &[String]) -> ResponseContent {
+    pub(crate) fn rendered_state(&self, field_mask: &[String]) -> ResponseContent {
         if let Some(bad) = field_mask.iter().find(|m| m.split('.').next() != Some("desiredState")) {
             return ResponseContent::Error(format!(
                 "the rendered state has only 'desiredState'; mask '{bad}' selects nothing of it"
             ));
         }
-        let tree = match serde_json::to_value(&self.desired.rendered) {
+        let tree = match serde_json::to_value(&self.desired.current.rendered) {
             Ok(v) => json!({ "desiredState": v }),
             Err(e) => return ResponseContent::Error(e.to_string()),
         };

@@ -6,22 +6,22 @@
 use ank_common::workload_events::EventKind;
 use tokio::time::Instant;
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::desired_state;
-use crate::ttl_reaper::{Candidate, Due};
+use crate::reaper::{Candidate, Due};
 
 impl AnkaiosServer {
     /// Checks the finished workloads and deletes those due.
     // [feature K7: ttlAfterFinished reaps from the desired state]
-    pub(super) fn reaper_tick(&mut self) {
+    pub(crate) fn reaper_tick(&mut self) {
         if self.hooks_busy() {
             // Reaped at the next tick, on the state the hooks' chain leaves.
             return;
         }
         let now = Instant::now();
         let states = &self.states;
-        let default_ttl = self.reaper.settings().default_ttl;
-        let candidates = self.desired.rendered.workloads.iter().filter_map(|(name, wl)| {
+        let default_ttl = self.sched.reaper.settings().default_ttl;
+        let candidates = self.desired.current.rendered.workloads.iter().filter_map(|(name, wl)| {
             // Validated at apply.
             let ttl = wl.ttl_after_finished.as_deref().and_then(|t| ank_common::duration::parse_duration(t).ok());
             if ttl.is_none() && default_ttl.is_none() {
@@ -32,7 +32,7 @@ impl AnkaiosServer {
             let state = states.kind_of(n).zip(states.timing(n).map(|t| t.state_since));
             Some(Candidate { name, state, ttl, policy: wl.restart_policy })
         });
-        let due = self.reaper.check(candidates, now);
+        let due = self.sched.reaper.check(candidates, now);
         if due.is_empty() {
             return;
         }
@@ -43,7 +43,7 @@ impl AnkaiosServer {
                 s.states.record_event(&d.workload, EventKind::Reaped, &d.reason);
             }
         });
-        let next = match self.desired.after(without(&self.desired.state, &due)) {
+        let next = match self.desired.current.after(without(&self.desired.current.state, &due)) {
             Ok(next) => next,
             Err(e) => return tracing::error!("reaping failed, the workloads stay: {e}"),
         };
@@ -51,8 +51,8 @@ impl AnkaiosServer {
             if let Err(e) = s.server_change(next, &[], format!("reaping of {} workloads", due.len())) {
                 tracing::error!("reaping failed, the workloads stay: {e}");
             }
+            s.advance_jobs_if_opened();
         });
-        self.publish_counts();
     }
 }
 

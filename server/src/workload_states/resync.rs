@@ -15,9 +15,10 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::{StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::time::Instant;
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::connections::ConnId;
 use crate::desired_state;
+use crate::workload_states::WorkloadStateStore;
 
 /// When the server re-sends a spec nobody confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,40 +48,24 @@ impl ResyncSettings {
 
 impl AnkaiosServer {
     /// The spec with its workload's current generation.
-    pub(super) fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
-        let g = self.generations.of(spec.name()).unwrap_or(0);
-        spec.at_generation(g)
+    pub(crate) fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
+        self.desired.generations.stamp(spec)
     }
 
     /// The specs with their workloads' current generations.
-    pub(super) fn stamped(&self, specs: Vec<WorkloadSpec>) -> Vec<WorkloadSpec> {
+    pub(crate) fn stamped(&self, specs: Vec<WorkloadSpec>) -> Vec<WorkloadSpec> {
         specs.into_iter().map(|s| self.stamp(s)).collect()
-    }
-
-    /// An instance deleted while its agent is away. An agent of this
-    /// orchestrator that was connected before confirms the removal when it
-    /// is back: until then the instance stays as Stopping(WaitingToStop)
-    /// (ankaios#388). An Ankaios agent would never confirm, and an agent
-    /// never seen since the server started may not exist at all (a typo):
-    /// their instances go at once (an agent that shows up later removes
-    /// what its ServerHello no longer lists). Returns the changed state.
-    // [feature H7: finalized before forget]
-    pub(super) fn forget_or_wait(&mut self, agent: &str, n: &WorkloadInstanceName) -> Option<WorkloadState> {
-        if self.agent_kinds.get(agent) != Some(&true) {
-            return self.states.forget(n);
-        }
-        self.states.mark_waiting_to_stop(n, agent).then(|| self.states.state_of(n))
     }
 
     /// After a ServerHello: the instances of `agent` still listed that the
     /// desired state no longer has are deleted explicitly, so the agent
     /// confirms each (an Ankaios agent removes them silently: they go).
-    pub(super) fn finish_deletions_after_hello(&mut self, conn: ConnId, agent: &str, reports_conditions: bool) {
+    pub(crate) fn finish_deletions_after_hello(&mut self, conn: ConnId, agent: &str, reports_conditions: bool) {
         let leftovers: Vec<WorkloadInstanceName> = self
             .states
             .instances_of(agent)
             .into_iter()
-            .filter(|n| !desired_state::wants_instance(&self.desired.rendered, n))
+            .filter(|n| !desired_state::wants_instance(&self.desired.current.rendered, n))
             .collect();
         if leftovers.is_empty() {
             return;
@@ -88,19 +73,19 @@ impl AnkaiosServer {
         if !reports_conditions {
             let gone: Vec<WorkloadState> = leftovers.iter().filter_map(|n| self.states.forget(n)).collect();
             if !gone.is_empty() {
-                self.conns.broadcast(None, &FromServer::UpdateWorkloadState(gone));
+                self.io.out.broadcast(None, FromServer::UpdateWorkloadState(gone));
             }
             return;
         }
         let deleted = leftovers.into_iter().map(|n| deletion(&n)).collect();
-        self.conns.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+        self.io.out.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted });
     }
 
     /// Re-sends the spec (or the deletion) of every instance on a connected
     /// agent whose last confirmation is older than its TTL. Subscribers get
     /// events only when something was due (comparing states costs).
     // [feature H6: TTL-based resync]
-    pub(super) fn resync_tick(&mut self, now: Instant) {
+    pub(crate) fn resync_tick(&mut self, now: Instant) {
         let due = self.due_for_resync(now);
         if !due.is_empty() {
             self.with_events(|s| s.resync(due, now));
@@ -110,7 +95,8 @@ impl AnkaiosServer {
     /// The instances whose TTL ran out, by agent: (n, its spec if wanted).
     fn due_for_resync(&self, now: Instant) -> BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>> {
         let agents: Vec<String> = self
-            .agent_kinds
+            .conns
+            .seen()
             .iter()
             .filter(|(a, kind)| **kind && self.conns.is_connected(a))
             .map(|(a, _)| a.clone())
@@ -124,9 +110,9 @@ impl AnkaiosServer {
                 }
                 let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
                 let ttl = if status.status_of(ConditionType::Ready) == ConditionStatus::True {
-                    self.resync.ready
+                    self.sched.resync.ready
                 } else {
-                    self.resync.not_ready
+                    self.sched.resync.not_ready
                 };
                 if now.saturating_duration_since(timing.last_activity()) < ttl {
                     continue;
@@ -158,16 +144,16 @@ impl AnkaiosServer {
                     None => deleted.push(deletion(&n)),
                 }
             }
-            self.conns.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
+            self.io.out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
         }
         if !changed.is_empty() {
-            self.conns.broadcast(None, &FromServer::UpdateWorkloadState(changed));
+            self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
         }
     }
 
     /// The stamped spec of `n` if the desired state wants exactly it.
     fn wanted_spec(&self, n: &WorkloadInstanceName) -> Option<WorkloadSpec> {
-        let (name, wl) = self.desired.rendered.workloads.get_key_value(n.workload_name.as_str())?;
+        let (name, wl) = self.desired.current.rendered.workloads.get_key_value(n.workload_name.as_str())?;
         let spec = desired_state::spec_of(name, wl).filter(|s| s.instance_name == *n)?;
         Some(self.stamp(spec))
     }
@@ -176,4 +162,27 @@ impl AnkaiosServer {
 /// A deletion nothing waits for.
 fn deletion(n: &WorkloadInstanceName) -> DeletedWorkload {
     DeletedWorkload { instance_name: n.clone(), dependencies: BTreeMap::new() }
+}
+
+impl WorkloadStateStore {
+    /// An instance deleted while its agent is away. An agent of this
+    /// orchestrator that was connected before confirms the removal when it
+    /// is back: until then the instance stays as Stopping(WaitingToStop)
+    /// (ankaios#388). An Ankaios agent would never confirm, and an agent
+    /// never seen since the server started may not exist at all (a typo):
+    /// their instances go at once (an agent that shows up later removes
+    /// what its ServerHello no longer lists). `seen`: the agents seen and
+    /// whether they confirm. Returns the changed state.
+    // [feature H7: finalized before forget]
+    pub(crate) fn forget_or_wait(
+        &mut self,
+        seen: &BTreeMap<String, bool>,
+        agent: &str,
+        n: &WorkloadInstanceName,
+    ) -> Option<WorkloadState> {
+        if seen.get(agent) != Some(&true) {
+            return self.forget(n);
+        }
+        self.mark_waiting_to_stop(n, agent).then(|| self.state_of(n))
+    }
 }

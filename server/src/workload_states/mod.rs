@@ -6,6 +6,10 @@
 //! instance, when its availability was last confirmed and last re-sent,
 //! which the TTL resync reads.
 
+mod resync;
+
+pub use resync::ResyncSettings;
+
 use std::collections::HashMap;
 
 use ank_common::conditions::{self, Condition, ConditionStatus, ConditionType, InstanceStatus, RuntimeHealth};
@@ -428,5 +432,4 @@ impl WorkloadStateStore {
 }
 
 #[cfg(test)]
-#[path = "workload_states_tests.rs"]
 mod tests;

@@ -16,22 +16,24 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadState};
 
-use super::AnkaiosServer;
+use super::advance::Advance;
 use crate::desired_state;
-use crate::priorities;
-use crate::ttl_reaper::failed_for_good;
+use crate::reaper::failed_for_good;
+use crate::sched::priorities;
 
-impl AnkaiosServer {
+impl Advance<'_> {
     /// Cancels the members of failed pipelines that have not started and
     /// shows every canceled member as Pending(Canceled); returns the
     /// changed states. Runs before the jobs are stepped.
     // [feature K6: pipeline cancel-on-failure -> Pending(Canceled), never sent to the agent]
     pub(super) fn cancel_failed_pipelines(&mut self) -> Vec<WorkloadState> {
         let mut cancel: Vec<(WorkloadSpec, String)> = Vec::new();
-        for (group_name, group) in self.desired.state.groups.iter().filter(|(_, g)| g.mode == GroupMode::Pipeline) {
+        for (group_name, group) in
+            self.desired.current.state.groups.iter().filter(|(_, g)| g.mode == GroupMode::Pipeline)
+        {
             let mut failed: Option<&str> = None;
             for member in &group.members {
-                let Some((name, wl)) = self.desired.rendered.workloads.get_key_value(member.as_str()) else {
+                let Some((name, wl)) = self.desired.current.rendered.workloads.get_key_value(member.as_str()) else {
                     continue;
                 };
                 let Some(spec) = desired_state::spec_of(name, wl) else { continue };
@@ -57,7 +59,7 @@ impl AnkaiosServer {
             if !never_sent && self.conns.is_connected(&n.agent_name) {
                 // Handed out but not started: the agent drops it before it starts.
                 let deleted = vec![DeletedWorkload { instance_name: n.clone(), dependencies: BTreeMap::new() }];
-                self.conns.send_to_agent(&n.agent_name, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+                self.out.send_to_agent(&n.agent_name, FromServer::UpdateWorkload { added: Vec::new(), deleted });
             }
             self.states.record_event(&n.workload_name, EventKind::Canceled, &reason);
         }

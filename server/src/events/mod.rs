@@ -1,8 +1,10 @@
 //! Event subscriptions (CompleteStateRequest with `subscribeForEvents`):
 //! who subscribed with which field masks, and the event each subscriber
 //! gets for a change: the altered fields its masks select (computed by
-//! [`state_diff`](crate::state_diff) as Ankaios computes them) and the
+//! [`state_diff`](crate::events::state_diff) as Ankaios computes them) and the
 //! complete state under them.
+
+pub mod state_diff;
 
 use std::collections::BTreeMap;
 
@@ -11,7 +13,6 @@ use ank_common::messages::AlteredFields;
 use serde_json::Value;
 
 use crate::connections::ConnId;
-use crate::state_diff;
 
 /// One event for one subscriber.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +51,7 @@ impl EventSubscriptions {
     }
 
     /// The events that the change from `old` to `new` (both
-    /// [`comparable`](crate::state_diff::comparable) trees) gives each
+    /// [`comparable`](crate::events::state_diff::comparable) trees) gives each
     /// subscriber; `current` is the complete state after the change, from
     /// which each event carries the altered fields' values.
     pub fn events(&self, old: &Value, new: &Value, current: &Value) -> Vec<Event> {

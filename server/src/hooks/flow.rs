@@ -16,7 +16,7 @@ use ank_common::State;
 use ank_common::messages::{FromServer, HookChange, Response, ResponseContent};
 use tokio::sync::mpsc;
 
-use super::{AnkaiosServer, Prepared, rejected};
+use crate::actor::{AnkaiosServer, Prepared, rejected};
 use ank_common::convert::PartialCompleteState;
 
 use crate::connections::ConnId;
@@ -46,7 +46,7 @@ enum Running {
 
 /// The running chain, the updates behind it, and the channel its task
 /// reports on.
-pub(super) struct HookFlow {
+pub(crate) struct HookFlow {
     running: Option<Running>,
     queue: VecDeque<Update>,
     tx: mpsc::Sender<ChainResult>,
@@ -62,7 +62,7 @@ impl Default for HookFlow {
 
 impl HookFlow {
     /// The result of the running chain, when it comes.
-    pub(super) async fn done(&mut self) -> Option<ChainResult> {
+    pub(crate) async fn done(&mut self) -> Option<ChainResult> {
         self.rx.recv().await
     }
 }
@@ -70,18 +70,18 @@ impl HookFlow {
 impl AnkaiosServer {
     /// Runs `hooks` on every update that changes workloads.
     pub fn with_hooks(mut self, hooks: HooksRegistry) -> Self {
-        self.hooks = hooks;
+        self.hooks.registry = hooks;
         self
     }
 
     /// Whether a chain of hooks runs.
-    pub(super) fn hooks_busy(&self) -> bool {
-        self.hook_flow.running.is_some()
+    pub(crate) fn hooks_busy(&self) -> bool {
+        self.hooks.flow.running.is_some()
     }
 
     /// An update request while hooks are configured: started now, or
     /// queued behind the running chain.
-    pub(super) fn hooked_update(
+    pub(crate) fn hooked_update(
         &mut self,
         conn: ConnId,
         request_id: String,
@@ -91,16 +91,16 @@ impl AnkaiosServer {
         let update = Update { conn, request_id, new_state, update_mask };
         if self.hooks_busy() {
             tracing::debug!("update '{}' waits for the running mutating hooks", update.request_id);
-            self.hook_flow.queue.push_back(update);
+            self.hooks.flow.queue.push_back(update);
             return;
         }
         self.start_update(update);
     }
 
     /// Starts the queued updates in order until one waits for its hooks.
-    pub(super) fn start_queued(&mut self) {
+    pub(crate) fn start_queued(&mut self) {
         while !self.hooks_busy() {
-            let Some(update) = self.hook_flow.queue.pop_front() else { return };
+            let Some(update) = self.hooks.flow.queue.pop_front() else { return };
             self.start_update(update);
         }
     }
@@ -116,12 +116,12 @@ impl AnkaiosServer {
             Ok(prepared) => prepared,
             Err(e) => return self.answer(&update, ResponseContent::Error(format!("Update rejected: '{e}'"))),
         };
-        let Some(input) = effect::input(self.desired.base(), &prepared.next.rendered) else {
+        let Some(input) = effect::input(self.desired.current.base(), &prepared.next.rendered) else {
             let effective = self.workloads_unchanged(&prepared.next.rendered);
             return self.finish_update(update, prepared, effective, Vec::new());
         };
         self.spawn_chain(&input);
-        self.hook_flow.running = Some(Running::Update { update, prepared: Box::new(prepared), input });
+        self.hooks.flow.running = Some(Running::Update { update, prepared: Box::new(prepared), input });
     }
 
     /// A change the server makes itself (placement moves, reaped
@@ -129,19 +129,19 @@ impl AnkaiosServer {
     /// once; with hooks committed at once when it changes no workload, else
     /// after the hooks answered. Not called while a chain runs (the callers
     /// wait for their next occasion).
-    pub(super) fn server_change(
+    pub(crate) fn server_change(
         &mut self,
         next: DesiredState,
         moves: &[(String, String)],
         what: String,
     ) -> Result<(), String> {
-        if self.hooks.is_empty() {
+        if self.hooks.registry.is_empty() {
             let (_, job) = self.accept_moving(next, moves)?;
             tracing::info!("job {job}: {what}");
             return Ok(());
         }
         let mut prepared = self.prepare_accept(next, moves)?;
-        let Some(input) = effect::input(self.desired.base(), &prepared.next.rendered) else {
+        let Some(input) = effect::input(self.desired.current.base(), &prepared.next.rendered) else {
             let effective = self.workloads_unchanged(&prepared.next.rendered);
             set_effective(&mut prepared.next, effective);
             let (_, job) = self.commit(prepared)?;
@@ -150,25 +150,25 @@ impl AnkaiosServer {
         };
         tracing::debug!("{what} waits for the mutating hooks");
         self.spawn_chain(&input);
-        self.hook_flow.running = Some(Running::ServerChange { what, prepared: Box::new(prepared), input });
+        self.hooks.flow.running = Some(Running::ServerChange { what, prepared: Box::new(prepared), input });
         Ok(())
     }
 
     /// Runs the hooks on the state the server started with, as if it had
     /// been applied to an empty one; until they answer, it is served as
     /// loaded.
-    pub(super) fn start_initial_hooks(&mut self) {
-        if self.hooks.is_empty() {
+    pub(crate) fn start_initial_hooks(&mut self) {
+        if self.hooks.registry.is_empty() {
             return;
         }
-        let Some(input) = effect::input(&State::default(), &self.desired.rendered) else { return };
+        let Some(input) = effect::input(&State::default(), &self.desired.current.rendered) else { return };
         self.spawn_chain(&input);
-        self.hook_flow.running = Some(Running::Initial(input));
+        self.hooks.flow.running = Some(Running::Initial(input));
     }
 
     fn spawn_chain(&self, input: &HookInput) {
-        let hooks = self.hooks.clone();
-        let tx = self.hook_flow.tx.clone();
+        let hooks = self.hooks.registry.clone();
+        let tx = self.hooks.flow.tx.clone();
         let message = input.message.clone();
         tokio::spawn(async move {
             let _ = tx.send(hooks.run(message).await).await;
@@ -177,8 +177,8 @@ impl AnkaiosServer {
 
     /// The running chain ended: commits its update with the effect of the
     /// hooks' answer, or refuses it.
-    pub(super) fn hooks_done(&mut self, result: ChainResult) {
-        let (update, prepared, input) = match self.hook_flow.running.take() {
+    pub(crate) fn hooks_done(&mut self, result: ChainResult) {
+        let (update, prepared, input) = match self.hooks.flow.running.take() {
             Some(Running::Update { update, prepared, input }) => (update, *prepared, input),
             Some(Running::Initial(input)) => return self.initial_hooks_done(result, &input),
             Some(Running::ServerChange { what, prepared, input }) => {
@@ -188,7 +188,8 @@ impl AnkaiosServer {
         };
         let effective = result.map_err(|e| e.to_string()).and_then(|outcome| {
             let changes = hook_changes(&outcome);
-            effect::apply(&self.desired.rendered, &prepared.next.rendered, &input, outcome).map(|e| (e, changes))
+            effect::apply(&self.desired.current.rendered, &prepared.next.rendered, &input, outcome)
+                .map(|e| (e, changes))
         });
         match effective {
             Ok((effective, changes)) => self.finish_update(update, prepared, effective, changes),
@@ -197,13 +198,13 @@ impl AnkaiosServer {
     }
 
     fn initial_hooks_done(&mut self, result: ChainResult, input: &HookInput) {
-        let loaded = &self.desired.rendered;
+        let loaded = &self.desired.current.rendered;
         let effective = result
             .map_err(|e| e.to_string())
             .and_then(|outcome| effect::apply(&State::default(), loaded, input, outcome));
         match effective {
             Ok(effective) => {
-                let mut next = self.desired.clone();
+                let mut next = self.desired.current.clone();
                 set_effective(&mut next, effective);
                 let (_, job) = self.switch_to(next);
                 tracing::info!("job {job}: the loaded desired state as the mutating hooks made it");
@@ -215,7 +216,7 @@ impl AnkaiosServer {
     fn server_change_done(&mut self, result: ChainResult, what: &str, mut prepared: Prepared, input: &HookInput) {
         let effective = result
             .map_err(|e| e.to_string())
-            .and_then(|outcome| effect::apply(&self.desired.rendered, &prepared.next.rendered, input, outcome));
+            .and_then(|outcome| effect::apply(&self.desired.current.rendered, &prepared.next.rendered, input, outcome));
         let committed = effective.and_then(|effective| {
             set_effective(&mut prepared.next, effective);
             self.commit(prepared)
@@ -239,12 +240,12 @@ impl AnkaiosServer {
     /// `next` when it changes no workload: the workloads stay as the hooks
     /// made them, the rest is taken from `next`.
     fn workloads_unchanged(&self, next: &State) -> State {
-        State { workloads: self.desired.rendered.workloads.clone(), ..next.clone() }
+        State { workloads: self.desired.current.rendered.workloads.clone(), ..next.clone() }
     }
 
     fn answer(&mut self, update: &Update, content: ResponseContent) {
         let response = Response { request_id: update.request_id.clone(), content };
-        self.conns.send(update.conn, FromServer::Response(response));
+        self.io.out.send(update.conn, FromServer::Response(response));
     }
 }
 

@@ -489,5 +489,5 @@ fn finish(run: &mut Run, phase: JobPhase, reason: String) {
 }
 
 #[cfg(test)]
-#[path = "jobs_tests.rs"]
+#[path = "engine_tests.rs"]
 mod tests;

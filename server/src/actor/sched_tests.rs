@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::tests::{Harness, settle};
 use super::*;
-use crate::seq_pools::SeqPools;
-use crate::ttl_reaper::ReaperSettings;
+use crate::reaper::ReaperSettings;
+use crate::sched::seq_pools::SeqPools;
 
 const AGENT: ConnId = 1;
 const CLI: ConnId = 2;

@@ -9,6 +9,8 @@
 //! the settings and the finish rule; the server checks on every tick and
 //! carries out the deletions.
 
+mod tick;
+
 use std::time::Duration;
 
 use ank_common::execution_state::{Failed, Pending};

@@ -27,7 +27,7 @@ use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, State, StateKind, WorkloadState};
 use tokio::time::Instant;
 
-use super::AnkaiosServer;
+use crate::actor::AnkaiosServer;
 use crate::connections::Connections;
 use crate::placement::{AgentInfo, Constraints, Decision, PlacementSettings};
 
@@ -36,8 +36,8 @@ static NO_METRICS: BTreeMap<String, f64> = BTreeMap::new();
 
 /// What placement sees of every agent known in this server's life, by
 /// name: the connected ones with their advertisement, the others offline.
-fn agent_infos<'a>(conns: &'a Connections, known: &'a BTreeMap<String, bool>) -> Vec<AgentInfo<'a>> {
-    let mut infos: Vec<AgentInfo<'a>> = conns
+fn agent_infos(conns: &Connections) -> Vec<AgentInfo<'_>> {
+    let mut infos: Vec<AgentInfo<'_>> = conns
         .agent_attributes()
         .map(|(name, a)| AgentInfo {
             name,
@@ -48,7 +48,7 @@ fn agent_infos<'a>(conns: &'a Connections, known: &'a BTreeMap<String, bool>) ->
             reported: conns.status_reported(name),
         })
         .collect();
-    for name in known.keys().filter(|name| !conns.is_connected(name)) {
+    for name in conns.seen().keys().filter(|name| !conns.is_connected(name)) {
         infos.push(AgentInfo {
             name,
             connected: false,
@@ -94,7 +94,7 @@ impl AnkaiosServer {
             format_duration(settings.agent_loss_grace),
             settings.seed
         );
-        self.placer.reconfigure(settings);
+        self.sched.placer.reconfigure(settings);
         self
     }
 
@@ -105,18 +105,18 @@ impl AnkaiosServer {
     /// selector keeps its agent, a new or changed one (or one not placed
     /// yet) is placed, the old agent getting the stickiness bonus.
     // [feature S1: the chosen agent is written into the rendered state]
-    pub(super) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
+    pub(crate) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
         let now = Instant::now();
         let mut pass = Pass::default();
         {
-            let agents = agent_infos(&self.conns, &self.agent_kinds);
+            let agents = agent_infos(&self.conns);
             for (name, wl) in next.workloads.iter_mut().filter(|(_, wl)| wl.agent.is_empty()) {
                 let Some(selector) = &wl.agent_selector else { continue };
                 if let Some((_, agent)) = moves.iter().find(|(moved, _)| moved == name.as_str()) {
                     wl.agent.clone_from(agent);
                     continue;
                 }
-                let old = self.desired.base().workloads.get(name.as_str());
+                let old = self.desired.current.base().workloads.get(name.as_str());
                 let old_agent = old.map(|o| o.agent.as_str()).filter(|a| !a.is_empty());
                 if let Some(agent) = old_agent
                     && old.and_then(|o| o.agent_selector.as_ref()) == Some(selector)
@@ -124,7 +124,7 @@ impl AnkaiosServer {
                     wl.agent = agent.to_owned();
                     continue;
                 }
-                match self.placer.decide(selector, old_agent, &agents) {
+                match self.sched.placer.decide(selector, old_agent, &agents) {
                     d @ Decision::Placed { .. } => {
                         let reason = d.scheduled_reason().unwrap_or_default();
                         if let Decision::Placed { agent, .. } = d {
@@ -137,24 +137,24 @@ impl AnkaiosServer {
                 }
             }
         }
-        self.placer.retain(|name| next.workloads.get(name).is_some_and(|wl| wl.agent_selector.is_some()));
+        self.sched.placer.retain(|name| next.workloads.get(name).is_some_and(|wl| wl.agent_selector.is_some()));
         for (name, _, _) in &pass.events {
-            self.placer.placed(name, now);
+            self.sched.placer.placed(name, now);
         }
         self.note(pass);
     }
 
     /// `agent` connected: it is back, and may run NotScheduled workloads.
-    pub(super) fn placement_agent_joined(&mut self, agent: &str) {
-        self.placer.agent_back(agent);
+    pub(crate) fn placement_agent_joined(&mut self, agent: &str) {
+        self.sched.placer.agent_back(agent);
         self.placement_agent_changed(agent);
     }
 
     /// `agent` disconnected: its workloads may move after the grace, and
     /// the reasons of NotScheduled ones may change (one may have awaited
     /// its first load report).
-    pub(super) fn placement_agent_left(&mut self, agent: &str) {
-        self.placer.agent_lost(agent, Instant::now());
+    pub(crate) fn placement_agent_left(&mut self, agent: &str) {
+        self.sched.placer.agent_lost(agent, Instant::now());
         self.placement_agent_changed(agent);
     }
 
@@ -165,7 +165,7 @@ impl AnkaiosServer {
     /// still no agent may run gets its reason again (an event if it changed,
     /// none while it awaits an agent's first load report).
     // [feature S1: NotScheduled workloads are placed when a fitting agent appears]
-    pub(super) fn placement_agent_changed(&mut self, agent: &str) {
+    pub(crate) fn placement_agent_changed(&mut self, agent: &str) {
         self.place_waiting(agent, true);
     }
 
@@ -174,14 +174,14 @@ impl AnkaiosServer {
     /// reasons of the others are not judged again at every load report:
     /// their texts name no values, and it would cost a decision per
     /// waiting workload and report.)
-    pub(super) fn placement_metrics_changed(&mut self, agent: &str) {
+    pub(crate) fn placement_metrics_changed(&mut self, agent: &str) {
         self.place_waiting(agent, false);
     }
 
     /// Places the NotScheduled workloads `agent` may run; with `reasons`,
     /// judges the others again.
     fn place_waiting(&mut self, agent: &str, reasons: bool) {
-        let waiting = self.desired.rendered.workloads.iter().filter(|(_, wl)| wl.agent.is_empty());
+        let waiting = self.desired.current.rendered.workloads.iter().filter(|(_, wl)| wl.agent.is_empty());
         let waiting: Vec<String> =
             waiting.filter(|(_, wl)| wl.agent_selector.is_some()).map(|(n, _)| n.to_string()).collect();
         if waiting.is_empty() {
@@ -189,15 +189,15 @@ impl AnkaiosServer {
         }
         let mut pass = Pass::default();
         {
-            let agents = agent_infos(&self.conns, &self.agent_kinds);
+            let agents = agent_infos(&self.conns);
             let Some(me) = agents.iter().find(|a| a.name == agent).copied() else { return };
-            let ranges = self.placer.settings().metrics.clone();
+            let ranges = self.sched.placer.settings().metrics.clone();
             for name in waiting {
-                let wl = self.desired.rendered.workloads.get(name.as_str());
+                let wl = self.desired.current.rendered.workloads.get(name.as_str());
                 let Some(selector) = wl.and_then(|wl| wl.agent_selector.as_ref()) else { continue };
                 let Ok(constraints) = Constraints::new(selector) else { continue };
                 if constraints.check(&me, &ranges).is_ok() {
-                    let d = self.placer.decide(selector, None, &agents);
+                    let d = self.sched.placer.decide(selector, None, &agents);
                     if let Some(reason) = d.scheduled_reason()
                         && let Decision::Placed { agent, .. } = d
                     {
@@ -205,7 +205,7 @@ impl AnkaiosServer {
                         pass.moves.push((name, agent));
                     }
                 } else if reasons && !agents.iter().any(|a| constraints.check(a, &ranges).is_ok()) {
-                    match self.placer.decide(selector, None, &agents) {
+                    match self.sched.placer.decide(selector, None, &agents) {
                         Decision::Unschedulable { reason } => pass.unschedulable.push((name, reason)),
                         Decision::AwaitingReport { reason } => pass.awaiting.push((name, reason)),
                         Decision::Placed { .. } => {}
@@ -218,24 +218,27 @@ impl AnkaiosServer {
 
     /// At the server's tick: moves the workloads of agents gone longer than
     /// the grace, and runs the due rebalance passes.
-    pub(super) fn placement_tick(&mut self, now: Instant) {
+    pub(crate) fn placement_tick(&mut self, now: Instant) {
         let due = self.placement_due(now);
         if !due.is_empty() {
-            self.with_events(|s| s.reschedule(due, now));
+            self.with_events(|s| {
+                s.reschedule(due, now);
+                s.advance_jobs_if_opened();
+            });
         }
     }
 
     /// The placed selector workloads to look at again now.
     fn placement_due(&mut self, now: Instant) -> Vec<(String, Due)> {
-        let any_lost = self.placer.any_lost_beyond_grace(now);
+        let any_lost = self.sched.placer.any_lost_beyond_grace(now);
         let mut due = Vec::new();
         let mut rebalance = Vec::new();
-        for (name, wl) in &self.desired.rendered.workloads {
+        for (name, wl) in &self.desired.current.rendered.workloads {
             if wl.agent.is_empty() || wl.agent_selector.is_none() || wl.migration == Migration::Never {
                 continue;
             }
             // [feature S4: onAgentLoss moves only after the agent-loss grace]
-            if any_lost && let Some(gone) = self.placer.lost_beyond_grace(&wl.agent, now) {
+            if any_lost && let Some(gone) = self.sched.placer.lost_beyond_grace(&wl.agent, now) {
                 due.push((name.to_string(), Due::Lost(gone)));
             } else if wl.migration == Migration::Rebalance
                 && self.conns.is_connected(&wl.agent)
@@ -245,7 +248,7 @@ impl AnkaiosServer {
             }
         }
         for name in rebalance {
-            if self.placer.rebalance_due(&name, now) {
+            if self.sched.placer.rebalance_due(&name, now) {
                 due.push((name, Due::Rebalance));
             }
         }
@@ -256,13 +259,13 @@ impl AnkaiosServer {
     fn reschedule(&mut self, due: Vec<(String, Due)>, now: Instant) {
         let mut pass = Pass::default();
         {
-            let agents = agent_infos(&self.conns, &self.agent_kinds);
-            let stickiness = self.placer.settings().stickiness;
+            let agents = agent_infos(&self.conns);
+            let stickiness = self.sched.placer.settings().stickiness;
             for (name, why) in due {
-                let Some(wl) = self.desired.rendered.workloads.get(name.as_str()) else { continue };
+                let Some(wl) = self.desired.current.rendered.workloads.get(name.as_str()) else { continue };
                 let Some(selector) = &wl.agent_selector else { continue };
                 let current = wl.agent.as_str();
-                let d = self.placer.decide(selector, Some(current), &agents);
+                let d = self.sched.placer.decide(selector, Some(current), &agents);
                 match (why, d) {
                     (Due::Lost(gone), Decision::Placed { agent, score, candidates, .. }) => {
                         let reason = format!(
@@ -303,7 +306,7 @@ impl AnkaiosServer {
     /// Records a pass's events and moves its workloads.
     fn apply(&mut self, mut pass: Pass, now: Instant) {
         for (name, _) in pass.moves.iter().filter(|(_, agent)| !agent.is_empty()) {
-            self.placer.placed(name, now);
+            self.sched.placer.placed(name, now);
         }
         let moves = std::mem::take(&mut pass.moves);
         self.note(pass);
@@ -320,7 +323,7 @@ impl AnkaiosServer {
         }
         let mut changed = Vec::new();
         for (name, reason) in pass.unschedulable {
-            if !self.placer.unschedulable(&name, &reason) {
+            if !self.sched.placer.unschedulable(&name, &reason) {
                 continue;
             }
             tracing::info!("workload '{name}': Unschedulable {reason}");
@@ -328,13 +331,13 @@ impl AnkaiosServer {
             self.not_scheduled_rows(&name, &mut changed);
         }
         for (name, reason) in pass.awaiting {
-            if self.placer.awaiting(&name, &reason) {
+            if self.sched.placer.awaiting(&name, &reason) {
                 tracing::info!("workload '{name}': {reason}");
                 self.not_scheduled_rows(&name, &mut changed);
             }
         }
         if !changed.is_empty() {
-            self.conns.broadcast(None, &ank_common::messages::FromServer::UpdateWorkloadState(changed));
+            self.io.out.broadcast(None, ank_common::messages::FromServer::UpdateWorkloadState(changed));
         }
     }
 
@@ -363,7 +366,7 @@ impl AnkaiosServer {
         }
         // Rendered again from the user's state, so that the ${seq:N}
         // numbers of a moved workload come from its new agent's pools.
-        let next = match self.desired.after(self.desired.state.clone()) {
+        let next = match self.desired.current.after(self.desired.current.state.clone()) {
             Ok(next) => next,
             Err(e) => return tracing::error!("placement of {} workloads not applied: {e}", moves.len()),
         };
@@ -374,8 +377,8 @@ impl AnkaiosServer {
     }
 
     /// The NotScheduled state of `workload`, with why it cannot be placed.
-    pub(super) fn not_scheduled_state(&self, workload: &str) -> ExecutionState {
-        match self.placer.reason(workload) {
+    pub(crate) fn not_scheduled_state(&self, workload: &str) -> ExecutionState {
+        match self.sched.placer.reason(workload) {
             Some(reason) => ExecutionState::with_info(StateKind::NotScheduled, reason),
             None => ExecutionState::not_scheduled(),
         }

@@ -16,6 +16,12 @@ pub struct Generations {
 
 impl Generations {
     /// The generation of `workload`, if the desired state has it.
+    /// `spec` with its workload's current generation.
+    pub fn stamp(&self, spec: ank_common::workload::WorkloadSpec) -> ank_common::workload::WorkloadSpec {
+        let g = self.of(spec.name()).unwrap_or(0);
+        spec.at_generation(g)
+    }
+
     pub fn of(&self, workload: &str) -> Option<u64> {
         self.map.get(workload).copied()
     }

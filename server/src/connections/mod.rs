@@ -8,6 +8,10 @@ use ank_common::AgentAttributes;
 use ank_common::messages::FromServer;
 use tokio::sync::mpsc;
 
+mod outbox;
+
+pub use outbox::{Out, Outbox};
+
 /// Identifies one gRPC stream.
 pub type ConnId = u64;
 
@@ -38,6 +42,10 @@ pub struct Connections {
     /// Connected agents that have reported their load (before that, an
     /// agent has no status in Ankaios' complete state).
     status_reported: BTreeSet<String>,
+    /// Agents seen in this server's life, and whether they report
+    /// generations and conditions (this orchestrator's agents) or not
+    /// (Ankaios agents).
+    seen: BTreeMap<String, bool>,
 }
 
 impl Connections {
@@ -82,6 +90,18 @@ impl Connections {
         }
     }
 
+    /// Notes that `agent` said hello, and whether it reports generations
+    /// and conditions.
+    pub fn note_seen(&mut self, agent: &str, reports_conditions: bool) {
+        self.seen.insert(agent.to_owned(), reports_conditions);
+    }
+
+    /// The agents seen in this server's life, connected or not, and
+    /// whether they report generations and conditions.
+    pub fn seen(&self) -> &BTreeMap<String, bool> {
+        &self.seen
+    }
+
     pub fn agent_of(&self, id: ConnId) -> Option<String> {
         self.agents.iter().find(|(_, (c, _))| *c == id).map(|(name, _)| name.clone())
     }
@@ -106,6 +126,17 @@ impl Connections {
 
     pub fn agents(&self) -> BTreeMap<String, AgentAttributes> {
         self.agents.iter().map(|(n, (_, a))| (n.clone(), a.clone())).collect()
+    }
+
+    /// Queues the messages of an outbox on their streams, in order.
+    pub fn deliver(&mut self, out: Vec<Out>) {
+        for o in out {
+            match o {
+                Out::To(id, msg) => self.send(id, msg),
+                Out::ToAgent(agent, msg) => self.send_to_agent(&agent, msg),
+                Out::Broadcast { except, msg } => self.broadcast(except.as_deref(), &msg),
+            }
+        }
     }
 
     /// Queues `msg` for stream `id`; a full or closed queue drops the stream.

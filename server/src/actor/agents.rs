@@ -1,0 +1,201 @@
+//! The actor's handlers of the agents' and commanders' connection
+//! messages: hellos, workload-state reports, load reports and closed
+//! streams.
+
+use std::collections::BTreeMap;
+
+use ank_common::messages::FromServer;
+use ank_common::placement::metrics::Metrics;
+use ank_common::quota::{AgentQuota, QuotaLimits, QuotaUsage};
+use ank_common::workload_events::EventKind;
+use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadState};
+
+use super::AnkaiosServer;
+use crate::connections::{ConnId, ConnKind};
+use crate::desired_state;
+use crate::workload_states::Ingest;
+
+/// What an agent's hello says besides its name and version.
+pub(super) struct Hello {
+    pub(super) tags: BTreeMap<String, String>,
+    pub(super) reports_conditions: bool,
+    pub(super) capabilities: Vec<String>,
+    pub(super) quota: QuotaLimits,
+}
+
+impl AnkaiosServer {
+    // [impl->swdd~agent-sends-hello~1]
+    pub(super) fn handle_agent_hello(&mut self, conn: ConnId, agent: &str, version: &str, hello: Hello) {
+        let Hello { tags, reports_conditions, capabilities, quota } = hello;
+        if self.conns.kind(conn) != Some(ConnKind::Agent) {
+            tracing::warn!("connection {conn}: AgentHello on a non-agent stream ignored");
+            return;
+        }
+        if let Err(e) = ank_common::names::validate_agent_node_name(agent) {
+            tracing::warn!("rejecting agent: {e}");
+            self.conns.close(conn);
+            return;
+        }
+        if !ank_common::is_compatible_protocol(version) {
+            tracing::warn!("rejecting agent '{agent}': protocol version '{version}' is not compatible");
+            self.conns.close(conn);
+            return;
+        }
+        tracing::info!("agent '{agent}' connected");
+        // [feature K2: the server keeps each agent's quota (none: unlimited)]
+        // An agent without our extensions (Eclipse Ankaios' own) reports no
+        // generations, conditions or quota: shown as "not reported".
+        let not_reported = if reports_conditions {
+            Vec::new()
+        } else {
+            ank_common::complete_state::NOT_REPORTED_BY_ANKAIOS_AGENTS.iter().map(|s| (*s).to_owned()).collect()
+        };
+        let attributes = AgentAttributes {
+            tags,
+            capabilities,
+            quota: AgentQuota::of(quota),
+            not_reported,
+            ..AgentAttributes::default()
+        };
+        self.conns.register_agent(conn, agent, attributes);
+        self.conns.note_seen(agent, reports_conditions);
+        // Specs a job holds back go out when the job hands them out.
+        let mut specs = desired_state::specs_for_agent(&self.desired.current.rendered, agent);
+        specs.retain(|s| !self.jobs.is_held(s.name()));
+        let specs = self.stamped(specs);
+        self.io.out.send(conn, FromServer::ServerHello(specs));
+        // Before the leftovers are deleted: an instance placed here again
+        // is no leftover.
+        self.placement_agent_joined(agent);
+        self.finish_deletions_after_hello(conn, agent, reports_conditions);
+        let others = self.states.all_except(Some(agent));
+        if !others.is_empty() {
+            self.io.out.send(conn, FromServer::UpdateWorkloadState(others));
+        }
+    }
+
+    pub(crate) fn handle_commander_hello(&mut self, conn: ConnId, version: &str) {
+        if !ank_common::is_compatible_protocol(version) {
+            tracing::warn!("rejecting commander: protocol version '{version}' is not compatible");
+            self.conns.close(conn);
+        }
+    }
+
+    pub(crate) fn handle_workload_states(&mut self, conn: ConnId, states: Vec<WorkloadState>) {
+        let Some(agent) = self.conns.agent_of(conn) else {
+            tracing::warn!("connection {conn}: workload states from a stream that is no agent ignored");
+            return;
+        };
+        // An agent speaks only for its own workloads, and only for those the
+        // server wants or still lists: after a partition or a server restart
+        // the agent re-sends states of workloads deleted meanwhile, which it
+        // is about to remove; they must not come back as ghost rows.
+        let mut changed = Vec::new();
+        for s in states.into_iter().filter(|s| s.instance_name.agent_name == agent) {
+            let n = &s.instance_name;
+            if self.jobs.is_canceled(n) {
+                // A canceled member stays Pending(Canceled) whatever its agent says.
+                continue;
+            }
+            let wanted = desired_state::wants_instance(&self.desired.current.rendered, n);
+            // An instance being deleted only goes its way out: a report of
+            // it running that the agent sent before it learnt of the
+            // deletion (a full set after a reconnect) is not news.
+            let leaving = matches!(s.execution_state.kind, StateKind::Stopping(_) | StateKind::Removed);
+            let known = match self.states.kind_of(n) {
+                None => false,
+                Some(kind) => leaving || !matches!(kind, StateKind::Stopping(_)),
+            };
+            if !wanted && !known {
+                continue;
+            }
+            let generation = wanted.then(|| self.desired.generations.of(&n.workload_name)).flatten();
+            match self.states.ingest(&s, generation) {
+                Ingest::Accepted(true) => changed.push(self.states.state_of(n)),
+                Ingest::Accepted(false) => {}
+                Ingest::Stale | Ingest::Future => {
+                    tracing::debug!(
+                        "report of '{n}' at generation {} dropped (current {generation:?})",
+                        s.status.observed_generation
+                    );
+                    if let Some(attrs) = self.conns.agent_attributes_mut(&agent) {
+                        attrs.dropped_stale_reports += 1;
+                    }
+                }
+                Ingest::Invalid(missing) => tracing::warn!(
+                    "agent '{agent}': report of '{n}' without the {} condition ignored",
+                    missing.as_str()
+                ),
+            }
+        }
+        if !changed.is_empty() {
+            self.io.out.broadcast(Some(&agent), FromServer::UpdateWorkloadState(changed));
+        }
+    }
+
+    pub(crate) fn handle_load_status(
+        &mut self,
+        conn: ConnId,
+        agent: &str,
+        status: AgentStatus,
+        extra: &BTreeMap<String, f64>,
+        used: QuotaUsage,
+    ) {
+        if self.conns.agent_of(conn).as_deref() != Some(agent) {
+            return;
+        }
+        let first = !self.conns.status_reported(agent);
+        self.conns.mark_status_reported(agent);
+        let Some(attrs) = self.conns.agent_attributes_mut(agent) else { return };
+        let metrics = Metrics::from_load(&status, extra);
+        attrs.status = status;
+        // [feature K2: the server shows what an agent uses of its quota]
+        if let Some(quota) = attrs.quota.as_mut() {
+            quota.used_workloads = used.workloads;
+            quota.used_memory = used.memory;
+        }
+        if attrs.metrics != metrics || first {
+            attrs.metrics = metrics;
+            if first {
+                // Its metrics are known from now on.
+                self.placement_agent_changed(agent);
+            } else {
+                self.placement_metrics_changed(agent);
+            }
+        }
+    }
+
+    pub(crate) fn handle_closed(&mut self, conn: ConnId) {
+        self.streams.events.remove_where(conn, |_| true);
+        let agent = self.conns.close(conn);
+        self.io.out.append(self.streams.logs.connection_closed(conn, agent.as_deref()));
+        if let Some(agent) = agent {
+            tracing::info!("agent '{agent}' disconnected");
+            self.placement_agent_left(&agent);
+            let desired = &self.desired.current.rendered;
+            let mut changed =
+                self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));
+            for spec in desired_state::specs_for_agent(desired, &agent) {
+                self.states.record_event(
+                    spec.name(),
+                    EventKind::AgentDisconnected,
+                    &format!("agent '{agent}' disconnected"),
+                );
+            }
+            // Workloads the server still wants whose rows went with the
+            // agent (it removed them, e.g. stopping at its shutdown) are
+            // shown as AgentDisconnected too, never as gone.
+            for spec in desired_state::specs_for_agent(&self.desired.current.rendered, &agent) {
+                if !self.states.contains(&spec.instance_name) {
+                    let state =
+                        WorkloadState::new(spec.instance_name, ExecutionState::new(StateKind::AgentDisconnected));
+                    self.states.record(&state);
+                    changed.push(state);
+                }
+            }
+            if !changed.is_empty() {
+                self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
+            }
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! The `AnkaiosServer` actor: owns the desired state, the workload-state
+//! store and the connection registry. The gRPC layer feeds it
+//! [`ServerCommand`]s through a [`ServerHandle`]; it answers by queueing
+//! `FromServer` messages on the streams' outbound channels. It publishes
+//! its [`ServerCounts`] (for the daemon's status line) and answers liveness
+//! pings (for the watchdog and `--check`).
+
+use ank_common::daemon::Pinger;
+use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+#[cfg(test)]
+use crate::connections::ConnKind;
+use crate::connections::{ConnId, Connections};
+use crate::desired_state::generations::Generations;
+use crate::desired_state::{self, DesiredState};
+use crate::jobs::{JobEngine, JobSettings};
+use crate::placement::Placer;
+use crate::reaper::Reaper;
+use crate::requests;
+use crate::sched::seq_pools::SeqTable;
+use crate::state_file::StateFile;
+use crate::workload_states::WorkloadStateStore;
+
+mod agents;
+mod handle;
+mod parts;
+mod update;
+
+use agents::Hello;
+pub use handle::{ServerCommand, ServerCounts, ServerHandle};
+
+pub(crate) use parts::{Desired, Hooks, Io, Scheduling, Streams};
+
+use crate::connections::Outbox;
+use crate::logs::campaigns::Requester;
+use crate::sched::SchedOptions;
+use crate::workload_states::ResyncSettings;
+
+/// The answer to an update the server refuses, worded as Ankaios words it.
+pub(crate) fn rejected(reason: String) -> ResponseContent {
+    tracing::warn!("Update rejected: '{reason}'");
+    ResponseContent::Error(format!("Update rejected: '{reason}'"))
+}
+
+/// Whether `msg` may change the complete state (and so cause events):
+/// reads, log traffic and goodbyes do not.
+fn changes_state(msg: &ToServer) -> bool {
+    match msg {
+        ToServer::AgentHello { .. } | ToServer::UpdateWorkloadState(_) | ToServer::AgentLoadStatus { .. } => true,
+        // Exhaustive: a new request kind must say whether it changes the
+        // state (events and jobs follow only those that do).
+        ToServer::Request(r) => match r.content {
+            RequestContent::UpdateState { .. }
+            | RequestContent::JobRerun { .. }
+            | RequestContent::JobInterrupt { .. } => true,
+            RequestContent::CompleteState { .. }
+            | RequestContent::Logs(_)
+            | RequestContent::LogsCancel
+            | RequestContent::EventsCancel
+            | RequestContent::RenderedState { .. } => false,
+        },
+        ToServer::CommanderHello { .. }
+        | ToServer::Goodbye
+        | ToServer::LogEntriesResponse { .. }
+        | ToServer::LogsStopResponse { .. } => false,
+    }
+}
+
+/// The server's state and its command loop: each part is owned by its
+/// feature (see `parts.rs`).
+pub struct AnkaiosServer {
+    /// The commands and pings in, the counts and the outbox out.
+    pub(crate) io: Io,
+    /// The desired state, where it is saved, and the generations.
+    pub(crate) desired: Desired,
+    pub(crate) states: WorkloadStateStore,
+    pub(crate) conns: Connections,
+    /// Event subscriptions and log campaigns.
+    pub(crate) streams: Streams,
+    /// The apply jobs and the workloads they hold back.
+    pub(crate) jobs: JobEngine,
+    /// Placement, `${seq:N}` numbers, the reaper and the resync settings.
+    pub(crate) sched: Scheduling,
+    /// The mutating hooks and the chain running.
+    pub(crate) hooks: Hooks,
+}
+
+/// A new desired state ready to be committed, with the `${seq:N}` numbers
+/// it took.
+pub(crate) struct Prepared {
+    pub(crate) next: DesiredState,
+    pub(crate) table: SeqTable,
+}
+
+impl AnkaiosServer {
+    /// Creates the actor with an initial, validated desired state; with a
+    /// `state_file`, every accepted change is saved there before it is
+    /// acknowledged or sent to an agent. The `${seq:N}` pools live in
+    /// memory and the reaper has its defaults (tests).
+    #[cfg(test)]
+    pub fn new(
+        initial: DesiredState,
+        state_file: Option<StateFile>,
+        resync: ResyncSettings,
+        jobs: JobSettings,
+    ) -> (ServerHandle, Self) {
+        Self::new_with(initial, state_file, resync, jobs, SchedOptions::default())
+    }
+
+    /// Creates the actor with an initial, validated desired state; with a
+    /// `state_file`, every accepted change is saved there (and the
+    /// `${seq:N}` numbers in `sched.seq`'s file) before it is acknowledged
+    /// or sent to an agent.
+    pub fn new_with(
+        mut initial: DesiredState,
+        state_file: Option<StateFile>,
+        resync: ResyncSettings,
+        jobs: JobSettings,
+        sched: SchedOptions,
+    ) -> (ServerHandle, Self) {
+        let (tx, rx) = mpsc::channel(256);
+        let (counts_tx, counts) = watch::channel(ServerCounts::default());
+        let (pinger, pings) = Pinger::channel();
+        let mut server = Self {
+            io: Io { rx, pings, counts: counts_tx, out: Outbox::default() },
+            desired: Desired {
+                current: DesiredState::default(),
+                file: state_file,
+                generations: Generations::default(),
+            },
+            states: WorkloadStateStore::default(),
+            conns: Connections::default(),
+            streams: Streams::default(),
+            jobs: JobEngine::new(jobs),
+            sched: Scheduling { resync, seq: sched.seq, reaper: Reaper::new(sched.reaper), placer: Placer::default() },
+            hooks: Hooks::default(),
+        };
+        server.place_update(&mut initial.rendered, &[]);
+        server.render_initial(&mut initial);
+        let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
+        server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
+        server.desired.current = initial;
+        server.record_escalations(&ank_common::State::default());
+        server.record_initial_states(&diff);
+        if !diff.added.is_empty() {
+            // The startup manifest is the first job.
+            server.open_job(&ank_common::State::default(), &diff, true);
+            server.advance_jobs();
+        }
+        server.flush();
+        (ServerHandle { tx, counts, pinger }, server)
+    }
+
+    /// Processes commands until `shutdown` fires or every handle is gone.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut resync = tokio::time::interval(self.sched.resync.tick());
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut reap = tokio::time::interval(self.sched.reaper.settings().tick);
+        reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.start_initial_hooks();
+        self.flush();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = resync.tick() => {
+                    self.resync_tick(tokio::time::Instant::now());
+                    self.jobs_tick();
+                    self.placement_tick(tokio::time::Instant::now());
+                }
+                _ = reap.tick() => self.reaper_tick(),
+                Some(ping) = self.io.pings.recv() => {
+                    let _ = ping.send(());
+                }
+                Some(done) = self.hooks.flow.done() => self.with_events(|s| {
+                    s.hooks_done(done);
+                    s.start_queued();
+                    s.advance_jobs();
+                }),
+                cmd = self.io.rx.recv() => match cmd {
+                    Some(cmd) => self.handle_command(cmd),
+                    None => break,
+                },
+            }
+            self.flush();
+        }
+    }
+
+    /// Routes one command; a command that may change the state advances
+    /// the jobs once, after it was handled.
+    fn handle_command(&mut self, cmd: ServerCommand) {
+        match cmd {
+            ServerCommand::Opened { conn, kind, tx } => self.conns.open(conn, kind, tx),
+            ServerCommand::Message { conn, msg } if changes_state(&msg) => self.with_events(|s| {
+                s.handle_message(conn, msg);
+                s.advance_jobs();
+            }),
+            ServerCommand::Message { conn, msg } => self.handle_message(conn, msg),
+            ServerCommand::Closed { conn } => self.with_events(|s| {
+                s.handle_closed(conn);
+                s.advance_jobs();
+            }),
+        }
+    }
+
+    /// Sends what the command queued, and publishes the counts.
+    fn flush(&mut self) {
+        let out = self.io.out.take();
+        self.conns.deliver(out);
+        self.publish_counts();
+    }
+
+    pub(crate) fn publish_counts(&self) {
+        let now =
+            ServerCounts { agents: self.conns.agent_count(), workloads: self.desired.current.state.workloads.len() };
+        self.io.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
+    }
+
+    /// Runs `change` and sends every subscriber the events it caused. The
+    /// complete state is compared only while somebody subscribed.
+    pub(crate) fn with_events(&mut self, change: impl FnOnce(&mut Self)) {
+        if self.streams.events.is_empty() {
+            return change(self);
+        }
+        let before = self.comparable_tree(&self.complete_state_tree());
+        change(self);
+        let current = self.complete_state_tree();
+        let after = self.comparable_tree(&current);
+        for event in self.streams.events.events(&before, &after, &current) {
+            let content = ResponseContent::Event {
+                complete_state: Box::new(event.complete_state),
+                altered_fields: event.altered_fields,
+            };
+            self.io.out.send(event.conn, FromServer::Response(Response { request_id: event.request_id, content }));
+        }
+    }
+
+    /// `tree` as Ankaios compares complete states for events.
+    pub(crate) fn comparable_tree(&self, tree: &serde_json::Value) -> serde_json::Value {
+        crate::events::state_diff::comparable(tree, |agent| self.conns.status_reported(agent))
+    }
+
+    pub(crate) fn complete_state_tree(&self) -> serde_json::Value {
+        requests::complete_state(&self.desired.current, &self.states, &self.conns, &self.jobs, &[]).unwrap_or_default()
+    }
+
+    pub(crate) fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
+        match msg {
+            ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities, quota } => {
+                let hello = Hello { tags, reports_conditions, capabilities, quota };
+                self.handle_agent_hello(conn, &agent_name, &protocol_version, hello);
+            }
+            ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
+            ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
+            ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
+                self.handle_load_status(conn, &agent_name, status, &metrics, quota_used)
+            }
+            ToServer::Request(request) => self.handle_request(conn, request),
+            ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
+            ToServer::LogEntriesResponse { request_id, entries } => {
+                self.io.out.append(self.streams.logs.entries(&request_id, entries))
+            }
+            ToServer::LogsStopResponse { request_id, workload_name, reason } => {
+                self.io.out.append(self.streams.logs.stop(&request_id, workload_name, reason))
+            }
+        }
+    }
+
+    pub(crate) fn handle_request(&mut self, conn: ConnId, request: Request) {
+        let content = match request.content {
+            RequestContent::CompleteState { field_mask, subscribe_for_events } => {
+                match requests::complete_state(
+                    &self.desired.current,
+                    &self.states,
+                    &self.conns,
+                    &self.jobs,
+                    &field_mask,
+                ) {
+                    Ok(tree) => {
+                        if subscribe_for_events {
+                            self.streams.events.add(conn, request.request_id.clone(), field_mask);
+                        }
+                        ResponseContent::CompleteState(Box::new(tree))
+                    }
+                    Err(e) => ResponseContent::Error(e),
+                }
+            }
+            RequestContent::UpdateState { new_state, update_mask } if !self.hooks.registry.is_empty() => {
+                return self.hooked_update(conn, request.request_id, new_state, update_mask);
+            }
+            RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
+            RequestContent::Logs(logs) => {
+                let requester = Requester { conn, request_id: request.request_id };
+                let out = self.streams.logs.request(requester, logs, &self.desired.current.rendered, &self.conns);
+                return self.io.out.append(out);
+            }
+            RequestContent::LogsCancel => {
+                let requester = Requester { conn, request_id: request.request_id };
+                return self.io.out.append(self.streams.logs.cancel_request(&requester));
+            }
+            RequestContent::EventsCancel => {
+                if self.streams.events.remove(conn, &request.request_id) {
+                    ResponseContent::EventsCancelAccepted
+                } else {
+                    ResponseContent::Error(format!("no event subscription with request id '{}'", request.request_id))
+                }
+            }
+            RequestContent::JobRerun { failed_only } => self.rerun(failed_only),
+            RequestContent::JobInterrupt { job_id } => self.interrupt(job_id),
+            RequestContent::RenderedState { field_mask } => self.rendered_state(&field_mask),
+        };
+        self.io.out.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
+    }
+}
+
+#[cfg(test)]
+mod job_tests;
+#[cfg(test)]
+mod placement_tests;
+#[cfg(test)]
+mod sched_tests;
+#[cfg(test)]
+mod tests;

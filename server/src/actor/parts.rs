@@ -1,0 +1,66 @@
+//! The parts the actor's state is grouped into. Each part belongs to one
+//! feature; the actor only holds them side by side.
+
+use ank_common::daemon::Ping;
+use tokio::sync::{mpsc, watch};
+
+use super::{ServerCommand, ServerCounts};
+use crate::connections::Outbox;
+use crate::desired_state::DesiredState;
+use crate::desired_state::generations::Generations;
+use crate::events::EventSubscriptions;
+use crate::hooks::HooksRegistry;
+use crate::hooks::flow::HookFlow;
+use crate::logs::campaigns::LogCampaigns;
+use crate::placement::Placer;
+use crate::reaper::Reaper;
+use crate::sched::seq_pools::SeqPools;
+use crate::state_file::StateFile;
+use crate::workload_states::ResyncSettings;
+
+/// What goes into the actor and out of it: the commands, the liveness
+/// pings, the published counts, and the messages of the command at hand.
+pub(crate) struct Io {
+    pub(crate) rx: mpsc::Receiver<ServerCommand>,
+    pub(crate) pings: mpsc::Receiver<Ping>,
+    pub(crate) counts: watch::Sender<ServerCounts>,
+    /// Delivered to the connections once per command.
+    pub(crate) out: Outbox,
+}
+
+/// The desired state in force, where it is saved, and the generation of
+/// every desired workload.
+pub(crate) struct Desired {
+    pub(crate) current: DesiredState,
+    /// Where accepted desired states are saved, if anywhere.
+    pub(crate) file: Option<StateFile>,
+    pub(crate) generations: Generations,
+}
+
+/// What commanders subscribed to: events and log campaigns.
+#[derive(Default)]
+pub(crate) struct Streams {
+    pub(crate) events: EventSubscriptions,
+    pub(crate) logs: LogCampaigns,
+}
+
+/// The scheduling features on the desired state.
+pub(crate) struct Scheduling {
+    /// When the server re-sends a spec nobody confirmed.
+    pub(crate) resync: ResyncSettings,
+    /// The `${seq:N}` numbers of the workloads.
+    pub(crate) seq: SeqPools,
+    /// When finished workloads are deleted.
+    pub(crate) reaper: Reaper,
+    /// Placement of the workloads with an agent selector.
+    pub(crate) placer: Placer,
+}
+
+/// The mutating hooks and the chain of them running.
+#[derive(Default)]
+pub(crate) struct Hooks {
+    /// Empty: updates never wait for a hook.
+    pub(crate) registry: HooksRegistry,
+    /// The chain running, and the updates waiting for it.
+    pub(crate) flow: HookFlow,
+}

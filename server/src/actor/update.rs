@@ -1,0 +1,193 @@
+//! The update path on the actor: an update request is checked and merged
+//! into a new desired state, placed and rendered for the agents, saved,
+//! made current, and its job opened; the states the server decides for the
+//! change (Pending(Initial), NotScheduled) are recorded and pushed.
+
+use ank_common::convert::PartialCompleteState;
+use ank_common::messages::{FromServer, ResponseContent};
+use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
+
+use super::{AnkaiosServer, Prepared, rejected};
+use crate::desired_state::{self, DesiredState, StateDiff};
+use crate::requests;
+
+impl AnkaiosServer {
+    pub(crate) fn update_state(&mut self, new_state: &PartialCompleteState, update_mask: &[String]) -> ResponseContent {
+        let next = match self.prepare_update(new_state, update_mask) {
+            Ok(next) => next,
+            Err(answer) => return answer,
+        };
+        let result = self.accept(next);
+        self.update_answer(new_state, update_mask, result)
+    }
+
+    /// The new desired state an update asks for, or the refusal.
+    pub(crate) fn prepare_update(
+        &self,
+        new_state: &PartialCompleteState,
+        update_mask: &[String],
+    ) -> Result<DesiredState, ResponseContent> {
+        // The effective state is computed, never written; an effectiveState
+        // part of a new state without such a mask is ignored, as in Ankaios.
+        if let Some(mask) = update_mask.iter().find(|m| m.split('.').next() == Some("effectiveState")) {
+            return Err(rejected(format!(
+                "'{mask}' is read-only: the effective state is computed from the desired state; update 'desiredState' instead"
+            )));
+        }
+        if let Err(mask) = requests::check_update_masks(&self.desired.current, &self.conns, new_state, update_mask) {
+            return Err(rejected(format!("Could not find field {mask}")));
+        }
+        desired_state::apply_update(&self.desired.current, new_state, update_mask).map_err(|e| rejected(e.to_string()))
+    }
+
+    /// The answer to an update whose new state was accepted or not.
+    pub(crate) fn update_answer(
+        &mut self,
+        new_state: &PartialCompleteState,
+        update_mask: &[String],
+        result: Result<(StateDiff, u64), String>,
+    ) -> ResponseContent {
+        match result {
+            Ok((diff, job_id)) => {
+                // Agents whose labels changed may now take NotScheduled
+                // workloads, or no longer match theirs.
+                for agent in requests::update_agent_tags(&mut self.conns, new_state, update_mask) {
+                    self.placement_agent_changed(&agent);
+                }
+                ResponseContent::UpdateStateSuccess {
+                    added_workloads: diff.added_instance_names(),
+                    deleted_workloads: diff.deleted_instance_names(),
+                    job_id,
+                    hook_changes: Vec::new(),
+                }
+            }
+            Err(e) => ResponseContent::Error(format!("Update rejected: '{e}'")),
+        }
+    }
+
+    /// Makes `next` the desired state: finishes its rendering, saves it
+    /// (the `${seq:N}` numbers first, then the state file; not saved means
+    /// not accepted: a restart must not lose it) and opens its job.
+    pub(crate) fn accept(&mut self, next: DesiredState) -> Result<(StateDiff, u64), String> {
+        self.accept_moving(next, &[])
+    }
+
+    /// [`accept`](Self::accept), with `moves` (workload, agent) overriding
+    /// where placement would keep selector workloads.
+    pub(crate) fn accept_moving(
+        &mut self,
+        next: DesiredState,
+        moves: &[(String, String)],
+    ) -> Result<(StateDiff, u64), String> {
+        // With hooks configured, changes go through `hooked_update` and
+        // `hooked_server_change` instead.
+        debug_assert!(self.hooks.registry.is_empty(), "a change bypassed the mutating hooks");
+        let prepared = self.prepare_accept(next, moves)?;
+        self.commit(prepared)
+    }
+
+    /// The rendering of `next` finished for the agents: placed, `moves`
+    /// applied, `${seq:N}` numbers planned.
+    pub(crate) fn prepare_accept(
+        &mut self,
+        mut next: DesiredState,
+        moves: &[(String, String)],
+    ) -> Result<Prepared, String> {
+        // Placement first: the ${seq:N} pools are per agent.
+        self.place_update(&mut next.rendered, moves);
+        let table = self.render_for_agents(&mut next).inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
+        Ok(Prepared { next, table })
+    }
+
+    /// Saves and applies a prepared state (the `${seq:N}` numbers first,
+    /// then the state file; not saved means not accepted) and opens its job.
+    pub(crate) fn commit(&mut self, prepared: Prepared) -> Result<(StateDiff, u64), String> {
+        let Prepared { next, table } = prepared;
+        self.sched
+            .seq
+            .save(&table)
+            .map_err(|e| e.to_string())
+            .inspect_err(|e| tracing::error!("update rejected: {e}"))?;
+        if next.state != self.desired.current.state
+            && let Some(file) = &self.desired.file
+            && let Err(e) = file.save(&next.state)
+        {
+            tracing::error!("update rejected: {e}");
+            return Err(e.to_string());
+        }
+        self.sched.seq.commit(table);
+        Ok(self.switch_to(next))
+    }
+
+    /// Makes `next` (saved already) the current state and opens its job.
+    pub(crate) fn switch_to(&mut self, next: DesiredState) -> (StateDiff, u64) {
+        if self.io.out.job_pending() {
+            // A second change in one command (a queued update after a hook
+            // chain, a placement move after a label change): the jobs step
+            // over the first change before the second one's job opens, so
+            // that the new job sees what went out.
+            self.advance_jobs();
+        }
+        let diff = desired_state::diff(&self.desired.current.rendered, &next.rendered);
+        let states = &self.states;
+        self.desired
+            .generations
+            .advance(&self.desired.current.rendered, &next.rendered, |name| states.max_generation(name));
+        let old = std::mem::replace(&mut self.desired.current, next);
+        let workloads = &self.desired.current.state.workloads;
+        self.states.retain_events(|name| workloads.contains_key(name));
+        self.record_escalations(&old.rendered);
+        let job_id = self.dispatch(&old.rendered, &diff);
+        (diff, job_id)
+    }
+
+    /// Records the states the server decides for a diff and opens its job,
+    /// which hands the changes to the agents in dependency order.
+    pub(crate) fn dispatch(&mut self, old: &ank_common::State, diff: &StateDiff) -> u64 {
+        let changed = self.record_initial_states(diff);
+        if !changed.is_empty() {
+            self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
+        }
+        let id = self.open_job(old, diff, false);
+        tracing::info!(
+            "job {id}: {} workloads to add, {} to delete",
+            diff.added.values().map(Vec::len).sum::<usize>(),
+            diff.deleted.values().map(Vec::len).sum::<usize>()
+        );
+        // The jobs advance once the command was handled; what they hand
+        // out goes here, before the answer to the change.
+        self.io.out.job_opened();
+        id
+    }
+
+    /// Pending(Initial) for added workloads, NotScheduled for unscheduled
+    /// ones, removal of unscheduled workloads that went away.
+    pub(crate) fn record_initial_states(&mut self, diff: &StateDiff) -> Vec<WorkloadState> {
+        let mut changed = Vec::new();
+        for spec in diff.added.values().flatten() {
+            let mut s = WorkloadState::new(spec.instance_name.clone(), ExecutionState::pending_initial());
+            s.status.generation = self.desired.generations.of(spec.name()).unwrap_or(0);
+            if self.states.record(&s) {
+                changed.push(self.states.state_of(&spec.instance_name));
+            }
+        }
+        // Gone first: a changed unscheduled workload is both gone and new.
+        for name in &diff.unscheduled_gone {
+            let unscheduled = self.states.instances_of("");
+            for n in unscheduled.iter().filter(|n| n.workload_name == name.as_str()) {
+                changed.extend(self.states.forget(n));
+            }
+        }
+        for name in &diff.unscheduled {
+            let Some(wl) = self.desired.current.rendered.workloads.get(name) else { continue };
+            let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
+            let mut s = WorkloadState::new(n, self.not_scheduled_state(name.as_str()));
+            // Generations start at 1: a NotScheduled instance shows its workload's.
+            s.status.generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
+            if self.states.record(&s) {
+                changed.push(s);
+            }
+        }
+        changed
+    }
+}
