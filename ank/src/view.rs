@@ -1,95 +1,67 @@
-//! Read-only views of the complete-state tree the server returns: only the
-//! parts the tables and the wait mode need, every part optional, so a
-//! filtered response (field masks) still deserializes.
+//! [`StateView`]: what `ank` reads of a complete state the server returns.
+//! It is the one partial complete-state model of `ank_common::convert`
+//! (every part optional, so a filtered response, field masks, still reads)
+//! with the questions the tables and the wait mode ask of it; no model of
+//! its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ank_common::{WorkloadState, WorkloadStatesMap};
+use ank_common::WorkloadState;
+use ank_common::convert::{PartialAgent, PartialCompleteState, PartialInstance, PartialWorkload};
+use ank_common::groups::Groups;
 use anyhow::Context;
-use serde::Deserialize;
 
-/// The parts of a complete state `ank` reads.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StateView {
-    #[serde(default)]
-    pub desired_state: DesiredView,
-    #[serde(default)]
-    pub workload_states: WorkloadStatesMap,
-    #[serde(default)]
-    pub agents: BTreeMap<String, AgentView>,
-}
-
-/// The desired state's workloads and groups.
-#[derive(Debug, Default, Deserialize)]
-pub struct DesiredView {
-    #[serde(default)]
-    pub workloads: BTreeMap<String, WorkloadView>,
-    #[serde(default)]
-    pub groups: BTreeMap<String, ank_common::groups::Group>,
-}
-
-/// What the tables show of a desired workload.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkloadView {
-    #[serde(default)]
-    pub runtime: String,
-    #[serde(default)]
-    pub agent: String,
-    #[serde(default)]
-    pub priority: Option<u32>,
-    /// Computed by the server (absent from Ankaios servers).
-    #[serde(default)]
-    pub effective_priority: Option<u32>,
-}
-
-/// A connected agent.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentView {
-    #[serde(default)]
-    pub status: Option<StatusView>,
-    /// State reports the server dropped as stale or from the future.
-    #[serde(default)]
-    pub dropped_stale_reports: u64,
-    /// The agent's tags: the labels agent selectors match.
-    #[serde(default)]
-    pub tags: BTreeMap<String, String>,
-    /// Capabilities advertised to agent selectors.
-    #[serde(default)]
-    pub capabilities: Vec<String>,
-    /// Metrics advertised to agent selectors.
-    #[serde(default)]
-    pub metrics: ank_common::placement::metrics::Metrics,
-    /// The agent's workload quota and its use, if it has one.
-    #[serde(default)]
-    pub quota: Option<ank_common::quota::AgentQuota>,
-    /// What the agent does not report (an agent without our extensions).
-    #[serde(default)]
-    pub not_reported: Vec<String>,
-}
-
-/// Resource figures of an agent.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StatusView {
-    pub cpu_usage: Option<u64>,
-    pub free_memory: Option<u64>,
-}
+/// A complete state as `ank` reads it.
+#[derive(Debug, Default)]
+pub struct StateView(PartialCompleteState);
 
 impl StateView {
     /// Reads the view from a complete-state tree.
     pub fn from_tree(tree: &serde_json::Value) -> anyhow::Result<Self> {
-        serde_json::from_value(tree.clone()).context("the server sent a complete state this version cannot read")
+        PartialCompleteState::from_json(tree)
+            .map(Self)
+            .context("the server sent a complete state this version cannot read")
     }
 
-    /// All reported workload states, flattened.
+    /// The view of a state at hand.
+    pub fn of(state: PartialCompleteState) -> Self {
+        Self(state)
+    }
+
+    /// The desired workloads (none when the response has none).
+    pub fn workloads(&self) -> BTreeMap<&str, &PartialWorkload> {
+        let desired = self.0.desired_state.as_ref().and_then(|d| d.workloads.as_ref());
+        desired.into_iter().flatten().map(|(n, w)| (n.as_str(), w)).collect()
+    }
+
+    /// The desired workload `name`.
+    pub fn workload(&self, name: &str) -> Option<&PartialWorkload> {
+        self.0.desired_state.as_ref()?.workloads.as_ref()?.get(name)
+    }
+
+    /// The desired groups (none when the response has none).
+    pub fn groups(&self) -> Groups {
+        self.0.desired_state.as_ref().and_then(|d| d.groups.clone()).unwrap_or_default()
+    }
+
+    /// The connected agents (none when the response has none).
+    pub fn agents(&self) -> BTreeMap<&str, &PartialAgent> {
+        self.0.agents.iter().flatten().map(|(n, a)| (n.as_str(), a)).collect()
+    }
+
+    /// How many workloads have a state on `agent`.
+    pub fn workloads_on(&self, agent: &str) -> usize {
+        self.0.workload_states.as_ref().and_then(|s| s.get(agent)).map_or(0, BTreeMap::len)
+    }
+
+    /// All reported workload states, flattened; an entry that carries only
+    /// an info text (a masked response) is no state and left out.
     pub fn workload_state_list(&self) -> Vec<WorkloadState> {
         let mut out = Vec::new();
-        for (agent, by_name) in &self.workload_states {
+        for (agent, by_name) in self.0.workload_states.iter().flatten() {
             for (name, by_id) in by_name {
                 for (id, entry) in by_id {
+                    let PartialInstance::Full(entry) = entry else { continue };
                     let instance = ank_common::WorkloadInstanceName {
                         workload_name: name.clone(),
                         agent_name: agent.clone(),
@@ -102,24 +74,39 @@ impl StateView {
         out
     }
 
+    /// Every instance with an entry in the workload states, by agent, name
+    /// and id.
+    pub fn instances(&self) -> Vec<ank_common::WorkloadInstanceName> {
+        let mut out = Vec::new();
+        for (agent, by_name) in self.0.workload_states.iter().flatten() {
+            for (name, by_id) in by_name {
+                out.extend(by_id.keys().map(|id| ank_common::WorkloadInstanceName {
+                    workload_name: name.clone(),
+                    agent_name: agent.clone(),
+                    id: id.clone(),
+                }));
+            }
+        }
+        out
+    }
+
     /// The runtime of each desired workload.
     pub fn runtimes(&self) -> BTreeMap<String, String> {
-        self.desired_state.workloads.iter().map(|(n, w)| (n.clone(), w.runtime.clone())).collect()
+        self.workloads().into_iter().map(|(n, w)| (n.to_owned(), w.runtime.clone().unwrap_or_default())).collect()
     }
 
     /// The priority each desired workload starts with (effective, else
     /// its own), for those that have one.
     pub fn priorities(&self) -> BTreeMap<String, u32> {
-        self.desired_state
-            .workloads
-            .iter()
-            .filter_map(|(n, w)| Some((n.clone(), w.effective_priority.or(w.priority)?)))
+        self.workloads()
+            .into_iter()
+            .filter_map(|(n, w)| Some((n.to_owned(), w.effective_priority.or(w.priority)?)))
             .collect()
     }
 
     /// Names of the connected agents.
     pub fn agent_names(&self) -> BTreeSet<String> {
-        self.agents.keys().cloned().collect()
+        self.agents().into_keys().map(str::to_owned).collect()
     }
 }
 
@@ -131,14 +118,16 @@ mod tests {
     fn view_reads_partial_trees() {
         let tree = serde_json::json!({
             "desiredState": {"apiVersion": "v1", "workloads": {"w": {"runtime": "podman", "agent": "a"}}},
-            "workloadStates": {"a": {"w": {"123": {"state": "Running", "subState": "Ok"}}}},
+            "workloadStates": {"a": {"w": {"123": {"state": "Running", "subState": "Ok"}, "456": {"additionalInfo": "x"}}}},
         });
         let v = StateView::from_tree(&tree).unwrap();
         assert_eq!(v.runtimes()["w"], "podman");
         let list = v.workload_state_list();
-        assert_eq!(list.len(), 1);
+        assert_eq!(list.len(), 1, "an info-only entry is no state");
         assert_eq!(list[0].instance_name.to_string(), "w.123.a");
+        assert_eq!(v.workloads_on("a"), 1);
         assert!(v.agent_names().is_empty());
+        assert!(v.groups().is_empty());
         assert!(StateView::from_tree(&serde_json::json!({"desiredState": {"apiVersion": "v1"}})).is_ok());
     }
 }

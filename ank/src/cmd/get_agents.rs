@@ -10,15 +10,15 @@ use crate::view::StateView;
 
 /// Table rows of the agents in `view`, sorted by name.
 pub fn agent_rows(view: &StateView) -> Vec<AgentRow> {
-    view.agents
-        .iter()
+    view.agents()
+        .into_iter()
         .map(|(name, agent)| AgentRow {
-            name: name.clone(),
-            workloads: view.workload_states.get(name).map_or(0, |by_name| by_name.len()),
-            cpu_usage: agent.status.as_ref().and_then(|s| s.cpu_usage),
-            free_memory: agent.status.as_ref().and_then(|s| s.free_memory),
-            dropped_stale_reports: agent.dropped_stale_reports,
-            labels: agent.tags.clone(),
+            name: name.to_owned(),
+            workloads: view.workloads_on(name),
+            cpu_usage: agent.status.as_ref().map(|s| u64::from(s.cpu_usage)),
+            free_memory: agent.status.as_ref().map(|s| s.free_memory),
+            dropped_stale_reports: agent.dropped_stale_reports.unwrap_or(0),
+            labels: agent.tags.clone().unwrap_or_default(),
             capabilities: agent.capabilities.clone(),
             metrics: agent.metrics.clone(),
             quota: agent.quota,

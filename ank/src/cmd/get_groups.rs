@@ -26,11 +26,11 @@ pub struct MemberRow {
 pub fn group_rows(view: &StateView) -> Vec<MemberRow> {
     let states = view.workload_state_list();
     let mut rows = Vec::new();
-    for (name, group) in &view.desired_state.groups {
+    for (name, group) in &view.groups() {
         for member in &group.members {
-            let wl = view.desired_state.workloads.get(member.as_str());
+            let wl = view.workload(member.as_str());
             // The desired agent's instance, else any the member has.
-            let agent = wl.map(|w| w.agent.clone()).unwrap_or_default();
+            let agent = wl.and_then(|w| w.agent.clone()).unwrap_or_default();
             let mine = states.iter().filter(|s| s.instance_name.workload_name == member.as_str());
             let state =
                 mine.clone().find(|s| s.instance_name.agent_name == agent).or_else(|| mine.clone().next()).cloned();
@@ -63,7 +63,8 @@ pub fn table(rows: &[MemberRow]) -> String {
 
 /// The records for `-o`: one per group with its members in order.
 pub fn records(view: &StateView, rows: &[MemberRow]) -> serde_json::Value {
-    let groups = view.desired_state.groups.iter().map(|(name, group)| {
+    let groups = view.groups();
+    let groups = groups.iter().map(|(name, group)| {
         let members: Vec<serde_json::Value> = rows
             .iter()
             .filter(|r| r.group == *name)

@@ -82,7 +82,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: GetWorkloadsArgs) -> anyhow::Result<()
 // [feature K3: effectivePriority visible in `ank get workloads -o yaml`]
 pub fn with_priorities(mut records: serde_json::Value, view: &StateView) -> serde_json::Value {
     for record in records.as_array_mut().into_iter().flatten() {
-        let Some(wl) = record["name"].as_str().and_then(|n| view.desired_state.workloads.get(n)) else { continue };
+        let Some(wl) = record["name"].as_str().and_then(|n| view.workload(n)) else { continue };
         let (priority, effective) = (wl.priority, wl.effective_priority);
         if let Some(map) = record.as_object_mut() {
             if let Some(p) = priority {

@@ -20,13 +20,10 @@ use crate::view::StateView;
 pub fn resolve(view: &StateView, names: &[String]) -> anyhow::Result<Vec<WorkloadInstanceName>> {
     let mut found = Vec::new();
     let mut missing = Vec::new();
+    let instances = view.instances();
     for name in names {
         let before = found.len();
-        for (agent, by_name) in &view.workload_states {
-            for id in by_name.get(name).into_iter().flat_map(|ids| ids.keys()) {
-                found.push(WorkloadInstanceName::parse(&format!("{name}.{id}.{agent}"))?);
-            }
-        }
+        found.extend(instances.iter().filter(|i| &i.workload_name == name).cloned());
         if found.len() == before {
             missing.push(name.as_str());
         }

@@ -44,7 +44,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: SetStateArgs) -> anyhow::Result<()> {
     }
     let request = set_request(&source, &text, args.masks)?;
     let runtimes = match &request {
-        RequestContent::UpdateState { new_state, .. } => StateView::from_tree(&new_state.to_json()?)?.runtimes(),
+        RequestContent::UpdateState { new_state, .. } => StateView::of((**new_state).clone()).runtimes(),
         _ => Default::default(),
     };
     update_and_follow(ctx, request, runtimes).await.map(|_| ())

@@ -52,7 +52,7 @@ pub async fn run(ctx: &mut Ctx<'_>, names: &[String], format: Option<OutputForma
     let by_name = events_by_workload(&view);
     let mut rows = Vec::new();
     for name in names {
-        if !view.desired_state.workloads.contains_key(name) && !by_name.contains_key(name) {
+        if view.workload(name).is_none() && !by_name.contains_key(name) {
             bail!("workload '{name}' not found");
         }
         for e in by_name.get(name).into_iter().flatten() {
