@@ -84,10 +84,10 @@ macro_rules! config_keys {
             fn merge_into(self, target: &mut $target, m: &$crate::config_file::ArgMatches) {
                 $($(
                     $crate::config_file::fill(
-                        &mut $crate::__config_field!(@place target, $key $(, $($field).+)?),
+                        &mut $crate::config_keys!(@place target, $key $(, $($field).+)?),
                         self.$key,
                         m,
-                        $crate::__config_field!(@id $key $(, $($field).+)?),
+                        $crate::config_keys!(@id $key $(, $($field).+)?),
                     );
                 )*)?
                 $($(
@@ -108,23 +108,11 @@ macro_rules! config_keys {
             }
         }
     };
-}
 
-/// Where a key goes (`@place`) and the id of its flag (`@id`): the field
-/// after `=>`, else the key's namesake.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __config_field {
-    (@place $target:ident, $key:ident) => {
-        $target.$key
-    };
-    (@place $target:ident, $key:ident, $($field:ident).+) => {
-        $target.$($field).+
-    };
-    (@id $key:ident) => {
-        stringify!($key)
-    };
-    (@id $key:ident, $($field:ident).+) => {
-        $crate::config_file::arg_id(stringify!($($field).+))
-    };
+    // Where a key goes and the id of its flag: the field after `=>`, else
+    // the key's namesake.
+    (@place $target:ident, $key:ident) => { $target.$key };
+    (@place $target:ident, $key:ident, $($field:ident).+) => { $target.$($field).+ };
+    (@id $key:ident) => { stringify!($key) };
+    (@id $key:ident, $($field:ident).+) => { $crate::config_file::arg_id(stringify!($($field).+)) };
 }
