@@ -1,80 +1,100 @@
 //! The config file of `ank-agent` (`-x, --agent-config`, default
-//! [`DEFAULT_AGENT_CONFIG`] when it exists): its keys, and merging them into
-//! the parsed [`Cli`] with the precedence: flag, then environment variable,
-//! then file, then built-in default. A value is taken from the file only
-//! when clap reports that the flag was neither on the command line nor in
-//! the environment. [`Cli::into_config`] validates the merged result. Keys
-//! it does not know are ignored with a warning, as Ankaios ignores them;
-//! Ankaios' `[tags]` are the agent's tags (like `[labels]`), its
-//! `runtimes` list selects the runtimes the agent offers.
+//! [`DEFAULT_AGENT_CONFIG`] when it exists): its keys and the flags they
+//! sit under, for the loader in [`ank_common::config_file`] (flag, then
+//! environment variable, then file, then built-in default).
+//! [`Cli::into_config`] validates the merged result. Ankaios' `[tags]` are
+//! the agent's tags (like `[labels]`), its `runtimes` list selects the
+//! runtimes the agent offers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ank_common::config_file::{self, ConfigFileError, Loaded, fill, fill_pem};
+use ank_common::config_file::{self, ConfigFileError, Loaded, fill};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
 use crate::cli::Cli;
+use crate::scheduler_cli::PreemptionFile;
 
 /// Config file read when `-x` is not given, if it exists.
 pub const DEFAULT_AGENT_CONFIG: &str = "/etc/ankaios/ank-agent.conf";
 
-/// The keys of `ank-agent.conf`.
-#[derive(Debug, Default, Deserialize)]
-pub struct AgentConfigFile {
-    /// Checked by [`config_file::parse`]; always `v1`.
-    pub version: String,
-    pub name: Option<String>,
-    pub server_url: Option<String>,
-    pub run_folder: Option<PathBuf>,
-    pub insecure: Option<bool>,
-    pub check_server_url_host: Option<bool>,
-    pub ca_pem: Option<PathBuf>,
-    pub crt_pem: Option<PathBuf>,
-    pub key_pem: Option<PathBuf>,
-    pub ca_pem_content: Option<ank_common::tls::PemText>,
-    pub crt_pem_content: Option<ank_common::tls::PemText>,
-    pub key_pem_content: Option<ank_common::tls::PemText>,
-    pub create_retries: Option<u32>,
-    pub create_retry_interval_ms: Option<u64>,
-    pub heartbeat_interval_ms: Option<u64>,
-    pub heartbeat_timeout_ms: Option<u64>,
-    pub max_parallel_creates: Option<usize>,
-    pub shutdown_grace_ms: Option<u64>,
-    pub stop_workloads_on_shutdown: Option<bool>,
-    /// `[labels]`: the agent's tags, which agent selectors match.
-    pub labels: Option<BTreeMap<String, String>>,
-    /// `[tags]`: Ankaios' name of the same table; both are merged, `[labels]`
-    /// winning for a key given in both.
-    pub tags: Option<BTreeMap<String, String>>,
-    /// Ankaios' `runtimes`: the runtimes the agent offers (all by default).
-    pub runtimes: Option<Vec<String>>,
-    /// Capabilities besides the runtimes (`capabilities = ['gpu']`).
-    pub capabilities: Option<Vec<String>>,
-    /// `[metrics]`: static metrics (name = number).
-    #[serde(default, deserialize_with = "finite_metrics")]
-    pub metrics: Option<BTreeMap<String, f64>>,
-    /// Scheduler keys, see [`crate::scheduler_cli`].
-    pub max_workloads: Option<u32>,
-    #[serde(default, deserialize_with = "crate::scheduler_cli::memory")]
-    pub max_memory: Option<u64>,
-    #[serde(default, deserialize_with = "crate::scheduler_cli::tick")]
-    pub scheduler_tick: Option<std::time::Duration>,
-    pub preemption: Option<crate::scheduler_cli::PreemptionFile>,
-    pub retention: Option<RetentionSection>,
+ank_common::config_keys! {
+    /// The keys of `ank-agent.conf`.
+    pub struct AgentConfigFile for Cli {
+        flags {
+            name: String,
+            server_url: String,
+            run_folder: PathBuf,
+            insecure: bool,
+            check_server_url_host: bool,
+            create_retries: u32,
+            create_retry_interval_ms: u64,
+            heartbeat_interval_ms: u64,
+            heartbeat_timeout_ms: u64,
+            max_parallel_creates: usize,
+            shutdown_grace_ms: u64,
+            stop_workloads_on_shutdown: bool,
+            /// Capabilities besides the runtimes (`capabilities = ['gpu']`).
+            capabilities: Vec<String>,
+            /// `[metrics]`: static metrics (name = number).
+            #[serde(deserialize_with = "finite_metrics")]
+            metrics: BTreeMap<String, f64>,
+            /// Scheduler keys, see [`crate::scheduler_cli`].
+            max_workloads: u32 => scheduling.max_workloads,
+            #[serde(deserialize_with = "crate::scheduler_cli::memory")]
+            max_memory: u64 => scheduling.max_memory,
+            #[serde(deserialize_with = "crate::scheduler_cli::tick")]
+            scheduler_tick: Duration => scheduling.scheduler_tick,
+        }
+        pem PathBuf { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
+        tables {
+            preemption: PreemptionFile,
+            retention: RetentionSection,
+        }
+        no_flag {
+            /// Ankaios' `runtimes`: the runtimes the agent offers (all by default).
+            runtimes: Vec<String> => runtimes,
+        }
+        own by merge_tags {
+            /// `[labels]`: the agent's tags, which agent selectors match.
+            labels: BTreeMap<String, String>,
+            /// `[tags]`: Ankaios' name of the same table; both are merged,
+            /// `[labels]` winning for a key given in both.
+            tags: BTreeMap<String, String>,
+        }
+    }
 }
 
-/// The `[retention]` table: how long finished workloads keep their
-/// containers, as durations (`'1m'`, `'72h'`).
-// [feature K7: retention in the config file]
-#[derive(Debug, Default, Deserialize)]
-pub struct RetentionSection {
-    #[serde(default, deserialize_with = "ank_common::duration::optional")]
-    pub succeeded: Option<Duration>,
-    #[serde(default, deserialize_with = "ank_common::duration::optional")]
-    pub failed: Option<Duration>,
+ank_common::config_keys! {
+    /// The `[retention]` table: how long finished workloads keep their
+    /// containers, as durations (`'1m'`, `'72h'`).
+    // [feature K7: retention in the config file]
+    pub struct RetentionSection for Cli {
+        flags {
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            succeeded: Duration => retain_succeeded,
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            failed: Duration => retain_failed,
+        }
+    }
+}
+
+/// `[labels]` over `[tags]`, under the `--tag` flags.
+fn merge_tags(
+    cli: &mut Cli,
+    m: &ArgMatches,
+    labels: Option<BTreeMap<String, String>>,
+    tags: Option<BTreeMap<String, String>>,
+) {
+    let merged = match (tags, labels) {
+        (None, None) => None,
+        (tags, labels) => {
+            Some(tags.into_iter().flatten().chain(labels.into_iter().flatten()).collect::<BTreeMap<_, _>>())
+        }
+    };
+    fill(&mut cli.tags, merged, m, "tags");
 }
 
 /// The `[metrics]` table; every value a finite number.
@@ -99,62 +119,8 @@ pub fn parse_cli() -> Result<(Cli, Loaded), ConfigFileError> {
 /// Reads the config file `-x` names, else `default_path` if it exists, and
 /// fills the values of `cli` that came from neither flag nor environment.
 pub fn apply(cli: &mut Cli, matches: &ArgMatches, default_path: &Path) -> Result<Loaded, ConfigFileError> {
-    let defaults = [default_path.to_path_buf()];
-    let Some(path) = config_file::choose_path(cli.agent_config.as_deref(), &defaults, Path::exists)? else {
-        return Ok(Loaded::default());
-    };
-    let (file, warnings) = read(&path)?;
-    merge(cli, matches, file);
-    Ok(Loaded { path: Some(path), warnings })
-}
-
-/// Reads and checks one config file; also returns the warnings about keys
-/// that are ignored.
-pub fn read(path: &Path) -> Result<(AgentConfigFile, Vec<String>), ConfigFileError> {
-    let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
-    let (file, warnings): (AgentConfigFile, _) = config_file::parse_lenient(&label, &text)?;
-    config_file::check_path_or_content(&label, "ca_pem", file.ca_pem.is_some(), file.ca_pem_content.is_some())?;
-    config_file::check_path_or_content(&label, "crt_pem", file.crt_pem.is_some(), file.crt_pem_content.is_some())?;
-    config_file::check_path_or_content(&label, "key_pem", file.key_pem.is_some(), file.key_pem_content.is_some())?;
-    Ok((file, warnings))
-}
-
-fn merge(cli: &mut Cli, m: &ArgMatches, file: AgentConfigFile) {
-    fill(&mut cli.name, file.name.map(Some), m, "name");
-    fill(&mut cli.server_url, file.server_url.map(Some), m, "server_url");
-    fill(&mut cli.run_folder, file.run_folder.map(Some), m, "run_folder");
-    fill(&mut cli.insecure, file.insecure, m, "insecure");
-    fill(&mut cli.check_server_url_host, file.check_server_url_host, m, "check_server_url_host");
-    fill(&mut cli.create_retries, file.create_retries, m, "create_retries");
-    fill(&mut cli.create_retry_interval_ms, file.create_retry_interval_ms, m, "create_retry_interval_ms");
-    fill(&mut cli.heartbeat_interval_ms, file.heartbeat_interval_ms, m, "heartbeat_interval_ms");
-    fill(&mut cli.heartbeat_timeout_ms, file.heartbeat_timeout_ms, m, "heartbeat_timeout_ms");
-    fill(&mut cli.max_parallel_creates, file.max_parallel_creates, m, "max_parallel_creates");
-    fill(&mut cli.shutdown_grace_ms, file.shutdown_grace_ms, m, "shutdown_grace_ms");
-    fill(&mut cli.stop_workloads_on_shutdown, file.stop_workloads_on_shutdown, m, "stop_workloads_on_shutdown");
-    let retention = file.retention.unwrap_or_default();
-    fill(&mut cli.retain_succeeded, retention.succeeded, m, "retain_succeeded");
-    fill(&mut cli.retain_failed, retention.failed, m, "retain_failed");
-    let tags = match (file.tags, file.labels) {
-        (None, None) => None,
-        (tags, labels) => Some(tags.into_iter().flatten().chain(labels.into_iter().flatten()).collect()),
-    };
-    fill(&mut cli.tags, tags.map(|t: BTreeMap<String, String>| t.into_iter().collect()), m, "tags");
-    cli.runtimes = file.runtimes;
-    fill(&mut cli.capabilities, file.capabilities, m, "capabilities");
-    fill(&mut cli.metrics, file.metrics.map(|l| l.into_iter().collect()), m, "metrics");
-    let scheduler = crate::scheduler_cli::SchedulerFile {
-        max_workloads: file.max_workloads,
-        max_memory: file.max_memory,
-        scheduler_tick: file.scheduler_tick,
-        preemption: file.preemption,
-    };
-    crate::scheduler_cli::merge(&mut cli.scheduling, m, scheduler);
-    // A PEM given by flag or environment replaces the file's path and content.
-    fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
-    fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
-    fill_pem((&mut cli.key_pem, &mut cli.key_pem_content), (file.key_pem, file.key_pem_content), m, "key_pem");
+    let explicit = cli.agent_config.clone();
+    config_file::apply::<AgentConfigFile>(cli, matches, explicit.as_deref(), &[default_path.to_path_buf()])
 }
 
 #[cfg(test)]
@@ -264,7 +230,7 @@ mod tests {
         assert!(e.starts_with(&format!("{}:5: key 'retention.failed'", f.path().display())), "{e}");
         assert!(e.contains("unknown unit"), "{e}");
         let f = conf("version = 'v1'\n[retention]\nsucceded = '1m'\n");
-        let (_, warnings) = read(f.path()).unwrap();
+        let (_, warnings) = config_file::read::<AgentConfigFile>(f.path()).unwrap();
         assert_eq!(
             warnings,
             [format!("config file '{}': unknown key 'retention.succeded' ignored", f.path().display())]
@@ -314,7 +280,7 @@ mod tests {
     fn agent_config_reads_ankaios_files_with_tags_and_runtimes() {
         let text = format!("{ANKAIOS_AGENT_CONF}runtimes = ['podman', 'containerd']\nfuture = 1\n[tags]\nzone = 'a'\n");
         let f = conf(&text);
-        let (_, warnings) = read(f.path()).unwrap();
+        let (_, warnings) = config_file::read::<AgentConfigFile>(f.path()).unwrap();
         assert_eq!(warnings, [format!("config file '{}': unknown key 'future' ignored", f.path().display())]);
         let cli = resolve(&[], f.path()).unwrap();
         assert_eq!(cli.runtimes, Some(vec!["podman".to_owned(), "containerd".to_owned()]));

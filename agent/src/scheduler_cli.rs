@@ -1,17 +1,16 @@
 //! The WorkloadScheduler's flags (flattened into `ank-agent`'s [`Cli`]),
 //! environment variables and config-file keys: its tick, the agent's quota
 //! (features K1/K2) and preemption (feature K4). Each flag has an
-//! `ANKAGENT_*` variable and a config-file key, merged with the usual
+//! `ANKAGENT_*` variable and a config-file key (declared in
+//! `config_file.rs`, the `[preemption]` table here), merged with the usual
 //! precedence: flag, environment, file, default.
 //!
 //! [`Cli`]: crate::cli::Cli
 
 use std::time::Duration;
 
-use ank_common::config_file::fill;
 use ank_common::duration::parse_duration;
 use ank_common::quota::{QuotaLimits, SizeUnits, parse_memory};
-use clap::ArgMatches;
 use serde::{Deserialize, Deserializer};
 
 use crate::workload_scheduler::{PreemptionSettings, SchedulerSettings};
@@ -74,38 +73,19 @@ fn parse_tick_arg(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// The config file's `[preemption]` table.
-#[derive(Debug, Default, Deserialize)]
-pub struct PreemptionFile {
-    pub enabled: Option<bool>,
-    #[serde(default, deserialize_with = "ank_common::duration::optional")]
-    pub delay: Option<Duration>,
-    #[serde(default, deserialize_with = "ank_common::duration::optional")]
-    pub postpone: Option<Duration>,
-    #[serde(default, deserialize_with = "rate")]
-    pub rate: Option<u8>,
-}
-
-/// The scheduler's keys of the config file.
-#[derive(Debug, Default)]
-pub struct SchedulerFile {
-    pub max_workloads: Option<u32>,
-    pub max_memory: Option<u64>,
-    pub scheduler_tick: Option<Duration>,
-    pub preemption: Option<PreemptionFile>,
-}
-
-/// Fills the flags that neither the command line nor the environment gave
-/// from the config file.
-pub fn merge(args: &mut SchedulerArgs, m: &ArgMatches, file: SchedulerFile) {
-    fill(&mut args.max_workloads, file.max_workloads, m, "max_workloads");
-    fill(&mut args.max_memory, file.max_memory, m, "max_memory");
-    fill(&mut args.scheduler_tick, file.scheduler_tick, m, "scheduler_tick");
-    let p = file.preemption.unwrap_or_default();
-    fill(&mut args.preemption_enabled, p.enabled, m, "preemption_enabled");
-    fill(&mut args.preemption_delay, p.delay, m, "preemption_delay");
-    fill(&mut args.preemption_postpone, p.postpone, m, "preemption_postpone");
-    fill(&mut args.preemption_rate, p.rate, m, "preemption_rate");
+ank_common::config_keys! {
+    /// The config file's `[preemption]` table.
+    pub struct PreemptionFile for crate::cli::Cli {
+        flags {
+            enabled: bool => scheduling.preemption_enabled,
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            delay: Duration => scheduling.preemption_delay,
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            postpone: Duration => scheduling.preemption_postpone,
+            #[serde(deserialize_with = "rate")]
+            rate: u8 => scheduling.preemption_rate,
+        }
+    }
 }
 
 /// A positive duration key (the tick).

@@ -1,18 +1,15 @@
 //! The config file of `ank` (`-x, --ank-config`, default the first that
 //! exists of `$HOME/.config/ankaios/ank.conf` and `/etc/ankaios/ank.conf`):
-//! its keys, and merging them into the parsed [`Cli`] with the precedence:
-//! flag, then environment variable, then file, then built-in default. A
-//! value is taken from the file only when clap reports that the flag was
-//! neither on the command line nor in the environment. As in Ankaios, the
-//! keys of the `[default]` table may also stand at the top level and the
-//! other way round (`[default]` wins when both have one), and keys it does
-//! not know are ignored with a warning.
+//! its keys and the flags they sit under, for the loader in
+//! [`ank_common::config_file`] (flag, then environment variable, then file,
+//! then built-in default). As in Ankaios, the keys of the `[default]` table
+//! may also stand at the top level and the other way round (`[default]`
+//! wins when both have one).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use ank_common::config_file::{self, ConfigFileError, Loaded, fill, fill_pem};
+use ank_common::config_file::{self, ConfigFileError, Loaded};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
-use serde::Deserialize;
 
 use crate::cli::Cli;
 
@@ -23,90 +20,26 @@ pub const EXIT_BAD_CONFIG: u8 = 1;
 /// System-wide config file, read when there is no user one.
 pub const SYSTEM_ANK_CONFIG: &str = "/etc/ankaios/ank.conf";
 
-/// The keys of `ank.conf` (those of [`ServerContext`], Ankaios takes at
-/// the top level too; no `#[serde(flatten)]`, which would hide unknown
-/// keys and the lines of errors).
-#[derive(Debug, Default, Deserialize)]
-pub struct AnkConfigFile {
-    /// Checked by [`config_file::parse`]; always `v1`.
-    pub version: String,
-    pub response_timeout: Option<u64>,
-    pub verbose: Option<bool>,
-    pub quiet: Option<bool>,
-    pub no_wait: Option<bool>,
-    pub server_url: Option<String>,
-    pub insecure: Option<bool>,
-    pub check_server_url_host: Option<bool>,
-    pub ca_pem: Option<String>,
-    pub crt_pem: Option<String>,
-    pub key_pem: Option<String>,
-    pub ca_pem_content: Option<ank_common::tls::PemText>,
-    pub crt_pem_content: Option<ank_common::tls::PemText>,
-    pub key_pem_content: Option<ank_common::tls::PemText>,
-    /// The `[default]` table: how to reach the server.
-    pub default: Option<ServerContext>,
-}
-
-impl AnkConfigFile {
-    /// The keys given at the top level.
-    fn top(&self) -> ServerContext {
-        ServerContext {
-            response_timeout: self.response_timeout,
-            verbose: self.verbose,
-            quiet: self.quiet,
-            no_wait: self.no_wait,
-            server_url: self.server_url.clone(),
-            insecure: self.insecure,
-            check_server_url_host: self.check_server_url_host,
-            ca_pem: self.ca_pem.clone(),
-            crt_pem: self.crt_pem.clone(),
-            key_pem: self.key_pem.clone(),
-            ca_pem_content: self.ca_pem_content.clone(),
-            crt_pem_content: self.crt_pem_content.clone(),
-            key_pem_content: self.key_pem_content.clone(),
+ank_common::config_keys! {
+    /// The keys of `ank.conf`, in its `[default]` table or, as Ankaios also
+    /// reads them, at the top level.
+    pub struct ServerContext for Cli {
+        flags {
+            /// Milliseconds to wait for each response of the server.
+            response_timeout: u64 => response_timeout_ms,
+            verbose: bool,
+            quiet: bool,
+            no_wait: bool,
+            server_url: String,
+            insecure: bool,
+            check_server_url_host: bool,
         }
+        pem String { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
     }
 }
 
-/// The keys of `ank.conf`, at the top level or in the `[default]` table.
-#[derive(Debug, Default, Deserialize)]
-pub struct ServerContext {
-    /// Milliseconds to wait for each response of the server.
-    pub response_timeout: Option<u64>,
-    pub verbose: Option<bool>,
-    pub quiet: Option<bool>,
-    pub no_wait: Option<bool>,
-    pub server_url: Option<String>,
-    pub insecure: Option<bool>,
-    pub check_server_url_host: Option<bool>,
-    pub ca_pem: Option<String>,
-    pub crt_pem: Option<String>,
-    pub key_pem: Option<String>,
-    pub ca_pem_content: Option<ank_common::tls::PemText>,
-    pub crt_pem_content: Option<ank_common::tls::PemText>,
-    pub key_pem_content: Option<ank_common::tls::PemText>,
-}
-
-impl ServerContext {
-    /// `self` (the `[default]` table) over `top`, key by key.
-    fn over(self, top: ServerContext) -> ServerContext {
-        ServerContext {
-            response_timeout: self.response_timeout.or(top.response_timeout),
-            verbose: self.verbose.or(top.verbose),
-            quiet: self.quiet.or(top.quiet),
-            no_wait: self.no_wait.or(top.no_wait),
-            server_url: self.server_url.or(top.server_url),
-            insecure: self.insecure.or(top.insecure),
-            check_server_url_host: self.check_server_url_host.or(top.check_server_url_host),
-            ca_pem: self.ca_pem.or(top.ca_pem),
-            crt_pem: self.crt_pem.or(top.crt_pem),
-            key_pem: self.key_pem.or(top.key_pem),
-            ca_pem_content: self.ca_pem_content.or(top.ca_pem_content),
-            crt_pem_content: self.crt_pem_content.or(top.crt_pem_content),
-            key_pem_content: self.key_pem_content.or(top.key_pem_content),
-        }
-    }
-}
+/// `ank.conf`: [`ServerContext`] at the top level and in `[default]`.
+pub type AnkConfigFile = config_file::WithDefaultTable<ServerContext>;
 
 /// The files tried without `-x`, in order: the user's, then the system's.
 pub fn default_paths() -> Vec<PathBuf> {
@@ -156,54 +89,15 @@ pub fn resolve_wait(cli: &mut Cli, matches: &ArgMatches) -> Result<(), clap::Err
 /// exists, and fills the values of `cli` that came from neither flag nor
 /// environment. Returns the file used, if any, and the warnings.
 pub fn apply(cli: &mut Cli, matches: &ArgMatches, defaults: &[PathBuf]) -> Result<Loaded, ConfigFileError> {
-    let Some(path) = config_file::choose_path(cli.ank_config.as_deref(), defaults, Path::exists)? else {
-        return Ok(Loaded::default());
-    };
-    let (file, warnings) = read(&path)?;
-    merge(cli, matches, file);
-    Ok(Loaded { path: Some(path), warnings })
-}
-
-/// Reads and checks one config file; also returns the warnings about keys
-/// that are ignored.
-pub fn read(path: &Path) -> Result<(AnkConfigFile, Vec<String>), ConfigFileError> {
-    let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
-    let (file, warnings): (AnkConfigFile, _) = config_file::parse_lenient(&label, &text)?;
-    let top = file.top();
-    for (prefix, c) in [("", Some(&top)), ("default.", file.default.as_ref())] {
-        let Some(c) = c else { continue };
-        for (key, path_set, content_set) in [
-            ("ca_pem", c.ca_pem.is_some(), c.ca_pem_content.is_some()),
-            ("crt_pem", c.crt_pem.is_some(), c.crt_pem_content.is_some()),
-            ("key_pem", c.key_pem.is_some(), c.key_pem_content.is_some()),
-        ] {
-            config_file::check_path_or_content(&label, &format!("{prefix}{key}"), path_set, content_set)?;
-        }
-    }
-    Ok((file, warnings))
-}
-
-fn merge(cli: &mut Cli, m: &ArgMatches, file: AnkConfigFile) {
-    let top = file.top();
-    let d = file.default.unwrap_or_default().over(top);
-    fill(&mut cli.response_timeout_ms, d.response_timeout, m, "response_timeout_ms");
-    fill(&mut cli.verbose, d.verbose, m, "verbose");
-    fill(&mut cli.quiet, d.quiet, m, "quiet");
-    fill(&mut cli.no_wait, d.no_wait, m, "no_wait");
-    fill(&mut cli.server_url, d.server_url.map(Some), m, "server_url");
-    fill(&mut cli.insecure, d.insecure, m, "insecure");
-    fill(&mut cli.check_server_url_host, d.check_server_url_host, m, "check_server_url_host");
-    // A PEM given by flag or environment replaces the file's path and content.
-    fill_pem((&mut cli.ca_pem, &mut cli.ca_pem_content), (d.ca_pem, d.ca_pem_content), m, "ca_pem");
-    fill_pem((&mut cli.crt_pem, &mut cli.crt_pem_content), (d.crt_pem, d.crt_pem_content), m, "crt_pem");
-    fill_pem((&mut cli.key_pem, &mut cli.key_pem_content), (d.key_pem, d.key_pem_content), m, "key_pem");
+    let explicit = cli.ank_config.clone();
+    config_file::apply::<AnkConfigFile>(cli, matches, explicit.as_deref(), defaults)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::path::Path;
     use std::time::Duration;
 
     fn conf(text: &str) -> tempfile::NamedTempFile {
@@ -291,7 +185,7 @@ mod tests {
     #[test]
     fn ank_config_reads_ankaios_files_and_ignores_unknown_keys() {
         let f = conf(&format!("{ANKAIOS_ANK_CONF}server = 'x'\n"));
-        let (_, warnings) = read(f.path()).unwrap();
+        let (_, warnings) = config_file::read::<AnkConfigFile>(f.path()).unwrap();
         assert_eq!(warnings, [format!("config file '{}': unknown key 'default.server' ignored", f.path().display())]);
         let cli = resolve(&["get", "agents"], f.path()).unwrap();
         assert_eq!(cli.resolved_server_url().unwrap(), "https://127.0.0.1:25551");

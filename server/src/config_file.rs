@@ -1,62 +1,60 @@
 //! The config file of `ank-server` (`-x, --server-config`, default
-//! [`DEFAULT_SERVER_CONFIG`] when it exists): its keys, and merging them
-//! into the parsed [`Args`] with the precedence: flag, then environment
-//! variable, then file, then built-in default. A value is taken from the
-//! file only when clap reports that the flag was neither on the command
-//! line nor in the environment. Keys it does not know are ignored with a
-//! warning, as Ankaios ignores them. Ankaios' `[[mutating_hooks]]` (name,
-//! prio, path) are read with our optional `timeout_ms`.
+//! [`DEFAULT_SERVER_CONFIG`] when it exists): its keys and the flags they
+//! sit under, for the loader in [`ank_common::config_file`] (flag, then
+//! environment variable, then file, then built-in default). Ankaios'
+//! `[[mutating_hooks]]` (name, prio, path) are read with our optional
+//! `timeout_ms`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use ank_common::config_file::{self, ConfigFileError, Loaded, fill, fill_pem};
+use ank_common::config_file::{self, ConfigFileError, Loaded};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
 use crate::cli::Args;
+use crate::placement::config::SchedulerKeys;
 
 /// Config file read when `-x` is not given, if it exists.
 pub const DEFAULT_SERVER_CONFIG: &str = "/etc/ankaios/ank-server.conf";
 
-/// The keys of `ank-server.conf`.
-#[derive(Debug, Default, Deserialize)]
-pub struct ServerConfigFile {
-    /// Checked by [`config_file::parse`]; always `v1`.
-    pub version: String,
-    pub startup_manifest: Option<PathBuf>,
-    pub state_file: Option<PathBuf>,
-    pub address: Option<SocketAddr>,
-    pub insecure: Option<bool>,
-    pub ca_pem: Option<PathBuf>,
-    pub crt_pem: Option<PathBuf>,
-    pub key_pem: Option<PathBuf>,
-    pub ca_pem_content: Option<ank_common::tls::PemText>,
-    pub crt_pem_content: Option<ank_common::tls::PemText>,
-    pub key_pem_content: Option<ank_common::tls::PemText>,
-    pub allow_any_agent_name: Option<bool>,
-    pub strict_agent_names: Option<bool>,
-    pub read_only_clients: Option<Vec<String>>,
-    pub heartbeat_interval_ms: Option<u64>,
-    pub heartbeat_timeout_ms: Option<u64>,
-    pub run_folder: Option<PathBuf>,
-    pub shutdown_grace_ms: Option<u64>,
-    pub resync_ready_s: Option<u64>,
-    pub resync_not_ready_s: Option<u64>,
-    pub job_stuck_after_s: Option<u64>,
-    pub job_history: Option<usize>,
-    /// Placement: `[scheduler]` stickiness, reschedule_after, agent_loss_grace, seed.
-    pub scheduler: Option<crate::placement::config::SchedulerKeys>,
-    /// Placement: `[metrics.<name>]` min, max, higher_is_better.
-    #[serde(default, deserialize_with = "crate::placement::config::metrics_key")]
-    pub metrics: Option<Vec<(String, crate::placement::MetricRange)>>,
-    /// A duration such as `1h`; absent: the reaper is off.
-    #[serde(default, deserialize_with = "ank_common::duration::optional")]
-    pub ttl_after_finished: Option<std::time::Duration>,
-    pub reaper_tick_ms: Option<u64>,
-    /// Ankaios' mutating hooks (beta), see `docs/mutating-hooks.md`.
-    #[serde(default)]
-    pub mutating_hooks: Vec<MutatingHook>,
+ank_common::config_keys! {
+    /// The keys of `ank-server.conf`.
+    pub struct ServerConfigFile for Args {
+        flags {
+            startup_manifest: PathBuf,
+            state_file: PathBuf,
+            address: SocketAddr,
+            insecure: bool,
+            allow_any_agent_name: bool,
+            strict_agent_names: bool,
+            read_only_clients: Vec<String>,
+            heartbeat_interval_ms: u64,
+            heartbeat_timeout_ms: u64,
+            run_folder: PathBuf,
+            shutdown_grace_ms: u64,
+            resync_ready_s: u64,
+            resync_not_ready_s: u64,
+            job_stuck_after_s: u64,
+            job_history: usize,
+            /// A duration such as `1h`; absent: the reaper is off.
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            ttl_after_finished: std::time::Duration,
+            reaper_tick_ms: u64,
+            /// Placement: `[metrics.<name>]` min, max, higher_is_better.
+            #[serde(deserialize_with = "crate::placement::config::metrics_key")]
+            metrics: Vec<(String, crate::placement::MetricRange)> => metric_ranges,
+        }
+        pem PathBuf { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
+        tables {
+            /// Placement: `[scheduler]` stickiness, reschedule_after, agent_loss_grace, seed.
+            scheduler: SchedulerKeys,
+        }
+        no_flag {
+            /// Ankaios' mutating hooks (beta), see `docs/mutating-hooks.md`.
+            mutating_hooks: Vec<MutatingHook> => mutating_hooks,
+        }
+    }
 }
 
 /// One `[[mutating_hooks]]` entry of Ankaios' server config.
@@ -97,56 +95,8 @@ pub fn parse_args() -> Result<(Args, Loaded), ConfigFileError> {
 /// Reads the config file `-x` names, else `default_path` if it exists, and
 /// fills the values of `args` that came from neither flag nor environment.
 pub fn apply(args: &mut Args, matches: &ArgMatches, default_path: &Path) -> Result<Loaded, ConfigFileError> {
-    let defaults = [default_path.to_path_buf()];
-    let Some(path) = config_file::choose_path(args.server_config.as_deref(), &defaults, Path::exists)? else {
-        return Ok(Loaded::default());
-    };
-    let (file, warnings) = read(&path)?;
-    merge(args, matches, file);
-    Ok(Loaded { path: Some(path), warnings })
-}
-
-/// Reads and checks one config file; also returns the warnings about keys
-/// that are ignored.
-pub fn read(path: &Path) -> Result<(ServerConfigFile, Vec<String>), ConfigFileError> {
-    let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: label.clone(), source })?;
-    let (file, warnings): (ServerConfigFile, _) = config_file::parse_lenient(&label, &text)?;
-    config_file::check_path_or_content(&label, "ca_pem", file.ca_pem.is_some(), file.ca_pem_content.is_some())?;
-    config_file::check_path_or_content(&label, "crt_pem", file.crt_pem.is_some(), file.crt_pem_content.is_some())?;
-    config_file::check_path_or_content(&label, "key_pem", file.key_pem.is_some(), file.key_pem_content.is_some())?;
-    Ok((file, warnings))
-}
-
-fn merge(args: &mut Args, m: &ArgMatches, file: ServerConfigFile) {
-    fill(&mut args.startup_manifest, file.startup_manifest.map(Some), m, "startup_manifest");
-    fill(&mut args.state_file, file.state_file.map(Some), m, "state_file");
-    fill(&mut args.address, file.address, m, "address");
-    fill(&mut args.insecure, file.insecure, m, "insecure");
-    fill(&mut args.allow_any_agent_name, file.allow_any_agent_name, m, "allow_any_agent_name");
-    fill(&mut args.strict_agent_names, file.strict_agent_names, m, "strict_agent_names");
-    fill(&mut args.read_only_clients, file.read_only_clients, m, "read_only_clients");
-    fill(&mut args.heartbeat_interval_ms, file.heartbeat_interval_ms, m, "heartbeat_interval_ms");
-    fill(&mut args.heartbeat_timeout_ms, file.heartbeat_timeout_ms, m, "heartbeat_timeout_ms");
-    fill(&mut args.run_folder, file.run_folder.map(Some), m, "run_folder");
-    fill(&mut args.shutdown_grace_ms, file.shutdown_grace_ms, m, "shutdown_grace_ms");
-    fill(&mut args.resync_ready_s, file.resync_ready_s, m, "resync_ready_s");
-    fill(&mut args.resync_not_ready_s, file.resync_not_ready_s, m, "resync_not_ready_s");
-    fill(&mut args.job_stuck_after_s, file.job_stuck_after_s, m, "job_stuck_after_s");
-    fill(&mut args.job_history, file.job_history, m, "job_history");
-    fill(&mut args.ttl_after_finished, file.ttl_after_finished.map(Some), m, "ttl_after_finished");
-    fill(&mut args.reaper_tick_ms, file.reaper_tick_ms, m, "reaper_tick_ms");
-    let scheduler = file.scheduler.unwrap_or_default();
-    fill(&mut args.scheduler_stickiness, scheduler.stickiness, m, "scheduler_stickiness");
-    fill(&mut args.scheduler_reschedule_after, scheduler.reschedule_after, m, "scheduler_reschedule_after");
-    fill(&mut args.scheduler_agent_loss_grace, scheduler.agent_loss_grace, m, "scheduler_agent_loss_grace");
-    fill(&mut args.scheduler_seed, scheduler.seed.map(Some), m, "scheduler_seed");
-    fill(&mut args.metric_ranges, file.metrics, m, "metric_ranges");
-    args.mutating_hooks = file.mutating_hooks;
-    // A PEM given by flag or environment replaces the file's path and content.
-    fill_pem((&mut args.ca_pem, &mut args.ca_pem_content), (file.ca_pem, file.ca_pem_content), m, "ca_pem");
-    fill_pem((&mut args.crt_pem, &mut args.crt_pem_content), (file.crt_pem, file.crt_pem_content), m, "crt_pem");
-    fill_pem((&mut args.key_pem, &mut args.key_pem_content), (file.key_pem, file.key_pem_content), m, "key_pem");
+    let explicit = args.server_config.clone();
+    config_file::apply::<ServerConfigFile>(args, matches, explicit.as_deref(), &[default_path.to_path_buf()])
 }
 
 #[cfg(test)]
@@ -333,8 +283,8 @@ mod tests {
              path = '/opt/hooks'\n[[mutating_hooks]]\nname = 'auto-schedule'\n"
         );
         let f = conf(&text);
-        let (file, warnings) = read(f.path()).unwrap();
-        assert_eq!(file.mutating_hooks.len(), 2);
+        let (file, warnings) = config_file::read::<ServerConfigFile>(f.path()).unwrap();
+        assert_eq!(file.mutating_hooks.unwrap_or_default().len(), 2);
         let shown = f.path().display().to_string();
         assert_eq!(warnings, [format!("config file '{shown}': unknown key 'future_key' ignored")]);
         let m = Args::command().try_get_matches_from(["ank-server", "-x", &shown]).unwrap();
@@ -356,13 +306,13 @@ mod tests {
         };
         assert_eq!(hooks, [first, second], "defaults as in Ankaios, in file order (sorted when run)");
         let f = conf("version = 'v1'\n[[mutating_hooks]]\nname = 'x'\ntimeout_ms = 250\n");
-        let (file, _) = read(f.path()).unwrap();
-        assert_eq!(file.mutating_hooks[0].config().timeout, std::time::Duration::from_millis(250));
+        let (file, _) = config_file::read::<ServerConfigFile>(f.path()).unwrap();
+        assert_eq!(file.mutating_hooks.unwrap_or_default()[0].config().timeout, std::time::Duration::from_millis(250));
         let f = conf("version = 'v1'\n[[mutating_hooks]]\nprio = 1\n");
-        assert!(read(f.path()).is_err(), "a hook needs a name");
+        assert!(config_file::read::<ServerConfigFile>(f.path()).is_err(), "a hook needs a name");
         // As in Ankaios, a hook's priority must fit 0..=255.
         let f = conf("version = 'v1'\n[[mutating_hooks]]\nname = 'x'\nprio = 256\n");
-        assert!(read(f.path()).is_err());
+        assert!(config_file::read::<ServerConfigFile>(f.path()).is_err());
     }
 
     #[test]

@@ -1,12 +1,20 @@
-//! The sd_notify(3) protocol, spoken directly: datagrams such as
-//! `READY=1`, `STATUS=…`, `WATCHDOG=1` and `STOPPING=1` to the socket that
-//! systemd names in `NOTIFY_SOCKET` (a path, or `@name` for the abstract
-//! namespace), and the watchdog period from `WATCHDOG_USEC`/`WATCHDOG_PID`.
-//! Without `NOTIFY_SOCKET` (not started by a `Type=notify` unit) every call
-//! is a no-op.
+//! Telling systemd about state changes (sd_notify(3)): the messages are the
+//! `sd-notify` crate's [`NotifyState`]s (`READY=1`, `STATUS=…`,
+//! `WATCHDOG=1`, `STOPPING=1`) and the watchdog period is its
+//! [`sd_notify::watchdog_enabled`] (`WATCHDOG_USEC`, for this process when
+//! `WATCHDOG_PID` is unset or ours). Without `NOTIFY_SOCKET` (not started
+//! by a `Type=notify` unit) every call is a no-op.
+//!
+//! Still written here: sending the datagram. `sd_notify::notify` (0.5)
+//! connects to `NOTIFY_SOCKET` as a file system path only, so an abstract
+//! socket (`@name`, as systemd and container managers may hand out) would
+//! be taken for a relative file; and it reads the variable on every call,
+//! so a notifier cannot be given its socket (as the supervisor's tests do).
 
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
+
+pub use sd_notify::NotifyState;
 
 /// Sends state changes to the service manager, if there is one.
 #[derive(Debug)]
@@ -45,10 +53,11 @@ impl Notifier {
         self.target.is_some()
     }
 
-    /// Sends one message of `KEY=value` lines; failures are logged, never
-    /// fatal: the daemon works without its service manager.
-    pub fn notify(&self, message: &str) {
+    /// Sends `states` as one message, one `KEY=value` line each; failures
+    /// are logged, never fatal: the daemon works without its service manager.
+    pub fn notify(&self, states: &[NotifyState<'_>]) {
         let Some((socket, addr)) = &self.target else { return };
+        let message = states.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
         if let Err(e) = socket.send_to_addr(message.as_bytes(), addr) {
             tracing::debug!("sd_notify '{}' not sent: {e}", message.lines().next().unwrap_or_default());
         }
@@ -67,24 +76,10 @@ fn open(socket: &str) -> std::io::Result<(UnixDatagram, SocketAddr)> {
     Ok((UnixDatagram::unbound()?, addr))
 }
 
-/// How often to send `WATCHDOG=1`: half of `WATCHDOG_USEC`, when the
-/// watchdog is on and meant for this process (`WATCHDOG_PID` unset or ours).
+/// How often to send `WATCHDOG=1`: half of the watchdog period, when the
+/// watchdog is on and meant for this process.
 pub fn watchdog_interval() -> Option<Duration> {
-    watchdog_interval_from(
-        std::env::var("WATCHDOG_USEC").ok().as_deref(),
-        std::env::var("WATCHDOG_PID").ok().as_deref(),
-        std::process::id(),
-    )
-}
-
-fn watchdog_interval_from(usec: Option<&str>, pid: Option<&str>, own_pid: u32) -> Option<Duration> {
-    if let Some(pid) = pid
-        && pid.trim().parse::<u32>().ok() != Some(own_pid)
-    {
-        return None;
-    }
-    let usec: u64 = usec?.trim().parse().ok().filter(|u| *u > 0)?;
-    Some(Duration::from_micros(usec / 2))
+    sd_notify::watchdog_enabled().filter(|period| !period.is_zero()).map(|period| period / 2)
 }
 
 #[cfg(test)]
@@ -93,12 +88,32 @@ mod tests {
 
     #[test]
     fn watchdog_interval_is_half_the_period_and_only_for_this_process() {
-        assert_eq!(watchdog_interval_from(Some("30000000"), None, 7), Some(Duration::from_secs(15)));
-        assert_eq!(watchdog_interval_from(Some("30000000"), Some("7"), 7), Some(Duration::from_secs(15)));
-        assert_eq!(watchdog_interval_from(Some("30000000"), Some("8"), 7), None, "another process's watchdog");
-        assert_eq!(watchdog_interval_from(Some("0"), None, 7), None);
-        assert_eq!(watchdog_interval_from(Some("soon"), None, 7), None);
-        assert_eq!(watchdog_interval_from(None, None, 7), None);
+        // nextest runs each test in its own process; only this test reads or
+        // writes these variables. SAFETY: no other thread touches the
+        // environment meanwhile.
+        let set = |usec: Option<&str>, pid: Option<String>| unsafe {
+            match usec {
+                Some(u) => std::env::set_var("WATCHDOG_USEC", u),
+                None => std::env::remove_var("WATCHDOG_USEC"),
+            }
+            match pid {
+                Some(p) => std::env::set_var("WATCHDOG_PID", p),
+                None => std::env::remove_var("WATCHDOG_PID"),
+            }
+        };
+        let own = std::process::id();
+        set(Some("30000000"), None);
+        assert_eq!(watchdog_interval(), Some(Duration::from_secs(15)));
+        set(Some("30000000"), Some(own.to_string()));
+        assert_eq!(watchdog_interval(), Some(Duration::from_secs(15)));
+        set(Some("30000000"), Some((own + 1).to_string()));
+        assert_eq!(watchdog_interval(), None, "another process's watchdog");
+        set(Some("0"), None);
+        assert_eq!(watchdog_interval(), None);
+        set(Some("soon"), None);
+        assert_eq!(watchdog_interval(), None);
+        set(None, None);
+        assert_eq!(watchdog_interval(), None);
     }
 
     #[test]
@@ -108,7 +123,7 @@ mod tests {
         let receiver = UnixDatagram::bind(&path).unwrap();
         let notifier = Notifier::for_socket(path.to_str().unwrap());
         assert!(notifier.is_enabled());
-        notifier.notify("READY=1\nSTATUS=serving");
+        notifier.notify(&[NotifyState::Ready, NotifyState::Status("serving")]);
         let mut buf = [0u8; 64];
         let n = receiver.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\nSTATUS=serving");
@@ -117,7 +132,7 @@ mod tests {
         let name = format!("ank-notify-test-{}", std::process::id());
         let abstract_receiver =
             UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
-        Notifier::for_socket(&format!("@{name}")).notify("WATCHDOG=1");
+        Notifier::for_socket(&format!("@{name}")).notify(&[NotifyState::Watchdog]);
         let n = abstract_receiver.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"WATCHDOG=1");
     }
@@ -126,7 +141,7 @@ mod tests {
     fn a_missing_or_bad_socket_disables_the_notifier_without_failing() {
         assert!(!Notifier::for_socket("relative/path").is_enabled());
         let notifier = Notifier::for_socket("/nonexistent/dir/notify.sock");
-        notifier.notify("READY=1");
+        notifier.notify(&[NotifyState::Ready]);
         assert!(!Notifier::disabled().is_enabled());
     }
 }

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::health::Health;
-use super::notify::Notifier;
+use super::notify::{Notifier, NotifyState};
 use super::ping::Pinger;
 
 /// Reports `health` to `notifier` until `shutdown`, then says STOPPING=1.
@@ -27,11 +27,11 @@ pub async fn supervise(
         if h.ready && !ready_sent {
             ready_sent = true;
             last_status.clone_from(&h.status);
-            notifier.notify(&format!("READY=1\nSTATUS={}", h.status));
+            notifier.notify(&[NotifyState::Ready, NotifyState::Status(&h.status)]);
             tracing::debug!("ready: {}", h.status);
         } else if h.status != last_status {
             last_status.clone_from(&h.status);
-            notifier.notify(&format!("STATUS={}", h.status));
+            notifier.notify(&[NotifyState::Status(&h.status)]);
         }
     };
     report(&health.borrow_and_update().clone());
@@ -51,14 +51,14 @@ pub async fn supervise(
             _ = tick(&mut ticks) => {
                 let period = watchdog.unwrap_or_default();
                 if pinger.ping(period).await {
-                    notifier.notify("WATCHDOG=1");
+                    notifier.notify(&[NotifyState::Watchdog]);
                 } else {
                     tracing::error!("main loop did not answer within {period:?}; no watchdog ping sent");
                 }
             }
         }
     }
-    notifier.notify("STOPPING=1\nSTATUS=stopping");
+    notifier.notify(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
 }
 
 async fn tick(ticks: &mut Option<tokio::time::Interval>) {

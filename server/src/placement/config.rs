@@ -1,7 +1,7 @@
 //! How placement is configured: the `[scheduler]` and `[metrics.<name>]`
 //! tables of `ank-server.conf` and the parsers of the matching flags
 //! (`--scheduler-*`, `--metric-range NAME=MIN:MAX[:lower]`). Flags and
-//! environment variables beat the file; see `config_file.rs` for merging.
+//! environment variables beat the file (`ank_common::config_file` merges).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,17 +10,20 @@ use serde::{Deserialize, Deserializer};
 
 use super::{MetricRange, PlacementSettings};
 
-/// The `[scheduler]` table. Keys are snake_case; the camelCase spellings
-/// of the design (`rescheduleAfter`, `agentLossGrace`) are accepted too.
-#[derive(Debug, Default, Deserialize)]
-pub struct SchedulerKeys {
-    #[serde(default, deserialize_with = "stickiness_key")]
-    pub stickiness: Option<f64>,
-    #[serde(default, alias = "rescheduleAfter", deserialize_with = "ank_common::duration::optional")]
-    pub reschedule_after: Option<Duration>,
-    #[serde(default, alias = "agentLossGrace", deserialize_with = "ank_common::duration::optional")]
-    pub agent_loss_grace: Option<Duration>,
-    pub seed: Option<u64>,
+ank_common::config_keys! {
+    /// The `[scheduler]` table. Keys are snake_case; the camelCase spellings
+    /// of the design (`rescheduleAfter`, `agentLossGrace`) are accepted too.
+    pub struct SchedulerKeys for crate::cli::Args {
+        flags {
+            #[serde(deserialize_with = "stickiness_key")]
+            stickiness: f64 => scheduler_stickiness,
+            #[serde(alias = "rescheduleAfter", deserialize_with = "ank_common::duration::optional")]
+            reschedule_after: Duration => scheduler_reschedule_after,
+            #[serde(alias = "agentLossGrace", deserialize_with = "ank_common::duration::optional")]
+            agent_loss_grace: Duration => scheduler_agent_loss_grace,
+            seed: u64 => scheduler_seed,
+        }
+    }
 }
 
 /// One `[metrics.<name>]` table.

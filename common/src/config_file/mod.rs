@@ -4,14 +4,26 @@
 //! errors that name the file, the line and the key, and warnings for keys
 //! the binary does not know. As in Ankaios, an unknown key never stops a
 //! binary (it is ignored, with a warning naming file and key); a known key
-//! with an invalid value does. Pure logic: the binaries read the file and
-//! merge its values under their flags and environment variables.
+//! with an invalid value does. Each binary describes its keys with
+//! [`config_keys!`](crate::config_keys) (`describe.rs`, `keys.rs`); one
+//! loader (`load.rs`) reads the file and fills the binary's parsed command
+//! line from it.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+
+mod default_table;
+mod describe;
+mod keys;
+mod load;
+
+pub use clap::ArgMatches;
+pub use default_table::WithDefaultTable;
+pub use keys::{ConfigKeys, Slot, arg_id, fill, fill_pem, given};
+pub use load::{apply, read};
 
 /// The only config file version this release reads.
 pub const CONFIG_VERSION: &str = "v1";
@@ -66,7 +78,7 @@ struct VersionProbe {
 }
 
 /// Parses the text of config file `path` into `T` after checking its
-/// `version`. `T` must accept a `version` key.
+/// `version` (which `T` may leave out: it is the loader's key).
 pub fn parse<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, ConfigFileError> {
     let probe: VersionProbe = toml::from_str(text).map_err(|e| invalid(path, text, &e, false))?;
     let Some(version) = probe.version else {
@@ -93,20 +105,20 @@ pub struct Loaded {
 /// Like [`parse`], and also the warnings for every key of the file that `T`
 /// does not know (ignored, as Ankaios ignores them).
 pub fn parse_lenient<T: DeserializeOwned>(path: &str, text: &str) -> Result<(T, Vec<String>), ConfigFileError> {
+    let (value, unknown) = parse_with_unknown_keys(path, text)?;
+    Ok((value, unknown.iter().map(|key| unknown_key_warning(path, key)).collect()))
+}
+
+/// Like [`parse`], and also the dotted keys of the file that `T` does not
+/// know, but `version` (the loader's key, which `T` may leave out).
+fn parse_with_unknown_keys<T: DeserializeOwned>(path: &str, text: &str) -> Result<(T, Vec<String>), ConfigFileError> {
     let value: T = parse(path, text)?;
-    let warnings = unknown_keys::<T>(text).into_iter().map(|key| unknown_key_warning(path, &key)).collect();
-    Ok((value, warnings))
+    Ok((value, unknown_keys::<T>(text).into_iter().filter(|key| key != "version").collect()))
 }
 
 /// The warning for a key of config file `path` that is not known.
 pub fn unknown_key_warning(path: &str, key: &str) -> String {
     format!("config file '{path}': unknown key '{key}' ignored")
-}
-
-/// The warning for a key Ankaios knows that this release accepts but does
-/// not act on, and why.
-pub fn ignored_key_warning(path: &str, key: &str, why: &str) -> String {
-    format!("config file '{path}': key '{key}' ignored: {why}")
 }
 
 /// The dotted keys of `text` that deserializing into `T` skips. `text` must
@@ -139,35 +151,6 @@ fn dotted(path: &serde_ignored::Path<'_>) -> String {
     }
     parts.reverse();
     parts.join(".")
-}
-
-/// Whether argument `id` came from the command line or the environment,
-/// which both beat the config file.
-pub fn given(m: &clap::ArgMatches, id: &str) -> bool {
-    use clap::parser::ValueSource;
-    matches!(m.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable))
-}
-
-/// Puts the file's value into `slot` unless flag or environment gave one.
-pub fn fill<T>(slot: &mut T, from_file: Option<T>, m: &clap::ArgMatches, id: &str) {
-    if let Some(value) = from_file
-        && !given(m, id)
-    {
-        *slot = value;
-    }
-}
-
-/// A PEM item (`id`): unless flag or environment gave its path, the file's
-/// path and content both replace what the command line had.
-pub fn fill_pem<P>(
-    slots: (&mut Option<P>, &mut Option<crate::tls::PemText>),
-    from_file: (Option<P>, Option<crate::tls::PemText>),
-    m: &clap::ArgMatches,
-    id: &str,
-) {
-    if !given(m, id) {
-        (*slots.0, *slots.1) = from_file;
-    }
 }
 
 /// Fails when both the file `key` and its `<key>_content` are set.
