@@ -5,6 +5,7 @@
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
+use crate::reaper;
 use crate::workload_states::Resync;
 
 impl AnkaiosServer {
@@ -30,5 +31,26 @@ impl AnkaiosServer {
                 s.io.out.append(out);
             });
         }
+    }
+
+    /// Deletes the finished workloads whose ttl ran out, the `Reaped`
+    /// event first, then the change; not while hooks run (reaped at the
+    /// next tick, on the state the hooks' chain leaves).
+    pub(super) fn reaper_tick(&mut self) {
+        if self.hooks_busy() {
+            return;
+        }
+        let due = self.sched.reaper.due(&self.desired.current, &self.states, Instant::now());
+        if due.is_empty() {
+            return;
+        }
+        self.with_events(|s| reaper::record_reaped(&mut s.states, &due));
+        let Some(reaping) = reaper::reaping(&self.desired.current, &due) else { return };
+        self.with_events(|s| {
+            if let Err(e) = s.server_change(reaping.next, &[], reaping.what) {
+                tracing::error!("reaping failed, the workloads stay: {e}");
+            }
+            s.advance_jobs_if_opened();
+        });
     }
 }
