@@ -26,6 +26,7 @@ use crate::workload_states::WorkloadStateStore;
 mod agents;
 mod handle;
 mod parts;
+mod placement;
 mod ticks;
 mod update;
 

@@ -181,7 +181,7 @@ impl AnkaiosServer {
         for name in &diff.unscheduled {
             let Some(wl) = self.desired.current.rendered.workloads.get(name) else { continue };
             let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
-            let mut s = WorkloadState::new(n, self.not_scheduled_state(name.as_str()));
+            let mut s = WorkloadState::new(n, self.sched.placer.not_scheduled_state(name.as_str()));
             // Generations start at 1: a NotScheduled instance shows its workload's.
             s.status.generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
             if self.states.record(&s) {
