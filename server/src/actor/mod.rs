@@ -34,7 +34,8 @@ mod update;
 use agents::Hello;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
 
-pub(crate) use parts::{Desired, Hooks, Io, Scheduling, Streams};
+pub(crate) use parts::{Desired, Hooks, Io};
+use parts::{Scheduling, Streams};
 
 use crate::connections::Outbox;
 use crate::logs::campaigns::Requester;
@@ -81,11 +82,11 @@ pub struct AnkaiosServer {
     pub(crate) states: WorkloadStateStore,
     pub(crate) conns: Connections,
     /// Event subscriptions and log campaigns.
-    pub(crate) streams: Streams,
+    streams: Streams,
     /// The apply jobs and the workloads they hold back.
     pub(crate) jobs: JobEngine,
     /// Placement, `${seq:N}` numbers, the reaper and the resync settings.
-    pub(crate) sched: Scheduling,
+    sched: Scheduling,
     /// The mutating hooks and the chain running.
     pub(crate) hooks: Hooks,
 }
