@@ -62,12 +62,13 @@ impl AnkaiosServer {
         // Specs a job holds back go out when the job hands them out.
         let mut specs = desired_state::specs_for_agent(&self.desired.current.rendered, agent);
         specs.retain(|s| !self.jobs.is_held(s.name()));
-        let specs = self.stamped(specs);
+        let specs = specs.into_iter().map(|s| self.desired.generations.stamp(s)).collect();
         self.io.out.send(conn, FromServer::ServerHello(specs));
         // Before the leftovers are deleted: an instance placed here again
         // is no leftover.
         self.placement_agent_joined(agent);
-        self.finish_deletions_after_hello(conn, agent, reports_conditions);
+        let out = self.resync_part().finish_deletions_after_hello(conn, agent, reports_conditions);
+        self.io.out.append(out);
         let others = self.states.all_except(Some(agent));
         if !others.is_empty() {
             self.io.out.send(conn, FromServer::UpdateWorkloadState(others));

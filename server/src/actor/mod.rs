@@ -19,6 +19,7 @@ use crate::jobs::{JobEngine, JobSettings};
 use crate::placement::Placer;
 use crate::reaper::Reaper;
 use crate::requests;
+use crate::sched::render;
 use crate::sched::seq_pools::SeqTable;
 use crate::state_file::StateFile;
 use crate::workload_states::WorkloadStateStore;
@@ -26,12 +27,15 @@ use crate::workload_states::WorkloadStateStore;
 mod agents;
 mod handle;
 mod parts;
+mod placement;
+mod ticks;
 mod update;
 
 use agents::Hello;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
 
-pub(crate) use parts::{Desired, Hooks, Io, Scheduling, Streams};
+pub(crate) use parts::{Desired, Hooks, Io};
+use parts::{Scheduling, Streams};
 
 use crate::connections::Outbox;
 use crate::logs::campaigns::Requester;
@@ -78,11 +82,11 @@ pub struct AnkaiosServer {
     pub(crate) states: WorkloadStateStore,
     pub(crate) conns: Connections,
     /// Event subscriptions and log campaigns.
-    pub(crate) streams: Streams,
+    streams: Streams,
     /// The apply jobs and the workloads they hold back.
     pub(crate) jobs: JobEngine,
     /// Placement, `${seq:N}` numbers, the reaper and the resync settings.
-    pub(crate) sched: Scheduling,
+    sched: Scheduling,
     /// The mutating hooks and the chain running.
     pub(crate) hooks: Hooks,
 }
@@ -138,11 +142,11 @@ impl AnkaiosServer {
             hooks: Hooks::default(),
         };
         server.place_update(&mut initial.rendered, &[]);
-        server.render_initial(&mut initial);
+        render::render_initial(&mut server.sched.seq, &server.desired.current, &server.states, &mut initial);
         let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
         server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
         server.desired.current = initial;
-        server.record_escalations(&ank_common::State::default());
+        render::record_escalations(&server.desired.current, &mut server.states, &ank_common::State::default());
         server.record_initial_states(&diff);
         if !diff.added.is_empty() {
             // The startup manifest is the first job.
@@ -308,7 +312,7 @@ impl AnkaiosServer {
             }
             RequestContent::JobRerun { failed_only } => self.rerun(failed_only),
             RequestContent::JobInterrupt { job_id } => self.interrupt(job_id),
-            RequestContent::RenderedState { field_mask } => self.rendered_state(&field_mask),
+            RequestContent::RenderedState { field_mask } => render::rendered_state(&self.desired.current, &field_mask),
         };
         self.io.out.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
     }

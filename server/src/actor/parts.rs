@@ -1,5 +1,7 @@
 //! The parts the actor's state is grouped into. Each part belongs to one
-//! feature; the actor only holds them side by side.
+//! feature; the actor only holds them side by side. The streams and the
+//! scheduling parts are the actor's own: their features borrow what they
+//! need from it and return their effects.
 
 use ank_common::daemon::Ping;
 use tokio::sync::{mpsc, watch};
@@ -39,21 +41,21 @@ pub(crate) struct Desired {
 
 /// What commanders subscribed to: events and log campaigns.
 #[derive(Default)]
-pub(crate) struct Streams {
-    pub(crate) events: EventSubscriptions,
-    pub(crate) logs: LogCampaigns,
+pub(super) struct Streams {
+    pub(super) events: EventSubscriptions,
+    pub(super) logs: LogCampaigns,
 }
 
 /// The scheduling features on the desired state.
-pub(crate) struct Scheduling {
+pub(super) struct Scheduling {
     /// When the server re-sends a spec nobody confirmed.
-    pub(crate) resync: ResyncSettings,
+    pub(super) resync: ResyncSettings,
     /// The `${seq:N}` numbers of the workloads.
-    pub(crate) seq: SeqPools,
+    pub(super) seq: SeqPools,
     /// When finished workloads are deleted.
-    pub(crate) reaper: Reaper,
+    pub(super) reaper: Reaper,
     /// Placement of the workloads with an agent selector.
-    pub(crate) placer: Placer,
+    pub(super) placer: Placer,
 }
 
 /// The mutating hooks and the chain of them running.

@@ -10,6 +10,7 @@ use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
 use super::{AnkaiosServer, Prepared, rejected};
 use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::requests;
+use crate::sched::render;
 
 impl AnkaiosServer {
     pub(crate) fn update_state(&mut self, new_state: &PartialCompleteState, update_mask: &[String]) -> ResponseContent {
@@ -95,7 +96,8 @@ impl AnkaiosServer {
     ) -> Result<Prepared, String> {
         // Placement first: the ${seq:N} pools are per agent.
         self.place_update(&mut next.rendered, moves);
-        let table = self.render_for_agents(&mut next).inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
+        let table = render::render_for_agents(&self.sched.seq, &self.desired.current, &self.states, &mut next)
+            .inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
         Ok(Prepared { next, table })
     }
 
@@ -136,7 +138,7 @@ impl AnkaiosServer {
         let old = std::mem::replace(&mut self.desired.current, next);
         let workloads = &self.desired.current.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
-        self.record_escalations(&old.rendered);
+        render::record_escalations(&self.desired.current, &mut self.states, &old.rendered);
         let job_id = self.dispatch(&old.rendered, &diff);
         (diff, job_id)
     }
@@ -181,7 +183,7 @@ impl AnkaiosServer {
         for name in &diff.unscheduled {
             let Some(wl) = self.desired.current.rendered.workloads.get(name) else { continue };
             let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
-            let mut s = WorkloadState::new(n, self.not_scheduled_state(name.as_str()));
+            let mut s = WorkloadState::new(n, self.sched.placer.not_scheduled_state(name.as_str()));
             // Generations start at 1: a NotScheduled instance shows its workload's.
             s.status.generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
             if self.states.record(&s) {

@@ -17,19 +17,24 @@
 //! rebalance a workload on it). A workload only such an agent may fit waits
 //! as NotScheduled "waiting for the first load report of ..." without an
 //! `Unschedulable` event, and is placed when the report comes.
+//!
+//! A pass borrows what it reads and writes ([`Placement`]) and returns its
+//! effects ([`Moved`]): the messages to send and the moves, which the actor
+//! makes as an internal update.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ank_common::duration::{format_duration, format_elapsed};
+use ank_common::duration::format_elapsed;
 use ank_common::scheduling::Migration;
 use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, State, StateKind, WorkloadState};
 use tokio::time::Instant;
 
-use crate::actor::AnkaiosServer;
-use crate::connections::Connections;
-use crate::placement::{AgentInfo, Constraints, Decision, PlacementSettings};
+use crate::connections::{Connections, Outbox};
+use crate::desired_state::DesiredState;
+use crate::placement::{AgentInfo, Constraints, Decision, Placer};
+use crate::workload_states::WorkloadStateStore;
 
 static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
 static NO_METRICS: BTreeMap<String, f64> = BTreeMap::new();
@@ -63,7 +68,7 @@ fn agent_infos(conns: &Connections) -> Vec<AgentInfo<'_>> {
 }
 
 /// Why a placed workload is looked at again.
-enum Due {
+pub(crate) enum Due {
     /// Its agent is gone this long, more than the grace.
     Lost(Duration),
     /// Its periodic rebalance pass.
@@ -84,20 +89,25 @@ struct Pass {
     awaiting: Vec<(String, String)>,
 }
 
-impl AnkaiosServer {
-    /// Replaces the placement settings (the seed restarts the generator).
-    pub fn with_placement(mut self, settings: PlacementSettings) -> Self {
-        tracing::info!(
-            "placement: stickiness {}, reschedule after {}, agent-loss grace {}, tie-break seed {} (--scheduler-seed replays it)",
-            settings.stickiness,
-            format_duration(settings.reschedule_after),
-            format_duration(settings.agent_loss_grace),
-            settings.seed
-        );
-        self.sched.placer.reconfigure(settings);
-        self
-    }
+/// What a placement pass reads and writes.
+pub(crate) struct Placement<'a> {
+    pub(crate) placer: &'a mut Placer,
+    pub(crate) conns: &'a Connections,
+    /// The desired state in force.
+    pub(crate) current: &'a DesiredState,
+    pub(crate) states: &'a mut WorkloadStateStore,
+}
 
+/// The effects of a pass: the messages to send (the NotScheduled rows that
+/// changed), then the moves (workload, agent; "" for NotScheduled) to make
+/// as an internal update.
+#[derive(Default)]
+pub(crate) struct Moved {
+    pub(crate) out: Outbox,
+    pub(crate) moves: Vec<(String, String)>,
+}
+
+impl Placement<'_> {
     /// Writes the agents of the selector workloads of `next` (a rendered
     /// state about to replace the current one): a workload of `moves`
     /// (workload, agent; "" for NotScheduled) goes where its move says,
@@ -105,18 +115,18 @@ impl AnkaiosServer {
     /// selector keeps its agent, a new or changed one (or one not placed
     /// yet) is placed, the old agent getting the stickiness bonus.
     // [feature S1: the chosen agent is written into the rendered state]
-    pub(crate) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
+    pub(crate) fn place_update(mut self, next: &mut State, moves: &[(String, String)]) -> Outbox {
         let now = Instant::now();
         let mut pass = Pass::default();
         {
-            let agents = agent_infos(&self.conns);
+            let agents = agent_infos(self.conns);
             for (name, wl) in next.workloads.iter_mut().filter(|(_, wl)| wl.agent.is_empty()) {
                 let Some(selector) = &wl.agent_selector else { continue };
                 if let Some((_, agent)) = moves.iter().find(|(moved, _)| moved == name.as_str()) {
                     wl.agent.clone_from(agent);
                     continue;
                 }
-                let old = self.desired.current.base().workloads.get(name.as_str());
+                let old = self.current.base().workloads.get(name.as_str());
                 let old_agent = old.map(|o| o.agent.as_str()).filter(|a| !a.is_empty());
                 if let Some(agent) = old_agent
                     && old.and_then(|o| o.agent_selector.as_ref()) == Some(selector)
@@ -124,7 +134,7 @@ impl AnkaiosServer {
                     wl.agent = agent.to_owned();
                     continue;
                 }
-                match self.sched.placer.decide(selector, old_agent, &agents) {
+                match self.placer.decide(selector, old_agent, &agents) {
                     d @ Decision::Placed { .. } => {
                         let reason = d.scheduled_reason().unwrap_or_default();
                         if let Decision::Placed { agent, .. } = d {
@@ -137,25 +147,25 @@ impl AnkaiosServer {
                 }
             }
         }
-        self.sched.placer.retain(|name| next.workloads.get(name).is_some_and(|wl| wl.agent_selector.is_some()));
+        self.placer.retain(|name| next.workloads.get(name).is_some_and(|wl| wl.agent_selector.is_some()));
         for (name, _, _) in &pass.events {
-            self.sched.placer.placed(name, now);
+            self.placer.placed(name, now);
         }
-        self.note(pass);
+        self.note(pass)
     }
 
     /// `agent` connected: it is back, and may run NotScheduled workloads.
-    pub(crate) fn placement_agent_joined(&mut self, agent: &str) {
-        self.sched.placer.agent_back(agent);
-        self.placement_agent_changed(agent);
+    pub(crate) fn agent_joined(self, agent: &str) -> Moved {
+        self.placer.agent_back(agent);
+        self.agent_changed(agent)
     }
 
     /// `agent` disconnected: its workloads may move after the grace, and
     /// the reasons of NotScheduled ones may change (one may have awaited
     /// its first load report).
-    pub(crate) fn placement_agent_left(&mut self, agent: &str) {
-        self.sched.placer.agent_lost(agent, Instant::now());
-        self.placement_agent_changed(agent);
+    pub(crate) fn agent_left(self, agent: &str) -> Moved {
+        self.placer.agent_lost(agent, Instant::now());
+        self.agent_changed(agent)
     }
 
     /// The advertisement of `agent` changed (it connected or left, its
@@ -165,8 +175,8 @@ impl AnkaiosServer {
     /// still no agent may run gets its reason again (an event if it changed,
     /// none while it awaits an agent's first load report).
     // [feature S1: NotScheduled workloads are placed when a fitting agent appears]
-    pub(crate) fn placement_agent_changed(&mut self, agent: &str) {
-        self.place_waiting(agent, true);
+    pub(crate) fn agent_changed(self, agent: &str) -> Moved {
+        self.place_waiting(agent, true)
     }
 
     /// The metrics of `agent` changed after its first load report: the
@@ -174,30 +184,30 @@ impl AnkaiosServer {
     /// reasons of the others are not judged again at every load report:
     /// their texts name no values, and it would cost a decision per
     /// waiting workload and report.)
-    pub(crate) fn placement_metrics_changed(&mut self, agent: &str) {
-        self.place_waiting(agent, false);
+    pub(crate) fn metrics_changed(self, agent: &str) -> Moved {
+        self.place_waiting(agent, false)
     }
 
     /// Places the NotScheduled workloads `agent` may run; with `reasons`,
     /// judges the others again.
-    fn place_waiting(&mut self, agent: &str, reasons: bool) {
-        let waiting = self.desired.current.rendered.workloads.iter().filter(|(_, wl)| wl.agent.is_empty());
+    fn place_waiting(self, agent: &str, reasons: bool) -> Moved {
+        let waiting = self.current.rendered.workloads.iter().filter(|(_, wl)| wl.agent.is_empty());
         let waiting: Vec<String> =
             waiting.filter(|(_, wl)| wl.agent_selector.is_some()).map(|(n, _)| n.to_string()).collect();
         if waiting.is_empty() {
-            return;
+            return Moved::default();
         }
         let mut pass = Pass::default();
         {
-            let agents = agent_infos(&self.conns);
-            let Some(me) = agents.iter().find(|a| a.name == agent).copied() else { return };
-            let ranges = self.sched.placer.settings().metrics.clone();
+            let agents = agent_infos(self.conns);
+            let Some(me) = agents.iter().find(|a| a.name == agent).copied() else { return Moved::default() };
+            let ranges = self.placer.settings().metrics.clone();
             for name in waiting {
-                let wl = self.desired.current.rendered.workloads.get(name.as_str());
+                let wl = self.current.rendered.workloads.get(name.as_str());
                 let Some(selector) = wl.and_then(|wl| wl.agent_selector.as_ref()) else { continue };
                 let Ok(constraints) = Constraints::new(selector) else { continue };
                 if constraints.check(&me, &ranges).is_ok() {
-                    let d = self.sched.placer.decide(selector, None, &agents);
+                    let d = self.placer.decide(selector, None, &agents);
                     if let Some(reason) = d.scheduled_reason()
                         && let Decision::Placed { agent, .. } = d
                     {
@@ -205,7 +215,7 @@ impl AnkaiosServer {
                         pass.moves.push((name, agent));
                     }
                 } else if reasons && !agents.iter().any(|a| constraints.check(a, &ranges).is_ok()) {
-                    match self.sched.placer.decide(selector, None, &agents) {
+                    match self.placer.decide(selector, None, &agents) {
                         Decision::Unschedulable { reason } => pass.unschedulable.push((name, reason)),
                         Decision::AwaitingReport { reason } => pass.awaiting.push((name, reason)),
                         Decision::Placed { .. } => {}
@@ -213,32 +223,20 @@ impl AnkaiosServer {
                 }
             }
         }
-        self.apply(pass, Instant::now());
-    }
-
-    /// At the server's tick: moves the workloads of agents gone longer than
-    /// the grace, and runs the due rebalance passes.
-    pub(crate) fn placement_tick(&mut self, now: Instant) {
-        let due = self.placement_due(now);
-        if !due.is_empty() {
-            self.with_events(|s| {
-                s.reschedule(due, now);
-                s.advance_jobs_if_opened();
-            });
-        }
+        self.apply(pass, Instant::now())
     }
 
     /// The placed selector workloads to look at again now.
-    fn placement_due(&mut self, now: Instant) -> Vec<(String, Due)> {
-        let any_lost = self.sched.placer.any_lost_beyond_grace(now);
+    pub(crate) fn due(&mut self, now: Instant) -> Vec<(String, Due)> {
+        let any_lost = self.placer.any_lost_beyond_grace(now);
         let mut due = Vec::new();
         let mut rebalance = Vec::new();
-        for (name, wl) in &self.desired.current.rendered.workloads {
+        for (name, wl) in &self.current.rendered.workloads {
             if wl.agent.is_empty() || wl.agent_selector.is_none() || wl.migration == Migration::Never {
                 continue;
             }
             // [feature S4: onAgentLoss moves only after the agent-loss grace]
-            if any_lost && let Some(gone) = self.sched.placer.lost_beyond_grace(&wl.agent, now) {
+            if any_lost && let Some(gone) = self.placer.lost_beyond_grace(&wl.agent, now) {
                 due.push((name.to_string(), Due::Lost(gone)));
             } else if wl.migration == Migration::Rebalance
                 && self.conns.is_connected(&wl.agent)
@@ -248,7 +246,7 @@ impl AnkaiosServer {
             }
         }
         for name in rebalance {
-            if self.sched.placer.rebalance_due(&name, now) {
+            if self.placer.rebalance_due(&name, now) {
                 due.push((name, Due::Rebalance));
             }
         }
@@ -256,16 +254,16 @@ impl AnkaiosServer {
     }
 
     /// Places the `due` workloads again and moves those that should go.
-    fn reschedule(&mut self, due: Vec<(String, Due)>, now: Instant) {
+    pub(crate) fn reschedule(self, due: Vec<(String, Due)>, now: Instant) -> Moved {
         let mut pass = Pass::default();
         {
-            let agents = agent_infos(&self.conns);
-            let stickiness = self.sched.placer.settings().stickiness;
+            let agents = agent_infos(self.conns);
+            let stickiness = self.placer.settings().stickiness;
             for (name, why) in due {
-                let Some(wl) = self.desired.current.rendered.workloads.get(name.as_str()) else { continue };
+                let Some(wl) = self.current.rendered.workloads.get(name.as_str()) else { continue };
                 let Some(selector) = &wl.agent_selector else { continue };
                 let current = wl.agent.as_str();
-                let d = self.sched.placer.decide(selector, Some(current), &agents);
+                let d = self.placer.decide(selector, Some(current), &agents);
                 match (why, d) {
                     (Due::Lost(gone), Decision::Placed { agent, score, candidates, .. }) => {
                         let reason = format!(
@@ -300,30 +298,30 @@ impl AnkaiosServer {
                 }
             }
         }
-        self.apply(pass, now);
+        self.apply(pass, now)
     }
 
-    /// Records a pass's events and moves its workloads.
-    fn apply(&mut self, mut pass: Pass, now: Instant) {
+    /// Records a pass's events and returns its moves.
+    fn apply(mut self, mut pass: Pass, now: Instant) -> Moved {
         for (name, _) in pass.moves.iter().filter(|(_, agent)| !agent.is_empty()) {
-            self.sched.placer.placed(name, now);
+            self.placer.placed(name, now);
         }
         let moves = std::mem::take(&mut pass.moves);
-        self.note(pass);
-        self.move_workloads(moves);
+        let out = self.note(pass);
+        Moved { out, moves }
     }
 
     /// Records the events of a pass; an Unschedulable reason only when it
     /// changed, also into the workload's NotScheduled row, which also shows
     /// what an awaiting workload waits for (no event: it is not judged yet).
-    fn note(&mut self, pass: Pass) {
+    fn note(&mut self, pass: Pass) -> Outbox {
         for (name, kind, reason) in pass.events {
             tracing::info!("workload '{name}': {} {reason}", kind.as_str());
             self.states.record_event(&name, kind, &reason);
         }
         let mut changed = Vec::new();
         for (name, reason) in pass.unschedulable {
-            if !self.sched.placer.unschedulable(&name, &reason) {
+            if !self.placer.unschedulable(&name, &reason) {
                 continue;
             }
             tracing::info!("workload '{name}': Unschedulable {reason}");
@@ -331,54 +329,34 @@ impl AnkaiosServer {
             self.not_scheduled_rows(&name, &mut changed);
         }
         for (name, reason) in pass.awaiting {
-            if self.sched.placer.awaiting(&name, &reason) {
+            if self.placer.awaiting(&name, &reason) {
                 tracing::info!("workload '{name}': {reason}");
                 self.not_scheduled_rows(&name, &mut changed);
             }
         }
+        let mut out = Outbox::default();
         if !changed.is_empty() {
-            self.io.out.broadcast(None, ank_common::messages::FromServer::UpdateWorkloadState(changed));
+            out.broadcast(None, ank_common::messages::FromServer::UpdateWorkloadState(changed));
         }
+        out
     }
 
     /// Records the NotScheduled state (with its reason) of the NotScheduled
     /// rows of `workload`; those that changed go to `changed`.
     fn not_scheduled_rows(&mut self, workload: &str, changed: &mut Vec<WorkloadState>) {
         for n in self.states.instances_of("").into_iter().filter(|n| n.workload_name == workload) {
-            let state = WorkloadState::new(n.clone(), self.not_scheduled_state(workload));
+            let state = WorkloadState::new(n.clone(), self.placer.not_scheduled_state(workload));
             if self.states.record(&state) {
                 changed.push(self.states.state_of(&n));
             }
         }
     }
+}
 
-    /// Writes the new agents into the rendered state and dispatches the
-    /// change like an update: the old instances are deleted, the new ones
-    /// handed out by a job.
-    fn move_workloads(&mut self, moves: Vec<(String, String)>) {
-        if moves.is_empty() {
-            return;
-        }
-        if self.hooks_busy() {
-            // Not on the base a chain of hooks is working on; placement
-            // looks again at its next occasion.
-            return tracing::info!("placement of {} workloads waits for the running mutating hooks", moves.len());
-        }
-        // Rendered again from the user's state, so that the ${seq:N}
-        // numbers of a moved workload come from its new agent's pools.
-        let next = match self.desired.current.after(self.desired.current.state.clone()) {
-            Ok(next) => next,
-            Err(e) => return tracing::error!("placement of {} workloads not applied: {e}", moves.len()),
-        };
-        let what = format!("placement of {} workloads", moves.len());
-        if let Err(e) = self.server_change(next, &moves, what.clone()) {
-            tracing::error!("{what} not applied: {e}");
-        }
-    }
-
+impl Placer {
     /// The NotScheduled state of `workload`, with why it cannot be placed.
     pub(crate) fn not_scheduled_state(&self, workload: &str) -> ExecutionState {
-        match self.sched.placer.reason(workload) {
+        match self.reason(workload) {
             Some(reason) => ExecutionState::with_info(StateKind::NotScheduled, reason),
             None => ExecutionState::not_scheduled(),
         }

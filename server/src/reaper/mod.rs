@@ -11,6 +11,8 @@
 
 mod tick;
 
+pub(crate) use tick::{reaping, record_reaped};
+
 use std::time::Duration;
 
 use ank_common::execution_state::{Failed, Pending};

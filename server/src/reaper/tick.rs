@@ -1,27 +1,29 @@
-//! The server's reaper tick: finished workloads whose ttl ran out get a
-//! `Reaped` event, then they are deleted from the desired state as an
-//! internal update (saved to the state file if there is one, a job like
-//! any other change), which also takes them out of their group.
+//! The reaper's tick: the finished workloads whose ttl ran out, their
+//! `Reaped` events, and the desired state without them (also out of their
+//! groups). It borrows what it reads and writes and returns the change to
+//! make; the actor makes it as an internal update (saved to the state file
+//! if there is one, a job like any other change).
 
 use ank_common::workload_events::EventKind;
 use tokio::time::Instant;
 
-use crate::actor::AnkaiosServer;
-use crate::desired_state;
-use crate::reaper::{Candidate, Due};
+use crate::desired_state::{self, DesiredState};
+use crate::reaper::{Candidate, Due, Reaper};
+use crate::workload_states::WorkloadStateStore;
 
-impl AnkaiosServer {
-    /// Checks the finished workloads and deletes those due.
+/// A change the reaper asks for: the desired state without the workloads
+/// reaped, and how the log names it.
+pub(crate) struct Reaping {
+    pub(crate) next: DesiredState,
+    pub(crate) what: String,
+}
+
+impl Reaper {
+    /// The finished workloads of `desired` whose ttl ran out at `now`.
     // [feature K7: ttlAfterFinished reaps from the desired state]
-    pub(crate) fn reaper_tick(&mut self) {
-        if self.hooks_busy() {
-            // Reaped at the next tick, on the state the hooks' chain leaves.
-            return;
-        }
-        let now = Instant::now();
-        let states = &self.states;
-        let default_ttl = self.sched.reaper.settings().default_ttl;
-        let candidates = self.desired.current.rendered.workloads.iter().filter_map(|(name, wl)| {
+    pub(crate) fn due(&self, desired: &DesiredState, states: &WorkloadStateStore, now: Instant) -> Vec<Due> {
+        let default_ttl = self.settings().default_ttl;
+        let candidates = desired.rendered.workloads.iter().filter_map(|(name, wl)| {
             // Validated at apply.
             let ttl = wl.ttl_after_finished.as_deref().and_then(|t| ank_common::duration::parse_duration(t).ok());
             if ttl.is_none() && default_ttl.is_none() {
@@ -32,27 +34,28 @@ impl AnkaiosServer {
             let state = states.kind_of(n).zip(states.timing(n).map(|t| t.state_since));
             Some(Candidate { name, state, ttl, policy: wl.restart_policy })
         });
-        let due = self.sched.reaper.check(candidates, now);
-        if due.is_empty() {
-            return;
+        self.check(candidates, now)
+    }
+}
+
+/// Records why the due workloads go: subscribers see the `Reaped` event
+/// before the workload goes.
+pub(crate) fn record_reaped(states: &mut WorkloadStateStore, due: &[Due]) {
+    for d in due {
+        tracing::info!("workload '{}' reaped: {}", d.workload, d.reason);
+        states.record_event(&d.workload, EventKind::Reaped, &d.reason);
+    }
+}
+
+/// The change that deletes the due workloads from `current`; `None` (and
+/// logged) if the rest is no valid state.
+pub(crate) fn reaping(current: &DesiredState, due: &[Due]) -> Option<Reaping> {
+    match current.after(without(&current.state, due)) {
+        Ok(next) => Some(Reaping { next, what: format!("reaping of {} workloads", due.len()) }),
+        Err(e) => {
+            tracing::error!("reaping failed, the workloads stay: {e}");
+            None
         }
-        // The event first, so that subscribers see why the workload goes.
-        self.with_events(|s| {
-            for d in &due {
-                tracing::info!("workload '{}' reaped: {}", d.workload, d.reason);
-                s.states.record_event(&d.workload, EventKind::Reaped, &d.reason);
-            }
-        });
-        let next = match self.desired.current.after(without(&self.desired.current.state, &due)) {
-            Ok(next) => next,
-            Err(e) => return tracing::error!("reaping failed, the workloads stay: {e}"),
-        };
-        self.with_events(|s| {
-            if let Err(e) = s.server_change(next, &[], format!("reaping of {} workloads", due.len())) {
-                tracing::error!("reaping failed, the workloads stay: {e}");
-            }
-            s.advance_jobs_if_opened();
-        });
     }
 }
 

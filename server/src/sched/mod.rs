@@ -3,7 +3,7 @@
 //! last rendering steps before a state goes to the agents (`render.rs`).
 
 pub mod priorities;
-mod render;
+pub(crate) mod render;
 pub mod seq_pools;
 
 pub use render::SchedOptions;

@@ -8,6 +8,7 @@
 
 mod resync;
 
+pub(crate) use resync::Resync;
 pub use resync::ResyncSettings;
 
 use std::collections::HashMap;

@@ -3,7 +3,8 @@
 //! agent confirms them, and the TTL resync that re-sends an instance's spec
 //! (or its deletion) when the last report confirming it is too old: 10 s
 //! while it is not Ready, 30 min while it is (both configurable); never
-//! one whose creates gave up (`Pending(StartingFailed)`).
+//! one whose creates gave up (`Pending(StartingFailed)`). [`Resync`]
+//! borrows the parts it reads and writes and returns the messages to send.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,9 +16,10 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::{StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::time::Instant;
 
-use crate::actor::AnkaiosServer;
-use crate::connections::ConnId;
+use crate::actor::Desired;
+use crate::connections::{ConnId, Connections, Outbox};
 use crate::desired_state;
+use crate::jobs::JobEngine;
 use crate::workload_states::WorkloadStateStore;
 
 /// When the server re-sends a spec nobody confirmed.
@@ -46,21 +48,24 @@ impl ResyncSettings {
     }
 }
 
-impl AnkaiosServer {
-    /// The spec with its workload's current generation.
-    pub(crate) fn stamp(&self, spec: WorkloadSpec) -> WorkloadSpec {
-        self.desired.generations.stamp(spec)
-    }
+/// What the TTL resync and the deletions after a hello read and write.
+pub(crate) struct Resync<'a> {
+    pub(crate) states: &'a mut WorkloadStateStore,
+    pub(crate) conns: &'a Connections,
+    pub(crate) jobs: &'a JobEngine,
+    pub(crate) desired: &'a Desired,
+    pub(crate) settings: ResyncSettings,
+}
 
-    /// The specs with their workloads' current generations.
-    pub(crate) fn stamped(&self, specs: Vec<WorkloadSpec>) -> Vec<WorkloadSpec> {
-        specs.into_iter().map(|s| self.stamp(s)).collect()
-    }
+/// The instances whose TTL ran out, by agent: (n, its spec if wanted).
+pub(crate) type Due = BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>>;
 
+impl Resync<'_> {
     /// After a ServerHello: the instances of `agent` still listed that the
     /// desired state no longer has are deleted explicitly, so the agent
     /// confirms each (an Ankaios agent removes them silently: they go).
-    pub(crate) fn finish_deletions_after_hello(&mut self, conn: ConnId, agent: &str, reports_conditions: bool) {
+    pub(crate) fn finish_deletions_after_hello(self, conn: ConnId, agent: &str, reports_conditions: bool) -> Outbox {
+        let mut out = Outbox::default();
         let leftovers: Vec<WorkloadInstanceName> = self
             .states
             .instances_of(agent)
@@ -68,32 +73,26 @@ impl AnkaiosServer {
             .filter(|n| !desired_state::wants_instance(&self.desired.current.rendered, n))
             .collect();
         if leftovers.is_empty() {
-            return;
+            return out;
         }
         if !reports_conditions {
             let gone: Vec<WorkloadState> = leftovers.iter().filter_map(|n| self.states.forget(n)).collect();
             if !gone.is_empty() {
-                self.io.out.broadcast(None, FromServer::UpdateWorkloadState(gone));
+                out.broadcast(None, FromServer::UpdateWorkloadState(gone));
             }
-            return;
+            return out;
         }
         let deleted = leftovers.into_iter().map(|n| deletion(&n)).collect();
-        self.io.out.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+        out.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+        out
     }
 
-    /// Re-sends the spec (or the deletion) of every instance on a connected
-    /// agent whose last confirmation is older than its TTL. Subscribers get
-    /// events only when something was due (comparing states costs).
+    /// The instances on a connected agent whose last confirmation is older
+    /// than their TTL, by agent. Subscribers get events only when something
+    /// was due (comparing states costs): the caller resends these, with
+    /// [`resend`](Self::resend), only then.
     // [feature H6: TTL-based resync]
-    pub(crate) fn resync_tick(&mut self, now: Instant) {
-        let due = self.due_for_resync(now);
-        if !due.is_empty() {
-            self.with_events(|s| s.resync(due, now));
-        }
-    }
-
-    /// The instances whose TTL ran out, by agent: (n, its spec if wanted).
-    fn due_for_resync(&self, now: Instant) -> BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>> {
+    pub(crate) fn due(&self, now: Instant) -> Due {
         let agents: Vec<String> = self
             .conns
             .seen()
@@ -101,7 +100,7 @@ impl AnkaiosServer {
             .filter(|(a, kind)| **kind && self.conns.is_connected(a))
             .map(|(a, _)| a.clone())
             .collect();
-        let mut due: BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>> = BTreeMap::new();
+        let mut due: Due = BTreeMap::new();
         for agent in agents {
             for n in self.states.instances_of(&agent) {
                 // A job holds it back: the agent is not to know yet.
@@ -110,9 +109,9 @@ impl AnkaiosServer {
                 }
                 let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
                 let ttl = if status.status_of(ConditionType::Ready) == ConditionStatus::True {
-                    self.sched.resync.ready
+                    self.settings.ready
                 } else {
-                    self.sched.resync.not_ready
+                    self.settings.not_ready
                 };
                 if now.saturating_duration_since(timing.last_activity()) < ttl {
                     continue;
@@ -130,8 +129,9 @@ impl AnkaiosServer {
         due
     }
 
-    /// Sends each agent its due specs and deletions.
-    fn resync(&mut self, due: BTreeMap<String, Vec<(WorkloadInstanceName, Option<WorkloadSpec>)>>, now: Instant) {
+    /// Re-sends each agent its due specs and deletions, and notes when.
+    pub(crate) fn resend(self, due: Due, now: Instant) -> Outbox {
+        let mut out = Outbox::default();
         let mut changed = Vec::new();
         for (agent, instances) in due {
             tracing::debug!("resync of {} instances on agent '{agent}'", instances.len());
@@ -144,18 +144,19 @@ impl AnkaiosServer {
                     None => deleted.push(deletion(&n)),
                 }
             }
-            self.io.out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
+            out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
         }
         if !changed.is_empty() {
-            self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
+            out.broadcast(None, FromServer::UpdateWorkloadState(changed));
         }
+        out
     }
 
     /// The stamped spec of `n` if the desired state wants exactly it.
     fn wanted_spec(&self, n: &WorkloadInstanceName) -> Option<WorkloadSpec> {
         let (name, wl) = self.desired.current.rendered.workloads.get_key_value(n.workload_name.as_str())?;
         let spec = desired_state::spec_of(name, wl).filter(|s| s.instance_name == *n)?;
-        Some(self.stamp(spec))
+        Some(self.desired.generations.stamp(spec))
     }
 }
 

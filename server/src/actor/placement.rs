@@ -1,0 +1,106 @@
+//! The actor's side of placement: it lends a pass the parts it reads and
+//! writes ([`Placement`]) and applies what the pass returns: its messages
+//! into the outbox, then its moves as an internal update.
+
+use ank_common::State;
+use ank_common::duration::format_duration;
+use tokio::time::Instant;
+
+use super::AnkaiosServer;
+use crate::placement::{Moved, Placement, PlacementSettings};
+
+impl AnkaiosServer {
+    /// Replaces the placement settings (the seed restarts the generator).
+    pub fn with_placement(mut self, settings: PlacementSettings) -> Self {
+        tracing::info!(
+            "placement: stickiness {}, reschedule after {}, agent-loss grace {}, tie-break seed {} (--scheduler-seed replays it)",
+            settings.stickiness,
+            format_duration(settings.reschedule_after),
+            format_duration(settings.agent_loss_grace),
+            settings.seed
+        );
+        self.sched.placer.reconfigure(settings);
+        self
+    }
+
+    /// What a placement pass borrows.
+    fn placement(&mut self) -> Placement<'_> {
+        Placement {
+            placer: &mut self.sched.placer,
+            conns: &self.conns,
+            current: &self.desired.current,
+            states: &mut self.states,
+        }
+    }
+
+    /// Writes the agents of the selector workloads of `next`, a rendered
+    /// state about to replace the current one (see
+    /// [`Placement::place_update`]).
+    pub(super) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
+        let out = self.placement().place_update(next, moves);
+        self.io.out.append(out);
+    }
+
+    /// `agent` connected: it is back, and may run NotScheduled workloads.
+    pub(super) fn placement_agent_joined(&mut self, agent: &str) {
+        let moved = self.placement().agent_joined(agent);
+        self.move_workloads(moved);
+    }
+
+    /// `agent` disconnected: its workloads may move after the grace.
+    pub(super) fn placement_agent_left(&mut self, agent: &str) {
+        let moved = self.placement().agent_left(agent);
+        self.move_workloads(moved);
+    }
+
+    /// The advertisement of `agent` changed.
+    pub(super) fn placement_agent_changed(&mut self, agent: &str) {
+        let moved = self.placement().agent_changed(agent);
+        self.move_workloads(moved);
+    }
+
+    /// The metrics of `agent` changed after its first load report.
+    pub(super) fn placement_metrics_changed(&mut self, agent: &str) {
+        let moved = self.placement().metrics_changed(agent);
+        self.move_workloads(moved);
+    }
+
+    /// At the server's tick: moves the workloads of agents gone longer than
+    /// the grace, and runs the due rebalance passes.
+    pub(super) fn placement_tick(&mut self, now: Instant) {
+        let due = self.placement().due(now);
+        if !due.is_empty() {
+            self.with_events(|s| {
+                let moved = s.placement().reschedule(due, now);
+                s.move_workloads(moved);
+                s.advance_jobs_if_opened();
+            });
+        }
+    }
+
+    /// Sends a pass's messages, then writes the new agents into the
+    /// rendered state and dispatches the change like an update: the old
+    /// instances are deleted, the new ones handed out by a job.
+    fn move_workloads(&mut self, moved: Moved) {
+        let Moved { out, moves } = moved;
+        self.io.out.append(out);
+        if moves.is_empty() {
+            return;
+        }
+        if self.hooks_busy() {
+            // Not on the base a chain of hooks is working on; placement
+            // looks again at its next occasion.
+            return tracing::info!("placement of {} workloads waits for the running mutating hooks", moves.len());
+        }
+        // Rendered again from the user's state, so that the ${seq:N}
+        // numbers of a moved workload come from its new agent's pools.
+        let next = match self.desired.current.after(self.desired.current.state.clone()) {
+            Ok(next) => next,
+            Err(e) => return tracing::error!("placement of {} workloads not applied: {e}", moves.len()),
+        };
+        let what = format!("placement of {} workloads", moves.len());
+        if let Err(e) = self.server_change(next, &moves, what.clone()) {
+            tracing::error!("{what} not applied: {e}");
+        }
+    }
+}
