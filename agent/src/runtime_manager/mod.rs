@@ -21,7 +21,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ank_common::conditions::RuntimeHealth;
 use ank_common::execution_state::Pending;
 use ank_common::messages::DeletedWorkload;
 use ank_common::quota::QuotaUsage;
@@ -71,7 +70,6 @@ enum Request {
 #[derive(Debug, Clone)]
 pub struct RuntimeManagerHandle {
     requests: mpsc::Sender<Request>,
-    health: watch::Receiver<RuntimeHealth>,
     counts: watch::Receiver<WorkloadCounts>,
 }
 
@@ -97,12 +95,6 @@ impl RuntimeManagerHandle {
     // [impl->swdd~agent-handles-update-workload-requests~1]
     pub async fn update_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
         let _ = self.requests.send(Request::Update { added, deleted }).await;
-    }
-
-    /// Whether the runtimes can be reached: the first unreachable one's
-    /// reason, else Reachable.
-    pub fn runtime_health(&self) -> watch::Receiver<RuntimeHealth> {
-        self.health.clone()
     }
 
     /// How many workloads of this agent there are, and how many run.
@@ -170,8 +162,6 @@ pub struct RuntimeManager {
     agent_name: String,
     runtimes: Runtimes,
     objects: HashMap<String, WorkloadObject>,
-    /// Workloads whose runtime this agent does not have, by name.
-    unsupported: HashMap<String, WorkloadInstanceName>,
     scheduling: Scheduling,
     outbox: Outbox,
     inbox: Inbox,
@@ -222,18 +212,13 @@ impl RuntimeManager {
             agent_name: config.agent_name.clone(),
             runtimes: Runtimes::new(facades, unreachable),
             objects: HashMap::new(),
-            unsupported: HashMap::new(),
             scheduling: Scheduling { scheduler, next_tick: None, quota_used: config.quota_used },
             outbox: Outbox::new(&config.agent_name, server),
             inbox: Inbox { requests, reports, runtime_events, shutdown },
             leftovers: Leftovers { finished, orphans: Orphans::new() },
             stopping: false,
         };
-        let handle = RuntimeManagerHandle {
-            requests: tx,
-            health: manager.runtimes.subscribe(),
-            counts: manager.outbox.counts(),
-        };
+        let handle = RuntimeManagerHandle { requests: tx, counts: manager.outbox.counts() };
         (handle, tokio::spawn(manager.run()))
     }
 
@@ -340,7 +325,7 @@ impl RuntimeManager {
                 ops.push(WorkloadOperation::Delete(no_dependents(&instance)));
             }
         }
-        self.unsupported.retain(|name, _| desired.contains_key(name));
+        self.runtimes.unsupported.retain(|name, _| desired.contains_key(name));
         // [feature K7: a workload deleted while the agent was away forgets that it finished]
         self.leftovers.finished.retain(|name| desired.contains_key(name));
         for spec in desired.into_values() {
@@ -454,7 +439,7 @@ impl RuntimeManager {
     // [impl->swdd~agent-executes-create-workload-operation~1]
     async fn execute_create(&mut self, r: ReusableWorkloadSpec) {
         let name = r.spec.name().to_owned();
-        self.unsupported.remove(&name);
+        self.runtimes.unsupported.remove(&name);
         let Some(facade) = self.runtimes.get(&r.spec.workload.runtime) else {
             return self.skip_unknown_runtime(r.spec).await;
         };
@@ -508,8 +493,8 @@ impl RuntimeManager {
             _ => {
                 // Nothing of this instance runs here (never created, an
                 // unsupported runtime, or already replaced): it is gone.
-                if self.unsupported.get(name) == Some(&instance) {
-                    self.unsupported.remove(name);
+                if self.runtimes.unsupported.get(name) == Some(&instance) {
+                    self.runtimes.unsupported.remove(name);
                 }
                 self.outbox.state(&instance, ExecutionState::removed());
             }
@@ -526,7 +511,7 @@ impl RuntimeManager {
         tracing::warn!("workload '{}': {info}", spec.instance_name);
         let state = ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info);
         self.outbox.state(&spec.instance_name, state);
-        self.unsupported.insert(spec.name().to_owned(), spec.instance_name);
+        self.runtimes.unsupported.insert(spec.name().to_owned(), spec.instance_name);
     }
 
     fn handle_runtime_event(&mut self, ev: RuntimeEvent) {
@@ -544,7 +529,7 @@ impl RuntimeManager {
             RuntimeEvent::Snapshot { runtime, taken_at, workloads } => {
                 // [feature K7: orphans are removed on each reconcile]
                 if let Some(facade) = self.runtimes.get(&runtime) {
-                    let (objects, unsupported) = (&self.objects, &self.unsupported);
+                    let (objects, unsupported) = (&self.objects, &self.runtimes.unsupported);
                     let scheduler = &self.scheduling.scheduler;
                     let known =
                         |n: &str| objects.contains_key(n) || unsupported.contains_key(n) || scheduler.is_queued(n);

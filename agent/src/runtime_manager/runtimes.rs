@@ -1,12 +1,13 @@
 //! [`Runtimes`]: the `RuntimeManager`'s runtimes (one `RuntimeFacade` per
-//! connector, by name) and whether each can be reached; the agent's runtime
-//! health (the first unreachable runtime's reason) is published on a watch
-//! channel and goes into every state report's Health condition.
+//! connector, by name), whether each can be reached, and the workloads that
+//! asked for a runtime this agent does not have. The agent's runtime
+//! health (the first unreachable runtime's reason) goes into every state
+//! report's Health condition.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use ank_common::WorkloadInstanceName;
 use ank_common::conditions::RuntimeHealth;
-use tokio::sync::watch;
 
 use crate::runtime_facade::RuntimeFacade;
 
@@ -15,15 +16,17 @@ pub(super) struct Runtimes {
     facades: BTreeMap<String, RuntimeFacade>,
     /// Runtimes that could not be reached, with the reason.
     unreachable: BTreeMap<String, String>,
-    health: watch::Sender<RuntimeHealth>,
+    health: RuntimeHealth,
+    /// Workloads whose runtime this agent does not have, by name.
+    pub unsupported: HashMap<String, WorkloadInstanceName>,
 }
 
 impl Runtimes {
     /// The runtimes `facades`, of which `unreachable` could not be reached
     /// at the start.
     pub fn new(facades: BTreeMap<String, RuntimeFacade>, unreachable: BTreeMap<String, String>) -> Self {
-        let (health, _) = watch::channel(overall_health(&unreachable));
-        Self { facades, unreachable, health }
+        let health = overall_health(&unreachable);
+        Self { facades, unreachable, health, unsupported: HashMap::new() }
     }
 
     /// The runtime named `name`.
@@ -43,12 +46,7 @@ impl Runtimes {
 
     /// The agent's runtime health now.
     pub fn health(&self) -> RuntimeHealth {
-        self.health.borrow().clone()
-    }
-
-    /// Follows the agent's runtime health.
-    pub fn subscribe(&self) -> watch::Receiver<RuntimeHealth> {
-        self.health.subscribe()
+        self.health.clone()
     }
 
     /// Records whether `runtime` can be reached; true when the agent's
@@ -60,7 +58,7 @@ impl Runtimes {
             RuntimeHealth::Unreachable(why) => self.unreachable.insert(runtime, why),
         };
         let now = overall_health(&self.unreachable);
-        self.health.send_if_modified(|h| std::mem::replace(h, now.clone()) != now)
+        std::mem::replace(&mut self.health, now.clone()) != now
     }
 }
 
