@@ -50,13 +50,6 @@ impl WorkloadStateStore {
         }
     }
 
-    /// Stores several states in order.
-    pub fn update_all(&mut self, states: &[WorkloadState]) {
-        for s in states {
-            self.update(s);
-        }
-    }
-
     /// The state of the most recently reported instance of `workload`.
     pub fn state_of(&self, workload: &str) -> Option<&ExecutionState> {
         self.by_workload.get(workload)?.iter().max_by_key(|e| e.seq).map(|e| &e.state)

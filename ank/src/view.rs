@@ -6,9 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ank_common::WorkloadState;
 use ank_common::convert::{PartialAgent, PartialCompleteState, PartialInstance, PartialWorkload};
 use ank_common::groups::Groups;
+use ank_common::{WorkloadInstanceName, WorkloadState};
 use anyhow::Context;
 
 /// A complete state as `ank` reads it.
@@ -54,40 +54,37 @@ impl StateView {
         self.0.workload_states.as_ref().and_then(|s| s.get(agent)).map_or(0, BTreeMap::len)
     }
 
+    /// Every entry of the workload states with its instance, by agent,
+    /// name and id.
+    fn entries(&self) -> impl Iterator<Item = (WorkloadInstanceName, &PartialInstance)> {
+        self.0.workload_states.iter().flatten().flat_map(|(agent, by_name)| {
+            by_name.iter().flat_map(move |(name, by_id)| {
+                by_id.iter().map(move |(id, entry)| {
+                    let instance =
+                        WorkloadInstanceName { workload_name: name.clone(), agent_name: agent.clone(), id: id.clone() };
+                    (instance, entry)
+                })
+            })
+        })
+    }
+
     /// All reported workload states, flattened; an entry that carries only
     /// an info text (a masked response) is no state and left out.
     pub fn workload_state_list(&self) -> Vec<WorkloadState> {
-        let mut out = Vec::new();
-        for (agent, by_name) in self.0.workload_states.iter().flatten() {
-            for (name, by_id) in by_name {
-                for (id, entry) in by_id {
-                    let PartialInstance::Full(entry) = entry else { continue };
-                    let instance = ank_common::WorkloadInstanceName {
-                        workload_name: name.clone(),
-                        agent_name: agent.clone(),
-                        id: id.clone(),
-                    };
-                    out.push(WorkloadState::new(instance, entry.state.clone()).with_status(entry.status.clone()));
+        self.entries()
+            .filter_map(|(instance, entry)| match entry {
+                PartialInstance::Full(e) => {
+                    Some(WorkloadState::new(instance, e.state.clone()).with_status(e.status.clone()))
                 }
-            }
-        }
-        out
+                PartialInstance::InfoOnly { .. } => None,
+            })
+            .collect()
     }
 
     /// Every instance with an entry in the workload states, by agent, name
     /// and id.
-    pub fn instances(&self) -> Vec<ank_common::WorkloadInstanceName> {
-        let mut out = Vec::new();
-        for (agent, by_name) in self.0.workload_states.iter().flatten() {
-            for (name, by_id) in by_name {
-                out.extend(by_id.keys().map(|id| ank_common::WorkloadInstanceName {
-                    workload_name: name.clone(),
-                    agent_name: agent.clone(),
-                    id: id.clone(),
-                }));
-            }
-        }
-        out
+    pub fn instances(&self) -> Vec<WorkloadInstanceName> {
+        self.entries().map(|(instance, _)| instance).collect()
     }
 
     /// The runtime of each desired workload.

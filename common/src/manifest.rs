@@ -113,7 +113,7 @@ pub(crate) fn yaml_options() -> serde_saphyr::Options {
 }
 
 /// The keys (and list indices) leading to an ignored field.
-fn path_segments(path: &serde_ignored::Path<'_>) -> Vec<String> {
+pub(crate) fn path_segments(path: &serde_ignored::Path<'_>) -> Vec<String> {
     use serde_ignored::Path;
     let mut segments = Vec::new();
     let mut at = path;

@@ -51,7 +51,7 @@ impl Outbox {
     }
 
     /// Sends reports to the server, in batches.
-    pub fn send(&self, reports: Vec<WorkloadState>) {
+    pub fn send(&self, reports: &[WorkloadState]) {
         for chunk in reports.chunks(MAX_BATCH) {
             self.server.send(ToServer::UpdateWorkloadState(chunk.to_vec()));
         }
@@ -64,7 +64,7 @@ impl Outbox {
         health: &ank_common::conditions::RuntimeHealth,
     ) {
         let reports = self.table.reports(instances, health);
-        self.send(reports);
+        self.send(&reports);
     }
 
     fn publish_counts(&self) {
@@ -119,7 +119,7 @@ impl RuntimeManager {
         }
         if !passed.is_empty() {
             self.outbox.publish_counts();
-            self.outbox.send(passed.clone());
+            self.outbox.send(&passed);
         }
         // Events whose instance's state went out above went along with it.
         touched.retain(|n| self.outbox.table.has_unsent(n));

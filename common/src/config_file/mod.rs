@@ -126,31 +126,9 @@ pub fn unknown_key_warning(path: &str, key: &str) -> String {
 fn unknown_keys<T: DeserializeOwned>(text: &str) -> Vec<String> {
     let Ok(value) = toml::from_str::<toml::Value>(text) else { return Vec::new() };
     let mut unknown = Vec::new();
-    let _: Result<T, _> = serde_ignored::deserialize(value, |p| unknown.push(dotted(&p)));
+    let _: Result<T, _> =
+        serde_ignored::deserialize(value, |p| unknown.push(crate::manifest::path_segments(&p).join(".")));
     unknown
-}
-
-/// `a.b.0.c` for a path, leaving out the steps that are no keys.
-fn dotted(path: &serde_ignored::Path<'_>) -> String {
-    use serde_ignored::Path;
-    let mut parts = Vec::new();
-    let mut at = path;
-    loop {
-        at = match at {
-            Path::Root => break,
-            Path::Seq { parent, index } => {
-                parts.push(index.to_string());
-                parent
-            }
-            Path::Map { parent, key } => {
-                parts.push(key.clone());
-                parent
-            }
-            Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => parent,
-        };
-    }
-    parts.reverse();
-    parts.join(".")
 }
 
 /// Fails when both the file `key` and its `<key>_content` are set.
