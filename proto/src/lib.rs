@@ -1,12 +1,14 @@
 //! The Ankaios v1 wire protocol, generated from the `.proto` files in
 //! `proto/`: `ank_base` (state and requests), `control_api` (workload FIFOs)
 //! and `grpc_api` (server <-> agent/CLI streams), the protocol version, how
-//! clients dial the server ([`dial`]) and the size limit of one gRPC message
+//! clients dial the server ([`dial`]), the frames of the control-interface
+//! pipes ([`framing`]) and the size limit of one gRPC message
 //! on every endpoint ([`limits`]).
 
 #![allow(clippy::all, clippy::pedantic, missing_docs)]
 
 pub mod dial;
+pub mod framing;
 pub mod limits;
 
 pub use limits::MAX_MESSAGE_BYTES;

@@ -4,7 +4,8 @@
 
 pub mod authorizer;
 pub mod fifo;
-pub mod framing;
+/// The frame codec lives with the wire protocol, so workloads' clients share it.
+pub use ank_proto::framing;
 pub mod input_pipe;
 pub mod pipes;
 pub mod registry;

@@ -11,8 +11,8 @@ pub mod size;
 mod state;
 
 pub use messages::{
-    HookAnswer, from_server_from_proto, from_server_to_proto, hook_answer_from_proto, request_from_pb, response_to_pb,
-    to_server_from_proto, to_server_to_proto, update_workload_to_proto,
+    HookAnswer, from_server_from_proto, from_server_to_proto, hook_answer_from_proto, request_from_pb, request_to_pb,
+    response_from_pb, response_to_pb, to_server_from_proto, to_server_to_proto, update_workload_to_proto,
 };
 pub use partial::{
     PartialAgent, PartialCompleteState, PartialInstance, PartialState, PartialStatesMap, PartialWorkload,

@@ -121,10 +121,10 @@ mod tests {
     #[test]
     // [utest->swdd~agent-uses-length-delimited-protobuf-for-pipes~1]
     fn frames_match_prost_length_delimited_and_survive_any_split() {
-        let hello = ank_proto::control_api::ToAnkaios {
-            to_ankaios_enum: Some(ank_proto::control_api::to_ankaios::ToAnkaiosEnum::Hello(
-                ank_proto::control_api::Hello { protocol_version: "1.0.0".into() },
-            )),
+        let hello = crate::control_api::ToAnkaios {
+            to_ankaios_enum: Some(crate::control_api::to_ankaios::ToAnkaiosEnum::Hello(crate::control_api::Hello {
+                protocol_version: "1.0.0".into(),
+            })),
         };
         let body = vec![7u8; 300]; // a two-byte prefix
         let mut stream = hello.encode_length_delimited_to_vec();
@@ -143,7 +143,7 @@ mod tests {
                 }
             }
             assert_eq!(frames.len(), 3, "split at {split}");
-            assert_eq!(ank_proto::control_api::ToAnkaios::decode(frames[0].as_slice()).unwrap(), hello);
+            assert_eq!(crate::control_api::ToAnkaios::decode(frames[0].as_slice()).unwrap(), hello);
             assert_eq!(frames[1], body);
             assert!(frames[2].is_empty());
         }

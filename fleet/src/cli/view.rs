@@ -1,0 +1,196 @@
+//! The fleet as the broker's retained messages show it: each vehicle's
+//! info (labels), status and online flag. [`Fleet`] keeps one connection
+//! open and updates the view as messages arrive, which is how a rollout
+//! watches its waves.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rumqttc::v5::AsyncClient;
+use rumqttc::v5::mqttbytes::QoS;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::link::{LinkEvent, spawn_pump};
+use crate::mqtt::{BrokerUrl, TlsFiles, options};
+use crate::payload::{self, Info, Online, RolloutControl, RolloutRecord, Status, WorkloadStatus};
+use crate::selector::Selector;
+use crate::topics::{Topics, VehicleTopic};
+
+/// What the fleet knows of one vehicle.
+#[derive(Debug, Clone, Default)]
+pub struct Vehicle {
+    pub info: Option<Info>,
+    pub status: Option<Status>,
+    pub online: Option<bool>,
+}
+
+impl Vehicle {
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.info.as_ref().map(|i| i.labels.clone()).unwrap_or_default()
+    }
+}
+
+/// One row of `ank-fleet status -o json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VehicleRow {
+    pub vehicle: String,
+    pub labels: BTreeMap<String, String>,
+    pub online: Option<bool>,
+    pub rollout_id: Option<String>,
+    pub result: Option<String>,
+    pub reason: Option<String>,
+    pub job_phase: Option<String>,
+    pub ready: bool,
+    pub available: bool,
+    pub last_seen: Option<String>,
+    pub workloads: BTreeMap<String, WorkloadStatus>,
+}
+
+impl VehicleRow {
+    pub fn of(name: &str, v: &Vehicle) -> Self {
+        let status = v.status.as_ref();
+        Self {
+            vehicle: name.to_owned(),
+            labels: v.labels(),
+            online: v.online,
+            rollout_id: status.and_then(|s| s.applied_rollout.clone()),
+            result: status.and_then(|s| s.rollout.as_ref()).map(|r| format!("{:?}", r.result)),
+            reason: status.and_then(|s| s.rollout.as_ref()).map(|r| r.reason.clone()).filter(|r| !r.is_empty()),
+            job_phase: status.and_then(|s| s.job.as_ref()).map(|j| j.phase.clone()),
+            ready: status.is_some_and(|s| s.ready),
+            available: status.is_some_and(|s| s.available),
+            last_seen: status.map(|s| s.published_at.clone()),
+            workloads: status.map(|s| s.workloads.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// A connection to the broker and the view it keeps.
+pub struct Fleet {
+    pub topics: Topics,
+    client: AsyncClient,
+    link: mpsc::Receiver<LinkEvent>,
+    pub vehicles: BTreeMap<String, Vehicle>,
+    /// Retained rollout records and controls seen, by topic.
+    pub retained: BTreeMap<String, Vec<u8>>,
+}
+
+/// How long the broker may take to accept the connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Retained messages are complete when none came for this long.
+const QUIET: Duration = Duration::from_millis(500);
+
+impl Fleet {
+    /// Connects as an operator and loads the retained view.
+    pub async fn connect(broker: &str, files: &TlsFiles, topics: Topics) -> anyhow::Result<Self> {
+        let url = BrokerUrl::parse(broker)?;
+        let client_id = format!("ank-fleet-{}-{:04x}", std::process::id(), fastrand::u16(..));
+        let mut opts = options(&client_id, &url, files)?;
+        opts.set_clean_start(true);
+        let (client, eventloop) = AsyncClient::new(opts, 256);
+        let mut link = spawn_pump(eventloop);
+        let deadline = Instant::now() + CONNECT_TIMEOUT;
+        let mut last_error = String::from("no answer");
+        loop {
+            match tokio::time::timeout_at(deadline, link.recv()).await {
+                Ok(Some(LinkEvent::Connected { .. })) => break,
+                Ok(Some(LinkEvent::Disconnected(e))) => last_error = e,
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => anyhow::bail!("cannot connect to the broker {broker}: {last_error}"),
+            }
+        }
+        let mut fleet = Self { topics, client, link, vehicles: BTreeMap::new(), retained: BTreeMap::new() };
+        for kind in [VehicleTopic::Info, VehicleTopic::Status, VehicleTopic::Online] {
+            fleet.client.subscribe(fleet.topics.every_vehicle(kind), QoS::AtLeastOnce).await?;
+        }
+        fleet.settle().await?;
+        Ok(fleet)
+    }
+
+    /// Takes messages until none came for a while.
+    pub async fn settle(&mut self) -> anyhow::Result<()> {
+        while self.next_within(QUIET).await? {}
+        Ok(())
+    }
+
+    /// Subscribes to more topics (rollout records) and takes their retained messages.
+    pub async fn watch(&mut self, filter: &str) -> anyhow::Result<()> {
+        self.client.subscribe(filter, QoS::AtLeastOnce).await?;
+        self.settle().await
+    }
+
+    /// Takes one message if one comes within `wait`; false if none came.
+    pub async fn next_within(&mut self, wait: Duration) -> anyhow::Result<bool> {
+        match tokio::time::timeout(wait, self.link.recv()).await {
+            Err(_) => Ok(false),
+            Ok(None) => anyhow::bail!("the broker link ended"),
+            Ok(Some(event)) => {
+                self.take(event);
+                Ok(true)
+            }
+        }
+    }
+
+    fn take(&mut self, event: LinkEvent) {
+        let LinkEvent::Message { topic, payload, .. } = event else {
+            if let LinkEvent::Disconnected(e) = event {
+                tracing::warn!("broker link: {e}; reconnecting");
+            }
+            return;
+        };
+        let Some((vehicle, kind)) = self.topics.parse_vehicle(&topic) else {
+            self.retained.insert(topic, payload);
+            return;
+        };
+        let entry = self.vehicles.entry(vehicle.clone()).or_default();
+        let problem = match kind {
+            VehicleTopic::Info => payload::decode::<Info>(&payload).map(|i| entry.info = Some(i)).err(),
+            VehicleTopic::Status => payload::decode::<Status>(&payload).map(|s| entry.status = Some(s)).err(),
+            VehicleTopic::Online => payload::decode::<Online>(&payload).map(|o| entry.online = Some(o.online)).err(),
+            VehicleTopic::Desired | VehicleTopic::Events => None,
+        };
+        if let Some(e) = problem {
+            tracing::warn!("{topic}: {e}");
+        }
+    }
+
+    /// The vehicles whose labels match, by name.
+    pub fn select(&self, selector: &Selector) -> Vec<String> {
+        self.vehicles
+            .iter()
+            .filter(|(_, v)| v.info.is_some() && selector.matches(&v.labels()))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    pub async fn publish(&self, topic: &str, payload: Vec<u8>, retain: bool) -> anyhow::Result<()> {
+        self.client.publish(topic, QoS::AtLeastOnce, retain, payload).await?;
+        Ok(())
+    }
+
+    /// The retained record of a rollout, if the broker has one.
+    pub fn record(&self, id: &str) -> Option<RolloutRecord> {
+        self.retained.get(&self.topics.rollout(id)).and_then(|p| payload::decode(p).ok())
+    }
+
+    /// The retained control of a rollout, if any.
+    pub fn control(&self, id: &str) -> Option<RolloutControl> {
+        self.retained.get(&self.topics.rollout_control(id)).and_then(|p| payload::decode(p).ok())
+    }
+
+    /// Waits until what was published has left (QoS 1 acknowledged) and disconnects.
+    pub async fn close(mut self) {
+        let _ = self.client.disconnect().await;
+        let gone = async {
+            while let Some(event) = self.link.recv().await {
+                if matches!(event, LinkEvent::Disconnected(_)) {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), gone).await;
+    }
+}

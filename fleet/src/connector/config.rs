@@ -1,0 +1,85 @@
+//! `ank-fleet-connector`'s command line; every flag also reads an
+//! environment variable, so a manifest can set them either way.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::selector::parse_label;
+
+/// The fleet connector: applies what the fleet publishes for this vehicle
+/// on an MQTT 5 broker, through the control interface, and reports back.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "ank-fleet-connector", version)]
+pub struct ConnectorArgs {
+    /// This vehicle's id: its topics `<prefix>/<id>/...` and its MQTT client id
+    #[arg(long, env = "FLEET_VEHICLE")]
+    pub vehicle: String,
+    /// The broker: mqtts://HOST[:PORT] (TLS, port 8883) or mqtt://HOST[:PORT] (1883)
+    #[arg(long, env = "FLEET_BROKER")]
+    pub broker: String,
+    /// CA certificate (PEM) the broker's certificate is checked against
+    #[arg(long, env = "FLEET_CA")]
+    pub ca: Option<PathBuf>,
+    /// This vehicle's client certificate (PEM); its CN is the vehicle's broker user
+    #[arg(long, env = "FLEET_CERT")]
+    pub cert: Option<PathBuf>,
+    /// The key of the client certificate (PEM)
+    #[arg(long, env = "FLEET_KEY")]
+    pub key: Option<PathBuf>,
+    /// A label the vehicle announces, key=value (repeatable; env: comma-separated)
+    #[arg(long = "label", env = "FLEET_LABELS", value_delimiter = ',', value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    /// The agent of manifest workloads that name none
+    #[arg(long, env = "FLEET_DEFAULT_AGENT")]
+    pub default_agent: Option<String>,
+    /// The first level of every topic
+    #[arg(long, env = "FLEET_TOPIC_PREFIX", default_value = crate::topics::DEFAULT_PREFIX)]
+    pub topic_prefix: String,
+    /// How long the broker keeps this vehicle's session (and queued messages) while it is offline
+    #[arg(long, env = "FLEET_SESSION_EXPIRY", default_value = "1d", value_parser = humantime::parse_duration)]
+    pub session_expiry: Duration,
+    /// The shortest time between two status publications (changes in between are coalesced)
+    #[arg(long, env = "FLEET_MIN_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub min_interval: Duration,
+    /// The longest time without a status publication, to show the vehicle alive
+    #[arg(long, env = "FLEET_HEARTBEAT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub heartbeat: Duration,
+    /// The folder of the control-interface pipes
+    #[arg(long, env = "FLEET_CONTROL_INTERFACE", default_value = "/run/ankaios/control_interface")]
+    pub control_interface: PathBuf,
+    /// The connector's own workload name, which the fleet may not change
+    #[arg(long, env = "FLEET_WORKLOAD_NAME", default_value = "fleet-connector")]
+    pub workload_name: String,
+    /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it
+    #[arg(long, env = "FLEET_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connector_flags_have_defaults_and_labels_repeat() {
+        let a = ConnectorArgs::try_parse_from([
+            "ank-fleet-connector",
+            "--vehicle",
+            "v01",
+            "--broker",
+            "mqtt://b",
+            "--label",
+            "model=x",
+            "--label",
+            "eu=1",
+        ])
+        .unwrap();
+        assert_eq!(a.labels, [("model".into(), "x".into()), ("eu".into(), "1".into())]);
+        assert_eq!(a.session_expiry, Duration::from_secs(86400));
+        assert_eq!(a.min_interval, Duration::from_secs(1));
+        assert_eq!(a.control_interface, PathBuf::from("/run/ankaios/control_interface"));
+        let bad = ConnectorArgs::try_parse_from(["x", "--vehicle", "v", "--broker", "b", "--label", "oops"]);
+        assert!(bad.unwrap_err().to_string().contains("invalid label 'oops'"));
+    }
+}
