@@ -78,6 +78,8 @@ pub async fn drive(fleet: &mut Fleet, record: &mut RolloutRecord) -> anyhow::Res
     let started = Instant::now();
     record.phase = RolloutPhase::Progressing;
     record.reason.clear();
+    // A resumed rollout looks at every vehicle afresh: one that failed and was fixed counts no more.
+    record.failed.clear();
     save(fleet, record).await?;
     while record.waves_done < record.waves.len() {
         let index = record.waves_done;

@@ -82,4 +82,21 @@ mod tests {
         let bad = ConnectorArgs::try_parse_from(["x", "--vehicle", "v", "--broker", "b", "--label", "oops"]);
         assert!(bad.unwrap_err().to_string().contains("invalid label 'oops'"));
     }
+
+    #[test]
+    fn the_documented_connector_manifest_is_valid_and_its_arguments_parse() {
+        let text = include_str!("../../../examples/fleet/connector.yaml");
+        let (state, _) = ank_common::manifest::parse_manifest_checked(
+            "connector.yaml",
+            text,
+            ank_common::manifest::UnknownFields::Reject,
+        )
+        .unwrap();
+        let connector = state.workloads.values().next().unwrap();
+        let config: serde_json::Value = serde_saphyr::from_str(&connector.runtime_config).unwrap();
+        let args = config["commandArgs"].as_array().unwrap().iter().map(|a| a.as_str().unwrap());
+        let parsed = ConnectorArgs::try_parse_from(std::iter::once("ank-fleet-connector").chain(args)).unwrap();
+        assert_eq!((parsed.vehicle.as_str(), parsed.default_agent.as_deref()), ("v01", Some("v01")));
+        assert_eq!(connector.agent, "v01");
+    }
 }
