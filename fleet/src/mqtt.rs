@@ -104,6 +104,9 @@ pub fn options(client_id: &str, url: &BrokerUrl, files: &TlsFiles) -> Result<Mqt
     let mut options = MqttOptions::new(client_id, url.host.clone(), url.port);
     options.set_keep_alive(Duration::from_secs(30));
     options.set_max_packet_size(Some(4 * 1024 * 1024));
+    // rumqttc sizes its in-flight table by this limit up front (u16::MAX
+    // by default: about 10 MiB); a connector has a few messages in flight.
+    options.set_outgoing_inflight_upper_limit(32);
     if url.tls {
         options.set_transport(Transport::Tls(TlsConfiguration::Rustls(Arc::new(tls_config(files)?))));
     }
