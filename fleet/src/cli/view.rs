@@ -76,6 +76,9 @@ pub struct Fleet {
     pub vehicles: BTreeMap<String, Vehicle>,
     /// Retained rollout records and controls seen, by topic.
     pub retained: BTreeMap<String, Vec<u8>>,
+    /// What this connection subscribed to, to subscribe again after a
+    /// reconnect (the session is not kept).
+    filters: Vec<String>,
 }
 
 /// How long the broker may take to accept the connection.
@@ -102,9 +105,13 @@ impl Fleet {
                 Ok(None) | Err(_) => anyhow::bail!("cannot connect to the broker {broker}: {last_error}"),
             }
         }
-        let mut fleet = Self { topics, client, link, vehicles: BTreeMap::new(), retained: BTreeMap::new() };
-        for kind in [VehicleTopic::Info, VehicleTopic::Status, VehicleTopic::Online] {
-            fleet.client.subscribe(fleet.topics.every_vehicle(kind), QoS::AtLeastOnce).await?;
+        let filters = [VehicleTopic::Info, VehicleTopic::Status, VehicleTopic::Online]
+            .map(|kind| topics.every_vehicle(kind))
+            .to_vec();
+        let mut fleet =
+            Self { topics, client, link, vehicles: BTreeMap::new(), retained: BTreeMap::new(), filters: Vec::new() };
+        for filter in filters {
+            fleet.subscribe(filter).await?;
         }
         fleet.settle().await?;
         Ok(fleet)
@@ -116,9 +123,15 @@ impl Fleet {
         Ok(())
     }
 
+    async fn subscribe(&mut self, filter: String) -> anyhow::Result<()> {
+        self.client.subscribe(filter.clone(), QoS::AtLeastOnce).await?;
+        self.filters.push(filter);
+        Ok(())
+    }
+
     /// Subscribes to more topics (rollout records) and takes their retained messages.
     pub async fn watch(&mut self, filter: &str) -> anyhow::Result<()> {
-        self.client.subscribe(filter, QoS::AtLeastOnce).await?;
+        self.subscribe(filter.to_owned()).await?;
         self.settle().await
     }
 
@@ -127,6 +140,13 @@ impl Fleet {
         match tokio::time::timeout(wait, self.link.recv()).await {
             Err(_) => Ok(false),
             Ok(None) => anyhow::bail!("the broker link ended"),
+            Ok(Some(LinkEvent::Connected { .. })) => {
+                tracing::info!("broker link back; subscribing again");
+                for filter in &self.filters {
+                    self.client.subscribe(filter.clone(), QoS::AtLeastOnce).await?;
+                }
+                Ok(true)
+            }
             Ok(Some(event)) => {
                 self.take(event);
                 Ok(true)
