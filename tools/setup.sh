@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing the orchestrator needs on a
 # Debian 12 machine, idempotently and without prompts: podman, runc,
-# busybox-static, protoc and python3-venv (the SDK tests), a dev/test podman
-# drop-in and the local image
-# localhost/busybox:latest. Safe to run again; quick when all is there.
+# busybox-static, protoc and python3-venv (the SDK tests), mosquitto and
+# mosquitto-clients (the fleet soak test, tools/fleet-soak.py, starts its own
+# broker; no service is started here), a dev/test podman drop-in and the local
+# image localhost/busybox:latest. Safe to run again; quick when all is there.
 set -euo pipefail
 
 SUDO=""
@@ -14,7 +15,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 
 missing=()
-for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv; do
+for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv mosquitto mosquitto-clients; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
