@@ -127,7 +127,7 @@ pub async fn drive(fleet: &mut Fleet, record: &mut RolloutRecord) -> anyhow::Res
                 );
                 return halt(fleet, record, reason).await;
             }
-            fleet.next_within(TICK).await?;
+            fleet.drain(TICK).await?;
         }
         let failed_here = wave.iter().filter(|v| record.failed.contains_key(*v)).count();
         println!(

@@ -135,6 +135,19 @@ impl Fleet {
         self.settle().await
     }
 
+    /// Waits up to `wait` for a message, then takes every message already
+    /// there too, so a burst of statuses costs one look at the fleet.
+    pub async fn drain(&mut self, wait: Duration) -> anyhow::Result<()> {
+        if self.next_within(wait).await? {
+            for _ in 0..10_000 {
+                if !self.next_within(Duration::ZERO).await? {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Takes one message if one comes within `wait`; false if none came.
     pub async fn next_within(&mut self, wait: Duration) -> anyhow::Result<bool> {
         match tokio::time::timeout(wait, self.link.recv()).await {
