@@ -17,7 +17,7 @@ use rumqttc::v5::mqttbytes::v5::Publish;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant, sleep_until};
 
-use super::apply::{ApplyContext, Ledger, plan};
+use super::apply::{ApplyContext, LEDGER_CONFIG, Ledger, plan};
 use super::control::{ControlApi, ControlError};
 use super::pacer::Pacer;
 use super::status::{EventTracker, STATUS_MASKS, compute, ledger_of};
@@ -52,6 +52,8 @@ const SETTLE: Duration = Duration::from_millis(100);
 const CONTROL_RETRY: Duration = Duration::from_secs(1);
 /// How often the state is looked at while the apply job is not finished.
 const JOB_POLL: Duration = Duration::from_secs(2);
+/// How long after a refused look at the state the next one is tried.
+const REFUSED_RETRY: Duration = Duration::from_secs(30);
 
 /// A desired message not handled yet.
 struct Pending {
@@ -189,8 +191,16 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
         }
         if self.control_up && self.refresh_at.is_some_and(|at| at <= Instant::now()) {
             self.refresh_at = None;
-            if let Err(e) = self.refresh().await {
-                self.control_lost(&e);
+            match self.refresh().await {
+                Ok(()) => {}
+                Err(ControlError::Refused(reason)) => {
+                    tracing::warn!(
+                        "cannot read the state for the status: {reason} (the connector's controlInterfaceAccess \
+                         rules must allow reading {STATUS_MASKS:?}); trying again in {REFUSED_RETRY:?}"
+                    );
+                    self.refresh_at = Some(Instant::now() + REFUSED_RETRY);
+                }
+                Err(e) => self.control_lost(&e),
             }
         }
         if self.online
@@ -277,7 +287,14 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
             self.reject(&id, format!("invalid rollout id '{id}': use letters, digits, '-', '_' and '.'"));
             return Ok(());
         }
-        let state = self.control.complete_state(&["desiredState.configs"]).await?;
+        let state = match self.control.complete_state(&["desiredState.configs"]).await {
+            Ok(state) => state,
+            Err(ControlError::Refused(reason)) => {
+                self.reject(&id, format!("cannot read the ledger (config '{LEDGER_CONFIG}'): {reason}"));
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let ledger: Ledger = ledger_of(&state);
         if ledger.has(&id) {
             if ledger.current.as_deref() == Some(id.as_str()) {

@@ -25,6 +25,8 @@ struct Vehicle {
     configs: BTreeMap<String, ConfigItem>,
     updates: Vec<Vec<String>>,
     up: bool,
+    /// Reads are answered `Access denied`.
+    denied: bool,
 }
 
 #[derive(Clone, Default)]
@@ -36,6 +38,9 @@ impl ControlApi for FakeControl {
         let v = self.0.lock().unwrap();
         if !v.up {
             return Err(ControlError::Disconnected("down".into()));
+        }
+        if v.denied {
+            return Err(ControlError::Refused("Access denied".into()));
         }
         let mut desired = PartialState::current();
         desired.configs = Some(v.configs.clone());
@@ -226,4 +231,27 @@ async fn offline_the_status_is_kept_and_the_latest_goes_out_on_reconnect() {
     let (topic, last) = broker.published.lock().unwrap().last().cloned().unwrap();
     assert_eq!(topic, "fleet/v01/online");
     assert_eq!(String::from_utf8(last).unwrap(), r#"{"version":1,"online":false}"#, "a clean stop says offline");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connector_without_read_access_rejects_the_rollout_instead_of_retrying_forever() {
+    let (control, broker) = (up(), FakeBroker::default());
+    control.0.lock().unwrap().denied = true;
+    let run = start(&control, &broker);
+    run.link.send(LinkEvent::Connected { session_present: false }).await.unwrap();
+    run.link.send(desired("r1", APP)).await.unwrap();
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(*broker.acks.lock().unwrap(), 1, "handled: acknowledged");
+    assert!(control.0.lock().unwrap().updates.is_empty());
+    control.0.lock().unwrap().denied = false;
+    sleep(Duration::from_secs(31)).await;
+    run.stop().await;
+    let status = broker.statuses().pop().expect("the status once reading is allowed again");
+    let rollout = status.rollout.unwrap();
+    assert_eq!(rollout.result, RolloutResult::Rejected);
+    assert!(
+        rollout.reason.contains("cannot read the ledger") && rollout.reason.contains("Access denied"),
+        "{}",
+        rollout.reason
+    );
 }
