@@ -235,8 +235,15 @@ impl RuntimeRegistry {
     /// The registry of a production agent: `podman` via the podman CLI on PATH.
     // [impl->swdd~agent-supports-podman~2]
     pub fn with_podman() -> Self {
+        Self::with_podman_reconciling_every(podman::DEFAULT_RECONCILE_INTERVAL)
+    }
+
+    /// The same with the podman runtime listing its containers every `reconcile`.
+    pub fn with_podman_reconciling_every(reconcile: std::time::Duration) -> Self {
         let mut r = Self::new();
-        r.register(Arc::new(podman::PodmanRuntime::new(podman::PodmanCli::default())));
+        let mut podman = podman::PodmanRuntime::new(podman::PodmanCli::default());
+        podman.reconcile_interval = reconcile;
+        r.register(Arc::new(podman));
         // [impl->swdd~agent-supports-podman-kube-runtime~1]
         r.register(Arc::new(podman_kube::PodmanKubeRuntime::new(podman::PodmanCli::default())));
         r
