@@ -206,9 +206,9 @@ impl RuntimeConnector for PodmanRuntime {
         sink: RuntimeEventSender,
         shutdown: CancellationToken,
     ) -> Result<(), RuntimeError> {
-        let source = watcher::open_source(&self.cli, &self.events_log, &EventWatcher::label(agent))
-            .await
-            .map_err(RuntimeError::unavailable)?;
+        // Opened at its end now, so that nothing written from here on is
+        // missed; whether it is used is decided in the watcher's task.
+        let log = log_tail::LogTail::from_end(&self.events_log);
         if let Some(dir) = &self.exits_dir
             && let Err(e) = exit_watcher::start(dir, sink.clone(), shutdown.clone())
         {
@@ -223,7 +223,7 @@ impl RuntimeConnector for PodmanRuntime {
             reconcile_interval: self.reconcile_interval,
             reachable: true.into(),
         };
-        tokio::spawn(watcher.run(source));
+        tokio::spawn(watcher.run(log));
         Ok(())
     }
 }

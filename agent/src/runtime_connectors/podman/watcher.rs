@@ -8,12 +8,12 @@
 //! from one long-running `podman events --format json --filter
 //! label=agent=<agent>` child, restarted with backoff when it ends (the
 //! fallback: about 30 MB for the child). [`open_source`] decides once, at
-//! start.
+//! start, in the watcher's task: the agent's start does not wait for
+//! `podman info`.
 //!
 //! Out: `RuntimeEvent::Changed`, `RuntimeEvent::Snapshot` and, when podman
 //! stops or starts answering, `RuntimeEvent::Health` on the sink.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cli::{PodmanCli, PodmanError};
 use super::events::{event_from_line, listed_from_ps};
-use super::log_tail::{LogTail, TailItem};
+use super::log_tail::{LogTail, TailError, TailItem};
 use crate::backoff::Backoff;
 use crate::runtime_connectors::{RuntimeEvent, RuntimeEventSender};
 
@@ -45,21 +45,24 @@ pub enum EventSource {
     Stream(Child),
 }
 
-/// Chooses the event source once, at start: podman's event log at
-/// `events_log` when `podman info` says the events backend is `file` and
-/// the log can be followed, else a `podman events` child. Fails only when
-/// that child cannot be spawned (no podman binary).
-pub async fn open_source(cli: &PodmanCli, events_log: &Path, label: &str) -> Result<EventSource, PodmanError> {
-    let reason = match cli.events_backend().await {
-        Ok(backend) if backend == FILE_BACKEND => match LogTail::from_end(events_log) {
-            Ok(tail) => {
-                tracing::info!("container states from podman's event log '{}'", events_log.display());
-                return Ok(EventSource::Log(tail));
-            }
-            Err(e) => format!("podman's event log cannot be followed: {e}"),
-        },
-        Ok(backend) => format!("podman's events backend is '{backend}', not '{FILE_BACKEND}'"),
-        Err(e) => format!("podman info failed: {e}"),
+/// Chooses the event source once, at start: `log` (podman's event log,
+/// opened at its end when the watcher was started, so that nothing written
+/// since is missed) when `podman info` says the events backend is `file`
+/// and the log could be opened, else a `podman events` child. Fails only
+/// when that child cannot be spawned (no podman binary).
+pub async fn open_source(
+    cli: &PodmanCli,
+    log: Result<LogTail, TailError>,
+    label: &str,
+) -> Result<EventSource, PodmanError> {
+    let reason = match (cli.events_backend().await, log) {
+        (Ok(backend), Ok(tail)) if backend == FILE_BACKEND => {
+            tracing::info!("container states from podman's event log '{}'", tail.path().display());
+            return Ok(EventSource::Log(tail));
+        }
+        (Ok(backend), Err(e)) if backend == FILE_BACKEND => format!("podman's event log cannot be followed: {e}"),
+        (Ok(backend), _) => format!("podman's events backend is '{backend}', not '{FILE_BACKEND}'"),
+        (Err(e), _) => format!("podman info failed: {e}"),
     };
     tracing::info!("container states from a long-running 'podman events' child (the fallback): {reason}");
     cli.spawn_events(label, EVENT_REPLAY).map(EventSource::Stream)
@@ -82,11 +85,16 @@ impl EventWatcher {
         format!("agent={agent}")
     }
 
-    /// Runs until shutdown.
-    pub async fn run(self, source: EventSource) {
-        match source {
-            EventSource::Log(tail) => self.follow_log(tail).await,
-            EventSource::Stream(child) => self.run_streams(child).await,
+    /// Chooses the event source (see [`open_source`]) and runs until shutdown.
+    pub async fn run(self, log: Result<LogTail, TailError>) {
+        match open_source(&self.cli, log, &Self::label(&self.agent)).await {
+            Ok(EventSource::Log(tail)) => self.follow_log(tail).await,
+            Ok(EventSource::Stream(child)) => self.run_streams(Some(child)).await,
+            Err(e) => {
+                tracing::warn!("cannot start podman events: {e}");
+                self.report_health(RuntimeHealth::Unreachable(e.to_string())).await;
+                self.run_streams(None).await;
+            }
         }
     }
 
@@ -130,10 +138,10 @@ impl EventWatcher {
     }
 
     /// Runs `podman events` children until shutdown, starting with the
-    /// already spawned `first`.
-    async fn run_streams(&self, first: Child) {
+    /// already spawned `first`, if any.
+    async fn run_streams(&self, first: Option<Child>) {
         let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
-        let mut next = Some(first);
+        let mut next = first;
         loop {
             let child = match next.take() {
                 Some(c) => c,
@@ -228,6 +236,8 @@ impl EventWatcher {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use ank_common::ExecutionState;
     use tokio::sync::mpsc;
 
@@ -271,11 +281,9 @@ mod tests {
         let cli = stand_in(dir.path(), "file");
         let log = dir.path().join("events.log");
         std::fs::write(&log, "{}\n").unwrap();
-        let source = open_source(&cli, &log, "agent=agent_T").await.unwrap();
-        assert!(matches!(source, EventSource::Log(_)));
         let (tx, mut rx) = mpsc::channel(8);
         let stop = CancellationToken::new();
-        tokio::spawn(watcher(cli, tx, stop.clone()).run(source));
+        tokio::spawn(watcher(cli, tx, stop.clone()).run(LogTail::from_end(&log)));
         assert!(matches!(recv(&mut rx).await, RuntimeEvent::Snapshot { .. }), "a reconcile at the start");
 
         let mut appender = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
@@ -301,15 +309,17 @@ mod tests {
     async fn podman_watcher_falls_back_to_a_podman_events_child_for_other_backends() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("events.log");
-        let journald = open_source(&stand_in(dir.path(), "journald"), &log, "agent=a").await.unwrap();
-        assert!(matches!(journald, EventSource::Stream(_)));
+        let journald = open_source(&stand_in(dir.path(), "journald"), LogTail::from_end(&log), "agent=a").await;
+        assert!(matches!(journald.unwrap(), EventSource::Stream(_)));
         // The file backend, but a log that cannot be read.
         let not_a_folder = dir.path().join("a-file");
         std::fs::write(&not_a_folder, "").unwrap();
-        let file_cli = stand_in(dir.path(), "file");
-        let unreadable = open_source(&file_cli, &not_a_folder.join("events.log"), "agent=a").await.unwrap();
-        assert!(matches!(unreadable, EventSource::Stream(_)));
+        let unreadable = LogTail::from_end(&not_a_folder.join("events.log"));
+        assert!(unreadable.is_err());
+        let file = open_source(&stand_in(dir.path(), "file"), unreadable, "agent=a").await.unwrap();
+        assert!(matches!(file, EventSource::Stream(_)));
         let missing = PodmanCli { binary: dir.path().join("no-podman"), ..PodmanCli::default() };
-        assert!(matches!(open_source(&missing, &log, "agent=a").await, Err(PodmanError::Spawn { .. })));
+        let no_podman = open_source(&missing, LogTail::from_end(&log), "agent=a").await;
+        assert!(matches!(no_podman, Err(PodmanError::Spawn { .. })));
     }
 }
