@@ -88,6 +88,10 @@ pub struct Cli {
     #[arg(long, env = "ANKAGENT_PODMAN_RECONCILE_INTERVAL", default_value = "30s", value_name = "DURATION",
           value_parser = ank_common::duration::parse_duration)]
     pub podman_reconcile_interval: std::time::Duration,
+    /// Read podman's events from a long-running `podman events` child even
+    /// where podman's event log can be read (tests of that fallback).
+    #[arg(long, hide = true)]
+    pub podman_events_child: bool,
     /// Do not start: ask the running agent of this name (same run folder)
     /// whether it is connected to its server; exit 0 if so, 1 if not.
     #[arg(long)]
@@ -210,7 +214,11 @@ impl Cli {
 
     /// The runtimes of a production agent, set up as the flags say.
     pub fn runtimes(&self) -> crate::RuntimeRegistry {
-        crate::RuntimeRegistry::with_podman_reconciling_every(self.podman_reconcile_interval)
+        use crate::runtime_connectors::podman::{PodmanCli, PodmanRuntime};
+        let mut podman = PodmanRuntime::new(PodmanCli::default());
+        podman.reconcile_interval = self.podman_reconcile_interval;
+        podman.events_child = self.podman_events_child;
+        crate::RuntimeRegistry::with_podman_runtime(podman)
     }
 
     /// Validates the flags into the library's configuration.

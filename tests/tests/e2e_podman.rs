@@ -124,13 +124,15 @@ fn notice_delay(c: &Cluster, name: &str, state: &str, args: &[&str]) -> (Duratio
     (podman, started.elapsed() - podman)
 }
 
-#[test]
-fn e2e_podman_container_removed_or_killed_behind_the_agents_back_is_noticed_without_a_reconcile() {
-    // An hour between two `podman ps` reconciles: only podman's event log
-    // (or the events child of the fallback) and conmon's exit files can
-    // explain a notice within the test.
-    let agent = agent_name("behind");
-    let c = Cluster::start_with(&agent, None, &["--podman-reconcile-interval", "1h"]);
+/// Removes one workload's container and kills another's behind the
+/// agent's back and waits for the agent to report it. The agent reconciles
+/// only once an hour: only podman's events (`event_args` say from where)
+/// and conmon's exit files can explain a notice within the test.
+fn removed_or_killed_behind_the_agents_back(test: &str, event_args: &[&str]) {
+    let agent = agent_name(test);
+    let mut args = vec!["--podman-reconcile-interval", "1h"];
+    args.extend_from_slice(event_args);
+    let c = Cluster::start_with(&agent, None, &args);
     let manifest = format!(
         "apiVersion: v1\nworkloads:\n{}{}",
         workload("removed", &agent, "[\"sleep\", \"100004\"]"),
@@ -142,7 +144,7 @@ fn e2e_podman_container_removed_or_killed_behind_the_agents_back_is_noticed_with
             && state_of(c, "killed").as_deref() == Some("Running(Ok)")
     });
     let backend = Command::new("podman").args(["info", "--format", "{{.Host.EventLogger}}"]).output().expect("podman");
-    if String::from_utf8_lossy(&backend.stdout).trim() == "file" {
+    if event_args.is_empty() && String::from_utf8_lossy(&backend.stdout).trim() == "file" {
         let children = agent_children(c.agent_pid().expect("agent pid"));
         assert!(!children.iter().any(|argv| argv.contains("podman")), "a podman child stays alive: {children:?}");
     }
@@ -153,8 +155,18 @@ fn e2e_podman_container_removed_or_killed_behind_the_agents_back_is_noticed_with
     let killed = notice_delay(&c, "killed", "Failed(ExecFailed)", &["kill", &id]);
     // Measured, not asserted (polling `ank get workloads` every 100 ms adds up to that much).
     for ((podman, notice), what) in [(removed, "rm -f"), (killed, "kill")] {
-        println!("podman {what} took {podman:?}; the new state was shown {notice:?} after it returned");
+        println!("{test}: podman {what} took {podman:?}; the new state was shown {notice:?} after it returned");
     }
+}
+
+#[test]
+fn e2e_podman_container_removed_or_killed_behind_the_agents_back_is_noticed_without_a_reconcile() {
+    removed_or_killed_behind_the_agents_back("behind", &[]);
+}
+
+#[test]
+fn e2e_podman_the_podman_events_fallback_notices_a_container_removed_or_killed_behind_the_agents_back() {
+    removed_or_killed_behind_the_agents_back("behind_child", &["--podman-events-child"]);
 }
 
 #[test]

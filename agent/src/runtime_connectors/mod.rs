@@ -235,14 +235,13 @@ impl RuntimeRegistry {
     /// The registry of a production agent: `podman` via the podman CLI on PATH.
     // [impl->swdd~agent-supports-podman~2]
     pub fn with_podman() -> Self {
-        Self::with_podman_reconciling_every(podman::DEFAULT_RECONCILE_INTERVAL)
+        Self::with_podman_runtime(podman::PodmanRuntime::new(podman::PodmanCli::default()))
     }
 
-    /// The same with the podman runtime listing its containers every `reconcile`.
-    pub fn with_podman_reconciling_every(reconcile: std::time::Duration) -> Self {
+    /// The same with `podman` as the podman runtime (podman-kube uses the
+    /// podman CLI on PATH).
+    pub fn with_podman_runtime(podman: podman::PodmanRuntime) -> Self {
         let mut r = Self::new();
-        let mut podman = podman::PodmanRuntime::new(podman::PodmanCli::default());
-        podman.reconcile_interval = reconcile;
         r.register(Arc::new(podman));
         // [impl->swdd~agent-supports-podman-kube-runtime~1]
         r.register(Arc::new(podman_kube::PodmanKubeRuntime::new(podman::PodmanCli::default())));

@@ -51,6 +51,8 @@ pub struct PodmanRuntime {
     pub exits_dir: Option<std::path::PathBuf>,
     /// podman's event log, read when its events backend is `file`.
     pub events_log: std::path::PathBuf,
+    /// Use a `podman events` child even where the event log can be read.
+    pub events_child: bool,
 }
 
 impl PodmanRuntime {
@@ -65,6 +67,7 @@ impl PodmanRuntime {
             reconcile_interval: DEFAULT_RECONCILE_INTERVAL,
             exits_dir: exits.is_dir().then_some(exits),
             events_log: settings.events_log(&user),
+            events_child: false,
         }
     }
 
@@ -208,7 +211,7 @@ impl RuntimeConnector for PodmanRuntime {
     ) -> Result<(), RuntimeError> {
         // Opened at its end now, so that nothing written from here on is
         // missed; whether it is used is decided in the watcher's task.
-        let log = log_tail::LogTail::from_end(&self.events_log);
+        let log = (!self.events_child).then(|| log_tail::LogTail::from_end(&self.events_log));
         if let Some(dir) = &self.exits_dir
             && let Err(e) = exit_watcher::start(dir, sink.clone(), shutdown.clone())
         {

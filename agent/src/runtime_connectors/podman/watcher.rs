@@ -48,13 +48,18 @@ pub enum EventSource {
 /// Chooses the event source once, at start: `log` (podman's event log,
 /// opened at its end when the watcher was started, so that nothing written
 /// since is missed) when `podman info` says the events backend is `file`
-/// and the log could be opened, else a `podman events` child. Fails only
-/// when that child cannot be spawned (no podman binary).
+/// and the log could be opened, else a `podman events` child (also when
+/// `log` is `None`: the child was asked for). Fails only when that child
+/// cannot be spawned (no podman binary).
 pub async fn open_source(
     cli: &PodmanCli,
-    log: Result<LogTail, TailError>,
+    log: Option<Result<LogTail, TailError>>,
     label: &str,
 ) -> Result<EventSource, PodmanError> {
+    let Some(log) = log else {
+        tracing::info!("container states from a long-running 'podman events' child, as asked");
+        return cli.spawn_events(label, EVENT_REPLAY).map(EventSource::Stream);
+    };
     let reason = match (cli.events_backend().await, log) {
         (Ok(backend), Ok(tail)) if backend == FILE_BACKEND => {
             tracing::info!("container states from podman's event log '{}'", tail.path().display());
@@ -86,7 +91,7 @@ impl EventWatcher {
     }
 
     /// Chooses the event source (see [`open_source`]) and runs until shutdown.
-    pub async fn run(self, log: Result<LogTail, TailError>) {
+    pub async fn run(self, log: Option<Result<LogTail, TailError>>) {
         match open_source(&self.cli, log, &Self::label(&self.agent)).await {
             Ok(EventSource::Log(tail)) => self.follow_log(tail).await,
             Ok(EventSource::Stream(child)) => self.run_streams(Some(child)).await,
@@ -283,7 +288,7 @@ mod tests {
         std::fs::write(&log, "{}\n").unwrap();
         let (tx, mut rx) = mpsc::channel(8);
         let stop = CancellationToken::new();
-        tokio::spawn(watcher(cli, tx, stop.clone()).run(LogTail::from_end(&log)));
+        tokio::spawn(watcher(cli, tx, stop.clone()).run(Some(LogTail::from_end(&log))));
         assert!(matches!(recv(&mut rx).await, RuntimeEvent::Snapshot { .. }), "a reconcile at the start");
 
         let mut appender = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
@@ -309,17 +314,19 @@ mod tests {
     async fn podman_watcher_falls_back_to_a_podman_events_child_for_other_backends() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("events.log");
-        let journald = open_source(&stand_in(dir.path(), "journald"), LogTail::from_end(&log), "agent=a").await;
+        let journald = open_source(&stand_in(dir.path(), "journald"), Some(LogTail::from_end(&log)), "agent=a").await;
         assert!(matches!(journald.unwrap(), EventSource::Stream(_)));
         // The file backend, but a log that cannot be read.
         let not_a_folder = dir.path().join("a-file");
         std::fs::write(&not_a_folder, "").unwrap();
         let unreadable = LogTail::from_end(&not_a_folder.join("events.log"));
         assert!(unreadable.is_err());
-        let file = open_source(&stand_in(dir.path(), "file"), unreadable, "agent=a").await.unwrap();
+        let file = open_source(&stand_in(dir.path(), "file"), Some(unreadable), "agent=a").await.unwrap();
         assert!(matches!(file, EventSource::Stream(_)));
+        let asked = open_source(&stand_in(dir.path(), "file"), None, "agent=a").await.unwrap();
+        assert!(matches!(asked, EventSource::Stream(_)));
         let missing = PodmanCli { binary: dir.path().join("no-podman"), ..PodmanCli::default() };
-        let no_podman = open_source(&missing, LogTail::from_end(&log), "agent=a").await;
+        let no_podman = open_source(&missing, Some(LogTail::from_end(&log)), "agent=a").await;
         assert!(matches!(no_podman, Err(PodmanError::Spawn { .. })));
     }
 }
