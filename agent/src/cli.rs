@@ -83,6 +83,15 @@ pub struct Cli {
     #[arg(long, env = "ANKAGENT_RETAIN_FAILED", default_value = "72h", value_name = "DURATION",
           value_parser = ank_common::duration::parse_duration)]
     pub retain_failed: std::time::Duration,
+    /// How often the podman runtime lists its containers (`podman ps --all`)
+    /// to catch a state change its event sources missed.
+    #[arg(long, env = "ANKAGENT_PODMAN_RECONCILE_INTERVAL", default_value = "30s", value_name = "DURATION",
+          value_parser = ank_common::duration::parse_duration)]
+    pub podman_reconcile_interval: std::time::Duration,
+    /// Read podman's events from a long-running `podman events` child even
+    /// where podman's event log can be read (tests of that fallback).
+    #[arg(long, hide = true)]
+    pub podman_events_child: bool,
     /// Do not start: ask the running agent of this name (same run folder)
     /// whether it is connected to its server; exit 0 if so, 1 if not.
     #[arg(long)]
@@ -201,6 +210,15 @@ impl Cli {
         let Some(wanted) = &self.runtimes else { return Ok(Vec::new()) };
         let unsupported = registry.select(wanted).map_err(CliError::Runtimes)?;
         Ok(unsupported.iter().map(|r| format!("Configured runtime '{r}' is not supported.")).collect())
+    }
+
+    /// The runtimes of a production agent, set up as the flags say.
+    pub fn runtimes(&self) -> crate::RuntimeRegistry {
+        use crate::runtime_connectors::podman::{PodmanCli, PodmanRuntime};
+        let mut podman = PodmanRuntime::new(PodmanCli::default());
+        podman.reconcile_interval = self.podman_reconcile_interval;
+        podman.events_child = self.podman_events_child;
+        crate::RuntimeRegistry::with_podman_runtime(podman)
     }
 
     /// Validates the flags into the library's configuration.
@@ -323,6 +341,15 @@ mod tests {
         assert_eq!(c.retention.failed, std::time::Duration::from_secs(2 * 86_400));
         let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 weeks"]).unwrap_err().to_string();
         assert!(e.contains("--retain-failed") && e.contains("unknown unit"), "{e}");
+    }
+
+    #[test]
+    fn cli_sets_the_podman_reconcile_interval() {
+        let cli = Cli::try_parse_from(["ank-agent", "-n", "a", "-k"]).unwrap();
+        assert_eq!(cli.podman_reconcile_interval, crate::runtime_connectors::podman::DEFAULT_RECONCILE_INTERVAL);
+        let cli = Cli::try_parse_from(["ank-agent", "-n", "a", "--podman-reconcile-interval", "1h"]).unwrap();
+        assert_eq!(cli.podman_reconcile_interval, std::time::Duration::from_secs(3600));
+        assert!(cli.runtimes().get("podman").is_some());
     }
 
     #[test]

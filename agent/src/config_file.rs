@@ -36,6 +36,8 @@ ank_common::config_keys! {
             max_parallel_creates: usize,
             shutdown_grace_ms: u64,
             stop_workloads_on_shutdown: bool,
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            podman_reconcile_interval: Duration,
             /// Capabilities besides the runtimes (`capabilities = ['gpu']`).
             capabilities: Vec<String>,
             /// `[metrics]`: static metrics (name = number).
@@ -214,6 +216,14 @@ mod tests {
         let f = conf("version = 'v1'\n[metrics]\nspeed = inf\n");
         let e = resolve(&[], f.path()).unwrap_err().to_string();
         assert!(e.contains("key 'metrics'") && e.contains("speed"), "{e}");
+    }
+
+    #[test]
+    fn agent_config_podman_reconcile_interval_is_a_duration() {
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\npodman_reconcile_interval = '2m'\n");
+        assert_eq!(resolve(&[], f.path()).unwrap().podman_reconcile_interval, Duration::from_secs(120));
+        let cli = resolve(&["--podman-reconcile-interval", "1h"], f.path()).unwrap();
+        assert_eq!(cli.podman_reconcile_interval, Duration::from_secs(3600), "the flag beats the file");
     }
 
     #[test]

@@ -66,7 +66,7 @@ async fn main() -> ExitCode {
     if let Some(warning) = cli.tls_conflict() {
         tracing::warn!("{warning}");
     }
-    let mut runtimes = ank_agent::default_runtimes();
+    let mut runtimes = cli.runtimes();
     match cli.select_runtimes(&mut runtimes) {
         Ok(warnings) => warnings.iter().for_each(|w| tracing::warn!("{w}")),
         Err(e) => {

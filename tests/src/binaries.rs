@@ -156,6 +156,11 @@ impl Cluster {
         crate::terminate(self.agent_proc.take().expect("a running agent"), limit)
     }
 
+    /// The process id of the running agent.
+    pub fn agent_pid(&self) -> Option<u32> {
+        self.agent_proc.as_ref().map(Child::id)
+    }
+
     /// Kills the agent with SIGKILL (no goodbye, no cleanup), leaving its
     /// workloads running.
     pub fn kill_agent(&mut self) {

@@ -1,9 +1,12 @@
 //! End to end with the built binaries and real podman: `ank apply` runs
 //! workloads, `podman ps` shows them with our labels, a failing workload is
-//! reported Failed(ExecFailed), delete removes container and row, and bad
-//! manifests are rejected without touching the server's state.
+//! reported Failed(ExecFailed), delete removes container and row, a
+//! container removed or killed behind the agent's back is noticed from the
+//! event log and exit files, and bad manifests are rejected without
+//! touching the server's state.
 
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use ank_tests::binaries::{Cluster, bin};
 
@@ -88,6 +91,82 @@ fn e2e_podman_workload_exiting_1_is_reported_failed_exec_failed() {
     let o = c.ank_stdin(&["apply", "-"], Some(&manifest));
     assert!(o.status.success(), "apply failed: {}", stderr(&o));
     c.wait_until(Duration::from_secs(30), |c| state_of(c, "failer").as_deref() == Some("Failed(ExecFailed)"));
+}
+
+/// The id of the container of workload `name`.
+fn container_id(c: &Cluster, name: &str) -> String {
+    let prefix = format!("{name}.");
+    c.containers()
+        .iter()
+        .find(|ctr| ctr["Labels"]["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
+        .and_then(|ctr| ctr["Id"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no container of {name}"))
+}
+
+/// The command lines of the agent's child processes.
+fn agent_children(pid: u32) -> Vec<String> {
+    let o = Command::new("pgrep").args(["-P", &pid.to_string()]).output().expect("pgrep");
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .filter_map(|child| std::fs::read(format!("/proc/{child}/cmdline")).ok())
+        .map(|argv| String::from_utf8_lossy(&argv).replace('\0', " "))
+        .collect()
+}
+
+/// Runs `podman ARGS` behind the agent's back; returns how long podman
+/// took and how much longer until `ank get workloads` shows `name` in `state`.
+fn notice_delay(c: &Cluster, name: &str, state: &str, args: &[&str]) -> (Duration, Duration) {
+    let started = Instant::now();
+    let o = Command::new("podman").args(args).output().expect("podman");
+    assert!(o.status.success(), "podman {args:?}: {}", stderr(&o));
+    let podman = started.elapsed();
+    c.wait_until(Duration::from_secs(30), |c| state_of(c, name).as_deref() == Some(state));
+    (podman, started.elapsed() - podman)
+}
+
+/// Removes one workload's container and kills another's behind the
+/// agent's back and waits for the agent to report it. The agent reconciles
+/// only once an hour: only podman's events (`event_args` say from where)
+/// and conmon's exit files can explain a notice within the test.
+fn removed_or_killed_behind_the_agents_back(test: &str, event_args: &[&str]) {
+    let agent = agent_name(test);
+    let mut args = vec!["--podman-reconcile-interval", "1h"];
+    args.extend_from_slice(event_args);
+    let c = Cluster::start_with(&agent, None, &args);
+    let manifest = format!(
+        "apiVersion: v1\nworkloads:\n{}{}",
+        workload("removed", &agent, "[\"sleep\", \"100004\"]"),
+        workload("killed", &agent, "[\"sleep\", \"100005\"]")
+    );
+    assert!(c.ank_stdin(&["apply", "-"], Some(&manifest)).status.success());
+    c.wait_until(Duration::from_secs(30), |c| {
+        state_of(c, "removed").as_deref() == Some("Running(Ok)")
+            && state_of(c, "killed").as_deref() == Some("Running(Ok)")
+    });
+    let backend = Command::new("podman").args(["info", "--format", "{{.Host.EventLogger}}"]).output().expect("podman");
+    if event_args.is_empty() && String::from_utf8_lossy(&backend.stdout).trim() == "file" {
+        let children = agent_children(c.agent_pid().expect("agent pid"));
+        assert!(!children.iter().any(|argv| argv.contains("podman")), "a podman child stays alive: {children:?}");
+    }
+
+    let id = container_id(&c, "removed");
+    let removed = notice_delay(&c, "removed", "Failed(Lost)", &["rm", "-f", "-t", "0", &id]);
+    let id = container_id(&c, "killed");
+    let killed = notice_delay(&c, "killed", "Failed(ExecFailed)", &["kill", &id]);
+    // Measured, not asserted (polling `ank get workloads` every 100 ms adds up to that much).
+    for ((podman, notice), what) in [(removed, "rm -f"), (killed, "kill")] {
+        println!("{test}: podman {what} took {podman:?}; the new state was shown {notice:?} after it returned");
+    }
+}
+
+#[test]
+fn e2e_podman_container_removed_or_killed_behind_the_agents_back_is_noticed_without_a_reconcile() {
+    removed_or_killed_behind_the_agents_back("behind", &[]);
+}
+
+#[test]
+fn e2e_podman_the_podman_events_fallback_notices_a_container_removed_or_killed_behind_the_agents_back() {
+    removed_or_killed_behind_the_agents_back("behind_child", &["--podman-events-child"]);
 }
 
 #[test]

@@ -142,7 +142,9 @@ fn processes_with(needle: &str) -> Vec<String> {
 #[test]
 fn e2e_a_killed_agent_leaves_no_podman_events_process_behind() {
     let agent = format!("e2e_orphan_{}", std::process::id());
-    let mut c = ank_tests::binaries::Cluster::start(&agent, None);
+    // The `podman events` child is the fallback where podman's event log
+    // cannot be read; asked for here.
+    let mut c = ank_tests::binaries::Cluster::start_with(&agent, None, &["--podman-events-child"]);
     let needle = format!("label=agent={agent}");
     c.wait_until(std::time::Duration::from_secs(10), |_| !processes_with(&needle).is_empty());
     c.kill_agent();

@@ -236,6 +236,15 @@ fn e2e_systemd_units_of_the_package_run_the_sample_manifest() {
     host.wait_running("hello", Duration::from_secs(60));
     let before = host.container("hello");
 
+    // Where the agent reads podman's events from: the event log with the
+    // `file` backend, else (journald here) a `podman events` child.
+    let backend = host.ok("podman info --format '{{.Host.EventLogger}}'").trim().to_owned();
+    let agent_log = host.ok("journalctl -u ank-agent -t ank-agent -o cat --no-pager");
+    let source = agent_log.lines().find(|l| l.contains("container states from")).unwrap_or_default().to_owned();
+    eprintln!("podman's events backend: {backend}; the agent: {source}");
+    let expected = if backend == "file" { "event log" } else { "(the fallback)" };
+    assert!(source.contains(expected), "backend {backend}, but the agent says '{source}'");
+
     for unit in ["ank-server", "ank-agent"] {
         // -t: the daemon's own lines; podman's events (its journald event
         // logger, run from the agent's cgroup) carry their own timestamps.

@@ -235,8 +235,14 @@ impl RuntimeRegistry {
     /// The registry of a production agent: `podman` via the podman CLI on PATH.
     // [impl->swdd~agent-supports-podman~2]
     pub fn with_podman() -> Self {
+        Self::with_podman_runtime(podman::PodmanRuntime::new(podman::PodmanCli::default()))
+    }
+
+    /// The same with `podman` as the podman runtime (podman-kube uses the
+    /// podman CLI on PATH).
+    pub fn with_podman_runtime(podman: podman::PodmanRuntime) -> Self {
         let mut r = Self::new();
-        r.register(Arc::new(podman::PodmanRuntime::new(podman::PodmanCli::default())));
+        r.register(Arc::new(podman));
         // [impl->swdd~agent-supports-podman-kube-runtime~1]
         r.register(Arc::new(podman_kube::PodmanKubeRuntime::new(podman::PodmanCli::default())));
         r

@@ -3,7 +3,8 @@
 //! `create`, `rm`, ...) runs to its end even when the agent stops meanwhile,
 //! as under Ankaios: killing `podman run` half-way leaves a storage-only
 //! container behind whose name blocks every later create of that instance.
-//! Long-running children (`events`, `logs -f`) die with the agent. JSON
+//! Long-running children (`logs -f`, and `events` where podman's event log
+//! cannot be read) die with the agent. JSON
 //! output is parsed into the typed structs of this module, in this one place.
 
 use std::collections::HashMap;
@@ -226,6 +227,13 @@ impl PodmanCli {
             .collect();
         let out = self.exec(&args).await?;
         parse_ps(&out)
+    }
+
+    /// podman's events backend (`file`, `journald` or `none`), from the
+    /// one-shot `podman info --format {{.Host.EventLogger}}`.
+    pub async fn events_backend(&self) -> Result<String, PodmanError> {
+        let args: Vec<String> = ["info", "--format", "{{.Host.EventLogger}}"].into_iter().map(str::to_owned).collect();
+        Ok(self.exec(&args).await?.trim().to_owned())
     }
 
     /// Spawns `podman events --format json --since <since> --filter label=<label>`

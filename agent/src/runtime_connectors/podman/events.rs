@@ -1,30 +1,14 @@
-//! The podman state watcher: ONE long-running `podman events --format json
-//! --filter label=agent=<agent>` child for the whole agent. Each line maps
-//! to an [`Observed`] state of the instance named by its `name` label; a
-//! slow reconcile (`podman ps --all`) after every (re)start of the stream
-//! and every `reconcile_interval` catches anything missed. A dead stream is
-//! restarted with backoff.
-//!
-//! Out: `RuntimeEvent::Changed`, `RuntimeEvent::Snapshot` and, when podman
-//! stops or starts answering, `RuntimeEvent::Health` on the sink.
+//! What podman's events and listings say about the agent's containers:
+//! one line of podman's event log (or of `podman events --format json`,
+//! the same JSON) maps to an [`Observed`] state of the instance named by
+//! its `name` label, one `podman ps --all` entry to an execution state.
+//! The watcher that reads them is in [`super::watcher`].
 
-use std::time::Duration;
-
-use ank_common::conditions::RuntimeHealth;
 use ank_common::execution_state::{Failed, Pending, Stopping};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Child;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use super::cli::{EventLine, PodmanCli, PsEntry};
-use crate::backoff::Backoff;
-use crate::runtime_connectors::{ListedWorkload, Observed, RuntimeEvent, RuntimeEventSender, WorkloadId};
-
-/// How far back a (re)started event stream replays, so that nothing between
-/// spawning `podman events` and its subscription is lost.
-pub const EVENT_REPLAY: &str = "2s";
+use super::cli::{EventLine, PsEntry};
+use crate::runtime_connectors::{ListedWorkload, Observed, RuntimeEvent, WorkloadId};
 
 /// The state of a container that exited with `code`.
 pub fn exit_state(code: i32) -> ExecutionState {
@@ -95,122 +79,6 @@ pub fn listed_from_ps(entries: &[PsEntry], agent: &str) -> Vec<ListedWorkload> {
             Some(ListedWorkload { instance_name, workload_id: WorkloadId(e.id.clone()), state: state_from_ps(e) })
         })
         .collect()
-}
-
-/// The running watcher; owns the `podman events` child.
-pub(super) struct EventWatcher {
-    pub cli: PodmanCli,
-    pub runtime: String,
-    pub agent: String,
-    pub sink: RuntimeEventSender,
-    pub shutdown: CancellationToken,
-    pub reconcile_interval: Duration,
-    /// Whether podman answered last time (Health is sent on a change).
-    pub reachable: std::sync::atomic::AtomicBool,
-}
-
-impl EventWatcher {
-    pub fn label(agent: &str) -> String {
-        format!("agent={agent}")
-    }
-
-    /// Runs until shutdown, starting with the already spawned `first` child.
-    pub async fn run(self, first: Child) {
-        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
-        let mut next = Some(first);
-        loop {
-            let child = match next.take() {
-                Some(c) => c,
-                None => match self.cli.spawn_events(&Self::label(&self.agent), EVENT_REPLAY) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!("cannot start podman events: {e}");
-                        self.report_health(RuntimeHealth::Unreachable(e.to_string())).await;
-                        if !self.pause(&mut backoff).await {
-                            return;
-                        }
-                        continue;
-                    }
-                },
-            };
-            if !self.follow(child, &mut backoff).await {
-                return;
-            }
-            tracing::warn!("podman events stream ended; restarting it");
-            if !self.pause(&mut backoff).await {
-                return;
-            }
-        }
-    }
-
-    /// Sleeps one backoff step; false when shut down meanwhile.
-    async fn pause(&self, backoff: &mut Backoff) -> bool {
-        tokio::select! {
-            () = self.shutdown.cancelled() => false,
-            () = tokio::time::sleep(backoff.next_delay()) => true,
-        }
-    }
-
-    /// Reads one child's events until it ends (true) or shutdown (false).
-    async fn follow(&self, mut child: Child, backoff: &mut Backoff) -> bool {
-        let Some(stdout) = child.stdout.take() else {
-            return true;
-        };
-        let mut lines = BufReader::new(stdout).lines();
-        self.reconcile().await;
-        let mut tick = tokio::time::interval_at(Instant::now() + self.reconcile_interval, self.reconcile_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = self.shutdown.cancelled() => {
-                    let _ = child.kill().await;
-                    return false;
-                }
-                line = lines.next_line() => match line {
-                    Ok(Some(line)) => {
-                        backoff.reset();
-                        if let Some(ev) = event_from_line(&line, &self.agent)
-                            && self.sink.send(ev).await.is_err()
-                        {
-                            return false;
-                        }
-                    }
-                    Ok(None) | Err(_) => {
-                        let _ = child.kill().await;
-                        return true;
-                    }
-                },
-                _ = tick.tick() => self.reconcile().await,
-            }
-        }
-    }
-
-    /// One `podman ps --all` pass, sent as a snapshot.
-    // [impl->swdd~podman-state-getter-uses-podmancli~1]
-    async fn reconcile(&self) {
-        let taken_at = Instant::now();
-        match self.cli.ps_by_label(&Self::label(&self.agent)).await {
-            Ok(entries) => {
-                self.report_health(RuntimeHealth::Reachable).await;
-                let workloads = listed_from_ps(&entries, &self.agent);
-                let _ =
-                    self.sink.send(RuntimeEvent::Snapshot { runtime: self.runtime.clone(), taken_at, workloads }).await;
-            }
-            Err(e) => {
-                tracing::warn!("reconcile with podman ps failed: {e}");
-                self.report_health(RuntimeHealth::Unreachable(e.to_string())).await;
-            }
-        }
-    }
-
-    /// Tells the agent when podman becomes reachable or unreachable.
-    // [feature H4: the agent's Health condition]
-    async fn report_health(&self, health: RuntimeHealth) {
-        let reachable = health == RuntimeHealth::Reachable;
-        if self.reachable.swap(reachable, std::sync::atomic::Ordering::Relaxed) != reachable {
-            let _ = self.sink.send(RuntimeEvent::Health { runtime: self.runtime.clone(), health }).await;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,76 +2,44 @@
 //! holding the exit code the moment a container's main process ends, while
 //! podman's `died` event only follows once podman's cleanup process has run
 //! (about 0.1 s later). Watching that folder with inotify reports exits
-//! within milliseconds. It only speeds things up: the event stream stays the
+//! within milliseconds. It only speeds things up: podman's events stay the
 //! authority, and an exit file that is already gone when read is ignored.
 //!
 //! Out: `RuntimeEvent::ChangedById` on the sink, for every container of the
 //! host (the `RuntimeManager` hands it to the loop whose workload it is).
 
-use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-use tokio::io::unix::AsyncFd;
+use nix::sys::inotify::AddWatchFlags;
 use tokio_util::sync::CancellationToken;
 
 use super::events::exit_state;
+use super::inotify::DirWatch;
 use crate::runtime_connectors::{Observed, RuntimeEvent, RuntimeEventSender, WorkloadId};
-
-/// Where podman keeps exit files: root's default tmp dir, else the rootless one.
-pub fn default_exits_dir() -> Option<PathBuf> {
-    let root = PathBuf::from("/run/libpod/exits");
-    if root.is_dir() {
-        return Some(root);
-    }
-    let rootless = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?).join("libpod/tmp/exits");
-    rootless.is_dir().then_some(rootless)
-}
 
 /// The exit code in an exit file.
 pub fn parse_exit_file(content: &str) -> Option<i32> {
     content.trim().parse().ok()
 }
 
-struct Watch(Inotify);
-
-impl AsRawFd for Watch {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_fd().as_raw_fd()
-    }
-}
-
 /// Starts watching `dir`; fails when inotify cannot watch it.
 pub fn start(dir: &Path, sink: RuntimeEventSender, shutdown: CancellationToken) -> std::io::Result<()> {
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-    inotify.add_watch(dir, AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO)?;
-    // SAFETY: `Watch` owns the inotify instance, whose file descriptor stays
-    // open and unchanged until the `AsyncFd` (and with it the instance) is dropped.
-    let fd = unsafe { AsyncFd::register_with_interest(Watch(inotify), tokio::io::Interest::READABLE) }
-        .map_err(std::io::Error::from)?;
-    tokio::spawn(run(fd, dir.to_owned(), sink, shutdown));
+    let watch = DirWatch::new(dir, AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO)?;
+    tokio::spawn(run(watch, dir.to_owned(), sink, shutdown));
     Ok(())
 }
 
-async fn run(fd: AsyncFd<Watch>, dir: PathBuf, sink: RuntimeEventSender, shutdown: CancellationToken) {
+async fn run(watch: DirWatch, dir: PathBuf, sink: RuntimeEventSender, shutdown: CancellationToken) {
     loop {
-        let mut guard = tokio::select! {
+        let events = tokio::select! {
             () = shutdown.cancelled() => return,
-            ready = fd.readable() => match ready {
-                Ok(g) => g,
+            batch = watch.next_batch() => match batch {
+                Ok(events) => events,
                 Err(e) => {
                     tracing::warn!("exit watcher on '{}' stopped: {e}", dir.display());
                     return;
                 }
             },
-        };
-        let events = match guard.try_io(|w| w.get_ref().0.read_events().map_err(std::io::Error::from)) {
-            Ok(Ok(events)) => events,
-            Ok(Err(e)) => {
-                tracing::warn!("exit watcher on '{}' stopped: {e}", dir.display());
-                return;
-            }
-            Err(_would_block) => continue,
         };
         for name in events.into_iter().filter_map(|e| e.name) {
             let Some(id) = name.to_str() else { continue };

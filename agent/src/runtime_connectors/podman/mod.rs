@@ -1,14 +1,19 @@
 //! The `podman` runtime connector: creates workloads with `podman run -d`
 //! (labels `name=<instance>` and `agent=<agent>`), deletes them with `podman
 //! stop` + `podman rm -f`, lists them with `podman ps` and watches their
-//! states with one `podman events` stream (see [`events`]).
+//! states by reading podman's event log and conmon's exit files (see
+//! [`watcher`]), with no podman process left running.
 
 pub mod cli;
+pub mod containers_conf;
 pub mod events;
 pub mod exit_watcher;
+mod inotify;
+pub mod log_tail;
 pub mod logs;
 pub mod memory;
 pub mod ps_cache;
+pub mod watcher;
 
 use std::time::Duration;
 
@@ -23,7 +28,8 @@ pub use cli::PodmanCli;
 use super::{
     CreateOptions, ListedWorkload, LogLines, LogOptions, RuntimeConnector, RuntimeError, RuntimeEventSender, WorkloadId,
 };
-use events::EventWatcher;
+use containers_conf::{EngineSettings, PodmanUser};
+use watcher::EventWatcher;
 
 /// The runtime name in workload specs.
 pub const PODMAN: &str = "podman";
@@ -31,21 +37,38 @@ pub const PODMAN: &str = "podman";
 /// Where the control interface folder is mounted inside a container.
 pub const CONTROL_INTERFACE_MOUNT: &str = "/run/ankaios/control_interface";
 
+/// How often the podman connector lists its containers by default.
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(30);
+
 /// The podman runtime connector.
 #[derive(Debug, Clone)]
 pub struct PodmanRuntime {
     cli: PodmanCli,
-    /// Period of the slow `podman ps` reconcile next to the event stream.
+    /// Period of the slow `podman ps` reconcile next to the events.
     pub reconcile_interval: Duration,
     /// podman's exit-file folder, watched for fast exit detection (`None`:
-    /// rely on the event stream alone).
+    /// rely on the events alone).
     pub exits_dir: Option<std::path::PathBuf>,
+    /// podman's event log, read when its events backend is `file`.
+    pub events_log: std::path::PathBuf,
+    /// Use a `podman events` child even where the event log can be read.
+    pub events_child: bool,
 }
 
 impl PodmanRuntime {
-    /// A connector using `cli`, reconciling every 30 s.
+    /// A connector using `cli`, reconciling every 30 s, with podman's paths
+    /// from this host's containers.conf.
     pub fn new(cli: PodmanCli) -> Self {
-        Self { cli, reconcile_interval: Duration::from_secs(30), exits_dir: exit_watcher::default_exits_dir() }
+        let user = PodmanUser::current();
+        let settings = EngineSettings::load(&user);
+        let exits = settings.tmp_dir(&user).join("exits");
+        Self {
+            cli,
+            reconcile_interval: DEFAULT_RECONCILE_INTERVAL,
+            exits_dir: exits.is_dir().then_some(exits),
+            events_log: settings.events_log(&user),
+            events_child: false,
+        }
     }
 
     /// The podman CLI this connector uses.
@@ -186,10 +209,9 @@ impl RuntimeConnector for PodmanRuntime {
         sink: RuntimeEventSender,
         shutdown: CancellationToken,
     ) -> Result<(), RuntimeError> {
-        let child = self
-            .cli
-            .spawn_events(&EventWatcher::label(agent), events::EVENT_REPLAY)
-            .map_err(RuntimeError::unavailable)?;
+        // Opened at its end now, so that nothing written from here on is
+        // missed; whether it is used is decided in the watcher's task.
+        let log = (!self.events_child).then(|| log_tail::LogTail::from_end(&self.events_log));
         if let Some(dir) = &self.exits_dir
             && let Err(e) = exit_watcher::start(dir, sink.clone(), shutdown.clone())
         {
@@ -204,7 +226,7 @@ impl RuntimeConnector for PodmanRuntime {
             reconcile_interval: self.reconcile_interval,
             reachable: true.into(),
         };
-        tokio::spawn(watcher.run(child));
+        tokio::spawn(watcher.run(log));
         Ok(())
     }
 }
