@@ -24,8 +24,7 @@ pub fn ledger_of(state: &PartialCompleteState) -> Ledger {
 }
 
 fn workload_status(state: &PartialCompleteState, name: &str, agent: &str) -> WorkloadStatus {
-    let generation =
-        state.desired_state.as_ref().and_then(|d| d.workloads.as_ref()).map(|w| w.contains_key(name)).unwrap_or(false);
+    let desired = state.desired_state.as_ref().and_then(|d| d.workloads.as_ref()).is_some_and(|w| w.contains_key(name));
     let mut best: Option<WorkloadStatus> = None;
     let agents = state.workload_states.iter().flatten();
     for (state_agent, workloads) in agents {
@@ -56,7 +55,8 @@ fn workload_status(state: &PartialCompleteState, name: &str, agent: &str) -> Wor
     }
     best.unwrap_or_else(|| WorkloadStatus {
         agent: agent.to_owned(),
-        state: if generation { "Unknown" } else { "Removed" }.to_owned(),
+        // Desired but not reported yet, or no longer desired and gone.
+        state: if desired { "Unknown" } else { "Removed" }.to_owned(),
         sub_state: String::new(),
         ..WorkloadStatus::default()
     })
