@@ -9,7 +9,7 @@
 //!   [`Pacer`], kept while the broker link is down and sent again on
 //!   reconnect; events go out with their counts while connected.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 
 use async_trait::async_trait;
@@ -76,7 +76,7 @@ pub struct Connector<C, B> {
     control_up: bool,
     control_retry_at: Option<Instant>,
     refresh_at: Option<Instant>,
-    pending: Vec<Pending>,
+    pending: VecDeque<Pending>,
     /// How many desired messages were applied (changed the state) in this run.
     pub applied: u64,
 }
@@ -98,7 +98,7 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
             control_up: false,
             control_retry_at: Some(Instant::now()),
             refresh_at: None,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             applied: 0,
         }
     }
@@ -173,16 +173,16 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
             }
         }
         if self.control_up {
-            while let Some(p) = self.pending.first() {
-                let payload = p.payload.clone();
-                match self.handle_desired(&payload).await {
+            while let Some(next) = self.pending.pop_front() {
+                match self.handle_desired(&next.payload).await {
                     Ok(()) => {
-                        let done = self.pending.remove(0);
-                        if let Some(publish) = done.publish {
-                            self.broker.ack(&publish).await;
+                        if let Some(publish) = &next.publish {
+                            self.broker.ack(publish).await;
                         }
                     }
                     Err(e) => {
+                        // Not handled: it stays first in line, unacknowledged.
+                        self.pending.push_front(next);
                         self.control_lost(&e);
                         break;
                     }
@@ -236,7 +236,7 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
             LinkEvent::Message { topic, payload, publish } => {
                 let desired = self.settings.topics.vehicle(&self.settings.vehicle, VehicleTopic::Desired);
                 if topic == desired {
-                    self.pending.push(Pending { payload, publish: Some(publish) });
+                    self.pending.push_back(Pending { payload, publish: Some(publish) });
                 } else {
                     tracing::warn!("message on '{topic}' ignored: not this vehicle's desired topic");
                     self.broker.ack(&publish).await;
