@@ -242,18 +242,18 @@ fn e2e_systemd_units_of_the_package_run_the_sample_manifest() {
     let agent_log = host.ok("journalctl -u ank-agent -t ank-agent -o cat --no-pager");
     let source = agent_log.lines().find(|l| l.contains("container states from")).unwrap_or_default().to_owned();
     eprintln!("podman's events backend: {backend}; the agent: {source}");
-    let expected = match backend.as_str() {
-        "file" => "event log",
-        "journald" => "systemd journal",
-        _ => "(the fallback)",
-    };
-    assert!(source.contains(expected), "backend {backend}, but the agent says '{source}'");
     // The memory of the agent's process tree (PSS, kB), measured, not asserted.
     let tree = host.ok(
         "p=$(systemctl show -p MainPID --value ank-agent); for q in $p $(pgrep -P $p); do \
          printf '%s %s\\n' \"$(awk '/^Pss:/{print $2}' /proc/$q/smaps_rollup)\" \"$(tr '\\0' ' ' </proc/$q/cmdline | cut -c1-60)\"; done",
     );
     eprintln!("the agent's process tree (PSS kB, command):\n{tree}");
+    let expected = match backend.as_str() {
+        "file" => "event log",
+        "journald" => "systemd journal",
+        _ => "(the fallback)",
+    };
+    assert!(source.contains(expected), "backend {backend}, but the agent says '{source}'");
 
     for unit in ["ank-server", "ank-agent"] {
         // -t: the daemon's own lines; podman's events (its journald event

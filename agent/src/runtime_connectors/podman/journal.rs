@@ -25,6 +25,9 @@ use super::cli::EventLine;
 const LIBSYSTEMD: &CStr = c"libsystemd.so.0";
 /// `SD_JOURNAL_LOCAL_ONLY`: this machine's journal files only.
 const LOCAL_ONLY: c_int = 1;
+/// `SD_JOURNAL_SYSTEM`: the system's files (root's podman logs there), not
+/// every user's.
+const SYSTEM: c_int = 4;
 /// `sd_journal_process`: files were added or removed (rotation, vacuum).
 const INVALIDATE: c_int = 2;
 
@@ -154,8 +157,9 @@ impl JournalTail {
     pub fn since(since: SystemTime) -> Result<Self, JournalError> {
         let api = Api::load()?;
         let mut journal = std::ptr::null_mut();
+        let flags = if nix::unistd::geteuid().is_root() { LOCAL_ONLY | SYSTEM } else { LOCAL_ONLY };
         // SAFETY: sd_journal_open writes a new journal object into `journal`.
-        check("sd_journal_open", unsafe { (api.open)(&mut journal, LOCAL_ONLY) })?;
+        check("sd_journal_open", unsafe { (api.open)(&mut journal, flags) })?;
         // From here on `tail` closes the journal whatever fails.
         let mut tail = Self { api, journal, wake: None, ready: VecDeque::new() };
         let only = b"PODMAN_TYPE=container";
