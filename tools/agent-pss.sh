@@ -3,7 +3,8 @@
 # /proc/<pid>/smaps_rollup) summed over ank-agent and every process below
 # it, idle with no workload and again with 20 busybox workloads running
 # (median of 5 samples 2 s apart, each after 10 s idle). Lists the tree and
-# the agent's children (`pgrep -P`), then deletes the workloads and removes
+# the agent's children (`pgrep -P`, with their command lines; a podman ps
+# of the 30 s reconcile may show up), then deletes the workloads and removes
 # any container left of agent `pss_probe`. BIN names the folder of the
 # binaries to measure (default: target/release, built here); PORT the
 # server's port (default 25771). Needs podman and `localhost/busybox:latest`.
@@ -68,9 +69,13 @@ for _ in $(seq 300); do
     sleep 0.5
 done
 echo "$running of 20 workloads Running(Ok)"
+# A state can come from podman's event before `podman run -d` has exited:
+# wait for the creates to end (on a busy machine that can take a while).
+for _ in $(seq 120); do [ -z "$(pgrep -P $agent_pid -f 'podman run' || true)" ] && break; sleep 0.5; done
 sleep 10
 echo "idle, 20 workloads: PSS of the agent's tree $(median_pss $agent_pid) kB"
 show_tree $agent_pid
 echo "children of the agent (pgrep -P $agent_pid): [$(pgrep -P $agent_pid | tr '\n' ' ' || true)]"
+for c in $(pgrep -P $agent_pid || true); do echo "    child $c: $(tr "\0" " " <"/proc/$c/cmdline" 2>/dev/null | cut -c1-120)"; done
 ank delete workload $(seq -f 'w%02g' 1 20) >/dev/null
 for _ in $(seq 120); do [ -z "$(podman ps -aq --filter "label=agent=$agent")" ] && break; sleep 0.5; done

@@ -151,10 +151,25 @@ async fn podman_runtime_exit_codes_become_failed_and_succeeded() {
     assert_eq!(failed, Observed::State(ExecutionState::failed("Exit code: '3'")));
     s.wait_event(&good.instance_name, is_state(StateKind::Succeeded)).await;
 
-    let listed = s.runtime.list_workloads(&s.agent).await.expect("list");
-    let state_of = |n: &WorkloadInstanceName| listed.iter().find(|l| &l.instance_name == n).map(|l| l.state.clone());
-    assert_eq!(state_of(&bad.instance_name), Some(ExecutionState::failed("Exit code: '3'")));
-    assert_eq!(state_of(&good.instance_name), Some(ExecutionState::succeeded()));
+    // podman lists a container as "stopped" until its cleanup process has
+    // run, which can be just after the event was read.
+    let expected = [
+        (bad.instance_name.clone(), ExecutionState::failed("Exit code: '3'")),
+        (good.instance_name.clone(), ExecutionState::succeeded()),
+    ];
+    let mut listed = Vec::new();
+    for _ in 0..50 {
+        let list = s.runtime.list_workloads(&s.agent).await.expect("list");
+        listed = expected
+            .iter()
+            .map(|(n, _)| (n.clone(), list.iter().find(|l| &l.instance_name == n).map(|l| l.state.clone())))
+            .collect::<Vec<_>>();
+        if listed.iter().zip(&expected).all(|((_, got), (_, want))| got.as_ref() == Some(want)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("podman ps never listed the final states: {listed:?}");
 }
 
 #[tokio::test]
@@ -210,8 +225,10 @@ async fn podman_runtime_logs_honour_tail_and_follow_and_stop_when_dropped() {
     use ank_agent::runtime_connectors::LogOptions;
 
     let mut s = setup("logs").await;
+    // "late" comes 3 s after the start: time enough for the `--tail 2`
+    // read below on a busy machine.
     let w =
-        spec(&s.agent, "talker", r#"["sh", "-c", "echo l1; echo l2; echo l3 >&2; sleep 1; echo late; sleep 100000"]"#);
+        spec(&s.agent, "talker", r#"["sh", "-c", "echo l1; echo l2; echo l3 >&2; sleep 3; echo late; sleep 100000"]"#);
     let id = s.runtime.create(&w, &CreateOptions::default()).await.expect("create");
     s.wait_event(&w.instance_name, is_state(StateKind::Running)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -242,7 +242,17 @@ fn e2e_systemd_units_of_the_package_run_the_sample_manifest() {
     let agent_log = host.ok("journalctl -u ank-agent -t ank-agent -o cat --no-pager");
     let source = agent_log.lines().find(|l| l.contains("container states from")).unwrap_or_default().to_owned();
     eprintln!("podman's events backend: {backend}; the agent: {source}");
-    let expected = if backend == "file" { "event log" } else { "(the fallback)" };
+    // The memory of the agent's process tree (PSS, kB), measured, not asserted.
+    let tree = host.ok(
+        "p=$(systemctl show -p MainPID --value ank-agent); for q in $p $(pgrep -P $p); do \
+         printf '%s %s\\n' \"$(awk '/^Pss:/{print $2}' /proc/$q/smaps_rollup)\" \"$(tr '\\0' ' ' </proc/$q/cmdline | cut -c1-60)\"; done",
+    );
+    eprintln!("the agent's process tree (PSS kB, command):\n{tree}");
+    let expected = match backend.as_str() {
+        "file" => "event log",
+        "journald" => "systemd journal",
+        _ => "(the fallback)",
+    };
     assert!(source.contains(expected), "backend {backend}, but the agent says '{source}'");
 
     for unit in ["ank-server", "ank-agent"] {
@@ -271,6 +281,24 @@ fn e2e_systemd_units_of_the_package_run_the_sample_manifest() {
     host.ok("ank-agent --check");
     host.wait_running("hello", Duration::from_secs(30));
     assert_eq!(host.container("hello"), before, "hello was restarted by the agent's restart");
+
+    // A container removed behind the agent's back: seen from podman's events
+    // (the reconcile runs every 30 s). Measured, not asserted.
+    let victim = "apiVersion: v1\nworkloads:\n  victim:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: [sleep, '100000']\n";
+    host.ok(&format!("printf '%s' \"{victim}\" | ank apply -"));
+    host.wait_running("victim", Duration::from_secs(60));
+    let (id, _) = host.container("victim");
+    host.ok(&format!("podman rm -f -t 0 {id}"));
+    let removed = Instant::now();
+    while host.workload_state("victim").as_deref() != Some("Failed(Lost)") {
+        assert!(
+            removed.elapsed() < Duration::from_secs(60),
+            "victim not Failed(Lost): {:?}",
+            host.workload_state("victim")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("a container removed behind the agent's back was shown Failed(Lost) {:?} later", removed.elapsed());
 
     let server_stop = host.stop("ank-server");
     let agent_stop_2 = host.stop("ank-agent");

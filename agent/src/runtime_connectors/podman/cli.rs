@@ -3,8 +3,8 @@
 //! `create`, `rm`, ...) runs to its end even when the agent stops meanwhile,
 //! as under Ankaios: killing `podman run` half-way leaves a storage-only
 //! container behind whose name blocks every later create of that instance.
-//! Long-running children (`logs -f`, and `events` where podman's event log
-//! cannot be read) die with the agent. JSON
+//! Long-running children (`logs -f`, and `events` where neither podman's
+//! event log nor the journal can be read) die with the agent. JSON
 //! output is parsed into the typed structs of this module, in this one place.
 
 use std::collections::HashMap;

@@ -37,19 +37,23 @@ pub fn observed_from_event(ev: &EventLine) -> Option<Observed> {
 
 /// The `RuntimeEvent` of an event line, if it concerns an instance of `agent`.
 pub fn event_from_line(line: &str, agent: &str) -> Option<RuntimeEvent> {
-    let ev = match EventLine::parse(line) {
-        Ok(ev) => ev,
+    match EventLine::parse(line) {
+        Ok(ev) => event_from(&ev, agent),
         Err(e) => {
             tracing::warn!("ignoring unparsable podman event '{line}': {e}");
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// The `RuntimeEvent` of an event, if it concerns an instance of `agent`.
+pub fn event_from(ev: &EventLine, agent: &str) -> Option<RuntimeEvent> {
     if ev.attribute("agent") != Some(agent) {
         return None;
     }
     let instance_name = WorkloadInstanceName::parse(ev.attribute("name")?).ok()?;
-    let observed = observed_from_event(&ev)?;
-    Some(RuntimeEvent::Changed { instance_name, workload_id: WorkloadId(ev.id), observed })
+    let observed = observed_from_event(ev)?;
+    Some(RuntimeEvent::Changed { instance_name, workload_id: WorkloadId(ev.id.clone()), observed })
 }
 
 /// The execution state of a `podman ps` entry.

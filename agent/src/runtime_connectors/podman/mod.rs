@@ -9,6 +9,7 @@ pub mod containers_conf;
 pub mod events;
 pub mod exit_watcher;
 mod inotify;
+pub mod journal;
 pub mod log_tail;
 pub mod logs;
 pub mod memory;
@@ -212,6 +213,7 @@ impl RuntimeConnector for PodmanRuntime {
         // Opened at its end now, so that nothing written from here on is
         // missed; whether it is used is decided in the watcher's task.
         let log = (!self.events_child).then(|| log_tail::LogTail::from_end(&self.events_log));
+        let started = ank_common::daemon::clock::now();
         if let Some(dir) = &self.exits_dir
             && let Err(e) = exit_watcher::start(dir, sink.clone(), shutdown.clone())
         {
@@ -226,7 +228,7 @@ impl RuntimeConnector for PodmanRuntime {
             reconcile_interval: self.reconcile_interval,
             reachable: true.into(),
         };
-        tokio::spawn(watcher.run(log));
+        tokio::spawn(watcher.run(log, started));
         Ok(())
     }
 }

@@ -4,7 +4,9 @@
 //! the events and every `reconcile_interval` that catches anything missed.
 //!
 //! The events come from podman's own event log when podman's events
-//! backend is `file` ([`LogTail`], no podman process stays alive), else
+//! backend is `file` ([`LogTail`]) or from the systemd journal when it is
+//! `journald` ([`JournalTail`]), both read in the agent's process: no podman
+//! process stays alive. Otherwise (or when neither can be read) they come
 //! from one long-running `podman events --format json --filter
 //! label=agent=<agent>` child, restarted with backoff when it ends (the
 //! fallback: about 30 MB for the child). [`open_source`] decides once, at
@@ -15,7 +17,7 @@
 //! stops or starts answering, `RuntimeEvent::Health` on the sink.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use ank_common::conditions::RuntimeHealth;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -24,7 +26,8 @@ use tokio::time::{Instant, Interval};
 use tokio_util::sync::CancellationToken;
 
 use super::cli::{PodmanCli, PodmanError};
-use super::events::{event_from_line, listed_from_ps};
+use super::events::{event_from, event_from_line, listed_from_ps};
+use super::journal::{JournalItem, JournalTail};
 use super::log_tail::{LogTail, TailError, TailItem};
 use crate::backoff::Backoff;
 use crate::runtime_connectors::{RuntimeEvent, RuntimeEventSender};
@@ -36,24 +39,31 @@ pub const EVENT_REPLAY: &str = "2s";
 /// podman's events backend whose log [`LogTail`] can read.
 pub const FILE_BACKEND: &str = "file";
 
+/// podman's events backend that [`JournalTail`] can read.
+pub const JOURNALD_BACKEND: &str = "journald";
+
 /// Where the watcher reads podman's events from.
 pub enum EventSource {
     /// podman's event log, followed from its end.
     Log(LogTail),
+    /// podman's events in the systemd journal.
+    Journal(JournalTail),
     /// A `podman events` child (any other backend, or a log that cannot be
     /// followed).
     Stream(Child),
 }
 
-/// Chooses the event source once, at start: `log` (podman's event log,
-/// opened at its end when the watcher was started, so that nothing written
-/// since is missed) when `podman info` says the events backend is `file`
-/// and the log could be opened, else a `podman events` child (also when
-/// `log` is `None`: the child was asked for). Fails only when that child
-/// cannot be spawned (no podman binary).
+/// Chooses the event source once, at start, by what `podman info` says the
+/// events backend is: `file`: `log` (podman's event log, opened at its end
+/// when the watcher was started, so that nothing written since is missed);
+/// `journald`: the journal from `started` on; else, or when that cannot be
+/// read, a `podman events` child (also when `log` is `None`: the child was
+/// asked for). Fails only when that child cannot be spawned (no podman
+/// binary).
 pub async fn open_source(
     cli: &PodmanCli,
     log: Option<Result<LogTail, TailError>>,
+    started: SystemTime,
     label: &str,
 ) -> Result<EventSource, PodmanError> {
     let Some(log) = log else {
@@ -66,11 +76,34 @@ pub async fn open_source(
             return Ok(EventSource::Log(tail));
         }
         (Ok(backend), Err(e)) if backend == FILE_BACKEND => format!("podman's event log cannot be followed: {e}"),
+        (Ok(backend), _) if backend == JOURNALD_BACKEND => match JournalTail::since(started) {
+            Ok(journal) => {
+                tracing::info!("container states from podman's events in the systemd journal");
+                return Ok(EventSource::Journal(journal));
+            }
+            Err(e) => format!("podman's events in the journal cannot be read: {e}"),
+        },
         (Ok(backend), _) => format!("podman's events backend is '{backend}', not '{FILE_BACKEND}'"),
         (Err(e), _) => format!("podman info failed: {e}"),
     };
     tracing::info!("container states from a long-running 'podman events' child (the fallback): {reason}");
     cli.spawn_events(label, EVENT_REPLAY).map(EventSource::Stream)
+}
+
+/// The next item of an in-process feed: the event for this agent, if the
+/// entry is one, or the reason of a gap.
+async fn next_of(feed: &mut EventSource, agent: &str) -> Result<Option<RuntimeEvent>, String> {
+    match feed {
+        EventSource::Log(tail) => match tail.next().await {
+            TailItem::Line(line) => Ok(event_from_line(&line, agent)),
+            TailItem::Gap(why) => Err(format!("{why} ('{}')", tail.path().display())),
+        },
+        EventSource::Journal(journal) => match journal.next().await {
+            JournalItem::Event(ev) => Ok(event_from(&ev, agent)),
+            JournalItem::Gap(why) => Err(why.to_owned()),
+        },
+        EventSource::Stream(_) => std::future::pending().await,
+    }
 }
 
 /// The running watcher.
@@ -91,10 +124,10 @@ impl EventWatcher {
     }
 
     /// Chooses the event source (see [`open_source`]) and runs until shutdown.
-    pub async fn run(self, log: Option<Result<LogTail, TailError>>) {
-        match open_source(&self.cli, log, &Self::label(&self.agent)).await {
-            Ok(EventSource::Log(tail)) => self.follow_log(tail).await,
+    pub async fn run(self, log: Option<Result<LogTail, TailError>>, started: SystemTime) {
+        match open_source(&self.cli, log, started, &Self::label(&self.agent)).await {
             Ok(EventSource::Stream(child)) => self.run_streams(Some(child)).await,
+            Ok(feed) => self.follow_feed(feed).await,
             Err(e) => {
                 tracing::warn!("cannot start podman events: {e}");
                 self.report_health(RuntimeHealth::Unreachable(e.to_string())).await;
@@ -119,21 +152,22 @@ impl EventWatcher {
         }
     }
 
-    /// Follows podman's event log until shutdown.
-    async fn follow_log(&self, mut tail: LogTail) {
+    /// Follows the event log or the journal until shutdown.
+    async fn follow_feed(&self, mut feed: EventSource) {
         self.reconcile().await;
         let mut tick = self.ticker();
         loop {
             tokio::select! {
                 () = self.shutdown.cancelled() => return,
-                item = tail.next() => match item {
-                    TailItem::Line(line) => {
-                        if !self.forward(&line).await {
+                item = next_of(&mut feed, &self.agent) => match item {
+                    Ok(None) => {}
+                    Ok(Some(ev)) => {
+                        if self.sink.send(ev).await.is_err() {
                             return;
                         }
                     }
-                    TailItem::Gap(why) => {
-                        tracing::info!("{why} ('{}'): reconciling with podman ps", tail.path().display());
+                    Err(why) => {
+                        tracing::info!("{why}: reconciling with podman ps");
                         self.reconcile().await;
                     }
                 },
@@ -288,7 +322,7 @@ mod tests {
         std::fs::write(&log, "{}\n").unwrap();
         let (tx, mut rx) = mpsc::channel(8);
         let stop = CancellationToken::new();
-        tokio::spawn(watcher(cli, tx, stop.clone()).run(Some(LogTail::from_end(&log))));
+        tokio::spawn(watcher(cli, tx, stop.clone()).run(Some(LogTail::from_end(&log)), SystemTime::UNIX_EPOCH));
         assert!(matches!(recv(&mut rx).await, RuntimeEvent::Snapshot { .. }), "a reconcile at the start");
 
         let mut appender = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
@@ -314,19 +348,27 @@ mod tests {
     async fn podman_watcher_falls_back_to_a_podman_events_child_for_other_backends() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("events.log");
-        let journald = open_source(&stand_in(dir.path(), "journald"), Some(LogTail::from_end(&log)), "agent=a").await;
-        assert!(matches!(journald.unwrap(), EventSource::Stream(_)));
+        let now = ank_common::daemon::clock::now();
+        let none = open_source(&stand_in(dir.path(), "none"), Some(LogTail::from_end(&log)), now, "agent=a").await;
+        assert!(matches!(none.unwrap(), EventSource::Stream(_)));
+        // journald: read in-process where libsystemd can be loaded.
+        let journald_cli = stand_in(dir.path(), "journald");
+        let journald = open_source(&journald_cli, Some(LogTail::from_end(&log)), now, "agent=a").await;
+        match (journald.unwrap(), JournalTail::since(now)) {
+            (EventSource::Journal(_), Ok(_)) | (EventSource::Stream(_), Err(_)) => {}
+            _ => panic!("the journal is read exactly where it can be opened"),
+        }
         // The file backend, but a log that cannot be read.
         let not_a_folder = dir.path().join("a-file");
         std::fs::write(&not_a_folder, "").unwrap();
         let unreadable = LogTail::from_end(&not_a_folder.join("events.log"));
         assert!(unreadable.is_err());
-        let file = open_source(&stand_in(dir.path(), "file"), Some(unreadable), "agent=a").await.unwrap();
+        let file = open_source(&stand_in(dir.path(), "file"), Some(unreadable), now, "agent=a").await.unwrap();
         assert!(matches!(file, EventSource::Stream(_)));
-        let asked = open_source(&stand_in(dir.path(), "file"), None, "agent=a").await.unwrap();
+        let asked = open_source(&stand_in(dir.path(), "file"), None, now, "agent=a").await.unwrap();
         assert!(matches!(asked, EventSource::Stream(_)));
         let missing = PodmanCli { binary: dir.path().join("no-podman"), ..PodmanCli::default() };
-        let no_podman = open_source(&missing, Some(LogTail::from_end(&log)), "agent=a").await;
+        let no_podman = open_source(&missing, Some(LogTail::from_end(&log)), now, "agent=a").await;
         assert!(matches!(no_podman, Err(PodmanError::Spawn { .. })));
     }
 }
