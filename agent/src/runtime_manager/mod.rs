@@ -290,15 +290,26 @@ impl RuntimeManager {
     }
 
     /// Existing workloads of this agent in all runtimes, by instance name.
+    /// The runtimes are asked at the same time: a hello (the agent's start)
+    /// waits for the slowest listing, not for the sum of them.
     // [impl->swdd~agent-existing-workloads-finds-list~1]
     async fn list_existing(&self) -> BTreeMap<WorkloadInstanceName, (String, ListedWorkload)> {
-        let mut existing = BTreeMap::new();
+        let mut listings = tokio::task::JoinSet::new();
         for facade in self.runtimes.iter() {
-            match facade.list_reusable_workloads(&self.agent_name).await {
-                Ok(list) => {
-                    existing.extend(list.into_iter().map(|w| (w.instance_name.clone(), (facade.name().to_owned(), w))))
+            let (facade, agent) = (facade.clone(), self.agent_name.clone());
+            listings.spawn(async move {
+                let listed = facade.list_reusable_workloads(&agent).await;
+                (facade.name().to_owned(), listed)
+            });
+        }
+        let mut existing = BTreeMap::new();
+        while let Some(done) = listings.join_next().await {
+            match done {
+                Ok((runtime, Ok(list))) => {
+                    existing.extend(list.into_iter().map(|w| (w.instance_name.clone(), (runtime.clone(), w))))
                 }
-                Err(e) => tracing::warn!("listing workloads of runtime '{}' failed: {e}", facade.name()),
+                Ok((runtime, Err(e))) => tracing::warn!("listing workloads of runtime '{runtime}' failed: {e}"),
+                Err(e) => tracing::warn!("listing workloads of a runtime failed: {e}"),
             }
         }
         existing

@@ -143,11 +143,13 @@ impl PodmanCli {
     /// Runs podman with `args`; returns its stdout, or its trimmed stderr as error.
     pub async fn exec(&self, args: &[String]) -> Result<String, PodmanError> {
         let command = args.first().cloned().unwrap_or_default();
+        let began = tokio::time::Instant::now();
         let out = self
             .command(args)
             .output()
             .await
             .map_err(|e| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() })?;
+        log_timing(args, began, &out.status);
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
             let stderr = if stderr.is_empty() { format!("exit status {}", out.status) } else { stderr };
@@ -169,10 +171,12 @@ impl PodmanCli {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(spawn_error)?;
+        let began = tokio::time::Instant::now();
         if let Some(mut pipe) = child.stdin.take() {
             pipe.write_all(stdin.as_bytes()).await.map_err(spawn_error)?;
         }
         let out = child.wait_with_output().await.map_err(spawn_error)?;
+        log_timing(args, began, &out.status);
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
             let stderr = if stderr.is_empty() { format!("exit status {}", out.status) } else { stderr };
@@ -229,9 +233,25 @@ impl PodmanCli {
         parse_ps(&out)
     }
 
-    /// podman's events backend (`file`, `journald` or `none`), from the
-    /// one-shot `podman info --format {{.Host.EventLogger}}`.
+    /// podman's events backend (`file`, `journald` or `none`). Read from the
+    /// debug line `Initializing event backend <name>` that every podman
+    /// command which opens its runtime logs: `podman --log-level=debug
+    /// version` takes about 35 ms here. `podman info --format
+    /// {{.Host.EventLogger}}` says the same but takes 0.3-0.6 s of CPU (it
+    /// also probes the host's network tools and package database), which at
+    /// the agent's start competed with the first workloads' `podman run`; it
+    /// is asked only when the debug line is missing (another podman version).
     pub async fn events_backend(&self) -> Result<String, PodmanError> {
+        let args: Vec<String> = ["--log-level=debug", "version"].into_iter().map(str::to_owned).collect();
+        let out = self
+            .command(&args)
+            .output()
+            .await
+            .map_err(|e| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() })?;
+        if let Some(backend) = events_backend_in_debug_log(&String::from_utf8_lossy(&out.stderr)) {
+            return Ok(backend);
+        }
+        tracing::debug!("podman's debug log names no events backend; asking podman info");
         let args: Vec<String> = ["info", "--format", "{{.Host.EventLogger}}"].into_iter().map(str::to_owned).collect();
         Ok(self.exec(&args).await?.trim().to_owned())
     }
@@ -256,6 +276,28 @@ impl PodmanCli {
     }
 }
 
+/// The debug line of a finished one-shot podman call: what ran (up to its
+/// first 6 arguments), how long it took and how it ended. Together with the
+/// server's and the workload's debug lines this is the timeline of a start.
+fn log_timing(args: &[String], began: tokio::time::Instant, status: &std::process::ExitStatus) {
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let shown = args.iter().take(6).map(String::as_str).collect::<Vec<_>>().join(" ");
+        let more = if args.len() > 6 { " ..." } else { "" };
+        tracing::debug!("podman {shown}{more}: {status} after {:.1} ms", began.elapsed().as_secs_f64() * 1e3);
+    }
+}
+
+/// The events backend named by podman's debug line `Initializing event
+/// backend <name>` in `log`, if there is one.
+pub fn events_backend_in_debug_log(log: &str) -> Option<String> {
+    const MARK: &str = "Initializing event backend ";
+    log.lines().find_map(|line| {
+        let rest = &line[line.find(MARK)? + MARK.len()..];
+        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+        (!name.is_empty()).then_some(name)
+    })
+}
+
 /// Parses `podman ps --format json` output (podman prints `[]` or nothing
 /// when there are no containers).
 pub fn parse_ps(out: &str) -> Result<Vec<PsEntry>, PodmanError> {
@@ -272,6 +314,36 @@ fn is_no_such_container(e: &PodmanError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_events_backend_is_read_from_podmans_debug_line() {
+        let log = "time=\"2026-11-27T03:31:15Z\" level=debug msg=\"Using tmp dir /run/libpod\"\n\
+                   time=\"2026-11-27T03:31:15Z\" level=debug msg=\"Initializing event backend journald\"\n";
+        assert_eq!(events_backend_in_debug_log(log).as_deref(), Some("journald"));
+        let plain = "DEBU[0000] Initializing event backend file\n";
+        assert_eq!(events_backend_in_debug_log(plain).as_deref(), Some("file"));
+        assert_eq!(events_backend_in_debug_log("level=debug msg=\"Initializing event backend \"\n"), None);
+        assert_eq!(events_backend_in_debug_log("nothing about events\n"), None);
+    }
+
+    #[tokio::test]
+    async fn the_events_backend_falls_back_to_podman_info_without_the_debug_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("podman");
+        let says = |debug: &str| {
+            let body = format!(
+                "#!/bin/sh\nif [ \"$1\" = --log-level=debug ]; then echo '{debug}' >&2; echo 'Version: 9'; exit 0; fi\n\
+                 [ \"$1\" = info ] && echo none\n"
+            );
+            std::fs::write(&script, body).unwrap();
+            std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+            PodmanCli { binary: script.clone(), ..PodmanCli::default() }
+        };
+        let cli = says("level=debug msg=\"Initializing event backend file\"");
+        assert_eq!(cli.events_backend().await.unwrap(), "file");
+        let cli = says("level=debug msg=\"something else\"");
+        assert_eq!(cli.events_backend().await.unwrap(), "none", "podman info answers");
+    }
 
     #[tokio::test]
     async fn a_one_shot_call_runs_to_its_end_when_the_agent_drops_it() {

@@ -1,7 +1,8 @@
 //! The podman state watcher: one task for the whole agent that turns
 //! podman's container events into states of the agent's instances, and a
-//! slow reconcile (`podman ps --all`) after it starts, after every gap in
-//! the events and every `reconcile_interval` that catches anything missed.
+//! slow reconcile (`podman ps --all`) after every gap in the events and
+//! every `reconcile_interval` that catches anything missed (and, for a
+//! `podman events` child, when it starts: its replay covers only seconds).
 //!
 //! The events come from podman's own event log when podman's events
 //! backend is `file` ([`LogTail`]) or from the systemd journal when it is
@@ -152,9 +153,12 @@ impl EventWatcher {
         }
     }
 
-    /// Follows the event log or the journal until shutdown.
+    /// Follows the event log or the journal until shutdown. No reconcile at
+    /// the start: the feed was opened before the runtime manager lists the
+    /// existing workloads at the server's hello, so together they miss
+    /// nothing, and a `podman ps` here would only compete with the first
+    /// workloads' `podman run`. The first reconcile is one interval later.
     async fn follow_feed(&self, mut feed: EventSource) {
-        self.reconcile().await;
         let mut tick = self.ticker();
         loop {
             tokio::select! {
@@ -285,12 +289,12 @@ mod tests {
 
     const START: &str = r#"{"ID":"2af2","Name":"w","Status":"start","Time":"2026-11-23T03:13:50Z","Type":"container","Attributes":{"agent":"agent_T","name":"y.abc.agent_T"}}"#;
 
-    /// A stand-in podman: `info` prints `backend`, `ps` an empty listing,
+    /// A stand-in podman: `--log-level=debug version` names `backend` in its debug line, `ps` an empty listing,
     /// `events` waits; every call is appended to `calls`.
     fn stand_in(dir: &Path, backend: &str) -> PodmanCli {
         let script = dir.join("podman");
         let body = format!(
-            "#!/bin/sh\necho \"$1\" >> '{calls}'\ncase \"$1\" in\n  info) echo {backend};;\n  events) exec sleep 30;;\n  *) echo '[]';;\nesac\n",
+            "#!/bin/sh\necho \"$1\" >> '{calls}'\ncase \"$1\" in\n  --log-level=debug) echo 'level=debug msg=\"Initializing event backend {backend}\"' >&2;;\n  events) exec sleep 30;;\n  *) echo '[]';;\nesac\n",
             calls = dir.join("calls").display()
         );
         std::fs::write(&script, body).unwrap();
@@ -323,8 +327,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(8);
         let stop = CancellationToken::new();
         tokio::spawn(watcher(cli, tx, stop.clone()).run(Some(LogTail::from_end(&log)), SystemTime::UNIX_EPOCH));
-        assert!(matches!(recv(&mut rx).await, RuntimeEvent::Snapshot { .. }), "a reconcile at the start");
-
+        // No reconcile at the start: the first thing on the sink is the event.
         let mut appender = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         std::io::Write::write_all(&mut appender, format!("{START}\n").as_bytes()).unwrap();
         match recv(&mut rx).await {
@@ -341,7 +344,11 @@ mod tests {
         assert!(matches!(recv(&mut rx).await, RuntimeEvent::Snapshot { .. }), "a reconcile after the gap");
         stop.cancel();
         let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
-        assert_eq!(calls.lines().collect::<Vec<_>>(), ["info", "ps", "ps"], "no podman events child");
+        assert_eq!(
+            calls.lines().collect::<Vec<_>>(),
+            ["--log-level=debug", "ps"],
+            "no podman events child, one reconcile (after the gap)"
+        );
     }
 
     #[tokio::test]

@@ -202,6 +202,10 @@ impl RuntimeConnector for PodmanKubeRuntime {
     // [impl->swdd~podman-kube-list-existing-workloads-using-config-volumes~1]
     async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
         let ids = self.ids_of_agent(agent).await?;
+        if ids.is_empty() {
+            // No pod to look up: no `podman ps` at an agent's first start.
+            return Ok(Vec::new());
+        }
         let containers = self.cache.containers().await.map_err(RuntimeError::list)?;
         Ok(ids
             .into_iter()
