@@ -52,8 +52,9 @@ pub struct Cli {
     /// Pending(StartingFailed).
     #[arg(long, env = "ANKAGENT_CREATE_RETRIES", default_value_t = 20, value_name = "N")]
     pub create_retries: u32,
-    /// How many workload creates may run at the same time.
-    #[arg(long, env = "ANKAGENT_MAX_PARALLEL_CREATES", default_value_t = 10, value_name = "N")]
+    /// How many workload creates may run at the same time (a create slower
+    /// than 2 s stops counting); by default two per CPU core, 2 to 10.
+    #[arg(long, env = "ANKAGENT_MAX_PARALLEL_CREATES", default_value_t = default_parallel_creates(), hide_default_value = true, value_name = "N")]
     pub max_parallel_creates: usize,
     /// Milliseconds between two retries of a failed create.
     #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
@@ -176,6 +177,13 @@ fn parse_metric(s: &str) -> Result<(String, f64), String> {
         return Err(bad());
     }
     Ok((name.trim().to_owned(), value))
+}
+
+/// The default of `--max-parallel-creates`: two per CPU core, at least 2
+/// and at most 10 (the default before it depended on the cores). On 2 cores,
+/// 20 `podman run`s took 2.6 s with 4 at a time against 2.9 s with 10.
+pub fn default_parallel_creates() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get().saturating_mul(2)).clamp(2, 10)
 }
 
 /// `$TMPDIR/ankaios`, or `/tmp/ankaios` without TMPDIR.

@@ -104,7 +104,7 @@ impl AgentConfig {
             tags: BTreeMap::new(),
             capabilities: Vec::new(),
             metrics: BTreeMap::new(),
-            max_parallel_creates: 10,
+            max_parallel_creates: cli::default_parallel_creates(),
             retry_policy: RetryPolicy::default(),
             retention: Retention::default(),
             tls: None,

@@ -40,6 +40,8 @@ struct Inner {
     calls: Vec<FakeCall>,
     /// workload name -> error message of its creates.
     failing_creates: HashMap<String, String>,
+    /// workload name -> how long its creates take.
+    create_delays: HashMap<String, std::time::Duration>,
     failing_deletes: Option<String>,
     sink: Option<RuntimeEventSender>,
     next_id: u64,
@@ -102,6 +104,12 @@ impl FakeRuntime {
     }
 
     /// Every delete fails with `message` (or succeeds again with `None`).
+    /// Creates of `workload` take `delay` (an image pull, say) before they
+    /// do anything.
+    pub fn delay_creates_of(&self, workload: &str, delay: std::time::Duration) {
+        self.lock().create_delays.insert(workload.to_owned(), delay);
+    }
+
     pub fn fail_deletes(&self, message: Option<&str>) {
         self.lock().failing_deletes = message.map(str::to_owned);
     }
@@ -288,6 +296,10 @@ impl RuntimeConnector for FakeRuntime {
 
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
         let instance = spec.instance_name.clone();
+        let delay = self.lock().create_delays.get(spec.name()).copied();
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
         let id = {
             let mut i = self.lock();
             i.calls.push(FakeCall::Create(instance.clone()));

@@ -257,6 +257,7 @@ impl RuntimeManager {
                 tracing::info!("stopping: a workload update of the server is ignored")
             }
             Request::Update { added, deleted } => {
+                tracing::debug!("workload update from the server: {} added, {} deleted", added.len(), deleted.len());
                 self.outbox.table.deleted(deleted.iter().map(|d| d.instance_name.clone()));
                 // New states of the added ones follow from their loops.
                 let _ = self.outbox.table.added(&added);
@@ -320,7 +321,14 @@ impl RuntimeManager {
     async fn handle_server_hello(&mut self, specs: Vec<WorkloadSpec>) {
         let desired: BTreeMap<String, WorkloadSpec> =
             specs.into_iter().filter(|s| self.is_ours(s)).map(|s| (s.name().to_owned(), s)).collect();
+        let began = tokio::time::Instant::now();
         let mut existing = self.list_existing().await;
+        tracing::debug!(
+            "server hello with {} workloads; {} existing ones listed in {:.1} ms",
+            desired.len(),
+            existing.len(),
+            began.elapsed().as_secs_f64() * 1e3
+        );
         for object in self.objects.values() {
             existing.remove(&object.instance_name);
         }

@@ -315,6 +315,44 @@ async fn runtime_manager_invalid_runtime_config_is_starting_failed() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn runtime_manager_runs_at_most_max_parallel_creates_and_a_slow_create_frees_its_slot() {
+    // The harness allows 4 creates at once.
+    let fake = FakeRuntime::new();
+    for name in ["a", "b", "c", "d", "e"] {
+        fake.delay_creates_of(name, Duration::from_millis(500));
+    }
+    for name in ["p1", "p2", "p3", "p4"] {
+        fake.delay_creates_of(name, Duration::from_secs(60));
+    }
+    let mut h = harness_with(fake).await;
+    let t0 = tokio::time::Instant::now();
+    let quick: Vec<_> = ["a", "b", "c", "d", "e"].into_iter().map(spec).collect();
+    h.rm.server_hello(quick.clone()).await;
+    for s in &quick {
+        h.running(s).await;
+    }
+    // Four at a time: the fifth starts when the first four are done.
+    let elapsed = t0.elapsed();
+    assert!(elapsed >= Duration::from_secs(1) && elapsed < Duration::from_millis(1100), "{elapsed:?}");
+
+    // Four slow creates (pulling images) hold their slots only SLOW_CREATE long.
+    let pulls: Vec<_> = ["p1", "p2", "p3", "p4"].into_iter().map(spec).collect();
+    let t1 = tokio::time::Instant::now();
+    let mut all = quick.clone();
+    all.extend(pulls.iter().cloned());
+    let late = spec("zlate"); // the hello starts creates in name order: after the pulls
+    all.push(late.clone());
+    h.rm.server_hello(all).await;
+    h.running(&late).await;
+    let elapsed = t1.elapsed();
+    assert!(
+        elapsed >= crate::workload::control_loop::SLOW_CREATE && elapsed < Duration::from_secs(3),
+        "'zlate' waited for the slots of the pulls only 2 s, not their 60 s: {elapsed:?}"
+    );
+    assert!(pulls.iter().all(|p| !h.fake.created().contains(&p.instance_name)), "the pulls still run");
+}
+
+#[tokio::test(start_paused = true)]
 // [utest->swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1]
 // [utest->swdd~agent-workload-control-loop-requests-retries-on-failing-retry-attempt~1]
 // [utest->swdd~agent-workload-control-loop-executes-retry~1]

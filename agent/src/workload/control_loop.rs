@@ -33,6 +33,11 @@ use crate::runtime_connectors::{
 };
 use crate::workload_files;
 
+/// How long a create holds its slot of `--max-parallel-creates`: one still
+/// running after this (an image pull, a large kube play) waits on the
+/// network or the disk, not on the CPU, and lets the next create start.
+pub const SLOW_CREATE: std::time::Duration = std::time::Duration::from_secs(2);
+
 // [feature K7: the reaping half of the control loop]
 mod reaping;
 
@@ -287,10 +292,23 @@ impl WorkloadControlLoop {
             Err(e) => return self.handle_create_failure(instance, e).await,
         };
         let result = {
-            // Bounds how many creates run at once; a closed semaphore only
-            // happens at shutdown, when creating unbounded does no harm.
-            let _permit = self.ctx.create_permits.acquire().await.ok();
-            connector.create(&spec, &options).await
+            // Bounds how many creates run at once (parallel `podman run`s
+            // beyond a few per core only contend for podman's locks and the
+            // CPU); a closed semaphore only happens at shutdown, when
+            // creating unbounded does no harm. A create that takes longer
+            // than SLOW_CREATE (pulling an image, say) waits on something
+            // else and stops holding back the others.
+            let permit = self.ctx.create_permits.acquire().await.ok();
+            let create = connector.create(&spec, &options);
+            tokio::pin!(create);
+            tokio::select! {
+                result = &mut create => result,
+                () = tokio::time::sleep(SLOW_CREATE) => {
+                    drop(permit);
+                    tracing::debug!("workload '{instance}': create slower than {SLOW_CREATE:?}; others may start meanwhile");
+                    create.await
+                }
+            }
         };
         match result {
             Ok(id) => {

@@ -18,7 +18,17 @@ impl AnkaiosServer {
             Ok(next) => next,
             Err(answer) => return answer,
         };
+        let began = tokio::time::Instant::now();
         let result = self.accept(next);
+        if let Ok((diff, job)) = &result {
+            // With the agent's podman timings, a timeline of a start.
+            tracing::debug!(
+                "update accepted as job {job}: {} added, {} deleted; sent to the agents after {:.1} ms",
+                diff.added_instance_names().len(),
+                diff.deleted_instance_names().len(),
+                began.elapsed().as_secs_f64() * 1e3
+            );
+        }
         self.update_answer(new_state, update_mask, result)
     }
 
