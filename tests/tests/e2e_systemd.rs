@@ -248,6 +248,9 @@ fn e2e_systemd_units_of_the_package_run_the_sample_manifest() {
          printf '%s %s\\n' \"$(awk '/^Pss:/{print $2}' /proc/$q/smaps_rollup)\" \"$(tr '\\0' ' ' </proc/$q/cmdline | cut -c1-60)\"; done",
     );
     eprintln!("the agent's process tree (PSS kB, command):\n{tree}");
+    // What systemd counts for the unit, children included (page cache too).
+    let memory = host.property("ank-agent", "MemoryCurrent");
+    eprintln!("MemoryCurrent of ank-agent.service: {memory} bytes");
     let expected = match backend.as_str() {
         "file" => "event log",
         "journald" => "systemd journal",
