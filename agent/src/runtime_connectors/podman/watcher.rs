@@ -12,7 +12,7 @@
 //! label=agent=<agent>` child, restarted with backoff when it ends (the
 //! fallback: about 30 MB for the child). [`open_source`] decides once, at
 //! start, in the watcher's task: the agent's start does not wait for
-//! `podman info`.
+//! podman to name its events backend.
 //!
 //! Out: `RuntimeEvent::Changed`, `RuntimeEvent::Snapshot` and, when podman
 //! stops or starts answering, `RuntimeEvent::Health` on the sink.
@@ -54,7 +54,7 @@ pub enum EventSource {
     Stream(Child),
 }
 
-/// Chooses the event source once, at start, by what `podman info` says the
+/// Chooses the event source once, at start, by what podman says the
 /// events backend is: `file`: `log` (podman's event log, opened at its end
 /// when the watcher was started, so that nothing written since is missed);
 /// `journald`: the journal from `started` on; else, or when that cannot be
@@ -85,7 +85,7 @@ pub async fn open_source(
             Err(e) => format!("podman's events in the journal cannot be read: {e}"),
         },
         (Ok(backend), _) => format!("podman's events backend is '{backend}', not '{FILE_BACKEND}'"),
-        (Err(e), _) => format!("podman info failed: {e}"),
+        (Err(e), _) => format!("podman did not name its events backend: {e}"),
     };
     tracing::info!("container states from a long-running 'podman events' child (the fallback): {reason}");
     cli.spawn_events(label, EVENT_REPLAY).map(EventSource::Stream)
