@@ -103,13 +103,13 @@ impl FakeRuntime {
         self.lock().failing_creates.insert(workload.to_owned(), message.to_owned());
     }
 
-    /// Every delete fails with `message` (or succeeds again with `None`).
     /// Creates of `workload` take `delay` (an image pull, say) before they
     /// do anything.
     pub fn delay_creates_of(&self, workload: &str, delay: std::time::Duration) {
         self.lock().create_delays.insert(workload.to_owned(), delay);
     }
 
+    /// Every delete fails with `message` (or succeeds again with `None`).
     pub fn fail_deletes(&self, message: Option<&str>) {
         self.lock().failing_deletes = message.map(str::to_owned);
     }

@@ -347,7 +347,7 @@ async fn runtime_manager_runs_at_most_max_parallel_creates_and_a_slow_create_fre
     let elapsed = t1.elapsed();
     assert!(
         elapsed >= crate::workload::control_loop::SLOW_CREATE && elapsed < Duration::from_secs(3),
-        "'zlate' waited for the slots of the pulls only 2 s, not their 60 s: {elapsed:?}"
+        "'zlate' should wait for the pulls' slots 2 s, not their 60 s: {elapsed:?}"
     );
     assert!(pulls.iter().all(|p| !h.fake.created().contains(&p.instance_name)), "the pulls still run");
 }
