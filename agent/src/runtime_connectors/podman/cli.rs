@@ -140,15 +140,16 @@ impl PodmanCli {
         cmd
     }
 
+    /// The error of a podman process that could not be started or waited for.
+    fn spawn_error(&self, e: &std::io::Error) -> PodmanError {
+        PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() }
+    }
+
     /// Runs podman with `args`; returns its stdout, or its trimmed stderr as error.
     pub async fn exec(&self, args: &[String]) -> Result<String, PodmanError> {
         let command = args.first().cloned().unwrap_or_default();
         let began = tokio::time::Instant::now();
-        let out = self
-            .command(args)
-            .output()
-            .await
-            .map_err(|e| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() })?;
+        let out = self.command(args).output().await.map_err(|e| self.spawn_error(&e))?;
         log_timing(args, began, &out.status);
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
@@ -162,8 +163,7 @@ impl PodmanCli {
     pub async fn exec_with_stdin(&self, args: &[String], stdin: &str) -> Result<String, PodmanError> {
         use tokio::io::AsyncWriteExt;
         let command = args.iter().find(|a| !a.starts_with('-')).cloned().unwrap_or_default();
-        let spawn_error =
-            |e: std::io::Error| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() };
+        let spawn_error = |e: std::io::Error| self.spawn_error(&e);
         let mut child = self
             .command(args)
             .stdin(Stdio::piped())
@@ -243,11 +243,7 @@ impl PodmanCli {
     /// is asked only when the debug line is missing (another podman version).
     pub async fn events_backend(&self) -> Result<String, PodmanError> {
         let args: Vec<String> = ["--log-level=debug", "version"].into_iter().map(str::to_owned).collect();
-        let out = self
-            .command(&args)
-            .output()
-            .await
-            .map_err(|e| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() })?;
+        let out = self.command(&args).output().await.map_err(|e| self.spawn_error(&e))?;
         if let Some(backend) = events_backend_in_debug_log(&String::from_utf8_lossy(&out.stderr)) {
             return Ok(backend);
         }
@@ -267,7 +263,7 @@ impl PodmanCli {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| PodmanError::Spawn { binary: self.binary.display().to_string(), reason: e.to_string() })
+            .map_err(|e| self.spawn_error(&e))
     }
 
     /// How long a delete may take at most (stop timeout plus slack).
