@@ -42,6 +42,8 @@ struct Inner {
     failing_creates: HashMap<String, String>,
     /// workload name -> how long its creates take.
     create_delays: HashMap<String, std::time::Duration>,
+    /// How long a listing takes (a slow podman at the agent's start).
+    list_delay: std::time::Duration,
     failing_deletes: Option<String>,
     sink: Option<RuntimeEventSender>,
     next_id: u64,
@@ -107,6 +109,11 @@ impl FakeRuntime {
     /// do anything.
     pub fn delay_creates_of(&self, workload: &str, delay: std::time::Duration) {
         self.lock().create_delays.insert(workload.to_owned(), delay);
+    }
+
+    /// Listings take `delay` before they look at the containers.
+    pub fn delay_lists(&self, delay: std::time::Duration) {
+        self.lock().list_delay = delay;
     }
 
     /// Every delete fails with `message` (or succeeds again with `None`).
@@ -373,6 +380,10 @@ impl RuntimeConnector for FakeRuntime {
     }
 
     async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
+        let delay = self.lock().list_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut i = self.lock();
         i.calls.push(FakeCall::List);
         Ok(i.containers

@@ -71,6 +71,8 @@ enum Request {
 pub struct RuntimeManagerHandle {
     requests: mpsc::Sender<Request>,
     counts: watch::Receiver<WorkloadCounts>,
+    /// Becomes true when the listing of the agent's start has ended.
+    start_listed: watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for Request {
@@ -95,6 +97,17 @@ impl RuntimeManagerHandle {
     // [impl->swdd~agent-handles-update-workload-requests~1]
     pub async fn update_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
         let _ = self.requests.send(Request::Update { added, deleted }).await;
+    }
+
+    /// Returns when the runtimes were listed at the agent's start (or
+    /// that listing was dropped), or after `limit` at the latest. The
+    /// server link connects only then, so that the agent's own podman
+    /// calls of its start are over before the server sends it work.
+    pub async fn first_listing(&self, limit: std::time::Duration) {
+        let mut listed = self.start_listed.clone();
+        if tokio::time::timeout(limit, listed.wait_for(|done| *done)).await.is_err() {
+            tracing::info!("the runtimes were not listed within {limit:?}; connecting to the server anyway");
+        }
     }
 
     /// How many workloads of this agent there are, and how many run.
@@ -168,6 +181,8 @@ pub struct RuntimeManager {
     leftovers: Leftovers,
     /// Stopping every workload before the agent exits.
     stopping: bool,
+    /// The listing of the agent's start, for the first hello.
+    start_listing: Option<listing::StartListing>,
 }
 
 impl RuntimeManager {
@@ -208,7 +223,7 @@ impl RuntimeManager {
             registry.iter().map(|c| (c.name().to_owned(), RuntimeFacade::new(c.clone(), ctx.clone()))).collect();
         let scheduler =
             WorkloadScheduler::with_settings(config.agent_name.clone(), config.scheduler, (*registry).clone());
-        let manager = RuntimeManager {
+        let mut manager = RuntimeManager {
             agent_name: config.agent_name.clone(),
             runtimes: Runtimes::new(facades, unreachable),
             objects: HashMap::new(),
@@ -217,8 +232,12 @@ impl RuntimeManager {
             inbox: Inbox { requests, reports, runtime_events, shutdown },
             leftovers: Leftovers { finished, orphans: Orphans::new() },
             stopping: false,
+            start_listing: None,
         };
-        let handle = RuntimeManagerHandle { requests: tx, counts: manager.outbox.counts() };
+        let (listed_tx, start_listed) = watch::channel(false);
+        let facades = manager.runtimes.iter().cloned().collect();
+        manager.start_listing = Some(listing::StartListing::start(facades, config.agent_name.clone(), listed_tx));
+        let handle = RuntimeManagerHandle { requests: tx, counts: manager.outbox.counts(), start_listed };
         (handle, tokio::spawn(manager.run()))
     }
 
@@ -291,29 +310,26 @@ impl RuntimeManager {
     }
 
     /// Existing workloads of this agent in all runtimes, by instance name.
-    /// The runtimes are asked at the same time: a hello (the agent's start)
-    /// waits for the slowest listing, not for the sum of them.
-    // [impl->swdd~agent-existing-workloads-finds-list~1]
-    async fn list_existing(&self) -> BTreeMap<WorkloadInstanceName, (String, ListedWorkload)> {
-        let mut listings = tokio::task::JoinSet::new();
-        for facade in self.runtimes.iter() {
-            let (facade, agent) = (facade.clone(), self.agent_name.clone());
-            listings.spawn(async move {
-                let listed = facade.list_reusable_workloads(&agent).await;
-                (facade.name().to_owned(), listed)
-            });
-        }
-        let mut existing = BTreeMap::new();
-        while let Some(done) = listings.join_next().await {
-            match done {
-                Ok((runtime, Ok(list))) => {
-                    existing.extend(list.into_iter().map(|w| (w.instance_name.clone(), (runtime.clone(), w))))
-                }
-                Ok((runtime, Err(e))) => tracing::warn!("listing workloads of runtime '{runtime}' failed: {e}"),
-                Err(e) => tracing::warn!("listing workloads of a runtime failed: {e}"),
+    async fn list_existing(&self) -> listing::Existing {
+        listing::list_existing(self.runtimes.iter().cloned().collect(), self.agent_name.clone()).await
+    }
+
+    /// What exists in the runtimes for a hello: the listing of the agent's
+    /// start when it is still valid (the first hello), else a new one.
+    async fn existing_for_hello(&mut self) -> listing::Existing {
+        if self.start_listing.is_some() {
+            // Events already sent count before the hello: one of them
+            // makes the start listing out of date.
+            while let Ok(ev) = self.inbox.runtime_events.try_recv() {
+                self.handle_runtime_event(ev);
             }
         }
-        existing
+        if let Some(start) = self.start_listing.take()
+            && let Some(existing) = start.take().await
+        {
+            return existing;
+        }
+        self.list_existing().await
     }
 
     /// The full set of this agent's workloads, after every (re)connect.
@@ -322,7 +338,7 @@ impl RuntimeManager {
         let desired: BTreeMap<String, WorkloadSpec> =
             specs.into_iter().filter(|s| self.is_ours(s)).map(|s| (s.name().to_owned(), s)).collect();
         let began = tokio::time::Instant::now();
-        let mut existing = self.list_existing().await;
+        let mut existing = self.existing_for_hello().await;
         tracing::debug!(
             "server hello with {} workloads; {} existing ones listed in {:.1} ms",
             desired.len(),
@@ -534,6 +550,11 @@ impl RuntimeManager {
     }
 
     fn handle_runtime_event(&mut self, ev: RuntimeEvent) {
+        if !matches!(ev, RuntimeEvent::Health { .. })
+            && let Some(start) = self.start_listing.take()
+        {
+            start.discard();
+        }
         match ev {
             RuntimeEvent::Changed { instance_name, workload_id, observed } => {
                 if let Some(object) = self.objects.get(&instance_name.workload_name) {
@@ -583,10 +604,13 @@ fn resumable(state: &ExecutionState) -> bool {
         && state.kind != StateKind::Failed(ank_common::execution_state::Failed::Unknown)
 }
 
+mod listing;
 mod reports;
 mod runtimes;
 mod sched;
 
+#[cfg(test)]
+mod listing_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]
