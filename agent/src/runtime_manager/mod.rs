@@ -315,8 +315,9 @@ impl RuntimeManager {
     }
 
     /// What exists in the runtimes for a hello: the listing of the agent's
-    /// start when it is still valid (the first hello), else a new one.
-    async fn existing_for_hello(&mut self) -> listing::Existing {
+    /// start when it is still valid (the first hello), else a new one; with
+    /// which of the two it is.
+    async fn existing_for_hello(&mut self) -> (listing::Existing, &'static str) {
         if self.start_listing.is_some() {
             // Events already sent count before the hello: one of them
             // makes the start listing out of date.
@@ -327,9 +328,9 @@ impl RuntimeManager {
         if let Some(start) = self.start_listing.take()
             && let Some(existing) = start.take().await
         {
-            return existing;
+            return (existing, "from the listing of the agent's start");
         }
-        self.list_existing().await
+        (self.list_existing().await, "listed")
     }
 
     /// The full set of this agent's workloads, after every (re)connect.
@@ -338,9 +339,9 @@ impl RuntimeManager {
         let desired: BTreeMap<String, WorkloadSpec> =
             specs.into_iter().filter(|s| self.is_ours(s)).map(|s| (s.name().to_owned(), s)).collect();
         let began = tokio::time::Instant::now();
-        let mut existing = self.existing_for_hello().await;
+        let (mut existing, source) = self.existing_for_hello().await;
         tracing::debug!(
-            "server hello with {} workloads; {} existing ones listed in {:.1} ms",
+            "server hello with {} workloads; {} existing ones {source}, in {:.1} ms",
             desired.len(),
             existing.len(),
             began.elapsed().as_secs_f64() * 1e3
