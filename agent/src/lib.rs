@@ -52,9 +52,6 @@ pub use workload::retention::Retention;
 
 /// The tasks always get this long to say Goodbye after the workloads.
 const MIN_TASK_GRACE: Duration = Duration::from_millis(500);
-/// How long the agent waits at most for the runtimes' listing of its start
-/// before it connects to the server (a hung podman must not keep it away).
-const FIRST_LISTING_LIMIT: Duration = Duration::from_secs(2);
 
 /// Default of [`AgentConfig::shutdown_grace`].
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -197,24 +194,13 @@ pub async fn run_supervised(
     };
     let registry = std::sync::Arc::new(runtimes.clone());
     let (runtime, rm_task) = RuntimeManager::start(rm_config, runtimes, server.clone(), tasks.clone()).await;
-    let first_listing = runtime.clone();
     let logs = logs::LogsManager::start(config.name.clone(), registry, server.sender(), tasks.clone());
     let (stop_all, stop_all_rx) = tokio::sync::mpsc::channel(1);
     let mut health_rx = health.subscribe();
     let supervision = Supervision { pings, health, stop_all: stop_all_rx, shutdown: tasks.clone() };
     let manager = AgentManager::new(runtime, logs, control_interfaces, link_events, supervision);
     let am_task = tokio::spawn(manager.run());
-    // The server hands out work only after the runtimes were listed: the
-    // agent's own podman calls of its start then do not slow its first
-    // creates down.
-    let link_shutdown = tasks.clone();
-    let link_task = tokio::spawn(async move {
-        tokio::select! {
-            () = link_shutdown.cancelled() => return,
-            () = first_listing.first_listing(FIRST_LISTING_LIMIT) => {}
-        }
-        link.run().await
-    });
+    let link_task = tokio::spawn(link.run());
     tracing::info!("agent '{}' started", config.name);
 
     shutdown.cancelled().await;

@@ -1,22 +1,22 @@
 //! Listing this agent's existing workloads in all runtimes, and the listing
-//! taken once at the agent's start, before it says hello to the server.
+//! started once at the agent's start.
 //!
-//! The start listing lets the agent's podman calls of its start end before
-//! the server hands it any work, so that they do not compete with the
-//! first `podman run`: the server link connects only when it is done
-//! ([`RuntimeManagerHandle::first_listing`](super::RuntimeManagerHandle::first_listing)),
-//! or after a bound, so that a slow runtime cannot keep the agent away.
-//! The first `ServerHello` uses it instead of listing again, as long as no
-//! runtime event arrived since it began (a runtime event means the listing
-//! may be out of date: the hello then lists afresh) and it is recent. The
-//! state watchers were started before it, so any later change reaches the
-//! resumed workloads as an event.
+//! The start listing begins as soon as the state watchers run, while the
+//! server link connects and says hello, so that it is (nearly) done when
+//! the server's first `ServerHello` comes: the hello and any work the
+//! server sends right after it wait less for the agent's start-up podman
+//! calls. The first hello uses it, waiting for it if it still runs,
+//! instead of listing again, as long as no runtime event arrived since it
+//! began (a runtime event means the listing may be out of date: the hello
+//! then lists afresh) and it is recent. The state watchers were started
+//! before it, so any later change reaches the resumed workloads as an
+//! event. The agent still says hello at once: scripts (and Ankaios' system
+//! tests) expect it in `ank get state` right after its start.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ank_common::WorkloadInstanceName;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -63,18 +63,16 @@ pub(super) struct StartListing {
 }
 
 impl StartListing {
-    /// Starts listing `runtimes` in the background; `done` becomes true
-    /// when the listing has ended.
-    pub fn start(runtimes: Vec<RuntimeFacade>, agent: String, done: watch::Sender<bool>) -> Self {
+    /// Starts listing `runtimes` in the background.
+    pub fn start(runtimes: Vec<RuntimeFacade>, agent: String) -> Self {
         let began = Instant::now();
         let task = tokio::spawn(async move {
             let existing = list_existing(runtimes, agent).await;
             tracing::debug!(
-                "{} existing workloads listed before the hello, in {:.1} ms",
+                "{} existing workloads listed at the agent's start, in {:.1} ms",
                 existing.len(),
                 began.elapsed().as_secs_f64() * 1e3
             );
-            done.send_replace(true);
             existing
         });
         Self { task, began }

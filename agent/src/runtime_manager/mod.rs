@@ -71,8 +71,6 @@ enum Request {
 pub struct RuntimeManagerHandle {
     requests: mpsc::Sender<Request>,
     counts: watch::Receiver<WorkloadCounts>,
-    /// Becomes true when the listing of the agent's start has ended.
-    start_listed: watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for Request {
@@ -97,17 +95,6 @@ impl RuntimeManagerHandle {
     // [impl->swdd~agent-handles-update-workload-requests~1]
     pub async fn update_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
         let _ = self.requests.send(Request::Update { added, deleted }).await;
-    }
-
-    /// Returns when the runtimes were listed at the agent's start (or
-    /// that listing was dropped), or after `limit` at the latest. The
-    /// server link connects only then, so that the agent's own podman
-    /// calls of its start are over before the server sends it work.
-    pub async fn first_listing(&self, limit: std::time::Duration) {
-        let mut listed = self.start_listed.clone();
-        if tokio::time::timeout(limit, listed.wait_for(|done| *done)).await.is_err() {
-            tracing::info!("the runtimes were not listed within {limit:?}; connecting to the server anyway");
-        }
     }
 
     /// How many workloads of this agent there are, and how many run.
@@ -234,10 +221,9 @@ impl RuntimeManager {
             stopping: false,
             start_listing: None,
         };
-        let (listed_tx, start_listed) = watch::channel(false);
         let facades = manager.runtimes.iter().cloned().collect();
-        manager.start_listing = Some(listing::StartListing::start(facades, config.agent_name.clone(), listed_tx));
-        let handle = RuntimeManagerHandle { requests: tx, counts: manager.outbox.counts(), start_listed };
+        manager.start_listing = Some(listing::StartListing::start(facades, config.agent_name.clone()));
+        let handle = RuntimeManagerHandle { requests: tx, counts: manager.outbox.counts() };
         (handle, tokio::spawn(manager.run()))
     }
 
