@@ -40,6 +40,12 @@ impl RuntimeFacade {
         self.connector.list_workloads(agent).await
     }
 
+    /// The same for the listing of the agent's start (see
+    /// [`RuntimeConnector::list_workloads_at_start`](crate::runtime_connectors::RuntimeConnector::list_workloads_at_start)).
+    pub async fn list_workloads_at_start(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
+        self.connector.list_workloads_at_start(agent).await
+    }
+
     fn spawn_loop(&self, spec: &WorkloadSpec) -> WorkloadObject {
         let (sender, commands) = WorkloadCommandSender::channel();
         tokio::spawn(WorkloadControlLoop::new(self.ctx.clone(), commands).run());

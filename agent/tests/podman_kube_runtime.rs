@@ -179,7 +179,7 @@ async fn podman_kube_plays_even_when_its_volumes_cannot_be_created() {
     )
     .unwrap();
     std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let rt = PodmanKubeRuntime::new(PodmanCli { binary: shim, stop_timeout_secs: 1 });
+    let rt = PodmanKubeRuntime::new(PodmanCli { binary: shim, stop_timeout_secs: 1, ..PodmanCli::default() });
     let w = spec(&agent, "novol", &manifest(&pod, "sleep 3600"));
     let id = rt.create(&w, &CreateOptions::default()).await.expect("played despite the volumes");
     assert!(!volume_exists(&format!("{}.config", w.instance_name)));

@@ -208,6 +208,15 @@ pub trait RuntimeConnector: Send + Sync {
     /// All containers of `agent` with their instance names and states.
     async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError>;
 
+    /// [`list_workloads`](Self::list_workloads) for the listing of the
+    /// agent's start, right after [`start_state_watcher`](Self::start_state_watcher):
+    /// it may come from a listing taken at any time since the watcher
+    /// started (one the watcher needed itself, say), because every change
+    /// after that arrives as an event.
+    async fn list_workloads_at_start(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
+        self.list_workloads(agent).await
+    }
+
     /// Starts watching the states of `agent`'s containers; returns once the
     /// watcher runs, so no later change is missed. Events go to `sink` until
     /// `shutdown` is cancelled.

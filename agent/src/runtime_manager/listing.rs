@@ -34,12 +34,18 @@ const MAX_AGE: Duration = Duration::from_secs(10);
 /// caller waits for the slowest listing, not for the sum of them. A runtime
 /// whose listing fails is left out (with a warning).
 // [impl->swdd~agent-existing-workloads-finds-list~1]
-pub(super) async fn list_existing(runtimes: Vec<RuntimeFacade>, agent: String) -> Existing {
+/// `at_start`: the listing of the agent's start, which may take a listing
+/// the runtime made since its state watcher started.
+pub(super) async fn list_existing(runtimes: Vec<RuntimeFacade>, agent: String, at_start: bool) -> Existing {
     let mut listings = tokio::task::JoinSet::new();
     for facade in runtimes {
         let agent = agent.clone();
         listings.spawn(async move {
-            let listed = facade.list_reusable_workloads(&agent).await;
+            let listed = if at_start {
+                facade.list_workloads_at_start(&agent).await
+            } else {
+                facade.list_reusable_workloads(&agent).await
+            };
             (facade.name().to_owned(), listed)
         });
     }
@@ -67,7 +73,7 @@ impl StartListing {
     pub fn start(runtimes: Vec<RuntimeFacade>, agent: String) -> Self {
         let began = Instant::now();
         let task = tokio::spawn(async move {
-            let existing = list_existing(runtimes, agent).await;
+            let existing = list_existing(runtimes, agent, true).await;
             tracing::debug!(
                 "{} existing workloads listed at the agent's start, in {:.1} ms",
                 existing.len(),

@@ -297,7 +297,7 @@ impl RuntimeManager {
 
     /// Existing workloads of this agent in all runtimes, by instance name.
     async fn list_existing(&self) -> listing::Existing {
-        listing::list_existing(self.runtimes.iter().cloned().collect(), self.agent_name.clone()).await
+        listing::list_existing(self.runtimes.iter().cloned().collect(), self.agent_name.clone(), false).await
     }
 
     /// What exists in the runtimes for a hello: the listing of the agent's

@@ -1,5 +1,6 @@
 //! [`PodmanCli`]: a value wrapping the podman binary (no statics, no global
-//! cache). Every call is a `tokio::process` child. A one-shot call (`run`,
+//! cache; its clones share only [`FirstListing`], the agent's first `ps`).
+//! Every call is a `tokio::process` child. A one-shot call (`run`,
 //! `create`, `rm`, ...) runs to its end even when the agent stops meanwhile,
 //! as under Ankaios: killing `podman run` half-way leaves a storage-only
 //! container behind whose name blocks every later create of that instance.
@@ -10,6 +11,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -104,12 +107,36 @@ pub struct PodmanCli {
     pub binary: PathBuf,
     /// Seconds `podman stop -t` waits before killing.
     pub stop_timeout_secs: u32,
+    /// The agent's first listing, shared by all clones.
+    pub first_listing: FirstListing,
 }
 
 impl Default for PodmanCli {
     fn default() -> Self {
-        Self { binary: PathBuf::from("podman"), stop_timeout_secs: 10 }
+        Self { binary: PathBuf::from("podman"), stop_timeout_secs: 10, first_listing: FirstListing::default() }
     }
+}
+
+/// The agent's first `podman ps` of its containers, run with podman's debug
+/// log: that log names podman's events backend, so the event watcher (which
+/// needs the backend) and the listing of the agent's start (which needs the
+/// containers) share one podman call at the agent's start instead of two
+/// that compete with each other and with the first `podman run`. Whichever
+/// asks first runs it; the start listing takes its containers once; every
+/// other listing runs its own `ps`. It is run after the watcher started, so
+/// the watcher's events cover everything after it.
+#[derive(Debug, Clone, Default)]
+pub struct FirstListing {
+    ps: Arc<tokio::sync::OnceCell<Result<DebugPs, PodmanError>>>,
+    taken: Arc<AtomicBool>,
+}
+
+/// What `podman --log-level=debug ps` gave.
+#[derive(Debug)]
+struct DebugPs {
+    label: String,
+    entries: Vec<PsEntry>,
+    backend: Option<String>,
 }
 
 impl PodmanCli {
@@ -233,6 +260,52 @@ impl PodmanCli {
         parse_ps(&out)
     }
 
+    /// `ps_by_label(label)` for the listing of the agent's start: it takes
+    /// the containers of [`FirstListing`] (once; when that was run for the
+    /// same label), which may be older than this call but not older than
+    /// the event watcher.
+    pub async fn ps_for_listing(&self, label: &str) -> Result<Vec<PsEntry>, PodmanError> {
+        if !self.first_listing.taken.swap(true, Ordering::SeqCst) {
+            match self.first_ps(label).await {
+                Ok(first) if first.label == label => return Ok(first.entries.clone()),
+                Ok(_) => {}
+                Err(e) => return Err(e.clone()),
+            }
+        }
+        self.ps_by_label(label).await
+    }
+
+    /// [`FirstListing`], run now if nobody did yet.
+    async fn first_ps(&self, label: &str) -> &Result<DebugPs, PodmanError> {
+        self.first_listing
+            .ps
+            .get_or_init(|| async {
+                let args: Vec<String> =
+                    ["--log-level=debug", "ps", "--all", "--format", "json", "--filter", &format!("label={label}")]
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect();
+                let began = tokio::time::Instant::now();
+                let out = self.command(&args).output().await.map_err(|e| self.spawn_error(&e))?;
+                log_timing(&args, began, &out.status);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                if !out.status.success() {
+                    // The debug lines would bury podman's own message.
+                    let message: Vec<&str> =
+                        stderr.lines().filter(|l| !l.contains("level=debug") && !l.trim().is_empty()).collect();
+                    let stderr =
+                        if message.is_empty() { format!("exit status {}", out.status) } else { message.join("\n") };
+                    return Err(PodmanError::Failed { command: "ps".to_owned(), stderr });
+                }
+                Ok(DebugPs {
+                    label: label.to_owned(),
+                    entries: parse_ps(&String::from_utf8_lossy(&out.stdout))?,
+                    backend: events_backend_in_debug_log(&stderr),
+                })
+            })
+            .await
+    }
+
     /// podman's events backend (`file`, `journald` or `none`). Read from the
     /// debug line `Initializing event backend <name>` that every podman
     /// command which opens its runtime logs: `podman --log-level=debug
@@ -241,7 +314,12 @@ impl PodmanCli {
     /// also probes the host's network tools and package database), which at
     /// the agent's start competed with the first workloads' `podman run`; it
     /// is asked only when the debug line is missing (another podman version).
-    pub async fn events_backend(&self) -> Result<String, PodmanError> {
+    /// At the agent's start the debug line comes from [`FirstListing`] (the
+    /// `ps` of the containers labelled `label`), so no extra podman runs.
+    pub async fn events_backend(&self, label: &str) -> Result<String, PodmanError> {
+        if let Ok(DebugPs { backend: Some(backend), .. }) = self.first_ps(label).await {
+            return Ok(backend.clone());
+        }
         let args: Vec<String> = ["--log-level=debug", "version"].into_iter().map(str::to_owned).collect();
         let out = self.command(&args).output().await.map_err(|e| self.spawn_error(&e))?;
         if let Some(backend) = events_backend_in_debug_log(&String::from_utf8_lossy(&out.stderr)) {
@@ -336,9 +414,9 @@ mod tests {
             PodmanCli { binary: script.clone(), ..PodmanCli::default() }
         };
         let cli = says("level=debug msg=\"Initializing event backend file\"");
-        assert_eq!(cli.events_backend().await.unwrap(), "file");
+        assert_eq!(cli.events_backend("agent=a").await.unwrap(), "file");
         let cli = says("level=debug msg=\"something else\"");
-        assert_eq!(cli.events_backend().await.unwrap(), "none", "podman info answers");
+        assert_eq!(cli.events_backend("agent=a").await.unwrap(), "none", "podman info answers");
     }
 
     #[tokio::test]

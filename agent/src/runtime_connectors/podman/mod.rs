@@ -196,6 +196,12 @@ impl RuntimeConnector for PodmanRuntime {
         Ok(events::listed_from_ps(&entries, agent))
     }
 
+    /// Takes the watcher's first `ps` (see [`cli::FirstListing`]).
+    async fn list_workloads_at_start(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
+        let entries = self.cli.ps_for_listing(&EventWatcher::label(agent)).await.map_err(RuntimeError::list)?;
+        Ok(events::listed_from_ps(&entries, agent))
+    }
+
     // [impl->swdd~podman-start-checker-starts-podman-state-checker~1]
     async fn logs(&self, workload_id: &WorkloadId, options: &LogOptions) -> Result<LogLines, RuntimeError> {
         let mut args = vec!["logs".to_owned()];
@@ -358,7 +364,11 @@ mod tests {
 
     #[tokio::test]
     async fn podman_create_with_invalid_config_fails_before_calling_podman() {
-        let rt = PodmanRuntime::new(PodmanCli { binary: "/nonexistent/podman".into(), stop_timeout_secs: 1 });
+        let rt = PodmanRuntime::new(PodmanCli {
+            binary: "/nonexistent/podman".into(),
+            stop_timeout_secs: 1,
+            ..PodmanCli::default()
+        });
         let err = rt.create(&spec("commandArgs: [a]\n"), &CreateOptions::default()).await.unwrap_err();
         assert!(matches!(err, RuntimeError::Config(_)), "{err:?}");
         assert_eq!(err.to_string(), "invalid podman runtimeConfig: error: line 1 column 1: missing field `image`");

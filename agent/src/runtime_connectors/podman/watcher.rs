@@ -71,7 +71,7 @@ pub async fn open_source(
         tracing::info!("container states from a long-running 'podman events' child, as asked");
         return cli.spawn_events(label, EVENT_REPLAY).map(EventSource::Stream);
     };
-    let reason = match (cli.events_backend().await, log) {
+    let reason = match (cli.events_backend(label).await, log) {
         (Ok(backend), Ok(tail)) if backend == FILE_BACKEND => {
             tracing::info!("container states from podman's event log '{}'", tail.path().display());
             return Ok(EventSource::Log(tail));
@@ -289,12 +289,12 @@ mod tests {
 
     const START: &str = r#"{"ID":"2af2","Name":"w","Status":"start","Time":"2026-11-23T03:13:50Z","Type":"container","Attributes":{"agent":"agent_T","name":"y.abc.agent_T"}}"#;
 
-    /// A stand-in podman: `--log-level=debug version` names `backend` in its debug line, `ps` an empty listing,
-    /// `events` waits; every call is appended to `calls`.
+    /// A stand-in podman: `--log-level=debug <command>` names `backend` in its debug line, `ps` lists nothing,
+    /// `events` waits; every call's arguments are appended to `calls`.
     fn stand_in(dir: &Path, backend: &str) -> PodmanCli {
         let script = dir.join("podman");
         let body = format!(
-            "#!/bin/sh\necho \"$1\" >> '{calls}'\ncase \"$1\" in\n  --log-level=debug) echo 'level=debug msg=\"Initializing event backend {backend}\"' >&2;;\n  events) exec sleep 30;;\n  *) echo '[]';;\nesac\n",
+            "#!/bin/sh\necho \"$*\" >> '{calls}'\ncase \"$1\" in\n  --log-level=debug) echo 'level=debug msg=\"Initializing event backend {backend}\"' >&2;;\n  events) exec sleep 30;;\n  *) echo '[]';;\nesac\n",
             calls = dir.join("calls").display()
         );
         std::fs::write(&script, body).unwrap();
@@ -346,8 +346,36 @@ mod tests {
         let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
         assert_eq!(
             calls.lines().collect::<Vec<_>>(),
-            ["--log-level=debug", "ps"],
-            "no podman events child, one reconcile (after the gap)"
+            [
+                "--log-level=debug ps --all --format json --filter label=agent=agent_T",
+                "ps --all --format json --filter label=agent=agent_T"
+            ],
+            "the backend from the first listing, no podman events child, one reconcile (after the gap)"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_starts_events_backend_and_listing_take_one_podman_call_and_later_listings_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let cli = stand_in(dir.path(), "journald");
+        let shared = cli.clone();
+        let (backend, listed) = tokio::join!(cli.events_backend("agent=a"), shared.ps_for_listing("agent=a"));
+        assert_eq!(backend.unwrap(), "journald");
+        assert_eq!(listed.unwrap(), vec![]);
+        assert!(cli.ps_for_listing("agent=a").await.unwrap().is_empty());
+        // Another label than the first listing's is listed on its own.
+        let other = stand_in(dir.path(), "file");
+        assert_eq!(other.events_backend("agent=a").await.unwrap(), "file");
+        assert!(other.ps_for_listing("agent=b").await.unwrap().is_empty());
+        let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
+        assert_eq!(
+            calls.lines().collect::<Vec<_>>(),
+            [
+                "--log-level=debug ps --all --format json --filter label=agent=a",
+                "ps --all --format json --filter label=agent=a",
+                "--log-level=debug ps --all --format json --filter label=agent=a",
+                "ps --all --format json --filter label=agent=b",
+            ]
         );
     }
 

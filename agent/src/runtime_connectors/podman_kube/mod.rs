@@ -307,7 +307,11 @@ mod tests {
         use ank_common::workload::{File, FileContent, Workload};
         use ank_common::{AgentName, WorkloadName};
 
-        let rt = PodmanKubeRuntime::new(PodmanCli { binary: "/nonexistent/podman".into(), stop_timeout_secs: 1 });
+        let rt = PodmanKubeRuntime::new(PodmanCli {
+            binary: "/nonexistent/podman".into(),
+            stop_timeout_secs: 1,
+            ..PodmanCli::default()
+        });
         let wl = |cfg: &str| Workload { runtime: PODMAN_KUBE.into(), runtime_config: cfg.into(), ..Default::default() };
         let spec =
             |cfg: &str| WorkloadSpec::new(&WorkloadName::new("k").unwrap(), &AgentName::new("a").unwrap(), wl(cfg));
@@ -330,7 +334,11 @@ mod tests {
         use ank_common::workload::Workload;
         use ank_common::{AgentName, WorkloadName};
 
-        let rt = PodmanKubeRuntime::new(PodmanCli { binary: "/nonexistent/podman".into(), stop_timeout_secs: 1 });
+        let rt = PodmanKubeRuntime::new(PodmanCli {
+            binary: "/nonexistent/podman".into(),
+            stop_timeout_secs: 1,
+            ..PodmanCli::default()
+        });
         let spec = |cfg: &str| {
             let wl = Workload { runtime: PODMAN_KUBE.into(), runtime_config: cfg.into(), ..Default::default() };
             WorkloadSpec::new(&WorkloadName::new("k").unwrap(), &AgentName::new("a").unwrap(), wl)
