@@ -266,10 +266,11 @@ impl PodmanCli {
     /// the event watcher.
     pub async fn ps_for_listing(&self, label: &str) -> Result<Vec<PsEntry>, PodmanError> {
         if !self.first_listing.taken.swap(true, Ordering::SeqCst) {
-            match self.first_ps(label).await {
-                Ok(first) if first.label == label => return Ok(first.entries.clone()),
-                Ok(_) => {}
-                Err(e) => return Err(e.clone()),
+            // A failed first `ps` is tried again below, not passed on.
+            if let Ok(first) = self.first_ps(label).await
+                && first.label == label
+            {
+                return Ok(first.entries.clone());
             }
         }
         self.ps_by_label(label).await

@@ -380,6 +380,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failed_first_listing_is_run_again_for_the_start_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("podman");
+        let body = format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\n[ \"$1\" = --log-level=debug ] && {{ echo 'database is locked' >&2; exit 125; }}\necho '[]'\n",
+            dir.path().join("calls").display()
+        );
+        std::fs::write(&script, body).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let cli = PodmanCli { binary: script, ..PodmanCli::default() };
+        assert!(cli.ps_for_listing("agent=a").await.unwrap().is_empty());
+        let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
+        assert_eq!(
+            calls.lines().collect::<Vec<_>>(),
+            [
+                "--log-level=debug ps --all --format json --filter label=agent=a",
+                "ps --all --format json --filter label=agent=a"
+            ]
+        );
+    }
+
+    #[tokio::test]
     async fn podman_watcher_falls_back_to_a_podman_events_child_for_other_backends() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("events.log");
