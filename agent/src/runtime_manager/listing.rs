@@ -32,10 +32,10 @@ const MAX_AGE: Duration = Duration::from_secs(10);
 
 /// Lists the workloads of `agent` in all `runtimes` at the same time: the
 /// caller waits for the slowest listing, not for the sum of them. A runtime
-/// whose listing fails is left out (with a warning).
+/// whose listing fails is left out (with a warning). `at_start`: the
+/// listing of the agent's start, which may take a listing the runtime made
+/// since its state watcher started.
 // [impl->swdd~agent-existing-workloads-finds-list~1]
-/// `at_start`: the listing of the agent's start, which may take a listing
-/// the runtime made since its state watcher started.
 pub(super) async fn list_existing(runtimes: Vec<RuntimeFacade>, agent: String, at_start: bool) -> Existing {
     let mut listings = tokio::task::JoinSet::new();
     for facade in runtimes {
