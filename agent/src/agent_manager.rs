@@ -95,8 +95,11 @@ impl AgentManager {
                 self.supervision.health.server_hello();
                 self.runtime.server_hello(specs).await
             }
-            LinkEvent::Message(FromServer::UpdateWorkload { added, deleted }) => {
+            LinkEvent::Message(FromServer::UpdateWorkload { added, deleted, resync: false }) => {
                 self.runtime.update_workload(added, deleted).await
+            }
+            LinkEvent::Message(FromServer::UpdateWorkload { added, deleted, resync: true }) => {
+                self.runtime.resync_workload(added, deleted).await
             }
             // [impl->swdd~agent-handles-update-workload-state-requests~1]
             LinkEvent::Message(FromServer::UpdateWorkloadState(states)) => {

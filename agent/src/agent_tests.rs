@@ -188,6 +188,7 @@ async fn agent_connects_runs_workloads_reconnects_and_says_goodbye() {
     conn.send(&FromServer::UpdateWorkload {
         added: vec![b.clone()],
         deleted: vec![DeletedWorkload { instance_name: a.instance_name.clone(), dependencies: Default::default() }],
+        resync: false,
     })
     .await;
     let states = conn
@@ -246,7 +247,7 @@ async fn agent_survives_oversized_messages_both_ways() {
     // reconnects and re-sends its states.
     let mut big = spec("big");
     big.workload.runtime_config = "x".repeat(ank_proto::MAX_MESSAGE_BYTES + 1);
-    conn.send(&FromServer::UpdateWorkload { added: vec![big], deleted: vec![] }).await;
+    conn.send(&FromServer::UpdateWorkload { added: vec![big], deleted: vec![], resync: false }).await;
     let mut conn = accept(&mut conns).await;
     assert!(matches!(conn.next().await, ToServer::AgentHello { .. }));
     assert_eq!(plain(conn.next().await), vec![(a.instance_name.clone(), ExecutionState::running())]);

@@ -58,7 +58,9 @@ pub enum FromServer {
     /// All workloads of an agent, sent once after its hello.
     ServerHello(Vec<WorkloadSpec>),
     /// Workloads added and deleted since; deletes are processed first.
-    UpdateWorkload { added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload> },
+    /// `resync`: the server's TTL resync sent these again (nothing changed,
+    /// nothing is to be rerun).
+    UpdateWorkload { added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>, resync: bool },
     /// States of workloads (typically of other agents).
     UpdateWorkloadState(Vec<WorkloadState>),
     /// Answer to a request.

@@ -77,7 +77,7 @@ fn client_reads(msg: &FromServer) {
     };
     match msg {
         FromServer::ServerHello(added) => parse(added),
-        FromServer::UpdateWorkload { added, deleted } => {
+        FromServer::UpdateWorkload { added, deleted, .. } => {
             parse(added);
             for d in deleted {
                 let _ = d.instance_name.to_string();

@@ -178,7 +178,7 @@ fn check_diff(old: &State, new: &State) {
     assert_eq!(expected, instances(new));
     for (agent, added) in &d.added {
         let deleted = d.deleted.get(agent).cloned().unwrap_or_default();
-        let msg = FromServer::UpdateWorkload { added: added.clone(), deleted };
+        let msg = FromServer::UpdateWorkload { added: added.clone(), deleted, resync: false };
         let back = from_server_from_proto(from_server_to_proto(&msg)).expect("an UpdateWorkload converts back");
         assert_eq!(back, Some(msg), "UpdateWorkload round trip to agent '{agent}'");
     }

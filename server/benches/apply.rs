@@ -44,6 +44,7 @@ fn apply(current: &DesiredState, new_state: &PartialCompleteState, masks: &[Stri
             let msg = FromServer::UpdateWorkload {
                 added: diff.added.get(agent).cloned().unwrap_or_default(),
                 deleted: diff.deleted.get(agent).cloned().unwrap_or_default(),
+                resync: false,
             };
             from_server_to_proto(&msg).encoded_len()
         })

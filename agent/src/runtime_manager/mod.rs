@@ -57,6 +57,8 @@ enum Request {
     Update {
         added: Vec<WorkloadSpec>,
         deleted: Vec<DeletedWorkload>,
+        /// Sent again by the server's TTL resync.
+        resync: bool,
     },
     /// States of other agents' workloads.
     States(Vec<WorkloadState>),
@@ -77,7 +79,9 @@ impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Request::ServerHello(s) => write!(f, "ServerHello({} workloads)", s.len()),
-            Request::Update { added, deleted } => write!(f, "Update(+{}, -{})", added.len(), deleted.len()),
+            Request::Update { added, deleted, resync } => {
+                write!(f, "Update(+{}, -{}{})", added.len(), deleted.len(), if *resync { ", resync" } else { "" })
+            }
             Request::States(s) => write!(f, "States({})", s.len()),
             Request::ResendAll => write!(f, "ResendAll"),
             Request::StopAll => write!(f, "StopAll"),
@@ -94,7 +98,13 @@ impl RuntimeManagerHandle {
     /// Workloads added and deleted since.
     // [impl->swdd~agent-handles-update-workload-requests~1]
     pub async fn update_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
-        let _ = self.requests.send(Request::Update { added, deleted }).await;
+        let _ = self.requests.send(Request::Update { added, deleted, resync: false }).await;
+    }
+
+    /// Workloads the server's TTL resync sent again: as an update, except
+    /// that creates which gave up are not started over.
+    pub async fn resync_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
+        let _ = self.requests.send(Request::Update { added, deleted, resync: true }).await;
     }
 
     /// How many workloads of this agent there are, and how many run.
@@ -261,12 +271,17 @@ impl RuntimeManager {
             Request::Update { .. } if self.stopping => {
                 tracing::info!("stopping: a workload update of the server is ignored")
             }
-            Request::Update { added, deleted } => {
-                tracing::debug!("workload update from the server: {} added, {} deleted", added.len(), deleted.len());
+            Request::Update { added, deleted, resync } => {
+                tracing::debug!(
+                    "workload {} from the server: {} added, {} deleted",
+                    if resync { "resync" } else { "update" },
+                    added.len(),
+                    deleted.len()
+                );
                 self.outbox.table.deleted(deleted.iter().map(|d| d.instance_name.clone()));
                 // New states of the added ones follow from their loops.
                 let _ = self.outbox.table.added(&added);
-                self.handle_update(added, deleted).await
+                self.handle_update(added, deleted, resync).await
             }
             // [impl->swdd~agent-handles-update-workload-state-requests~1]
             Request::States(states) => {
@@ -377,7 +392,7 @@ impl RuntimeManager {
                 // Wanted as it is: a delete waiting for its dependents is
                 // called off; the loop reports its state again when nothing
                 // changed, or finishes an update whose delete failed before.
-                return self.wanted_again(spec);
+                return self.wanted_again(spec, false);
             }
             return Some(WorkloadOperation::Update(spec, no_dependents(&object.instance_name)));
         }
@@ -419,7 +434,7 @@ impl RuntimeManager {
     /// Turns an UpdateWorkload into operations: deletes first, an instance
     /// both deleted and added is an update.
     // [impl->swdd~agent-handle-deleted-before-added-workloads~1]
-    async fn handle_update(&mut self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
+    async fn handle_update(&mut self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>, resync: bool) {
         let mut added: Vec<Option<WorkloadSpec>> = added.into_iter().filter(|s| self.is_ours(s)).map(Some).collect();
         let mut ops = Vec::new();
         for d in deleted {
@@ -435,7 +450,7 @@ impl RuntimeManager {
         for spec in added.into_iter().flatten() {
             match self.objects.get_mut(spec.name()) {
                 Some(o) if o.instance_name == spec.instance_name && !o.deleting => {
-                    ops.extend(self.wanted_again(spec));
+                    ops.extend(self.wanted_again(spec, resync));
                 }
                 // [impl->swdd~agent-update-on-add-known-workload~1]
                 Some(o) => {

@@ -77,18 +77,32 @@ impl RuntimeManager {
     /// nothing of it runs (its creates gave up, or its container was lost),
     /// that loop ends and a new create goes through the scheduler instead,
     /// so that priority, quota and isolation apply to it as to any start.
-    pub(super) fn wanted_again(&mut self, spec: WorkloadSpec) -> Option<WorkloadOperation> {
+    ///
+    /// `resync`: the server's TTL resync sent it, which is no rerun. Creates
+    /// that gave up stay given up (the resync may have crossed the report
+    /// that they did); the loop reports that again.
+    pub(super) fn wanted_again(&mut self, spec: WorkloadSpec, resync: bool) -> Option<WorkloadOperation> {
+        let kind = self.outbox.table.states().state_of_instance(&spec.instance_name).map(|s| s.kind);
+        let gave_up = kind == Some(StateKind::Pending(Pending::StartingFailed));
+        if resync
+            && gave_up
+            && let Some(object) = self.objects.get_mut(spec.name())
+        {
+            object.resync(spec);
+            return None;
+        }
         self.scheduling.scheduler.cancel(spec.name());
-        let nothing_runs = self.outbox.table.states().state_of_instance(&spec.instance_name).is_some_and(|s| {
-            matches!(s.kind, StateKind::Pending(Pending::StartingFailed) | StateKind::Failed(Failed::Lost))
-        });
-        if nothing_runs {
+        if gave_up || kind == Some(StateKind::Failed(Failed::Lost)) {
             self.objects.remove(spec.name());
             return Some(WorkloadOperation::Create(ReusableWorkloadSpec::new(spec)));
         }
         self.scheduling.scheduler.started_outside(&spec);
         if let Some(object) = self.objects.get_mut(spec.name()) {
-            object.update(Some(spec));
+            if resync {
+                object.resync(spec);
+            } else {
+                object.update(Some(spec));
+            }
         }
         None
     }

@@ -399,13 +399,34 @@ async fn runtime_manager_the_servers_resync_of_the_same_spec_does_not_restart_th
     // The server re-sends a spec that is not Ready every 10 s (its resync).
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_millis(9500)).await;
-        h.rm.update_workload(vec![s.clone()], vec![]).await;
+        h.rm.resync_workload(vec![s.clone()], vec![]).await;
         let again = h.next_of(&s.instance_name).await;
         assert_eq!(again.additional_info, "Retry 1 of 20: Error: image not known", "the resync gets its answer");
     }
     let st = h.wait_for(&s.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
     assert_eq!(st.additional_info, "No more retries: Error: image not known");
     assert_eq!(h.fake.created().len(), 21, "one create and 20 retries, the resyncs counted none");
+}
+
+#[tokio::test(start_paused = true)]
+async fn runtime_manager_a_resync_after_the_creates_gave_up_is_answered_and_only_a_rerun_starts_them_over() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: image not known");
+    let mut h = harness_with(fake).await;
+    let s = spec("x");
+    h.rm.server_hello(vec![s.clone()]).await;
+    let gave_up = h.wait_for(&s.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    // The server's resync went out before that report reached it.
+    h.rm.resync_workload(vec![s.clone()], vec![]).await;
+    assert_eq!(h.next_of(&s.instance_name).await, gave_up, "the resync gets its answer");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(h.fake.created().len(), 21, "the resync started nothing");
+    h.assert_quiet().await;
+    // `ank job rerun`: the same spec as a plain add.
+    h.rm.update_workload(vec![s.clone()], vec![]).await;
+    assert_eq!(h.next_of(&s.instance_name).await.additional_info, "Triggered at runtime.");
+    h.wait_for(&s.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
+    assert_eq!(h.fake.created().len(), 42, "the rerun made its own create and 20 retries");
 }
 
 #[tokio::test(start_paused = true)]

@@ -40,6 +40,8 @@ pub const SLOW_CREATE: std::time::Duration = std::time::Duration::from_secs(2);
 
 // [feature K7: the reaping half of the control loop]
 mod reaping;
+#[cfg(test)]
+mod resync_tests;
 
 /// The workload as it exists in the runtime.
 #[derive(Debug)]
@@ -191,6 +193,7 @@ impl WorkloadControlLoop {
             WorkloadCommand::Resume { spec, workload_id, state } => self.handle_resume(*spec, workload_id, state).await,
             WorkloadCommand::Finished { spec, state } => self.handle_finished(*spec, state).await,
             WorkloadCommand::Update(spec) => self.handle_update(spec.map(|s| *s)).await,
+            WorkloadCommand::Resync(spec) => self.handle_resync(*spec).await,
             WorkloadCommand::Delete => self.handle_delete().await,
             WorkloadCommand::Observed { instance_name, workload_id, observed } => {
                 self.handle_observed(&instance_name, &workload_id, observed, Source::Stream).await
@@ -424,6 +427,23 @@ impl WorkloadControlLoop {
         if let Some(spec) = spec {
             self.handle_create(spec, None).await;
         }
+    }
+
+    /// The server's TTL resync sent the spec again. It may have crossed the
+    /// report that the creates gave up: that stays so, and is reported
+    /// again (only a changed spec or a rerun starts them over). Otherwise
+    /// it is an update.
+    async fn handle_resync(&mut self, spec: WorkloadSpec) {
+        let gave_up = self.last_reported.as_ref().is_some_and(|(instance, state)| {
+            *instance == spec.instance_name && state.kind == StateKind::Pending(Pending::StartingFailed)
+        });
+        let same = self.spec.as_ref().is_some_and(|cur| policy::runs_the_same(cur, &spec));
+        if gave_up && same && !self.deleting {
+            tracing::debug!("workload '{}': a resync does not start its given-up creates over", spec.instance_name);
+            self.spec = Some(spec);
+            return self.report_again().await;
+        }
+        self.handle_update(Some(spec)).await
     }
 
     // [impl->swdd~agent-workload-control-loop-executes-delete~2]

@@ -33,6 +33,9 @@ pub(crate) enum WorkloadCommand {
     /// Replace the current instance by a new one (delete + create); `None`
     /// only deletes (the create waits for its dependencies).
     Update(Option<Box<WorkloadSpec>>),
+    /// The server's TTL resync sent the spec again: an update, except that
+    /// creates which gave up stay given up (it is no rerun).
+    Resync(Box<WorkloadSpec>),
     /// Delete the current instance.
     Delete,
     /// The state watcher saw a change of some container of this workload.
@@ -76,6 +79,10 @@ impl WorkloadCommandSender {
 
     pub fn update(&self, spec: Option<WorkloadSpec>) {
         self.send(WorkloadCommand::Update(spec.map(Box::new)));
+    }
+
+    pub fn resync(&self, spec: WorkloadSpec) {
+        self.send(WorkloadCommand::Resync(Box::new(spec)));
     }
 
     pub fn delete(&self) {

@@ -33,6 +33,14 @@ impl WorkloadObject {
         self.sender.update(spec);
     }
 
+    /// The same spec, sent again by the server's TTL resync: as
+    /// [`update`](Self::update), except that creates which gave up are not
+    /// started over.
+    pub fn resync(&mut self, spec: WorkloadSpec) {
+        self.deleting = false;
+        self.sender.resync(spec);
+    }
+
     /// Deletes the workload.
     // [impl->swdd~agent-workload-obj-delete-command~1]
     pub fn delete(&mut self) {

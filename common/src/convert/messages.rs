@@ -56,6 +56,7 @@ pub fn update_workload_to_proto(added: &[WorkloadSpec], deleted: &[DeletedWorklo
     g::UpdateWorkload {
         added_workloads: added.iter().map(|s| g::AddedWorkload { generation: 0, ..added_to_pb(s) }).collect(),
         deleted_workloads: deleted.iter().map(deleted_to_pb).collect(),
+        resync: false,
     }
 }
 
@@ -122,9 +123,10 @@ pub fn from_server_to_proto(m: &FromServer) -> g::FromServer {
         FromServer::ServerHello(added) => {
             F::ServerHello(g::ServerHello { added_workloads: added.iter().map(added_to_pb).collect() })
         }
-        FromServer::UpdateWorkload { added, deleted } => F::UpdateWorkload(g::UpdateWorkload {
+        FromServer::UpdateWorkload { added, deleted, resync } => F::UpdateWorkload(g::UpdateWorkload {
             added_workloads: added.iter().map(added_to_pb).collect(),
             deleted_workloads: deleted.iter().map(deleted_to_pb).collect(),
+            resync: *resync,
         }),
         FromServer::UpdateWorkloadState(states) => F::UpdateWorkloadState(g::UpdateWorkloadState {
             workload_states: states.iter().map(workload_state_to_proto).collect(),
@@ -152,6 +154,7 @@ pub fn from_server_from_proto(m: g::FromServer) -> Result<Option<FromServer>, Co
         F::UpdateWorkload(u) => FromServer::UpdateWorkload {
             added: u.added_workloads.into_iter().map(added_from_pb).collect::<Result<_, _>>()?,
             deleted: u.deleted_workloads.into_iter().map(deleted_from_pb).collect::<Result<_, _>>()?,
+            resync: u.resync,
         },
         F::UpdateWorkloadState(s) => FromServer::UpdateWorkloadState(
             s.workload_states.into_iter().map(workload_state_from_proto).collect::<Result<_, _>>()?,
@@ -457,6 +460,20 @@ mod tests {
         let spec = WorkloadSpec::new(&WorkloadName::new("w").unwrap(), &AgentName::new("agent_A").unwrap(), wl);
         let m = FromServer::ServerHello(vec![spec]);
         assert_eq!(from_server_from_proto(from_server_to_proto(&m)).unwrap(), Some(m));
+    }
+
+    #[test]
+    fn the_resync_mark_round_trips_and_an_ankaios_update_workload_is_no_resync() {
+        use prost::Message;
+        let m = FromServer::UpdateWorkload { added: Vec::new(), deleted: Vec::new(), resync: true };
+        assert_eq!(from_server_from_proto(from_server_to_proto(&m)).unwrap(), Some(m));
+        // An Eclipse Ankaios server sends UpdateWorkload without field 100.
+        let plain = g::UpdateWorkload { added_workloads: Vec::new(), deleted_workloads: Vec::new(), resync: false };
+        let bytes = g::FromServer { from_server_enum: Some(g::from_server::FromServerEnum::UpdateWorkload(plain)) }
+            .encode_to_vec();
+        assert_eq!(bytes, [0x0a, 0x00], "an empty UpdateWorkload (field 1), as Ankaios encodes it");
+        let back = from_server_from_proto(g::FromServer::decode(bytes.as_slice()).unwrap()).unwrap();
+        assert_eq!(back, Some(FromServer::UpdateWorkload { added: Vec::new(), deleted: Vec::new(), resync: false }));
     }
 
     #[test]

@@ -49,7 +49,7 @@ impl Harness {
     fn handed_out(&mut self) -> (Vec<WorkloadSpec>, Vec<DeletedWorkload>) {
         let (mut added, mut deleted) = (Vec::new(), Vec::new());
         while let Ok(msg) = self.agent_rx.try_recv() {
-            if let FromServer::UpdateWorkload { added: a, deleted: d } = msg {
+            if let FromServer::UpdateWorkload { added: a, deleted: d, .. } = msg {
                 added.extend(a);
                 deleted.extend(d);
             }

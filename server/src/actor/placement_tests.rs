@@ -138,7 +138,7 @@ impl Cluster {
         let (conn, rx) = self.agents.get_mut(agent).expect("connected");
         let mut removed = Vec::new();
         while let Ok(msg) = rx.try_recv() {
-            if let FromServer::UpdateWorkload { added: a, deleted: d } = msg {
+            if let FromServer::UpdateWorkload { added: a, deleted: d, .. } = msg {
                 added.extend(a.into_iter().map(|s| s.name().to_owned()));
                 deleted.extend(d.iter().map(|d| d.instance_name.workload_name.to_string()));
                 removed.extend(d.into_iter().map(|d| WorkloadState::new(d.instance_name, ExecutionState::removed())));
@@ -388,7 +388,7 @@ async fn on_agent_loss_moves_only_after_the_agent_stayed_away_for_the_grace() {
     };
     c.handle.message(99, hello).await;
     assert!(matches!(rx.recv().await, Some(FromServer::ServerHello(s)) if s.is_empty()));
-    let Some(FromServer::UpdateWorkload { added, deleted }) = rx.recv().await else { panic!("no deletion") };
+    let Some(FromServer::UpdateWorkload { added, deleted, .. }) = rx.recv().await else { panic!("no deletion") };
     assert!(added.is_empty());
     assert_eq!(deleted[0].instance_name.workload_name, "w");
     let removed = ank_common::WorkloadState::new(deleted[0].instance_name.clone(), ExecutionState::removed());

@@ -102,7 +102,7 @@ fn drain(h: &mut Harness) -> (Vec<WorkloadSpec>, Vec<String>) {
     let (mut added, mut deleted) = (Vec::new(), Vec::new());
     while let Ok(msg) = h.agent_rx.try_recv() {
         match msg {
-            FromServer::UpdateWorkload { added: a, deleted: d } => {
+            FromServer::UpdateWorkload { added: a, deleted: d, .. } => {
                 added.extend(a);
                 deleted.extend(d.into_iter().map(|d| d.instance_name.workload_name));
             }

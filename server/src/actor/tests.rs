@@ -97,11 +97,16 @@ impl Harness {
         }
     }
 
-    /// The next UpdateWorkload for the agent, if one is queued.
+    /// The added workloads of the next UpdateWorkload for the agent, if one is queued.
     fn update_for_agent(&mut self) -> Option<Vec<WorkloadSpec>> {
+        self.marked_update_for_agent().map(|(added, _)| added)
+    }
+
+    /// The same, with whether it is marked as a resync.
+    fn marked_update_for_agent(&mut self) -> Option<(Vec<WorkloadSpec>, bool)> {
         while let Ok(msg) = self.agent_rx.try_recv() {
-            if let FromServer::UpdateWorkload { added, .. } = msg {
-                return Some(added);
+            if let FromServer::UpdateWorkload { added, resync, .. } = msg {
+                return Some((added, resync));
             }
         }
         None
@@ -189,7 +194,8 @@ async fn a_lost_update_is_resent_after_10_s_and_a_ready_workload_after_30_min() 
     let applied = tokio::time::Instant::now();
     h.apply(manifest("a", "NEVER")).await;
     settle().await;
-    let lost = h.update_for_agent().expect("first UpdateWorkload");
+    let (lost, resync) = h.marked_update_for_agent().expect("first UpdateWorkload");
+    assert!(!resync, "the apply's UpdateWorkload is no resync");
     drop(lost); // the fake agent never sees it
     tokio::time::sleep(Duration::from_millis(9_500)).await;
     settle().await;
@@ -197,7 +203,8 @@ async fn a_lost_update_is_resent_after_10_s_and_a_ready_workload_after_30_min() 
     let resent = loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         settle().await;
-        if let Some(r) = h.update_for_agent() {
+        if let Some((r, resync)) = h.marked_update_for_agent() {
+            assert!(resync, "the agent is told that this is a resync (no rerun)");
             break r;
         }
     };

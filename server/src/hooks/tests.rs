@@ -27,6 +27,7 @@ fn input() -> g::UpdateWorkload {
             generation: 0,
         }],
         deleted_workloads: vec![],
+        resync: false,
     }
 }
 

@@ -124,7 +124,7 @@ impl Advance<'_> {
             }
         }
         for (agent, (added, deleted)) in per_agent {
-            self.out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
+            self.out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted, resync: false });
         }
         changed
     }

@@ -59,7 +59,10 @@ impl Advance<'_> {
             if !never_sent && self.conns.is_connected(&n.agent_name) {
                 // Handed out but not started: the agent drops it before it starts.
                 let deleted = vec![DeletedWorkload { instance_name: n.clone(), dependencies: BTreeMap::new() }];
-                self.out.send_to_agent(&n.agent_name, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+                self.out.send_to_agent(
+                    &n.agent_name,
+                    FromServer::UpdateWorkload { added: Vec::new(), deleted, resync: false },
+                );
             }
             self.states.record_event(&n.workload_name, EventKind::Canceled, &reason);
         }

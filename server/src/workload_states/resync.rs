@@ -83,7 +83,7 @@ impl Resync<'_> {
             return out;
         }
         let deleted = leftovers.into_iter().map(|n| deletion(&n)).collect();
-        out.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted });
+        out.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted, resync: false });
         out
     }
 
@@ -144,7 +144,7 @@ impl Resync<'_> {
                     None => deleted.push(deletion(&n)),
                 }
             }
-            out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted });
+            out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted, resync: true });
         }
         if !changed.is_empty() {
             out.broadcast(None, FromServer::UpdateWorkloadState(changed));
