@@ -156,8 +156,9 @@ impl EventWatcher {
     /// Follows the event log or the journal until shutdown. No reconcile at
     /// the start: the feed was opened before the runtime manager lists the
     /// existing workloads at the agent's start (the listing the first hello
-    /// takes), so together they miss nothing, and a `podman ps` here would only compete with the first
-    /// workloads' `podman run`. The first reconcile is one interval later.
+    /// takes), so together they miss nothing, and a `podman ps` here would
+    /// only compete with the first workloads' `podman run`. The first
+    /// reconcile is one interval later.
     async fn follow_feed(&self, mut feed: EventSource) {
         let mut tick = self.ticker();
         loop {
