@@ -280,6 +280,7 @@ class Soak:
             "ANK_FLEET_CA": str(self.certs / "ca.pem"),
             "ANK_FLEET_CERT": str(self.certs / f"cli-{OPERATOR}.pem"),
             "ANK_FLEET_KEY": str(self.certs / f"cli-{OPERATOR}-key.pem"),
+            "ANK_FLEET_SIGNING_KEY": str(self.certs / "fleet-signing-key.pem"),
         })
         return env
 
@@ -443,11 +444,15 @@ class Soak:
         certs_bin = str(self.bin / "ank-certs")
         run([certs_bin, "-o", str(self.certs), "--server", "--server-san", f"{BROKER_IP},127.0.0.1"])
         run([certs_bin, "-o", str(self.certs), "--cli", OPERATOR])
+        if not self.args.infra_only:
+            # The operator's signing key; the connectors get its public half.
+            run([str(self.bin / "ank-fleet"), "keygen", "--out", str(self.certs)])
         for v in self.vehicles:
             run([certs_bin, "-o", str(self.certs), "--agent", v])
             own = wd / v / "certs"
             own.mkdir(parents=True)
-            for f in ("ca.pem", f"agent-{v}.pem", f"agent-{v}-key.pem"):
+            signing = [] if self.args.infra_only else ["fleet-signing-pub.pem"]
+            for f in ("ca.pem", f"agent-{v}.pem", f"agent-{v}-key.pem", *signing):
                 shutil.copy2(self.certs / f, own / f)
         log(f"certificates: broker ({BROKER_IP}), {OPERATOR}, {self.n} vehicles")
         if not self.args.infra_only:
@@ -460,7 +465,7 @@ class Soak:
         for i, v in enumerate(self.vehicles, start=1):
             labels = ["model=soak", f"idx={i:02d}"] + (["group=broken"] if v in self.broken else [])
             args = ["--vehicle", v, "--broker", BROKER_URL, "--ca", "/certs/ca.pem", "--cert", f"/certs/agent-{v}.pem",
-                    "--key", f"/certs/agent-{v}-key.pem"]
+                    "--key", f"/certs/agent-{v}-key.pem", "--operator-key", "/certs/fleet-signing-pub.pem"]
             for label in labels:
                 args += ["--label", label]
             args += ["--default-agent", v, *self.args.connector_arg]
@@ -853,7 +858,7 @@ class Soak:
         ledger_clean = all(self.ids["broken"] not in self.ledger(self.vehicle_state(v)).get("applied", [])
                            for v in self.vehicles)
         view = self.fleet_status()
-        results = {v: view.get(v, {}).get("result") for v in self.broken}
+        results = {v: view.get(v, {}).get("rejectedRollout") for v in self.broken}
         ready = all(view.get(v, {}).get("ready") for v in self.broken)
         ok = rc == 1 and phase == "Halted" and still and applied_nothing and ledger_clean and ready
         self.check("halted-wave", ok,

@@ -4,7 +4,8 @@
 //! [`cli`] is `ank-fleet`, the operator's side, which talks only to the
 //! broker. [`topics`] and [`payload`] are the contract between the two
 //! (docs/fleet.md), [`mqtt`] builds the broker connection both use and
-//! [`selector`] matches vehicles by their labels.
+//! [`selector`] matches vehicles by their labels; [`signing`] signs and
+//! verifies desired-state messages with the operator's Ed25519 key.
 
 pub mod cli;
 pub mod connector;
@@ -12,6 +13,7 @@ pub mod link;
 pub mod mqtt;
 pub mod payload;
 pub mod selector;
+pub mod signing;
 pub mod topics;
 
 /// Logs to stderr at `level` unless `RUST_LOG` says otherwise.

@@ -7,7 +7,10 @@
 
 use std::time::Duration;
 
-use rumqttc::v5::mqttbytes::v5::{Packet, PubAckReason, Publish};
+/// A received MQTT publication (what [`LinkEvent::Message`] carries, to
+/// acknowledge it).
+pub use rumqttc::v5::mqttbytes::v5::Publish;
+use rumqttc::v5::mqttbytes::v5::{Packet, PubAckReason};
 use rumqttc::v5::{Event, EventLoop};
 use tokio::sync::mpsc;
 

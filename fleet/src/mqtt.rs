@@ -25,6 +25,11 @@ pub enum SetupError {
     Tls(#[from] rustls::Error),
     #[error("mqtts:// needs --ca, --cert and --key (the broker checks the client's certificate)")]
     MissingTls,
+    #[error(
+        "refusing plain '{0}': without TLS the broker link is neither encrypted nor authenticated; use mqtts:// or pass --allow-plaintext \
+         (tests only)"
+    )]
+    Plaintext(String),
 }
 
 /// Where the broker is and whether to use TLS.
@@ -100,7 +105,16 @@ pub fn tls_config(files: &TlsFiles) -> Result<rustls::ClientConfig, SetupError> 
 }
 
 /// MQTT 5 options for `client_id` at `url`, TLS from `files` for mqtts://.
-pub fn options(client_id: &str, url: &BrokerUrl, files: &TlsFiles) -> Result<MqttOptions, SetupError> {
+/// A plain `mqtt://` URL is refused unless `allow_plaintext`.
+pub fn options(
+    client_id: &str,
+    url: &BrokerUrl,
+    files: &TlsFiles,
+    allow_plaintext: bool,
+) -> Result<MqttOptions, SetupError> {
+    if !url.tls && !allow_plaintext {
+        return Err(SetupError::Plaintext(format!("mqtt://{}:{}", url.host, url.port)));
+    }
     let mut options = MqttOptions::new(client_id, url.host.clone(), url.port);
     options.set_keep_alive(Duration::from_secs(30));
     options.set_max_packet_size(Some(4 * 1024 * 1024));
@@ -130,6 +144,17 @@ mod tests {
         for bad in ["broker:1883", "http://b", "mqtt://", "mqtt://b:x"] {
             assert!(BrokerUrl::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn plain_mqtt_is_refused_unless_asked_for_by_name() {
+        let url = BrokerUrl::parse("mqtt://broker").unwrap();
+        let text = options("v01", &url, &TlsFiles::default(), false).unwrap_err().to_string();
+        assert!(
+            text.starts_with("refusing plain 'mqtt://broker:1883'") && text.contains("--allow-plaintext"),
+            "{text}"
+        );
+        assert!(options("v01", &url, &TlsFiles::default(), true).is_ok());
     }
 
     #[test]

@@ -48,6 +48,35 @@ pub struct Desired {
     pub rollout_id: String,
     /// An Ankaios manifest (YAML), as `ank apply` takes it.
     pub manifest: String,
+    /// The vehicle the message is signed for (empty when unsigned).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub vehicle: String,
+    /// The operator's sequence number for this vehicle; it only grows, so
+    /// a replayed older message is refused (0 when unsigned).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq: u64,
+    /// The operator's Ed25519 signature (base64) of the fields above
+    /// ([`crate::signing::signed_bytes`]); empty when unsigned.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Desired {
+    /// A message without signature (for connectors run with `--allow-unsigned`).
+    pub fn unsigned(rollout_id: &str, manifest: &str) -> Self {
+        Self {
+            version: PAYLOAD_VERSION,
+            rollout_id: rollout_id.to_owned(),
+            manifest: manifest.to_owned(),
+            vehicle: String::new(),
+            seq: 0,
+            signature: String::new(),
+        }
+    }
 }
 
 /// What became of the latest desired message a vehicle handled.
@@ -113,6 +142,10 @@ pub struct Status {
     /// The rollout the vehicle's desired state carries (its ledger).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_rollout: Option<String>,
+    /// The highest sequence number of a signed desired message the vehicle
+    /// accepted: the operator signs the next one above it (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accepted_seq: u64,
     /// The apply job of the applied rollout, while the server keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobStatus>,
@@ -131,6 +164,7 @@ impl Status {
         self.rollout == other.rollout
             && self.applied_rollout == other.applied_rollout
             && self.job == other.job
+            && self.accepted_seq == other.accepted_seq
             && self.ready == other.ready
             && self.available == other.available
             && self.workloads == other.workloads
@@ -241,7 +275,7 @@ mod tests {
 
     #[test]
     fn payloads_round_trip_and_a_newer_version_is_named() {
-        let d = Desired { version: 1, rollout_id: "r1".into(), manifest: "apiVersion: v1\n".into() };
+        let d = Desired::unsigned("r1", "apiVersion: v1\n");
         assert_eq!(decode::<Desired>(&encode(&d)).unwrap(), d);
         assert_eq!(decode::<Desired>(br#"{"version":2,"rolloutId":"r","manifest":""}"#), Err(PayloadError::TooNew(2)));
         let text = decode::<Desired>(b"not json").unwrap_err().to_string();
@@ -265,6 +299,7 @@ mod tests {
             published_at: "t1".into(),
             rollout: None,
             applied_rollout: Some("r1".into()),
+            accepted_seq: 0,
             job: None,
             ready: true,
             available: true,

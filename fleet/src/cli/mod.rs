@@ -13,12 +13,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use self::rollout::{Outcome, drive, vehicle_progress};
+use self::rollout::{Outcome, count, drive, vehicle_progress};
 use self::view::{Fleet, VehicleRow};
 use crate::mqtt::TlsFiles;
 use crate::payload::{PAYLOAD_VERSION, RolloutAction, RolloutControl, RolloutPhase, RolloutRecord, encode};
 use crate::selector::Selector;
-use crate::topics::{Topics, is_valid_id};
+use crate::signing::{SigningKey, keygen};
+use crate::topics::{Topics, check_id};
 
 /// The fleet's command line: vehicles' status and staged rollouts, over the broker.
 #[derive(Debug, Parser)]
@@ -39,6 +40,16 @@ pub struct FleetArgs {
     /// The first level of every topic
     #[arg(long, global = true, env = "ANK_FLEET_TOPIC_PREFIX", default_value = crate::topics::DEFAULT_PREFIX)]
     pub topic_prefix: String,
+    /// Accept a plain mqtt:// broker (no TLS; tests only)
+    #[arg(long, global = true, env = "ANK_FLEET_ALLOW_PLAINTEXT")]
+    pub allow_plaintext: bool,
+    /// The operator's Ed25519 key (PEM, from `ank-fleet keygen`) that signs
+    /// every desired message a rollout publishes
+    #[arg(long, global = true, env = "ANK_FLEET_SIGNING_KEY")]
+    pub signing_key: Option<PathBuf>,
+    /// Publish rollouts unsigned (only connectors run with --allow-unsigned apply them)
+    #[arg(long, global = true, env = "ANK_FLEET_UNSIGNED", conflicts_with = "signing_key")]
+    pub unsigned: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -62,6 +73,12 @@ pub enum Command {
     },
     /// Roll a manifest out wave by wave; or show, halt or resume a rollout
     Rollout(RolloutArgs),
+    /// Make the operator's signing key pair (fleet-signing-key.pem, fleet-signing-pub.pem)
+    Keygen {
+        /// The folder to write the two files to (never overwritten)
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -119,11 +136,57 @@ fn new_id() -> String {
     format!("r-{secs}-{:04x}", fastrand::u16(..))
 }
 
+/// How `ank-fleet` signs the desired messages it publishes.
+#[derive(Debug)]
+pub enum Signer {
+    /// With the operator's key.
+    Key(SigningKey),
+    /// Not at all (`--unsigned`).
+    Unsigned,
+    /// No key given: publishing a rollout is refused.
+    Missing,
+}
+
+impl Signer {
+    fn of(args: &FleetArgs) -> anyhow::Result<Self> {
+        Ok(match (&args.signing_key, args.unsigned) {
+            (Some(path), _) => Signer::Key(SigningKey::from_pem_file(path).context("--signing-key")?),
+            (None, true) => Signer::Unsigned,
+            (None, false) => Signer::Missing,
+        })
+    }
+}
+
+/// Whether `command` publishes desired messages (and so needs a signer).
+fn publishes_desired(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Rollout(RolloutArgs { action: None, .. })
+            | Command::Rollout(RolloutArgs { action: Some(RolloutCommand::Resume { .. }), .. })
+    )
+}
+
 /// Runs one command; the exit code: 0 done, 1 halted or failed.
 pub async fn run(args: FleetArgs) -> anyhow::Result<u8> {
+    if let Command::Keygen { out } = &args.command {
+        let (private, public) = keygen(out)?;
+        println!("wrote {} (the operator's: keep it secret) and", private.display());
+        println!("      {} (give it to every connector: --operator-key)", public.display());
+        return Ok(0);
+    }
+    let signer = Signer::of(&args)?;
+    if matches!(signer, Signer::Missing) && publishes_desired(&args.command) {
+        anyhow::bail!(
+            "a rollout is signed with the operator's key: pass --signing-key FILE (make one with `ank-fleet keygen`), \
+             or --unsigned for connectors run with --allow-unsigned"
+        );
+    }
+    let topics = Topics::parse(&args.topic_prefix).context("--topic-prefix")?;
     let files = TlsFiles { ca: args.ca.clone(), cert: args.cert.clone(), key: args.key.clone() };
-    let mut fleet = Fleet::connect(&args.broker, &files, Topics::new(&args.topic_prefix)).await?;
+    let mut fleet = Fleet::connect(&args.broker, &files, topics, args.allow_plaintext).await?;
+    fleet.signer = signer;
     let code = match args.command {
+        Command::Keygen { .. } => unreachable!("handled before connecting"),
         Command::Status { selector, output } => {
             let selector = Selector::parse(&selector)?;
             let rows: Vec<VehicleRow> = fleet
@@ -200,9 +263,7 @@ fn outcome_code(outcome: Outcome) -> u8 {
 }
 
 async fn load(fleet: &mut Fleet, id: &str) -> anyhow::Result<RolloutRecord> {
-    if !is_valid_id(id) {
-        anyhow::bail!("invalid rollout id '{id}'");
-    }
+    check_id("rollout id", id)?;
     let (record, control) = (fleet.topics.rollout(id), fleet.topics.rollout_control(id));
     fleet.watch(&record).await?;
     fleet.watch(&control).await?;
@@ -214,9 +275,7 @@ async fn start_rollout(fleet: &mut Fleet, start: StartArgs) -> anyhow::Result<u8
     let manifest =
         std::fs::read_to_string(&file).with_context(|| format!("cannot read the manifest '{}'", file.display()))?;
     let id = start.id.unwrap_or_else(new_id);
-    if !is_valid_id(&id) {
-        anyhow::bail!("invalid --id '{id}': use letters, digits, '-', '_' and '.'");
-    }
+    check_id("rollout id", &id).context("--id")?;
     let selector = Selector::parse(&start.selector)?;
     let shares = waves::parse_waves(&start.waves)?;
     let vehicles = fleet.select(&selector);
@@ -246,9 +305,9 @@ async fn start_rollout(fleet: &mut Fleet, start: StartArgs) -> anyhow::Result<u8
     };
     let sizes: Vec<String> = record.waves.iter().map(|w| w.len().to_string()).collect();
     println!(
-        "rollout {id}: {} vehicles in {} waves ({}), at most {} may fail",
-        vehicles.len(),
-        record.waves.len(),
+        "rollout {id}: {} in {} ({}), at most {} may fail",
+        count(vehicles.len(), "vehicle"),
+        count(record.waves.len(), "wave"),
         sizes.join(", "),
         record.max_failures
     );

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::view::{Fleet, Vehicle};
-use crate::payload::{Desired, PAYLOAD_VERSION, RolloutAction, RolloutPhase, RolloutRecord, RolloutResult, encode};
+use crate::payload::{RolloutAction, RolloutPhase, RolloutRecord, RolloutResult, encode};
 use crate::topics::VehicleTopic;
 
 /// Where one vehicle of a rollout is.
@@ -51,6 +51,11 @@ pub enum Outcome {
 /// How often progress is looked at when no message came.
 const TICK: Duration = Duration::from_millis(250);
 
+/// `1 vehicle`, `2 vehicles`.
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
 fn fmt_secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
@@ -84,10 +89,9 @@ pub async fn drive(fleet: &mut Fleet, record: &mut RolloutRecord) -> anyhow::Res
     while record.waves_done < record.waves.len() {
         let index = record.waves_done;
         let wave = record.waves[index].clone();
-        let desired =
-            Desired { version: PAYLOAD_VERSION, rollout_id: record.id.clone(), manifest: record.manifest.clone() };
         for vehicle in &wave {
-            fleet.publish(&fleet.topics.vehicle(vehicle, VehicleTopic::Desired), encode(&desired), true).await?;
+            let payload = fleet.desired_payload(vehicle, &record.id, &record.manifest)?;
+            fleet.publish(&fleet.topics.vehicle(vehicle, VehicleTopic::Desired), payload, true).await?;
         }
         let wave_start = Instant::now();
         let timeout = Duration::from_secs(record.wave_timeout_secs);
@@ -108,8 +112,9 @@ pub async fn drive(fleet: &mut Fleet, record: &mut RolloutRecord) -> anyhow::Res
             }
             if record.failed.len() > record.max_failures {
                 let reason = format!(
-                    "{} of {total} vehicles failed, more than the {} allowed",
+                    "{} of {} failed, more than the {} allowed",
                     record.failed.len(),
+                    count(total, "vehicle"),
                     record.max_failures
                 );
                 return halt(fleet, record, reason).await;
@@ -131,10 +136,10 @@ pub async fn drive(fleet: &mut Fleet, record: &mut RolloutRecord) -> anyhow::Res
         }
         let failed_here = wave.iter().filter(|v| record.failed.contains_key(*v)).count();
         println!(
-            "wave {}/{}: {} vehicles ready{} in {}",
+            "wave {}/{}: {} ready{} in {}",
             index + 1,
             record.waves.len(),
-            wave.len() - failed_here,
+            count(wave.len() - failed_here, "vehicle"),
             if failed_here > 0 { format!(", {failed_here} failed") } else { String::new() },
             fmt_secs(wave_start.elapsed())
         );
@@ -143,7 +148,7 @@ pub async fn drive(fleet: &mut Fleet, record: &mut RolloutRecord) -> anyhow::Res
     }
     record.phase = RolloutPhase::Succeeded;
     save(fleet, record).await?;
-    println!("rollout {} succeeded: {total} vehicles in {}", record.id, fmt_secs(started.elapsed()));
+    println!("rollout {} succeeded: {} in {}", record.id, count(total, "vehicle"), fmt_secs(started.elapsed()));
     Ok(Outcome::Succeeded)
 }
 
@@ -185,12 +190,20 @@ mod tests {
                     reason: "bad".into(),
                 }),
                 applied_rollout: applied.map(Into::into),
+                accepted_seq: 0,
                 job: job.map(|p| JobStatus { id: 3, phase: p.into(), reason: "r".into() }),
                 ready,
                 available: ready,
                 workloads: BTreeMap::new(),
             }),
         }
+    }
+
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(count(1, "vehicle"), "1 vehicle");
+        assert_eq!(count(0, "vehicle"), "0 vehicles");
+        assert_eq!(count(3, "wave"), "3 waves");
     }
 
     #[test]

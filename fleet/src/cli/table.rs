@@ -34,17 +34,19 @@ fn yes(b: bool) -> String {
 
 /// `ank-fleet status`.
 pub fn vehicles(rows: &[VehicleRow]) -> String {
-    let header = ["VEHICLE", "ROLLOUT", "RESULT", "JOB", "READY", "AVAILABLE", "ONLINE", "LAST SEEN"];
+    let header = ["VEHICLE", "ROLLOUT", "JOB", "READY", "AVAILABLE", "REJECTED", "ONLINE", "LAST SEEN"];
     let body = rows
         .iter()
         .map(|r| {
             vec![
                 r.vehicle.clone(),
                 dash(r.rollout_id.as_deref()),
-                dash(r.result.as_deref()),
                 dash(r.job_phase.as_deref()),
                 yes(r.ready),
                 yes(r.available),
+                r.rejected_rollout
+                    .as_deref()
+                    .map_or("-".to_owned(), |id| if id.is_empty() { "(no id)".to_owned() } else { id.to_owned() }),
                 r.online.map_or("-".to_owned(), yes),
                 dash(r.last_seen.as_deref()),
             ]
@@ -91,8 +93,8 @@ mod tests {
             labels: BTreeMap::new(),
             online: Some(true),
             rollout_id: Some("r1".into()),
-            result: Some("Applied".into()),
-            reason: None,
+            rejected_rollout: Some("r2".into()),
+            rejected_reason: Some("bad".into()),
             job_phase: None,
             ready: true,
             available: true,
@@ -101,7 +103,7 @@ mod tests {
         };
         let text = vehicles(&[row]);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "VEHICLE   ROLLOUT   RESULT    JOB   READY   AVAILABLE   ONLINE   LAST SEEN");
-        assert_eq!(lines[1], "v01       r1        Applied   -     True    True        True     2026-11-27T01:00:00Z");
+        assert_eq!(lines[0], "VEHICLE   ROLLOUT   JOB   READY   AVAILABLE   REJECTED   ONLINE   LAST SEEN");
+        assert_eq!(lines[1], "v01       r1        -     True    True        r2         True     2026-11-27T01:00:00Z");
     }
 }

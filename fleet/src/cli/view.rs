@@ -12,11 +12,14 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::Signer;
 use crate::link::{LinkEvent, spawn_pump};
 use crate::mqtt::{BrokerUrl, TlsFiles, options};
-use crate::payload::{self, Info, Online, RolloutControl, RolloutRecord, Status, WorkloadStatus};
+use crate::payload::{
+    self, Desired, Info, Online, RolloutControl, RolloutRecord, RolloutResult, Status, WorkloadStatus, encode,
+};
 use crate::selector::Selector;
-use crate::topics::{Topics, VehicleTopic};
+use crate::topics::{Topics, VehicleTopic, check_vehicle};
 
 /// What the fleet knows of one vehicle.
 #[derive(Debug, Clone, Default)]
@@ -39,9 +42,13 @@ pub struct VehicleRow {
     pub vehicle: String,
     pub labels: BTreeMap<String, String>,
     pub online: Option<bool>,
+    /// The rollout the vehicle's desired state holds (its ledger).
     pub rollout_id: Option<String>,
-    pub result: Option<String>,
-    pub reason: Option<String>,
+    /// The newest desired message the vehicle handled, when it refused it:
+    /// its rollout id (empty when the message had no valid one) and why.
+    /// Absent once a later message is applied.
+    pub rejected_rollout: Option<String>,
+    pub rejected_reason: Option<String>,
     pub job_phase: Option<String>,
     pub ready: bool,
     pub available: bool,
@@ -52,13 +59,14 @@ pub struct VehicleRow {
 impl VehicleRow {
     pub fn of(name: &str, v: &Vehicle) -> Self {
         let status = v.status.as_ref();
+        let rejected = status.and_then(|s| s.rollout.as_ref()).filter(|r| r.result == RolloutResult::Rejected);
         Self {
             vehicle: name.to_owned(),
             labels: v.labels(),
             online: v.online,
             rollout_id: status.and_then(|s| s.applied_rollout.clone()),
-            result: status.and_then(|s| s.rollout.as_ref()).map(|r| format!("{:?}", r.result)),
-            reason: status.and_then(|s| s.rollout.as_ref()).map(|r| r.reason.clone()).filter(|r| !r.is_empty()),
+            rejected_rollout: rejected.map(|r| r.id.clone()),
+            rejected_reason: rejected.map(|r| r.reason.clone()),
             job_phase: status.and_then(|s| s.job.as_ref()).map(|j| j.phase.clone()),
             ready: status.is_some_and(|s| s.ready),
             available: status.is_some_and(|s| s.available),
@@ -66,6 +74,45 @@ impl VehicleRow {
             workloads: status.map(|s| s.workloads.clone()).unwrap_or_default(),
         }
     }
+}
+
+/// Takes one message of a vehicle's into `vehicles`; says why when it is not taken.
+/// A vehicle id that could not be a topic level again (when the
+/// rollout publishes to it) is ignored, and so is a status or info
+/// that names another vehicle than its topic.
+pub fn take_vehicle(
+    vehicles: &mut BTreeMap<String, Vehicle>,
+    vehicle: &str,
+    kind: VehicleTopic,
+    payload: &[u8],
+) -> Option<String> {
+    if let Err(e) = check_vehicle(vehicle) {
+        return Some(e.to_string());
+    }
+    let other = |named: &str| (named != vehicle).then(|| format!("it names vehicle '{}'", named.escape_debug()));
+    let entry = vehicles.entry(vehicle.to_owned()).or_default();
+    let result = match kind {
+        VehicleTopic::Info => payload::decode::<Info>(payload).map(|i| match other(&i.vehicle) {
+            None => {
+                entry.info = Some(i);
+                None
+            }
+            some => some,
+        }),
+        VehicleTopic::Status => payload::decode::<Status>(payload).map(|s| match other(&s.vehicle) {
+            None => {
+                entry.status = Some(s);
+                None
+            }
+            some => some,
+        }),
+        VehicleTopic::Online => payload::decode::<Online>(payload).map(|o| {
+            entry.online = Some(o.online);
+            None
+        }),
+        VehicleTopic::Desired | VehicleTopic::Events => Ok(None),
+    };
+    result.unwrap_or_else(|e| Some(e.to_string()))
 }
 
 /// A connection to the broker and the view it keeps.
@@ -79,6 +126,10 @@ pub struct Fleet {
     /// What this connection subscribed to, to subscribe again after a
     /// reconnect (the session is not kept).
     filters: Vec<String>,
+    /// How desired messages are signed.
+    pub signer: Signer,
+    /// The last sequence number signed by this process.
+    last_seq: u64,
 }
 
 /// How long the broker may take to accept the connection.
@@ -88,10 +139,15 @@ const QUIET: Duration = Duration::from_millis(500);
 
 impl Fleet {
     /// Connects as an operator and loads the retained view.
-    pub async fn connect(broker: &str, files: &TlsFiles, topics: Topics) -> anyhow::Result<Self> {
+    pub async fn connect(
+        broker: &str,
+        files: &TlsFiles,
+        topics: Topics,
+        allow_plaintext: bool,
+    ) -> anyhow::Result<Self> {
         let url = BrokerUrl::parse(broker)?;
         let client_id = format!("ank-fleet-{}-{:04x}", std::process::id(), fastrand::u16(..));
-        let mut opts = options(&client_id, &url, files)?;
+        let mut opts = options(&client_id, &url, files, allow_plaintext)?;
         opts.set_clean_start(true);
         let (client, eventloop) = AsyncClient::new(opts, 256);
         let mut link = spawn_pump(eventloop);
@@ -108,8 +164,16 @@ impl Fleet {
         let filters = [VehicleTopic::Info, VehicleTopic::Status, VehicleTopic::Online]
             .map(|kind| topics.every_vehicle(kind))
             .to_vec();
-        let mut fleet =
-            Self { topics, client, link, vehicles: BTreeMap::new(), retained: BTreeMap::new(), filters: Vec::new() };
+        let mut fleet = Self {
+            topics,
+            client,
+            link,
+            vehicles: BTreeMap::new(),
+            retained: BTreeMap::new(),
+            filters: Vec::new(),
+            signer: Signer::Missing,
+            last_seq: 0,
+        };
         for filter in filters {
             fleet.subscribe(filter).await?;
         }
@@ -178,16 +242,32 @@ impl Fleet {
             self.retained.insert(topic, payload);
             return;
         };
-        let entry = self.vehicles.entry(vehicle.clone()).or_default();
-        let problem = match kind {
-            VehicleTopic::Info => payload::decode::<Info>(&payload).map(|i| entry.info = Some(i)).err(),
-            VehicleTopic::Status => payload::decode::<Status>(&payload).map(|s| entry.status = Some(s)).err(),
-            VehicleTopic::Online => payload::decode::<Online>(&payload).map(|o| entry.online = Some(o.online)).err(),
-            VehicleTopic::Desired | VehicleTopic::Events => None,
-        };
-        if let Some(e) = problem {
-            tracing::warn!("{topic}: {e}");
+        if let Some(problem) = take_vehicle(&mut self.vehicles, &vehicle, kind, &payload) {
+            tracing::warn!("'{}' ignored: {problem}", topic.escape_debug());
         }
+    }
+
+    /// The `desired` payload of rollout `id` for `vehicle`, signed when
+    /// there is a key. Its sequence number is above both the last one the
+    /// vehicle reported accepting and the last this process signed, and
+    /// at least the time in milliseconds, so operators in other processes
+    /// (which do not share a counter) also sign ever larger numbers.
+    pub fn desired_payload(&mut self, vehicle: &str, id: &str, manifest: &str) -> anyhow::Result<Vec<u8>> {
+        let mut desired = Desired::unsigned(id, manifest);
+        match &self.signer {
+            Signer::Unsigned => {}
+            Signer::Missing => anyhow::bail!("no --signing-key to sign the rollout with (or --unsigned)"),
+            Signer::Key(key) => {
+                let accepted = self.vehicles.get(vehicle).and_then(|v| v.status.as_ref()).map_or(0, |s| s.accepted_seq);
+                let now_ms = ank_common::daemon::clock::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                let seq = now_ms.max(accepted.saturating_add(1)).max(self.last_seq.saturating_add(1));
+                self.last_seq = seq;
+                key.sign(&mut desired, vehicle, seq);
+            }
+        }
+        Ok(encode(&desired))
     }
 
     /// The vehicles whose labels match, by name.

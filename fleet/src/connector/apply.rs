@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ank_common::complete_state::ConfigItem;
 use ank_common::convert::{PartialCompleteState, PartialState, PartialWorkload};
 use ank_common::manifest::{UnknownFields, parse_manifest_checked};
+use ank_common::names::validate_config_name;
 
 use crate::payload::Desired;
 
@@ -37,6 +38,11 @@ pub struct Ledger {
     pub workloads: BTreeSet<String>,
     pub configs: BTreeSet<String>,
     pub groups: BTreeSet<String>,
+    /// The sequence number of the signed message that set `current` (0
+    /// when unsigned): the floor below which a message is a replay, kept
+    /// here so it survives a connector restart with the manifest it
+    /// belongs to.
+    pub seq: u64,
 }
 
 fn string(item: &ConfigItem) -> Option<&str> {
@@ -68,6 +74,7 @@ impl Ledger {
             workloads: strings(fields.get("workloads")).into_iter().collect(),
             configs: strings(fields.get("configs")).into_iter().collect(),
             groups: strings(fields.get("groups")).into_iter().collect(),
+            seq: fields.get("seq").and_then(string).and_then(|s| s.parse().ok()).unwrap_or(0),
         }
     }
 
@@ -79,7 +86,31 @@ impl Ledger {
         fields.insert("workloads".to_owned(), array(&self.workloads));
         fields.insert("configs".to_owned(), array(&self.configs));
         fields.insert("groups".to_owned(), array(&self.groups));
+        fields.insert("seq".to_owned(), ConfigItem::String(self.seq.to_string()));
         ConfigItem::Object(fields)
+    }
+
+    /// Checks the names the ledger holds before they become field-mask
+    /// segments of an update (a name with `.` or `*` would reach other
+    /// parts of the state): workload, config and group names as a
+    /// manifest allows them, rollout ids as a topic level allows them.
+    pub fn check(&self) -> Result<(), String> {
+        let bad = |e: &dyn std::fmt::Display| {
+            format!("the ledger (config '{LEDGER_CONFIG}') is refused: {e}; fix or remove that config")
+        };
+        for (kind, names) in
+            [("ledger workload", &self.workloads), ("ledger config", &self.configs), ("ledger group", &self.groups)]
+        {
+            for name in names {
+                validate_config_name(kind, name).map_err(|e| bad(&e))?;
+            }
+        }
+        for id in self.applied.iter().chain(&self.current) {
+            if let Err(e) = crate::topics::check_id("rollout id", id) {
+                return Err(bad(&e));
+            }
+        }
+        Ok(())
     }
 
     /// Whether the rollout `id` was applied here already.
@@ -140,6 +171,7 @@ pub fn plan(desired: &Desired, ledger: &Ledger, ctx: &ApplyContext) -> Result<Pl
         workloads: state.workloads.keys().map(ToString::to_string).collect(),
         configs: state.configs.keys().cloned().collect(),
         groups: state.groups.keys().cloned().collect(),
+        seq: desired.seq.max(ledger.seq),
     };
     next.applied.retain(|a| a != &desired.rollout_id);
     next.applied.push(desired.rollout_id.clone());
@@ -190,7 +222,7 @@ configs:
     }
 
     fn desired(id: &str, manifest: &str) -> Desired {
-        Desired { version: 1, rollout_id: id.into(), manifest: manifest.into() }
+        Desired::unsigned(id, manifest)
     }
 
     #[test]

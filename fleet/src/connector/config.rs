@@ -28,6 +28,17 @@ pub struct ConnectorArgs {
     /// The key of the client certificate (PEM)
     #[arg(long, env = "FLEET_KEY")]
     pub key: Option<PathBuf>,
+    /// Accept a plain mqtt:// broker (no TLS; tests only)
+    #[arg(long, env = "FLEET_ALLOW_PLAINTEXT")]
+    pub allow_plaintext: bool,
+    /// The operator's Ed25519 public key (PEM, from `ank-fleet keygen`): only
+    /// desired messages it verifies are applied
+    #[arg(long, env = "FLEET_OPERATOR_KEY", required_unless_present = "allow_unsigned")]
+    pub operator_key: Option<PathBuf>,
+    /// Apply unsigned desired messages (whoever can publish to this
+    /// vehicle's desired topic then controls the vehicle)
+    #[arg(long, env = "FLEET_ALLOW_UNSIGNED", conflicts_with = "operator_key")]
+    pub allow_unsigned: bool,
     /// A label the vehicle announces, key=value (repeatable; env: comma-separated)
     #[arg(long = "label", env = "FLEET_LABELS", value_delimiter = ',', value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
@@ -69,6 +80,7 @@ mod tests {
             "v01",
             "--broker",
             "mqtt://b",
+            "--allow-unsigned",
             "--label",
             "model=x",
             "--label",
@@ -81,6 +93,18 @@ mod tests {
         assert_eq!(a.control_interface, PathBuf::from("/run/ankaios/control_interface"));
         let bad = ConnectorArgs::try_parse_from(["x", "--vehicle", "v", "--broker", "b", "--label", "oops"]);
         assert!(bad.unwrap_err().to_string().contains("invalid label 'oops'"));
+    }
+
+    #[test]
+    fn signing_is_required_unless_explicitly_opted_out() {
+        let base = ["x", "--vehicle", "v", "--broker", "mqtts://b"];
+        let missing = ConnectorArgs::try_parse_from(base).unwrap_err().to_string();
+        assert!(missing.contains("--operator-key"), "{missing}");
+        let both = ConnectorArgs::try_parse_from(base.into_iter().chain(["--operator-key=k", "--allow-unsigned"]));
+        assert!(both.is_err(), "a key and --allow-unsigned contradict each other");
+        let signed = ConnectorArgs::try_parse_from(base.into_iter().chain(["--operator-key=k"])).unwrap();
+        assert_eq!(signed.operator_key, Some(PathBuf::from("k")));
+        assert!(!signed.allow_plaintext && !signed.allow_unsigned);
     }
 
     #[test]
@@ -98,5 +122,11 @@ mod tests {
         let parsed = ConnectorArgs::try_parse_from(std::iter::once("ank-fleet-connector").chain(args)).unwrap();
         assert_eq!((parsed.vehicle.as_str(), parsed.default_agent.as_deref()), ("v01", Some("v01")));
         assert_eq!(connector.agent, "v01");
+        // The file names are those ank-certs and ank-fleet keygen write.
+        assert_eq!(parsed.cert, Some(PathBuf::from("/certs/agent-v01.pem")));
+        assert_eq!(parsed.key, Some(PathBuf::from("/certs/agent-v01-key.pem")));
+        let key = PathBuf::from("/certs").join(crate::signing::PUBLIC_KEY_FILE);
+        assert_eq!(parsed.operator_key, Some(key));
+        assert!(parsed.broker.starts_with("mqtts://") && !parsed.allow_plaintext && !parsed.allow_unsigned);
     }
 }

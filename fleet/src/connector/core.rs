@@ -23,7 +23,8 @@ use super::pacer::Pacer;
 use super::status::{EventTracker, STATUS_MASKS, compute, ledger_of};
 use crate::link::LinkEvent;
 use crate::payload::{Desired, Events, Info, Online, PAYLOAD_VERSION, RolloutResult, RolloutStatus, decode, encode};
-use crate::topics::{Topics, VehicleTopic, is_valid_id};
+use crate::signing::VerifyingKey;
+use crate::topics::{Topics, VehicleTopic, check_id};
 
 /// What the connector does on the broker.
 #[async_trait]
@@ -43,7 +44,13 @@ pub struct Settings {
     pub apply: ApplyContext,
     pub min_interval: Duration,
     pub heartbeat: Duration,
+    /// The operator's public key; `None` accepts unsigned messages
+    /// (`--allow-unsigned`).
+    pub operator_key: Option<VerifyingKey>,
 }
+
+/// The largest desired message handled; a bigger one is rejected unread.
+pub const MAX_DESIRED_BYTES: usize = 1024 * 1024;
 
 /// How soon after a state change the status is computed (more changes in
 /// the meantime are taken in the same look).
@@ -72,6 +79,9 @@ pub struct Connector<C, B> {
     job_id: Option<u64>,
     job_open: bool,
     seq: u64,
+    /// The highest sequence number of a verified message in this run; with
+    /// the ledger's, the floor below which a message is a replay.
+    seq_floor: u64,
     online: bool,
     control_up: bool,
     control_retry_at: Option<Instant>,
@@ -94,6 +104,7 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
             job_id: None,
             job_open: false,
             seq: 0,
+            seq_floor: 0,
             online: false,
             control_up: false,
             control_retry_at: Some(Instant::now()),
@@ -275,6 +286,14 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
     /// Handles one desired message; `Err` only when the control interface
     /// failed so that it must be tried again.
     async fn handle_desired(&mut self, payload: &[u8]) -> Result<(), ControlError> {
+        if payload.len() > MAX_DESIRED_BYTES {
+            let reason = format!(
+                "desired message of {} bytes refused: larger than the {MAX_DESIRED_BYTES} bytes a connector reads",
+                payload.len()
+            );
+            self.reject("", reason);
+            return Ok(());
+        }
         let desired: Desired = match decode(payload) {
             Ok(d) => d,
             Err(e) => {
@@ -282,9 +301,19 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
                 return Ok(());
             }
         };
+        // An id that is not valid is not repeated in the status.
+        let shown_id =
+            if check_id("rollout id", &desired.rollout_id).is_ok() { desired.rollout_id.as_str() } else { "" };
+        if let Some(key) = &self.settings.operator_key
+            && let Err(e) = key.verify(&desired, &self.settings.vehicle)
+        {
+            let shown_id = shown_id.to_owned();
+            self.reject(&shown_id, e.to_string());
+            return Ok(());
+        }
         let id = desired.rollout_id.clone();
-        if !is_valid_id(&id) {
-            self.reject(&id, format!("invalid rollout id '{id}': use letters, digits, '-', '_' and '.'"));
+        if let Err(e) = check_id("rollout id", &id) {
+            self.reject("", e.to_string());
             return Ok(());
         }
         let state = match self.control.complete_state(&["desiredState.configs"]).await {
@@ -296,6 +325,25 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
             Err(e) => return Err(e),
         };
         let ledger: Ledger = ledger_of(&state);
+        if let Err(reason) = ledger.check() {
+            self.reject(&id, reason);
+            return Ok(());
+        }
+        if self.settings.operator_key.is_some() {
+            let floor = self.seq_floor.max(ledger.seq);
+            if desired.seq < floor {
+                // Signed by the operator, but older than what this vehicle
+                // accepted: a replay (or a late duplicate). Refused, and the
+                // status keeps showing what is applied.
+                tracing::warn!(
+                    "rollout '{id}' refused as a replay: its sequence number {} is older than {floor}, the last \
+                     this vehicle accepted",
+                    desired.seq
+                );
+                return Ok(());
+            }
+            self.seq_floor = floor.max(desired.seq);
+        }
         if ledger.has(&id) {
             if ledger.current.as_deref() == Some(id.as_str()) {
                 tracing::info!("rollout '{id}' is applied already");
@@ -335,7 +383,8 @@ impl<C: ControlApi, B: Broker> Connector<C, B> {
     async fn refresh(&mut self) -> Result<(), ControlError> {
         tracing::debug!("looking at the state");
         let state = self.control.complete_state(&STATUS_MASKS).await?;
-        let status = compute(&self.settings.vehicle, self.seq, &state, self.last_rollout.as_ref(), self.job_id);
+        let mut status = compute(&self.settings.vehicle, self.seq, &state, self.last_rollout.as_ref(), self.job_id);
+        status.accepted_seq = status.accepted_seq.max(self.seq_floor);
         self.job_open = status.job.as_ref().is_some_and(|j| !matches!(j.phase.as_str(), "Succeeded" | "Failed"));
         if self.job_open {
             let at = Instant::now() + JOB_POLL;

@@ -103,7 +103,7 @@ impl FakeBroker {
 const APP: &str = "apiVersion: v1\nworkloads:\n  app:\n    runtime: podman\n    runtimeConfig: \"image: x\"\n";
 
 fn desired(id: &str, manifest: &str) -> LinkEvent {
-    let payload = encode(&Desired { version: 1, rollout_id: id.into(), manifest: manifest.into() });
+    let payload = encode(&Desired::unsigned(id, manifest));
     let publish = Publish::new("fleet/v01/desired", QoS::AtLeastOnce, payload.clone(), None);
     LinkEvent::Message { topic: "fleet/v01/desired".into(), payload, publish: Box::new(publish) }
 }
@@ -123,6 +123,7 @@ fn start(control: &FakeControl, broker: &FakeBroker) -> Running {
         apply: ApplyContext { default_agent: Some("v01".into()), own_workload: "fleet-connector".into() },
         min_interval: Duration::from_secs(1),
         heartbeat: Duration::from_secs(300),
+        operator_key: None,
     };
     let connector = Connector::new(settings, control.clone(), broker.clone());
     let (link, rx) = mpsc::channel(16);

@@ -28,7 +28,8 @@ use self::control::FifoControl;
 use self::core::{Broker, Connector, Settings};
 use crate::mqtt::{BrokerUrl, TlsFiles, options};
 use crate::payload::{Online, PAYLOAD_VERSION, encode};
-use crate::topics::{Topics, VehicleTopic, is_valid_id};
+use crate::signing::VerifyingKey;
+use crate::topics::{Topics, VehicleTopic, check_vehicle};
 
 #[async_trait]
 impl Broker for AsyncClient {
@@ -49,16 +50,22 @@ impl Broker for AsyncClient {
 
 /// Runs the connector until SIGTERM or Ctrl-C.
 pub async fn run(args: ConnectorArgs) -> anyhow::Result<()> {
-    if !is_valid_id(&args.vehicle) {
-        anyhow::bail!(
-            "invalid --vehicle '{}': use letters, digits, '-', '_' and '.' (it is a topic level)",
-            args.vehicle
-        );
-    }
+    check_vehicle(&args.vehicle).context("--vehicle")?;
+    let topics = Topics::parse(&args.topic_prefix).context("--topic-prefix")?;
     let url = BrokerUrl::parse(&args.broker)?;
     let files = TlsFiles { ca: args.ca.clone(), cert: args.cert.clone(), key: args.key.clone() };
-    let topics = Topics::new(&args.topic_prefix);
-    let mut opts = options(&args.vehicle, &url, &files)?;
+    let operator_key = match &args.operator_key {
+        Some(path) => Some(VerifyingKey::from_pem_file(path).context("--operator-key")?),
+        None => {
+            tracing::warn!(
+                "--allow-unsigned: desired messages are not verified; whoever can publish to '{}' controls this \
+                 vehicle within the connector's controlInterfaceAccess rules",
+                topics.vehicle(&args.vehicle, VehicleTopic::Desired)
+            );
+            None
+        }
+    };
+    let mut opts = options(&args.vehicle, &url, &files, args.allow_plaintext)?;
     opts.set_clean_start(false);
     opts.set_session_expiry_interval(Some(u32::try_from(args.session_expiry.as_secs()).unwrap_or(u32::MAX)));
     opts.set_manual_acks(true);
@@ -79,6 +86,7 @@ pub async fn run(args: ConnectorArgs) -> anyhow::Result<()> {
         apply: ApplyContext { default_agent: args.default_agent.clone(), own_workload: args.workload_name.clone() },
         min_interval: args.min_interval,
         heartbeat: args.heartbeat,
+        operator_key,
     };
     tracing::info!("fleet connector for vehicle '{}' on {}", args.vehicle, args.broker);
     let connector = Connector::new(settings, FifoControl::new(args.control_interface.clone()), client.clone());

@@ -79,6 +79,7 @@ mod tests {
             published_at: String::new(),
             rollout: None,
             applied_rollout: None,
+            accepted_seq: 0,
             job: None,
             ready,
             available: false,

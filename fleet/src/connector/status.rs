@@ -102,6 +102,7 @@ pub fn compute(
         published_at: crate::payload::now(),
         rollout: rollout.cloned(),
         applied_rollout: ledger.current.clone(),
+        accepted_seq: ledger.seq,
         job,
         ready: applied && workloads.values().all(|w| w.ready),
         available: applied && workloads.values().all(|w| w.available),
