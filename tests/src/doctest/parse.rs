@@ -147,9 +147,10 @@ fn strip_comment(line: &str) -> &str {
     line.find("  #").map_or(line, |i| &line[..i]).trim()
 }
 
-/// Whether a shell command line runs the `ank` CLI.
+/// Whether a shell command line runs the `ank` CLI or the fleet's
+/// `ank-fleet` (docs/fleet.md's quick start).
 pub fn runs_ank(command: &str) -> bool {
-    command.split_whitespace().next() == Some("ank")
+    matches!(command.split_whitespace().next(), Some("ank" | "ank-fleet"))
 }
 
 /// The commands of a block and the output it shows for them. `console`
@@ -301,5 +302,13 @@ mod tests {
         };
         assert_eq!(steps(&shown).len(), 1);
         assert!(runs_ank(&steps(&shown)[0].command));
+    }
+
+    #[test]
+    fn ank_and_ank_fleet_commands_are_run_other_tools_alone_are_not() {
+        assert!(runs_ank("ank get workloads"));
+        assert!(runs_ank("ank-fleet --ca ca.pem status"));
+        assert!(!runs_ank("ank-certs --out certs --server"));
+        assert!(!runs_ank("mosquitto -c broker.conf"));
     }
 }
