@@ -21,6 +21,7 @@ pub mod instances;
 pub mod logs;
 mod orphans;
 pub mod resource_monitor;
+pub mod run_folder;
 pub mod runtime_connectors;
 mod runtime_facade;
 pub mod runtime_manager;
@@ -159,10 +160,7 @@ pub async fn run_supervised(
     let name = ank_common::names::validate_agent_node_name(&config.name)?;
     tonic::transport::Endpoint::from_shared(config.server_url.clone())
         .with_context(|| format!("invalid server url '{}'", config.server_url))?;
-    let io_folder = config.run_folder.join(format!("{name}_io"));
-    tokio::fs::create_dir_all(&io_folder)
-        .await
-        .with_context(|| format!("cannot create run folder '{}'", io_folder.display()))?;
+    let io_folder = run_folder::prepare(&config.run_folder, &name)?;
 
     // The tasks stop on `tasks`, which fires only after the optional stop of
     // the workloads, so that their last states still reach the server.

@@ -86,6 +86,14 @@ async fn main() -> ExitCode {
 
     let (board, health) = ank_agent::health::HealthBoard::new(&config.server_url);
     let (pinger, pings) = Pinger::channel();
+    // The run folder is checked before the health socket goes in it.
+    if let Err(e) = ank_common::AgentName::new(config.name.as_str())
+        .map_err(anyhow::Error::from)
+        .and_then(|name| Ok(ank_agent::run_folder::prepare(&config.run_folder, &name)?))
+    {
+        eprintln!("ank-agent: error: {e}");
+        return ExitCode::FAILURE;
+    }
     let socket_path = ank_agent::health::socket_path(&config.run_folder, &config.name);
     HealthSocket::spawn_at(&socket_path, health.clone(), pinger.clone(), shutdown.clone());
     let supervisor = tokio::spawn(daemon::supervisor::supervise(

@@ -2,7 +2,12 @@
 //! with a `mountPoint`) written under the workload's folder in the agent's
 //! run folder, `<run folder>/<agent>_io/<workload>.<id>/files/<mount point>`
 //! (Ankaios' path, next to the workload's `control_interface`), and handed
-//! to the runtime as read-only bind mounts.
+//! to the runtime as read-only bind mounts. The folders are created with
+//! mode 0700 (below the private `<agent>_io`, see [`crate::run_folder`]):
+//! no other local user reads the rendered content. The files keep the
+//! default mode, so a container running as a non-root user still reads its
+//! bind-mounted file. A mount point with a comma is refused: podman's
+//! `--mount` option separates its fields with commas.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +25,8 @@ pub enum WorkloadFilesError {
     InvalidBase64 { mount_point: String, reason: String },
     #[error("file '{mount_point}': cannot write '{path}': {reason}")]
     Write { mount_point: String, path: String, reason: String },
+    #[error("file mount point '{0}' contains a comma, which podman's --mount option cannot carry")]
+    CommaInMountPoint(String),
     #[error("file mount point '{0}' is given twice")]
     Duplicate(String),
 }
@@ -33,6 +40,9 @@ pub fn files_folder(workload_folder: &Path) -> PathBuf {
 /// parts) and returns it relative to `/`.
 fn relative_target(mount_point: &str) -> Result<PathBuf, WorkloadFilesError> {
     let invalid = || WorkloadFilesError::InvalidMountPoint(mount_point.to_owned());
+    if mount_point.contains(',') {
+        return Err(WorkloadFilesError::CommaInMountPoint(mount_point.to_owned()));
+    }
     let rest = mount_point.strip_prefix('/').ok_or_else(invalid)?;
     let parts: Vec<&str> = rest.split('/').collect();
     if rest.is_empty() || parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
@@ -84,7 +94,9 @@ pub async fn prepare(workload_folder: &Path, files: &[File]) -> Result<Vec<FileM
             reason: e.to_string(),
         };
         if let Some(parent) = host_path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(write_error)?;
+            let mut dirs = tokio::fs::DirBuilder::new();
+            dirs.recursive(true).mode(0o700);
+            dirs.create(parent).await.map_err(write_error)?;
         }
         tokio::fs::write(&host_path, content_bytes(f)?).await.map_err(write_error)?;
         mounts.push(FileMount { host_path, mount_point: f.mount_point.clone() });
@@ -164,5 +176,30 @@ mod tests {
         std::fs::write(dir.path().join("blocker"), "x").unwrap();
         let err = prepare(&dir.path().join("blocker"), &[text("/etc/f", "x")]).await.unwrap_err();
         assert!(matches!(&err, WorkloadFilesError::Write { mount_point, .. } if mount_point == "/etc/f"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_comma_in_a_mount_point_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        // Before: `/etc/a,source=/,destination=/host` reached podman's --mount.
+        let e = prepare(dir.path(), &[text("/etc/a,source=/,destination=/host", "x")]).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "file mount point '/etc/a,source=/,destination=/host' contains a comma, which podman's --mount option cannot carry"
+        );
+        assert!(validate(&[text("/etc/a,b", "x")]).is_err());
+    }
+
+    #[tokio::test]
+    async fn workload_file_folders_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let workload = dir.path().join("w.1");
+        let mounts = prepare(&workload, &[text("/etc/app/secret.conf", "password: x")]).await.unwrap();
+        for folder in [workload.clone(), files_folder(&workload), files_folder(&workload).join("etc/app")] {
+            let mode = std::fs::metadata(&folder).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", folder.display());
+        }
+        assert!(mounts[0].host_path.exists());
     }
 }

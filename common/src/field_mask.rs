@@ -1,6 +1,9 @@
 //! Field masks on the JSON tree of a complete state: dotted paths
-//! (`desiredState.workloads.nginx.agent`) with `*` matching any one segment.
+//! (`desiredState.workloads.nginx.agent`) as defined by [`crate::mask_path`]
+//! (`*` selects any one non-empty key; a mask with an empty segment is
+//! refused by [`validate`] and selects or changes nothing here).
 //! [`filter`] keeps only the masked parts (for CompleteStateRequest);
+//! [`read_masks`] names what a read mask makes the server return;
 //! [`apply_update`] copies masked paths from a new state into the current
 //! one, creating parents and deleting paths absent in the new state (for
 //! UpdateStateRequest); [`check_update`] finds the first mask of an update
@@ -8,8 +11,38 @@
 
 use serde_json::{Map, Value};
 
-fn segments(mask: &str) -> Vec<&str> {
-    mask.split('.').filter(|s| !s.is_empty()).collect()
+use crate::mask_path::{MaskPath, MaskPathError, Segment};
+
+/// Checks that every mask is a valid [`MaskPath`]; the error names the
+/// first refused one.
+pub fn validate<S: AsRef<str>>(masks: &[S]) -> Result<(), MaskPathError> {
+    MaskPath::parse_all(masks).map(|_| ())
+}
+
+/// The paths the server reads for the read mask `mask`: the mask itself
+/// and, for a mask into one execution state's field (5 segments under
+/// `workloadStates`), the `state` and `subState` it comes with (one field
+/// on the wire; Ankaios adds `state` to `subState` and back). Deeper masks
+/// are not widened: they select nothing inside the state's strings.
+pub fn read_masks(mask: &MaskPath) -> Vec<MaskPath> {
+    let mut out = vec![mask.clone()];
+    if let [Segment::Key(root), a, w, id, Segment::Key(field)] = mask.segments()
+        && root == "workloadStates"
+        && field != "additionalInfo"
+    {
+        let prefix =
+            MaskPath::default().child(Segment::Key(root.clone())).child(a.clone()).child(w.clone()).child(id.clone());
+        for companion in ["state", "subState"] {
+            if field != companion {
+                out.push(prefix.child(Segment::Key(companion.to_owned())));
+            }
+        }
+    }
+    out
+}
+
+fn parsed(masks: &[String]) -> impl Iterator<Item = MaskPath> + '_ {
+    masks.iter().filter_map(|m| MaskPath::parse(m).ok())
 }
 
 /// Returns the parts of `value` selected by any of `masks`; an empty mask
@@ -19,32 +52,26 @@ pub fn filter(value: &Value, masks: &[String]) -> Value {
         return value.clone();
     }
     let mut out = Value::Object(Map::new());
-    for mask in masks {
-        copy_matching(value, &mut out, &segments(mask));
+    for mask in parsed(masks) {
+        if let Some(part) = extract(value, mask.segments()) {
+            merge(&mut out, &part);
+        }
     }
     out
 }
 
-fn copy_matching(src: &Value, dst: &mut Value, path: &[&str]) {
-    let Some((head, rest)) = path.split_first() else {
-        merge(dst, src);
-        return;
-    };
-    let Value::Object(src_map) = src else { return };
-    for (key, child) in src_map {
-        if *head != "*" && head != key {
-            continue;
-        }
-        if !dst.is_object() {
-            *dst = Value::Object(Map::new());
-        }
-        let Value::Object(dst_map) = dst else { return };
-        let slot = dst_map.entry(key.clone()).or_insert(Value::Null);
-        copy_matching(child, slot, rest);
-        if slot.is_null() {
-            dst_map.remove(key);
-        }
-    }
+/// The part of `src` under `path`, with its parents; `None` when the path
+/// selects nothing (a parent on the way that is no map leaves no empty
+/// map behind).
+fn extract(src: &Value, path: &[Segment]) -> Option<Value> {
+    let Some((head, rest)) = path.split_first() else { return Some(src.clone()) };
+    let Value::Object(map) = src else { return None };
+    let out: Map<String, Value> = map
+        .iter()
+        .filter(|(key, _)| head.selects(key))
+        .filter_map(|(key, child)| extract(child, rest).map(|v| (key.clone(), v)))
+        .collect();
+    (!out.is_empty()).then_some(Value::Object(out))
 }
 
 fn merge(dst: &mut Value, src: &Value) {
@@ -58,21 +85,22 @@ fn merge(dst: &mut Value, src: &Value) {
     }
 }
 
-/// Looks up a dotted path without wildcards.
-pub fn get<'a>(value: &'a Value, mask: &str) -> Option<&'a Value> {
-    segments(mask).into_iter().try_fold(value, |v, seg| v.get(seg))
+/// Looks up a path's keys (a `*` is the key `*`).
+fn get<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().try_fold(value, |v, seg| v.get(seg))
 }
 
 /// Copies each masked path from `new` into `current`; a path missing in
-/// `new` is removed from `current`. An empty mask list replaces everything.
+/// `new` is removed from `current`. An empty mask list replaces everything;
+/// a refused mask (see [`validate`]) changes nothing.
 pub fn apply_update(current: &mut Value, new: &Value, masks: &[String]) {
     if masks.is_empty() {
         *current = new.clone();
         return;
     }
-    for mask in masks {
-        let path = segments(mask);
-        match get(new, mask) {
+    for mask in parsed(masks) {
+        let path = mask.literal_keys();
+        match get(new, &path) {
             Some(v) => set(current, &path, v.clone()),
             None => remove(current, &path),
         }
@@ -84,11 +112,13 @@ pub fn apply_update(current: &mut Value, new: &Value, masks: &[String]) {
 /// a path with a value in `new` needs every existing parent in `current`
 /// to be a map (missing ones are created); a path without a value in `new`
 /// is removed, which needs its parent to exist and be a map (a missing last
-/// segment is fine). An empty mask can be neither set nor removed.
+/// segment is fine). An empty mask can be neither set nor removed, nor can
+/// a refused one (see [`validate`]).
 pub fn check_update(current: &Value, new: &Value, masks: &[String]) -> Result<(), String> {
     let mut tree = current.clone();
     for mask in masks {
-        let path: Vec<&str> = if mask.is_empty() { Vec::new() } else { mask.split('.').collect() };
+        let Ok(parsed) = MaskPath::parse(mask) else { return Err(mask.clone()) };
+        let path = parsed.literal_keys();
         let Some((last, parents)) = path.split_last() else { return Err(mask.clone()) };
         let ok = match get_exact(new, &path) {
             Some(v) => try_set(&mut tree, parents, last, v.clone()),
@@ -101,8 +131,7 @@ pub fn check_update(current: &Value, new: &Value, masks: &[String]) -> Result<()
     Ok(())
 }
 
-/// Looks up `path` segment by segment (list items by index), empty
-/// segments included.
+/// Looks up `path` segment by segment (list items by index).
 fn get_exact<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(value, |v, seg| match v {
         Value::Object(m) => m.get(*seg),
@@ -185,6 +214,8 @@ mod tests {
         assert_eq!(filter(&v, &["a.*.s".into()]), json!({"a": {"x": {"s": 1}, "y": {"s": 3}}}));
         assert_eq!(filter(&v, &["b".into(), "a.y".into()]), json!({"a": {"y": {"s": 3}}, "b": 4}));
         assert_eq!(filter(&v, &["nope".into()]), json!({}));
+        assert_eq!(filter(&v, &["a.x.s.deeper".into()]), json!({}), "no empty parents for a path into a value");
+        assert_eq!(filter(&json!({"a": {"e": {}}}), &["a.e".into()]), json!({"a": {"e": {}}}));
         assert_eq!(filter(&v, &[]), v);
     }
 
@@ -230,5 +261,58 @@ mod tests {
         let new = json!({"x": {"y": 5}});
         apply_update(&mut cur, &new, &["x.y".into()]);
         assert_eq!(cur["x"]["y"], 5);
+    }
+
+    #[test]
+    fn field_mask_empty_segments_are_refused_and_change_nothing() {
+        let masks = |m: &[&str]| m.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let state =
+            json!({"desiredState": {"workloads": {"secret": {"agent": "A"}, "web": {"agent": "B", "tags": {}}}}});
+        for bad in ["desiredState.workloads.", "desiredState.workloads..tags", ".desiredState", "a..b"] {
+            assert_eq!(
+                validate(&masks(&[bad])).unwrap_err().to_string(),
+                format!(
+                    "field mask '{bad}' has an empty segment: segments are separated by single dots and none may be empty"
+                )
+            );
+            assert_eq!(check_update(&state, &json!({}), &masks(&[bad])), Err(bad.to_owned()));
+        }
+        // Before: the empty segment was dropped, so this replaced every workload.
+        let mut cur = state.clone();
+        apply_update(&mut cur, &json!({"desiredState": {"workloads": {}}}), &masks(&["desiredState.workloads."]));
+        assert_eq!(cur, state);
+        // Before: `..tags` became `.tags` of the workloads map itself.
+        let new = json!({"desiredState": {"workloads": {"": {"tags": {}}, "tags": {"agent": "X"}}}});
+        apply_update(&mut cur, &new, &masks(&["desiredState.workloads..tags"]));
+        assert_eq!(cur, state);
+        assert_eq!(filter(&state, &masks(&["desiredState.workloads."])), json!({}));
+    }
+
+    #[test]
+    fn field_mask_wildcard_selects_exactly_one_non_empty_key() {
+        let v = json!({"a": {"": {"s": 1}, "x": {"s": 2}}});
+        assert_eq!(filter(&v, &["a.*.s".into()]), json!({"a": {"x": {"s": 2}}}));
+        assert_eq!(filter(&v, &["a.*".into()]), json!({"a": {"x": {"s": 2}}}));
+    }
+
+    #[test]
+    fn field_mask_read_masks_add_only_the_state_companion() {
+        let read = |m: &str| read_masks(&MaskPath::parse(m).unwrap()).iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            read("workloadStates.A.w.id.state"),
+            ["workloadStates.A.w.id.state", "workloadStates.A.w.id.subState"]
+        );
+        assert_eq!(
+            read("workloadStates.*.w.id.subState"),
+            ["workloadStates.*.w.id.subState", "workloadStates.*.w.id.state"]
+        );
+        assert_eq!(read("workloadStates.A.w.id.additionalInfo"), ["workloadStates.A.w.id.additionalInfo"]);
+        assert_eq!(
+            read("workloadStates.A.w.id.events"),
+            ["workloadStates.A.w.id.events", "workloadStates.A.w.id.state", "workloadStates.A.w.id.subState"]
+        );
+        assert_eq!(read("workloadStates.A.w.id.state.x"), ["workloadStates.A.w.id.state.x"], "deeper: not widened");
+        assert_eq!(read("workloadStates.A.w.id"), ["workloadStates.A.w.id"]);
+        assert_eq!(read("desiredState.a.b.c.state"), ["desiredState.a.b.c.state"]);
     }
 }

@@ -23,6 +23,20 @@ pub enum InstanceNameError {
     Shape(String),
     #[error(transparent)]
     Name(#[from] NameError),
+    #[error("instance id '{0}' is invalid: it may only contain [A-Za-z0-9_-] (paths are built from it)")]
+    Id(String),
+}
+
+/// Checks an instance id before the agent builds paths from it (the
+/// instance's folder `<workload>.<id>`): ids are hex digests, so letters,
+/// digits, `_` and `-` only; no `.`, `/` or other character. Empty is
+/// accepted (requests name workloads without an id).
+pub fn check_id(id: &str) -> Result<(), InstanceNameError> {
+    if id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        Ok(())
+    } else {
+        Err(InstanceNameError::Id(id.to_owned()))
+    }
 }
 
 /// Lowercase hex SHA-256 of a rendered runtime config.
@@ -57,6 +71,7 @@ impl WorkloadInstanceName {
         if id.is_empty() {
             return Err(InstanceNameError::Shape(s.to_owned()));
         }
+        check_id(id)?;
         Ok(Self { workload_name: w.to_owned(), agent_name: a.to_owned(), id: id.to_owned() })
     }
 
@@ -83,6 +98,23 @@ impl fmt::Display for WorkloadInstanceName {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instance_ids_that_would_leave_the_instance_folder_are_refused() {
+        for bad in ["../../etc", "a/b", "..", "x y", "a\\b"] {
+            assert_eq!(check_id(bad), Err(InstanceNameError::Id(bad.to_owned())), "{bad}");
+        }
+        assert_eq!(check_id(&runtime_config_id("x")), Ok(()));
+        assert_eq!(check_id(""), Ok(()));
+        assert!(matches!(WorkloadInstanceName::parse("w.a/b.agent_A"), Err(InstanceNameError::Id(_))));
+        let e = crate::convert::instance_name_from_proto(Some(ank_proto::ank_base::WorkloadInstanceName {
+            workload_name: "w".into(),
+            agent_name: "A".into(),
+            id: "../../../tmp/x".into(),
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("instance id '../../../tmp/x' is invalid"), "{e}");
+    }
 
     #[test]
     fn instance_name_id_is_sha256_of_runtime_config() {

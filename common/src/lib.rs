@@ -22,6 +22,7 @@ pub mod instance_name;
 pub mod jobs;
 pub mod manifest;
 pub mod manifest_v01;
+pub mod mask_path;
 pub mod messages;
 pub mod names;
 pub mod placement;

@@ -4,12 +4,27 @@
 use ank_common::CompleteState;
 use ank_common::convert::PartialCompleteState;
 use ank_common::field_mask;
+use ank_common::mask_path::MaskPath;
+use ank_common::messages::RequestContent;
 use serde_json::Value;
 
 use crate::connections::Connections;
 use crate::desired_state::DesiredState;
 use crate::jobs::JobEngine;
 use crate::workload_states::WorkloadStateStore;
+
+/// Refuses a request whose field or update masks are not all valid mask
+/// paths (an empty segment: see [`MaskPath`]), before anything reads them.
+pub fn check_request_masks(content: &RequestContent) -> Result<(), String> {
+    match content {
+        RequestContent::CompleteState { field_mask, .. } | RequestContent::RenderedState { field_mask } => {
+            field_mask::validate(field_mask)
+        }
+        RequestContent::UpdateState { update_mask, .. } => field_mask::validate(update_mask),
+        _ => Ok(()),
+    }
+    .map_err(|e| e.to_string())
+}
 
 /// The complete state as a JSON tree, filtered by `field_mask`; masks into
 /// the desired or the effective state also select its apiVersion.
@@ -31,7 +46,8 @@ pub fn complete_state(
     if field_mask.is_empty() {
         return Ok(tree);
     }
-    let mut masks: Vec<String> = field_mask.iter().map(|m| widen_state_mask(m)).collect();
+    let parsed = MaskPath::parse_all(field_mask).map_err(|e| e.to_string())?;
+    let mut masks: Vec<String> = parsed.iter().flat_map(field_mask::read_masks).map(|m| m.to_string()).collect();
     // As Ankaios: the apiVersion comes with masks into the desired state only,
     // so a mask that selects nothing else answers with an empty state.
     for root in ["desiredState", "effectiveState"] {
@@ -121,22 +137,12 @@ pub fn update_agent_tags(
     changed
 }
 
-/// A mask that reaches inside one execution state (`...<id>.state`) selects
-/// the whole state, so state and subState always come together.
-fn widen_state_mask(mask: &str) -> String {
-    let segs: Vec<&str> = mask.split('.').collect();
-    if segs.first() == Some(&"workloadStates") && segs.len() > 4 {
-        return segs[..4].join(".");
-    }
-    mask.to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn complete_state_masks_keep_api_version_and_widen_state_paths() {
+    fn complete_state_masks_keep_api_version() {
         let desired = DesiredState::new(
             ank_common::manifest::parse_manifest(
                 "t",
@@ -154,7 +160,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v, serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"a": {"agent": "A"}}}}));
-        assert_eq!(widen_state_mask("workloadStates.A.w.id.subState"), "workloadStates.A.w.id");
+    }
+
+    #[test]
+    fn complete_state_masks_into_an_execution_state_return_state_and_sub_state_only() {
+        use ank_common::execution_state::ExecutionState;
+        use ank_common::{WorkloadInstanceName, WorkloadState};
+        let desired =
+            DesiredState::new(ank_common::manifest::parse_manifest("t", "apiVersion: v1\n").unwrap()).unwrap();
+        let mut states = WorkloadStateStore::default();
+        let n = WorkloadInstanceName { workload_name: "w".into(), agent_name: "A".into(), id: "1".into() };
+        states.record(&WorkloadState::new(n, ExecutionState::failed("the secret is s3cr3t")));
+        let answer = |mask: &str| {
+            complete_state(&desired, &states, &Connections::default(), &JobEngine::default(), &[mask.to_owned()])
+        };
+        let state_only =
+            serde_json::json!({"workloadStates": {"A": {"w": {"1": {"state": "Failed", "subState": "ExecFailed"}}}}});
+        // Before: widened to the whole execution state, additionalInfo included.
+        assert_eq!(answer("workloadStates.A.w.1.subState").unwrap(), state_only);
+        assert_eq!(answer("workloadStates.*.*.*.state").unwrap(), state_only);
+        assert_eq!(answer("workloadStates.A.w.1.state.deeper").unwrap(), serde_json::json!({}));
+        assert_eq!(
+            answer("workloadStates.A.w.1.additionalInfo").unwrap(),
+            serde_json::json!({"workloadStates": {"A": {"w": {"1": {"additionalInfo": "the secret is s3cr3t"}}}}})
+        );
+        assert!(answer("workloadStates.A..1").unwrap_err().contains("empty segment"));
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! that matches. A log request needs an allow LogRule for every workload and
 //! no deny LogRule; cancel requests are always allowed.
 //!
-//! Matching works on `.`-separated segments; a rule's `*` segment matches
-//! any one segment, a rule without segments never matches.
+//! Masks and rules are read with the server's definition of a mask path
+//! ([`ank_common::mask_path`]), so what is authorized is what the server
+//! reads or writes: a mask with an empty segment is refused; a rule's `*`
+//! segment matches any one segment, a rule without segments never matches.
 //! - An allow rule matches the paths it equals or is a prefix of; the rule
 //!   `*` also matches the empty path (the whole state).
 //! - A deny rule matches over the shorter of both paths: the paths it equals,
@@ -16,7 +18,12 @@
 //!   (they include it); so every non-empty deny rule matches the whole state.
 //!   A `*` segment of the request also matches (the server expands it to every
 //!   entry, the denied one included).
+//! - A read is checked against the deny rules for everything the server
+//!   returns for it ([`field_mask::read_masks`]: an execution state's
+//!   `state` comes with its `subState` and back).
 
+use ank_common::field_mask;
+use ank_common::mask_path::MaskPath;
 use ank_common::messages::RequestContent;
 use ank_common::workload::{AccessRule, ControlInterfaceAccess, ReadWrite};
 
@@ -85,12 +92,20 @@ impl Authorizer {
         let whole_state = [String::new()];
         let masks = if masks.is_empty() { &whole_state[..] } else { masks };
         for mask in masks {
-            let path = sections(mask);
-            let what = if path.is_empty() { "the whole state".to_owned() } else { format!("'{mask}'") };
+            let path = MaskPath::parse(mask).map_err(|e| e.to_string())?;
+            let what = if path.is_whole() { "the whole state".to_owned() } else { format!("'{mask}'") };
             let Some(allowed_by) = self.state_rules(false, access).find(|rule| allow_matches(rule, &path)) else {
                 return Err(format!("{} of {what} is not allowed by any rule", access.name()));
             };
-            if let Some(denied_by) = self.state_rules(true, access).find(|rule| deny_matches(rule, &path)) {
+            // A write touches the mask's path; a read returns what the
+            // server reads for it.
+            let touched = match access {
+                Access::Read => field_mask::read_masks(&path),
+                Access::Write => vec![path],
+            };
+            if let Some(denied_by) =
+                self.state_rules(true, access).find(|rule| touched.iter().any(|p| deny_matches(rule, p)))
+            {
                 return Err(format!(
                     "{} of {what} is allowed by '{allowed_by}' but denied by '{denied_by}'",
                     access.name()
@@ -119,20 +134,16 @@ impl Authorizer {
     }
 }
 
-/// The segments of a mask or rule; the empty string has none.
-fn sections(mask: &str) -> Vec<&str> {
-    if mask.is_empty() { Vec::new() } else { mask.split('.').collect() }
+/// Whether an allow rule matches; a rule that is no valid mask path (the
+/// server refuses such rules) never does.
+fn allow_matches(rule: &str, path: &MaskPath) -> bool {
+    MaskPath::parse(rule).is_ok_and(|rule| rule.covers(path))
 }
 
-fn allow_matches(rule: &str, path: &[&str]) -> bool {
-    let rule = sections(rule);
-    let whole = rule == ["*"];
-    !rule.is_empty() && (rule.len() <= path.len() || whole) && rule.iter().zip(path).all(|(r, p)| *r == "*" || r == p)
-}
-
-fn deny_matches(rule: &str, path: &[&str]) -> bool {
-    let rule = sections(rule);
-    !rule.is_empty() && rule.iter().zip(path).all(|(r, p)| *r == "*" || *p == "*" || r == p)
+/// Whether a deny rule matches; a rule that is no valid mask path (the
+/// server refuses such rules) matches everything: fail closed.
+fn deny_matches(rule: &str, path: &MaskPath) -> bool {
+    MaskPath::parse(rule).map_or(true, |rule| rule.overlaps(path))
 }
 
 /// A log rule entry: the name itself, `*`, or `prefix*suffix`.
@@ -457,5 +468,65 @@ mod tests {
         let jobs = authorizer(vec![rule(ReadWrite::Write, &["jobs"])], vec![]);
         assert!(jobs.authorize(&interrupt).is_ok());
         assert!(authorizer(vec![rule(ReadWrite::Read, &["*"])], vec![]).authorize(&interrupt).is_err());
+    }
+
+    #[test]
+    fn masks_with_empty_segments_are_refused() {
+        let deny_secret = authorizer(
+            vec![rule(ReadWrite::ReadWrite, &["*"])],
+            vec![rule(ReadWrite::Write, &["desiredState.workloads.secret"])],
+        );
+        // Before: the empty last segment matched the deny's `secret` not,
+        // and the server dropped it and replaced every workload.
+        assert_eq!(
+            deny_secret.authorize(&write(&["desiredState.workloads."])),
+            Err("field mask 'desiredState.workloads.' has an empty segment: segments are separated by single dots and none may be empty".into())
+        );
+        let tags = authorizer(vec![rule(ReadWrite::Write, &["desiredState.workloads.*.tags"])], vec![]);
+        assert_eq!(tags.authorize(&write(&["desiredState.workloads.web.tags"])), Ok(()));
+        // Before: `*` matched the empty segment and the server created a workload.
+        assert!(
+            tags.authorize(&write(&["desiredState.workloads..tags"])).unwrap_err().contains("empty segment"),
+            "an empty segment is no workload name"
+        );
+        for bad in [".desiredState", "desiredState..workloads", "."] {
+            assert!(deny_secret.authorize(&read(&[bad])).is_err(), "{bad}");
+        }
+        assert!(deny_secret.authorize(&read(&["desiredState.configs", "a."])).is_err(), "every mask is checked");
+    }
+
+    #[test]
+    fn a_read_is_denied_for_what_the_server_returns_with_it() {
+        // The server returns an execution state's `state` with its
+        // `subState` (one field on the wire) and back.
+        let a = authorizer(
+            vec![rule(ReadWrite::Read, &["workloadStates"])],
+            vec![rule(ReadWrite::Read, &["workloadStates.*.secret.*.state"])],
+        );
+        assert!(a.authorize(&read(&["workloadStates.A.secret.id.subState"])).is_err(), "beside the deny");
+        assert!(a.authorize(&read(&["workloadStates.A.secret.id.events"])).is_err(), "events come with the state");
+        assert_eq!(a.authorize(&read(&["workloadStates.A.secret.id.additionalInfo"])), Ok(()));
+        assert_eq!(a.authorize(&read(&["workloadStates.A.web.id.subState"])), Ok(()));
+        let info = authorizer(
+            vec![rule(ReadWrite::Read, &["workloadStates"])],
+            vec![rule(ReadWrite::Read, &["workloadStates.*.*.*.additionalInfo"])],
+        );
+        assert_eq!(info.authorize(&read(&["workloadStates.A.w.id.state"])), Ok(()), "the server returns no info");
+        assert_eq!(info.authorize(&read(&["workloadStates.A.w.id.state.deeper"])), Ok(()));
+        assert!(info.authorize(&read(&["workloadStates.A.w.id"])).is_err());
+        // A write touches only its path.
+        let w = authorizer(
+            vec![rule(ReadWrite::Write, &["*"])],
+            vec![rule(ReadWrite::Write, &["workloadStates.*.*.*.state"])],
+        );
+        assert_eq!(w.authorize(&write(&["workloadStates.A.w.id.subState"])), Ok(()));
+    }
+
+    #[test]
+    fn a_deny_rule_that_is_no_mask_path_denies_everything() {
+        let a = authorizer(vec![rule(ReadWrite::Read, &["*"])], vec![rule(ReadWrite::Read, &["a..b"])]);
+        assert!(a.authorize(&read(&["desiredState"])).is_err());
+        let allow = authorizer(vec![rule(ReadWrite::Read, &["desiredState."])], vec![]);
+        assert!(allow.authorize(&read(&["desiredState"])).is_err());
     }
 }

@@ -3,6 +3,8 @@
 //! access rules, which of its requests reach the server.
 
 pub mod authorizer;
+#[cfg(test)]
+mod authorizer_props;
 pub mod fifo;
 /// The frame codec lives with the wire protocol, so workloads' clients share it.
 pub use ank_proto::framing;

@@ -62,9 +62,7 @@ impl ControlInterface {
         to_server: mpsc::UnboundedSender<ToServer>,
     ) -> std::io::Result<ControlInterfaceHandle> {
         fifo::create_pipes(&folder)?;
-        // [impl->swdd~agent-ensures-control-interface-output-pipe-read~1]
-        let reader = pipe::OpenOptions::new().read_write(true).open_receiver(fifo::output_pipe(&folder))?;
-        let writer = pipe::OpenOptions::new().read_write(true).open_sender(fifo::input_pipe(&folder))?;
+        let (reader, writer) = fifo::open_pipes(&folder)?;
         let (tx, rx) = mpsc::channel(256);
         let cancel = CancellationToken::new();
         let session = Session::new(workload, Authorizer::new(access));

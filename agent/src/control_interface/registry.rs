@@ -51,6 +51,8 @@ impl ControlInterfaces {
             self.close(&name);
             return Ok(None);
         }
+        ank_common::instance_name::check_id(&instance.id)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let folder = fifo::control_interface_folder(io_folder, instance);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = entries.get(&name)

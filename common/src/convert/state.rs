@@ -23,6 +23,7 @@ pub fn instance_name_from_proto(n: Option<pb::WorkloadInstanceName>) -> Result<W
     let n = n.ok_or_else(|| ConvertError::missing("instanceName"))?;
     WorkloadName::new(n.workload_name.as_str()).map_err(|e| ConvertError(e.to_string()))?;
     AgentName::new(n.agent_name.as_str()).map_err(|e| ConvertError(e.to_string()))?;
+    crate::instance_name::check_id(&n.id).map_err(|e| ConvertError(e.to_string()))?;
     Ok(WorkloadInstanceName { workload_name: n.workload_name, agent_name: n.agent_name, id: n.id })
 }
 

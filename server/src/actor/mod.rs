@@ -272,6 +272,10 @@ impl AnkaiosServer {
     }
 
     pub(crate) fn handle_request(&mut self, conn: ConnId, request: Request) {
+        if let Err(e) = requests::check_request_masks(&request.content) {
+            let content = ResponseContent::Error(e);
+            return self.io.out.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
+        }
         let content = match request.content {
             RequestContent::CompleteState { field_mask, subscribe_for_events } => {
                 match requests::complete_state(

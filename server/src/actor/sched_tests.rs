@@ -543,3 +543,39 @@ async fn k7_reaping_goes_through_the_mutating_hooks_whose_veto_keeps_the_workloa
     }
     h.stop.cancel();
 }
+
+/// A field or update mask with an empty segment is refused before anything
+/// reads it: before, the server dropped the empty segment, so
+/// `desiredState.workloads.` replaced every workload and
+/// `desiredState.workloads..tags` wrote the map itself.
+#[tokio::test(start_paused = true)]
+async fn masks_with_empty_segments_are_refused_and_change_nothing() {
+    let yaml = "apiVersion: v1\nworkloads:\n  secret:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n  web:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n";
+    let initial = ank_common::manifest::parse_manifest("t", yaml).unwrap();
+    let (mut h, _) = start(initial, None, SchedOptions::default()).await;
+    for (i, mask) in ["desiredState.workloads.", "desiredState.workloads..tags", ".desiredState"].iter().enumerate() {
+        let update = RequestContent::UpdateState { new_state: Box::default(), update_mask: vec![(*mask).to_owned()] };
+        let ResponseContent::Error(e) = ask(&mut h, &format!("u{i}"), update).await else {
+            panic!("'{mask}' must be refused")
+        };
+        assert_eq!(
+            e,
+            format!(
+                "field mask '{mask}' has an empty segment: segments are separated by single dots and none may be empty"
+            )
+        );
+        let read = RequestContent::CompleteState { field_mask: vec![(*mask).to_owned()], subscribe_for_events: true };
+        let ResponseContent::Error(e) = ask(&mut h, &format!("r{i}"), read).await else {
+            panic!("'{mask}' must be refused for reading")
+        };
+        assert!(e.contains("empty segment"), "{e}");
+    }
+    let read = RequestContent::CompleteState {
+        field_mask: vec!["desiredState.workloads".into()],
+        subscribe_for_events: false,
+    };
+    let ResponseContent::CompleteState(tree) = ask(&mut h, "all", read).await else { panic!("no state") };
+    let names: Vec<&String> = tree["desiredState"]["workloads"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["secret", "web"], "nothing changed");
+    h.stop.cancel();
+}

@@ -84,19 +84,18 @@ fn event_state(current: &Value, altered: &AlteredFields) -> Value {
             masks.push(format!("{root}.apiVersion"));
         }
     }
-    let companions: Vec<String> = masks
+    // The state and subState of an execution state come together. A field
+    // that is no valid mask (a key "") is left out, never widened.
+    let any = !masks.is_empty();
+    let masks: Vec<String> = masks
         .iter()
-        .filter(|m| m.starts_with("workloadStates.") && m.split('.').count() == 5)
-        .filter_map(|m| {
-            let (head, last) = m.rsplit_once('.')?;
-            match last {
-                "state" => Some(format!("{head}.subState")),
-                "subState" => Some(format!("{head}.state")),
-                _ => None,
-            }
-        })
+        .filter_map(|m| ank_common::mask_path::MaskPath::parse(m).ok())
+        .flat_map(|m| field_mask::read_masks(&m))
+        .map(|m| m.to_string())
         .collect();
-    masks.extend(companions);
+    if any && masks.is_empty() {
+        return Value::Object(Default::default());
+    }
     field_mask::filter(current, &masks)
 }
 
