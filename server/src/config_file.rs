@@ -36,6 +36,8 @@ ank_common::config_keys! {
             resync_ready_s: u64,
             resync_not_ready_s: u64,
             job_stuck_after_s: u64,
+            hold_dependents: bool,
+            job_stop_on_failure: bool,
             job_history: usize,
             /// A duration such as `1h`; absent: the reaper is off.
             #[serde(deserialize_with = "ank_common::duration::optional")]

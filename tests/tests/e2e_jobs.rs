@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use ank_tests::binaries::Cluster;
+use ank_tests::binaries::{Cluster, ClusterOptions};
 
 const IMAGE: &str = "localhost/busybox:latest";
 
@@ -118,8 +118,16 @@ fn e2e_a_failed_job_fails_ank_wait_and_a_rerun_starts_the_rest() {
     let agent = format!("e2e_jobs_rerun_{}", std::process::id());
     let missing = format!("localhost/busybox:e2e-jobs-{}", std::process::id());
     let tag = Tag(missing.clone());
-    // One quick retry: the failure shows within seconds.
-    let c = Cluster::start_with(&agent, None, &["--create-retries", "1", "--create-retry-interval-ms", "100"]);
+    // One quick retry: the failure shows within seconds. The server holds
+    // dependents and stops on a failure (opt-in), so `ui` waits for the rerun.
+    let c = Cluster::start_opts(
+        &agent,
+        ClusterOptions {
+            agent_args: &["--create-retries", "1", "--create-retry-interval-ms", "100"],
+            server_args: &["--hold-dependents", "--job-stop-on-failure"],
+            ..Default::default()
+        },
+    );
     let manifest = format!(
         "apiVersion: v1\nworkloads:\n{}{}{}{}",
         workload(&agent, "db", IMAGE, None),
