@@ -58,7 +58,10 @@ fn container_id(c: &Cluster, workload: &str) -> Option<String> {
 fn e2e_a_chain_is_created_in_dependency_order_and_removed_in_reverse() {
     ank_tests::require_podman();
     let agent = format!("e2e_jobs_chain_{}", std::process::id());
-    let c = Cluster::start(&agent, None);
+    // The strict reverse order of removal is the server's (opt-in): by
+    // default, as in Ankaios, a dependent that is stopping already lets its
+    // dependency go.
+    let c = Cluster::start_opts(&agent, ClusterOptions { server_args: &["--hold-dependents"], ..Default::default() });
     let manifest = format!(
         "apiVersion: v1\nworkloads:\n{}{}{}",
         workload(&agent, "ui", IMAGE, Some("api")),
