@@ -46,7 +46,8 @@ pub struct Cli {
     )]
     pub response_timeout_ms: u64,
 
-    /// Print what is sent and received to stderr
+    /// Print the job id, what mutating hooks changed and the names a command skips to stderr
+    /// (ANK_TRACE_MESSAGES=1: also every message sent and received)
     #[arg(short = 'v', long = "verbose", env = "ANK_VERBOSE", global = true, value_parser = FalseyValueParser::new())]
     pub verbose: bool,
 

@@ -91,7 +91,8 @@ impl WaitTracker {
     /// agents, taken at `now`: deleted instances absent from it are gone,
     /// and instances on agents that are not connected will get no report
     /// unless their agent is just connecting, so they are waited for only
-    /// [`AWAY_GRACE`] longer (see [`Self::expire`]).
+    /// [`AWAY_GRACE`] after the first snapshot that found their agent away
+    /// (see [`Self::expire`]).
     pub fn apply_snapshot(&mut self, states: &[WorkloadState], connected_agents: &BTreeSet<String>, now: Instant) {
         self.apply_update(states);
         let present: BTreeSet<&WorkloadInstanceName> = states.iter().map(|s| &s.instance_name).collect();
@@ -106,8 +107,17 @@ impl WaitTracker {
                     t.state = Some(ExecutionState::removed());
                 }
                 t.done = true;
-            } else if !t.done && !connected_agents.contains(&instance.agent_name) {
-                t.away_until = Some(now + AWAY_GRACE);
+            } else if !t.done {
+                if connected_agents.contains(&instance.agent_name) {
+                    // The agent is there now: its report will come.
+                    t.away_until = None;
+                } else {
+                    // The grace runs from the first snapshot that found the
+                    // agent away: a server that pushes no states is polled
+                    // every second, and starting it over each time would
+                    // never end the wait (Ankaios' server, an absent agent).
+                    t.away_until.get_or_insert(now + AWAY_GRACE);
+                }
             }
         }
     }
@@ -349,6 +359,21 @@ mod tests {
         assert!(!t.is_done(), "within the grace");
         t.expire(at + AWAY_GRACE);
         assert!(t.is_done(), "the server's own Pending(Initial) does not keep the wait going");
+    }
+
+    // Against a server that pushes nothing (Ankaios'), `ank` polls a
+    // snapshot every second, as long as the grace: a snapshot that finds the
+    // agent still away must not start the grace over, or the wait never ends.
+    #[test]
+    fn wait_a_later_snapshot_does_not_renew_the_grace_of_an_absent_agent() {
+        let mut t = WaitTracker::new(&["u.1.".into(), "d.2.gone".into()], &[]).unwrap();
+        let at = now();
+        let states = [st("u.1.", StateKind::NotScheduled), st("d.2.gone", StateKind::Pending(Pending::Initial))];
+        t.apply_snapshot(&states, &agents(&["ag"]), at);
+        let poll = at + POLL_EVERY + std::time::Duration::from_millis(3);
+        t.apply_snapshot(&states, &agents(&["ag"]), poll);
+        t.expire(poll);
+        assert!(t.is_done(), "the grace counts from the first snapshot that found the agent away");
     }
 
     #[test]

@@ -716,3 +716,49 @@ async fn fake_server_apply_verbose_reports_the_hooks_that_changed_workloads_and_
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("mutating hook"), "as Ankaios' ank by default: {}", stderr(&out));
 }
+
+/// `ank apply` against a server that pushes no states (Ankaios' server to a
+/// commander: `ank` polls a snapshot every second) of one workload without
+/// an agent (NotScheduled) and one on an agent that disconnected (the
+/// server's Pending(Initial), no report will come): the wait ends after the
+/// away grace instead of hanging, as Ankaios' `ank` ends it.
+#[tokio::test]
+async fn fake_server_apply_of_unscheduled_and_disconnected_workloads_against_a_polled_server_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nworkloads:\n  u:\n    runtime: podman\n    agent: \"\"\n    runtimeConfig: \"image: x\"\n  \
+         d:\n    runtime: podman\n    agent: agent_gone\n    runtimeConfig: \"image: x\"\n",
+    )
+    .unwrap();
+    let script = Script {
+        state: json!({
+            "workloadStates": {
+                "": {"u": {"1": {"state": "NotScheduled", "subState": "", "additionalInfo": ""}}},
+                "agent_gone": {
+                    "d": {"2": {"state": "Pending", "subState": "Initial", "additionalInfo": ""}},
+                    "old": {"3": {"state": "AgentDisconnected", "subState": "", "additionalInfo": ""}},
+                },
+            },
+            "agents": {"agent_A": {}},
+        }),
+        update_answer: success(&["u.1.", "d.2.agent_gone"], &[], 0),
+        ..Default::default()
+    };
+    let (addr, _) = start(script).await;
+    let mut child = spawn_ank(&args(addr, &["apply", &file.display().to_string()]));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if tokio::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("ank apply still waits after 20 s");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let last = text.split_terminator("\n\n").last().unwrap();
+    assert!(last.contains("NotScheduled") && last.contains("Pending(Initial)"), "{text}");
+}

@@ -111,9 +111,20 @@ pub struct Args {
     #[arg(long = "resync-not-ready-s", env = "ANKSERVER_RESYNC_NOT_READY_S", default_value_t = 10, value_name = "S")]
     pub resync_not_ready_s: u64,
     /// Seconds an apply job may wait with nothing running and nothing it
-    /// can start before it fails as stuck.
-    #[arg(long = "job-stuck-after-s", env = "ANKSERVER_JOB_STUCK_AFTER_S", default_value_t = 300, value_name = "S")]
-    pub job_stuck_after_s: u64,
+    /// can start before it fails as stuck (extension, opt-in) [default: no
+    /// limit; a job waits for a late agent as long as it takes].
+    #[arg(long = "job-stuck-after-s", env = "ANKSERVER_JOB_STUCK_AFTER_S", value_name = "S")]
+    pub job_stuck_after_s: Option<u64>,
+    /// Hold a workload back at the server until its dependencies meet their
+    /// add conditions, and a deletion until the deleted dependents are gone
+    /// (extension, opt-in) [default: as Ankaios, every workload goes to its
+    /// agent at once and the agent waits for the dependencies].
+    #[arg(long = "hold-dependents", env = "ANKSERVER_HOLD_DEPENDENTS")]
+    pub hold_dependents: bool,
+    /// With --hold-dependents: once an item of an apply job failed, hand
+    /// out nothing more the job holds (extension, opt-in).
+    #[arg(long = "job-stop-on-failure", env = "ANKSERVER_JOB_STOP_ON_FAILURE")]
+    pub job_stop_on_failure: bool,
     /// How many finished apply jobs the server keeps (`ank get jobs`).
     #[arg(long = "job-history", env = "ANKSERVER_JOB_HISTORY", default_value_t = 100, value_name = "N")]
     pub job_history: usize,
@@ -235,7 +246,9 @@ impl Args {
     /// How apply jobs behave.
     pub fn jobs(&self) -> crate::jobs::JobSettings {
         crate::jobs::JobSettings {
-            stuck_after: std::time::Duration::from_secs(self.job_stuck_after_s.max(1)),
+            stuck_after: self.job_stuck_after_s.map(|s| std::time::Duration::from_secs(s.max(1))),
+            hold_dependents: self.hold_dependents,
+            stop_on_failure: self.job_stop_on_failure,
             history: self.job_history,
             progress_in_states: self.job_progress_in_states,
         }

@@ -36,6 +36,8 @@ ank_common::config_keys! {
             resync_ready_s: u64,
             resync_not_ready_s: u64,
             job_stuck_after_s: u64,
+            hold_dependents: bool,
+            job_stop_on_failure: bool,
             job_history: usize,
             /// A duration such as `1h`; absent: the reaper is off.
             #[serde(deserialize_with = "ank_common::duration::optional")]
@@ -203,6 +205,23 @@ mod tests {
         let f = conf("version = 'v1'\nkey_pem = '/k'\nkey_pem_content = 'K'\n");
         let e = resolve(&[], f.path()).unwrap_err();
         assert!(matches!(e, ConfigFileError::PathAndContent { ref key, .. } if key == "key_pem"), "{e}");
+    }
+
+    // The job switches are off by default (as Ankaios: nothing held, no
+    // stuck timeout) and come from the file or the flags.
+    #[test]
+    fn server_config_job_switches_are_opt_in_by_file_or_flag() {
+        let off = resolve(&[], Path::new("/nonexistent")).unwrap().jobs();
+        assert_eq!(off, crate::jobs::JobSettings::default());
+        assert!(!off.hold_dependents && !off.stop_on_failure && off.stuck_after.is_none());
+        let f = conf("version = 'v1'\nhold_dependents = true\njob_stop_on_failure = true\njob_stuck_after_s = 300\n");
+        let on = resolve(&[], f.path()).unwrap().jobs();
+        assert!(on.hold_dependents && on.stop_on_failure);
+        assert_eq!(on.stuck_after, Some(std::time::Duration::from_secs(300)));
+        let flags = resolve(&["--hold-dependents", "--job-stuck-after-s", "60"], Path::new("/nonexistent")).unwrap();
+        let flags = flags.jobs();
+        assert!(flags.hold_dependents && !flags.stop_on_failure);
+        assert_eq!(flags.stuck_after, Some(std::time::Duration::from_secs(60)));
     }
 
     // [test of feature K7: the reaper's default ttl and tick by file, env and flag]

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use ank_tests::binaries::Cluster;
+use ank_tests::binaries::{Cluster, ClusterOptions};
 
 const IMAGE: &str = "localhost/busybox:latest";
 
@@ -58,7 +58,10 @@ fn container_id(c: &Cluster, workload: &str) -> Option<String> {
 fn e2e_a_chain_is_created_in_dependency_order_and_removed_in_reverse() {
     ank_tests::require_podman();
     let agent = format!("e2e_jobs_chain_{}", std::process::id());
-    let c = Cluster::start(&agent, None);
+    // The strict reverse order of removal is the server's (opt-in): by
+    // default, as in Ankaios, a dependent that is stopping already lets its
+    // dependency go.
+    let c = Cluster::start_opts(&agent, ClusterOptions { server_args: &["--hold-dependents"], ..Default::default() });
     let manifest = format!(
         "apiVersion: v1\nworkloads:\n{}{}{}",
         workload(&agent, "ui", IMAGE, Some("api")),
@@ -118,8 +121,16 @@ fn e2e_a_failed_job_fails_ank_wait_and_a_rerun_starts_the_rest() {
     let agent = format!("e2e_jobs_rerun_{}", std::process::id());
     let missing = format!("localhost/busybox:e2e-jobs-{}", std::process::id());
     let tag = Tag(missing.clone());
-    // One quick retry: the failure shows within seconds.
-    let c = Cluster::start_with(&agent, None, &["--create-retries", "1", "--create-retry-interval-ms", "100"]);
+    // One quick retry: the failure shows within seconds. The server holds
+    // dependents and stops on a failure (opt-in), so `ui` waits for the rerun.
+    let c = Cluster::start_opts(
+        &agent,
+        ClusterOptions {
+            agent_args: &["--create-retries", "1", "--create-retry-interval-ms", "100"],
+            server_args: &["--hold-dependents", "--job-stop-on-failure"],
+            ..Default::default()
+        },
+    );
     let manifest = format!(
         "apiVersion: v1\nworkloads:\n{}{}{}{}",
         workload(&agent, "db", IMAGE, None),

@@ -30,6 +30,10 @@ async fn effective_state_is_the_rendered_state_without_configs() {
     assert_eq!(effective["apiVersion"], "v1", "{all}");
     assert_eq!(effective["workloads"]["nginx"]["runtimeConfig"], "image: nginx\nport: 8080", "rendered: {all}");
     assert!(effective["configs"].as_object().is_none_or(|m| m.is_empty()), "no configs: {all}");
+    // As in Ankaios, each rendered workload drops its config aliases too.
+    let nginx = &effective["workloads"]["nginx"];
+    assert!(nginx["configs"].as_object().is_none_or(|m| m.is_empty()), "no workload configs: {nginx}");
+    assert_eq!(all["desiredState"]["workloads"]["nginx"]["configs"]["port"], "web_port");
     assert_eq!(all["desiredState"]["workloads"]["nginx"]["runtimeConfig"], "image: nginx\nport: {{port}}");
     assert_eq!(all["desiredState"]["configs"]["web_port"], "8080");
 

@@ -154,8 +154,8 @@ async fn hooks_a_veto_refuses_the_whole_update_with_ankaios_text() {
     assert_eq!(
         e,
         format!(
-            "Update rejected: 'Mutating hook '{name}' vetoed the state change: 'Hook '{name}' rejected the change: \
-             Reject input workloads due to the presence of \"example_mutating_hook: reject\" tag on workload 'bad'''"
+            "Update rejected by mutating hook '{name}': 'Hook '{name}' rejected the change: \
+             Reject input workloads due to the presence of \"example_mutating_hook: reject\" tag on workload 'bad''"
         )
     );
     let all = c.complete_state(&["desiredState.workloads"]).await;

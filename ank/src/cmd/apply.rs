@@ -27,6 +27,8 @@ pub struct Manifest {
     pub state: State,
     /// Its workloads that name no `agent` (and no `agentSelector`).
     pub without_agent: Vec<String>,
+    /// Its workload names in the order the file has them.
+    pub order: Vec<String>,
 }
 
 /// What Ankaios' `ank` answers to a workload without an agent when no
@@ -43,6 +45,42 @@ pub fn workloads_without_agent(text: &str) -> Vec<String> {
         .filter(|(_, w)| w.get("agent").is_none() && w.get("agentSelector").is_none())
         .map(|(name, _)| name.clone())
         .collect()
+}
+
+/// The workload names of the manifest `text` in the order it has them
+/// (the parsed state keeps them sorted).
+pub fn workload_order(text: &str) -> Vec<String> {
+    /// A map's keys in order; its values are skipped.
+    #[derive(Default)]
+    struct Keys(Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a map of workloads")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some((key, serde::de::IgnoredAny)) = map.next_entry::<String, serde::de::IgnoredAny>()? {
+                        keys.push(key);
+                    }
+                    Ok(Keys(keys))
+                }
+                fn visit_unit<E: serde::de::Error>(self) -> Result<Keys, E> {
+                    Ok(Keys::default())
+                }
+            }
+            d.deserialize_any(Visit)
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        #[serde(default)]
+        workloads: Keys,
+    }
+    serde_saphyr::from_str::<Doc>(text).map(|d| d.workloads.0).unwrap_or_default()
 }
 
 /// Why manifests cannot be combined.
@@ -64,6 +102,8 @@ pub struct Merged {
     pub groups: BTreeMap<String, (Group, String)>,
     /// The workloads that name no agent.
     pub without_agent: Vec<String>,
+    /// The workload names in the order of the files and within each file.
+    pub order: Vec<String>,
 }
 
 /// Reads and parses every file (`-` is standard input). The first invalid
@@ -94,7 +134,8 @@ pub fn read_manifests_checked(files: &[String], unknown: UnknownFields) -> anyho
             eprintln!("warning: {warning}");
         }
         let without_agent = workloads_without_agent(&text);
-        manifests.push(Manifest { source, state, without_agent });
+        let order = workload_order(&text);
+        manifests.push(Manifest { source, state, without_agent, order });
     }
     Ok(manifests)
 }
@@ -103,8 +144,9 @@ pub fn read_manifests_checked(files: &[String], unknown: UnknownFields) -> anyho
 /// error naming both files.
 pub fn merge(manifests: Vec<Manifest>) -> Result<Merged, MergeError> {
     let mut merged = Merged::default();
-    for Manifest { source, state, without_agent } in manifests {
+    for Manifest { source, state, without_agent, order } in manifests {
         merged.without_agent.extend(without_agent);
+        merged.order.extend(order);
         for (name, workload) in state.workloads {
             if let Some((_, first)) = merged.workloads.get(&name) {
                 return Err(MergeError::DuplicateWorkload {
@@ -190,7 +232,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: ApplyArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let request = merged.update_request(args.delete)?;
-    update_and_follow(ctx, request, merged.runtimes()).await.map(|_| ())
+    update_and_follow(ctx, request, merged.runtimes(), &merged.order).await.map(|_| ())
 }
 
 #[cfg(test)]
@@ -205,6 +247,7 @@ mod tests {
             source: source.into(),
             state: parse_manifest(source, yaml).unwrap(),
             without_agent: workloads_without_agent(yaml),
+            order: workload_order(yaml),
         }
     }
 
@@ -325,5 +368,18 @@ mod tests {
                 file.display()
             )
         );
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    #[test]
+    fn workload_order_is_the_files_order() {
+        let yaml = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n  db:\n    runtime: podman\n  api: {}\n";
+        assert_eq!(workload_order(yaml), ["web", "db", "api"]);
+        assert!(workload_order("apiVersion: v1\n").is_empty());
+        assert!(workload_order("apiVersion: v1\nworkloads:\n").is_empty());
     }
 }

@@ -22,7 +22,7 @@ pub fn delete_request(names: &[String]) -> anyhow::Result<RequestContent> {
 
 /// Deletes the configs; workloads using them are the server's concern.
 pub async fn run(ctx: &mut Ctx<'_>, names: &[String]) -> anyhow::Result<()> {
-    update_and_follow(ctx, delete_request(names)?, Default::default()).await.map(|_| ())
+    update_and_follow(ctx, delete_request(names)?, Default::default(), &[]).await.map(|_| ())
 }
 
 #[cfg(test)]

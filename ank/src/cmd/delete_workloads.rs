@@ -40,7 +40,7 @@ pub async fn run(ctx: &mut Ctx<'_>, names: &[String]) -> anyhow::Result<()> {
     let mut conn = ctx.connect().await?;
     let result = until_interrupted(interrupted, async {
         let outcome = send_update(&mut conn, delete_request(&names)).await?;
-        report_update(ctx, &outcome);
+        report_update(ctx, &outcome, &[]);
         if ctx.settings.verbose {
             for name in unknown_names(&names, &outcome) {
                 ctx.warn(&format!("workload '{name}' does not exist; nothing to delete"));

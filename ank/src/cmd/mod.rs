@@ -48,6 +48,15 @@ pub struct Settings {
     pub wait_job: bool,
     pub quiet: bool,
     pub verbose: bool,
+    /// `ANK_TRACE_MESSAGES`: every message to and from the server on
+    /// stderr (what `-v` printed before; it buried the lines `-v` is for).
+    pub trace_messages: bool,
+}
+
+/// Whether `ANK_TRACE_MESSAGES` asks for the message trace (set and not
+/// empty, `0`, `false`, `no` or `off`).
+pub fn trace_messages_requested(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off"))
 }
 
 impl Settings {
@@ -62,6 +71,7 @@ impl Settings {
             wait_job: cli.wait_job,
             quiet: cli.quiet,
             verbose: cli.verbose,
+            trace_messages: trace_messages_requested(std::env::var("ANK_TRACE_MESSAGES").ok().as_deref()),
         }
     }
 }
@@ -79,7 +89,8 @@ impl Ctx<'_> {
         let sources = self.settings.tls.clone()?;
         let check_url_host = self.settings.tls_check_url_host;
         let pem = sources.as_ref().map(|s| s.client_pem(check_url_host).map_err(SettingsError::Tls)).transpose()?;
-        Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.verbose).await?)
+        Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.trace_messages)
+            .await?)
     }
 
     /// Writes `text` to the output.
@@ -193,10 +204,13 @@ async fn wait_any(
 }
 
 /// Connects, sends the update, follows it and says goodbye.
+/// `order`: the workloads in the order the user named them (a manifest's
+/// order), for the report of `-v`; others follow in the server's order.
 pub async fn update_and_follow(
     ctx: &mut Ctx<'_>,
     content: RequestContent,
     runtimes: BTreeMap<String, String>,
+    order: &[String],
 ) -> anyhow::Result<UpdateOutcome> {
     let interrupted = crate::signals::termination();
     let mut conn = ctx.connect().await?;
@@ -206,7 +220,7 @@ pub async fn update_and_follow(
         // time that takes.
         crate::wait::read_state(&mut conn, vec!["workloadStates".to_owned()], "the workload states").await?;
         let outcome = send_update(&mut conn, content).await?;
-        report_update(ctx, &outcome);
+        report_update(ctx, &outcome, order);
         follow(ctx, &mut conn, &outcome, runtimes).await?;
         Ok(outcome)
     })
@@ -232,23 +246,27 @@ pub async fn until_interrupted<T>(
 /// Our extension: the job an update became and the mutating hooks that
 /// changed its workloads, on stderr, with `--verbose` or `--wait` (Ankaios'
 /// `ank` has neither jobs nor this report, so by default nothing is added).
-pub fn report_update(ctx: &Ctx<'_>, outcome: &UpdateOutcome) {
+pub fn report_update(ctx: &Ctx<'_>, outcome: &UpdateOutcome, order: &[String]) {
     let wanted = ctx.settings.verbose || ctx.settings.wait_job;
     if wanted && !ctx.settings.quiet {
-        for line in update_report(outcome) {
+        for line in update_report(outcome, order) {
             eprintln!("{line}");
         }
     }
 }
 
-/// The lines [`report_update`] prints for `outcome`.
-pub fn update_report(outcome: &UpdateOutcome) -> Vec<String> {
+/// The lines [`report_update`] prints for `outcome`; each hook's
+/// workloads in `order` (those it does not name after them, as they came).
+pub fn update_report(outcome: &UpdateOutcome, order: &[String]) -> Vec<String> {
     let mut lines = Vec::new();
     if outcome.job_id != 0 {
         lines.push(format!("job {} accepted", outcome.job_id));
     }
     for change in &outcome.hook_changes {
-        lines.push(format!("mutating hook '{}' changed: {}", change.hook, change.workloads.join(", ")));
+        let mut names: Vec<&String> = change.workloads.iter().collect();
+        names.sort_by_key(|n| order.iter().position(|o| o == *n).unwrap_or(usize::MAX));
+        let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
+        lines.push(format!("mutating hook '{}' changed: {}", change.hook, names.join(", ")));
     }
     lines
 }
@@ -263,5 +281,40 @@ pub async fn fetch_state(ctx: &Ctx<'_>, masks: Vec<String>) -> anyhow::Result<se
         ResponseContent::CompleteState(tree) => Ok(*tree),
         ResponseContent::Error(msg) => bail!("the server rejected the request: {msg}"),
         other => bail!("unexpected answer to a state request: {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    // `ank -v apply` names a hook's workloads in the manifest's order, as
+    // docs/mutating-hooks.md shows (`web, db`), not sorted.
+    #[test]
+    fn the_hook_report_follows_the_manifest_order() {
+        let outcome = UpdateOutcome {
+            job_id: 7,
+            hook_changes: vec![HookChange {
+                hook: "add-owner-tag".into(),
+                workloads: vec!["db".into(), "extra".into(), "web".into()],
+            }],
+            ..UpdateOutcome::default()
+        };
+        let order = ["web".to_owned(), "db".to_owned()];
+        assert_eq!(
+            update_report(&outcome, &order),
+            ["job 7 accepted", "mutating hook 'add-owner-tag' changed: web, db, extra"]
+        );
+    }
+
+    // The message dumps that used to come with `-v` need ANK_TRACE_MESSAGES.
+    #[test]
+    fn the_message_trace_is_asked_for_by_its_own_variable() {
+        for on in ["1", "true", "yes"] {
+            assert!(trace_messages_requested(Some(on)), "{on}");
+        }
+        for off in [None, Some(""), Some("0"), Some("false"), Some("off")] {
+            assert!(!trace_messages_requested(off), "{off:?}");
+        }
     }
 }

@@ -42,7 +42,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: RunWorkloadArgs) -> anyhow::Result<()>
     let (name, workload) = workload_of(&args)?;
     let request = run_request(&name, &workload)?;
     let runtimes = BTreeMap::from([(name.to_string(), workload.runtime.clone())]);
-    update_and_follow(ctx, request, runtimes).await.map(|_| ())
+    update_and_follow(ctx, request, runtimes, &[]).await.map(|_| ())
 }
 
 #[cfg(test)]

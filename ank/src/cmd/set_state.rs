@@ -47,7 +47,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: SetStateArgs) -> anyhow::Result<()> {
         RequestContent::UpdateState { new_state, .. } => StateView::of((**new_state).clone()).runtimes(),
         _ => Default::default(),
     };
-    update_and_follow(ctx, request, runtimes).await.map(|_| ())
+    update_and_follow(ctx, request, runtimes, &[]).await.map(|_| ())
 }
 
 /// A warning for each mask whose first key is not at the top of a

@@ -64,6 +64,9 @@ const WORKLOAD: Kind = Kind {
 };
 const ACCESS: Kind =
     Kind { order: &["allowRules", "denyRules"], omit_empty: &["allowRules", "denyRules"], hidden: &[] };
+/// A rule of `allowRules` / `denyRules`: its `type` first, then the
+/// fields of Ankaios' StateRule or LogRule in their order.
+const RULE: Kind = Kind { order: &["type", "operation", "filterMasks", "workloadNames"], omit_empty: &[], hidden: &[] };
 const EXECUTION_STATE: Kind = Kind {
     order: &["additionalInfo", "state", "subState"],
     omit_empty: &[],
@@ -95,9 +98,17 @@ fn state(value: &Value, path: &[&str], opts: &ShapeOptions) -> Node {
 
 fn workload(value: &Value, path: &[&str], opts: &ShapeOptions) -> Node {
     object(value, &WORKLOAD, path, opts, &|key, v, p| match key {
-        "controlInterfaceAccess" => Some(object(v, &ACCESS, p, opts, &|_, _, _| None)),
+        "controlInterfaceAccess" => {
+            Some(object(v, &ACCESS, p, opts, &|_, rules, p| Some(access_rules(rules, p, opts))))
+        }
         _ => None,
     })
+}
+
+/// A list of access rules, each in Ankaios' key order.
+fn access_rules(value: &Value, path: &[&str], opts: &ShapeOptions) -> Node {
+    let Value::Array(rules) = value else { return Node::from_value(value) };
+    Node::Seq(rules.iter().map(|rule| object(rule, &RULE, path, opts, &|_, _, _| None)).collect())
 }
 
 /// agent -> workload -> id -> execution state.

@@ -93,3 +93,36 @@ fn shape_keeps_single_state_fields_of_masked_instances() {
     let text = print(&tree, &["workloadStates.A.w.1.state"], false);
     assert_eq!(text, "workloadStates:\n  A:\n    w:\n      '1':\n        state: Running\n        subState: Ok\n");
 }
+
+// Ankaios' `ank get state` prints a rule's `type` first, then StateRule's
+// `operation, filterMasks` (LogRule's `workloadNames`), not sorted.
+#[test]
+fn shape_prints_access_rules_in_ankaios_order() {
+    let tree = json!({"desiredState": {"apiVersion": "v1", "workloads": {"w": {
+        "agent": "A",
+        "controlInterfaceAccess": {
+            "allowRules": [
+                {"filterMasks": ["desiredState"], "operation": "Read", "type": "StateRule"},
+                {"type": "LogRule", "workloadNames": ["x"]},
+            ],
+            "denyRules": [{"filterMasks": ["agents"], "operation": "Write", "type": "StateRule"}],
+        },
+    }}}});
+    let text = print(&tree, &[], false);
+    let expected = "      controlInterfaceAccess:
+        allowRules:
+        - type: StateRule
+          operation: Read
+          filterMasks:
+          - desiredState
+        - type: LogRule
+          workloadNames:
+          - x
+        denyRules:
+        - type: StateRule
+          operation: Write
+          filterMasks:
+          - agents
+";
+    assert!(text.ends_with(expected), "{text}");
+}

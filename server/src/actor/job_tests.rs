@@ -65,7 +65,7 @@ impl Harness {
 // [test of feature L1: the job's progress in the execution states is opt-in]
 #[tokio::test(start_paused = true)]
 async fn held_workloads_show_the_job_progress_only_when_asked() {
-    let jobs = crate::jobs::JobSettings { progress_in_states: true, ..Default::default() };
+    let jobs = crate::jobs::JobSettings { progress_in_states: true, ..holding() };
     let mut h = Harness::start_with_jobs(jobs).await;
     job_id(&h.update(chain(), &[]).await);
     settle().await;
@@ -73,6 +73,12 @@ async fn held_workloads_show_the_job_progress_only_when_asked() {
     let api = tree["workloadStates"]["A"]["api"].as_object().unwrap().values().next().unwrap().clone();
     assert_eq!((api["state"].as_str(), api["subState"].as_str()), (Some("Pending"), Some("WaitingToStart")));
     assert_eq!(api["additionalInfo"], "job 1: waits for db (Pending(Initial), needs Running)");
+}
+
+/// The opt-in Landscaper mode: `--hold-dependents --job-stop-on-failure
+/// --job-stuck-after-s 300`.
+fn holding() -> crate::jobs::JobSettings {
+    crate::jobs::JobSettings::holding(crate::jobs::JobSettings::EXAMPLE_STUCK_AFTER)
 }
 
 fn names(specs: &[WorkloadSpec]) -> Vec<&str> {
@@ -94,7 +100,7 @@ fn running() -> ExecutionState {
 // [test of feature L2]
 #[tokio::test(start_paused = true)]
 async fn a_chain_is_handed_to_the_agent_in_dependency_order() {
-    let mut h = Harness::start().await;
+    let mut h = Harness::start_with_jobs(holding()).await;
     assert_eq!(job_id(&h.update(chain(), &[]).await), 1);
     settle().await;
     let (added, _) = h.handed_out();
@@ -146,7 +152,7 @@ async fn failed_api(h: &mut Harness) -> (WorkloadSpec, WorkloadSpec) {
 // [test of feature L6]
 #[tokio::test(start_paused = true)]
 async fn after_a_failure_nothing_more_starts_and_a_rerun_retries_it() {
-    let mut h = Harness::start().await;
+    let mut h = Harness::start_with_jobs(holding()).await;
     let (db, api) = failed_api(&mut h).await;
     assert!(h.handed_out().0.is_empty(), "ui is not handed out after api failed");
     assert_eq!(h.job(1).await["phase"], "Progressing", "log is still starting");
@@ -180,7 +186,7 @@ async fn after_a_failure_nothing_more_starts_and_a_rerun_retries_it() {
 // [test of feature L7]
 #[tokio::test(start_paused = true)]
 async fn a_job_waiting_on_a_never_connected_agent_fails_as_stuck_and_can_be_interrupted() {
-    let mut h = Harness::start().await;
+    let mut h = Harness::start_with_jobs(holding()).await;
     let state = json!({"desiredState": {"apiVersion": "v1", "workloads": {
         "db": workload("Z", json!({})),
         "api": workload("A", json!({"db": "ADD_COND_RUNNING"})),
@@ -235,7 +241,7 @@ async fn a_dependency_cycle_is_rejected_and_nothing_changes() {
 // [test of feature L5]
 #[tokio::test(start_paused = true)]
 async fn deleting_a_chain_stops_dependents_first_and_a_failed_stop_ends_the_cascade() {
-    let mut h = Harness::start().await;
+    let mut h = Harness::start_with_jobs(holding()).await;
     h.update(chain(), &[]).await;
     settle().await;
     let mut specs = h.handed_out().0;
@@ -273,5 +279,93 @@ async fn deleting_a_chain_stops_dependents_first_and_a_failed_stop_ends_the_casc
     let job = h.job(2).await;
     assert_eq!(job["phase"], "DeleteFailed");
     assert_eq!(job["reason"], "api: Stopping(DeleteFailed); not stopped: db");
+    h.stop.cancel();
+}
+
+/// The execution state of workload `name` on `agent`, as `Kind(Sub)`.
+async fn shown(h: &mut Harness, agent: &str, name: &str) -> String {
+    let tree = h.tree().await;
+    let by_id = tree["workloadStates"][agent][name].as_object().unwrap_or_else(|| panic!("{name}: {tree}")).clone();
+    let s = by_id.values().next().unwrap().clone();
+    format!("{}({})", s["state"].as_str().unwrap(), s["subState"].as_str().unwrap())
+}
+
+// By default (as in Ankaios) the whole chain goes to the agent at once: the
+// agent waits for the dependencies itself, and the server shows what it
+// handed out as Pending(Initial) until the agent reports.
+#[tokio::test(start_paused = true)]
+async fn by_default_a_chain_goes_to_the_agent_at_once() {
+    let mut h = Harness::start().await;
+    assert_eq!(job_id(&h.update(chain(), &[]).await), 1);
+    settle().await;
+    let (added, _) = h.handed_out();
+    assert_eq!(names(&added), ["api", "db", "log", "ui"]);
+    assert_eq!(shown(&mut h, "A", "api").await, "Pending(Initial)");
+    let api = added[0].clone();
+    h.report(&api, ExecutionState::new(StateKind::Pending(Pending::WaitingToStart)), 1).await;
+    let job = h.job(1).await;
+    assert_eq!(job["workloads"]["api"]["class"], "waiting");
+    assert_eq!(job["workloads"]["api"]["reason"], "waits for db (Pending(Initial), needs Running)");
+    for spec in &added {
+        h.report(spec, running(), 1).await;
+    }
+    assert!(h.handed_out().0.is_empty(), "nothing is handed out twice");
+    assert_eq!(h.job(1).await["phase"], "Succeeded");
+    h.stop.cancel();
+}
+
+// A on an agent that is not there, B on agent A needing A running: B goes
+// to agent A at once, A and a dependent on the absent agent stay
+// Pending(Initial) (as in Ankaios), the job does not give up after the old
+// stuck timeout, and the late agent gets A in its hello; once A runs, B's
+// job succeeds.
+#[tokio::test(start_paused = true)]
+async fn by_default_a_late_agent_still_gets_its_workloads_and_nothing_is_held() {
+    let mut h = Harness::start().await;
+    let state = json!({"desiredState": {"apiVersion": "v1", "workloads": {
+        "a": workload("Z", json!({})),
+        "b": workload("A", json!({"a": "ADD_COND_RUNNING"})),
+        "c": workload("Z", json!({"a": "ADD_COND_RUNNING"})),
+    }}});
+    assert_eq!(job_id(&h.update(state, &[]).await), 1);
+    settle().await;
+    let (added, _) = h.handed_out();
+    assert_eq!(names(&added), ["b"], "b goes to its agent at once");
+    assert_eq!(shown(&mut h, "A", "b").await, "Pending(Initial)");
+    assert_eq!(shown(&mut h, "Z", "a").await, "Pending(Initial)");
+    assert_eq!(shown(&mut h, "Z", "c").await, "Pending(Initial)", "no agent: Pending(Initial), as in Ankaios");
+    let b = added[0].clone();
+    h.report(&b, ExecutionState::new(StateKind::Pending(Pending::WaitingToStart)), 1).await;
+
+    tokio::time::sleep(Duration::from_secs(6 * 60)).await;
+    settle().await;
+    assert_eq!(h.job(1).await["phase"], "Progressing", "no stuck timeout by default");
+    assert_eq!(shown(&mut h, "Z", "c").await, "Pending(Initial)");
+
+    // The late agent Z connects and gets a and c in its hello.
+    const LATE: ConnId = 3;
+    let (z_tx, mut z_rx) = tokio::sync::mpsc::channel(64);
+    h.handle.opened(LATE, ConnKind::Agent, z_tx).await;
+    let hello = ToServer::AgentHello {
+        agent_name: "Z".into(),
+        protocol_version: ank_common::PROTOCOL_VERSION.into(),
+        tags: Default::default(),
+        reports_conditions: true,
+        capabilities: Vec::new(),
+        quota: Default::default(),
+    };
+    h.handle.message(LATE, hello).await;
+    let Some(FromServer::ServerHello(specs)) = z_rx.recv().await else { panic!("no hello") };
+    let mut got: Vec<&str> = specs.iter().map(|s| s.name()).collect();
+    got.sort_unstable();
+    assert_eq!(got, ["a", "c"]);
+    for spec in &specs {
+        let status = ank_common::conditions::InstanceStatus { observed_generation: 1, ..Default::default() };
+        let state = ank_common::WorkloadState::new(spec.instance_name.clone(), running()).with_status(status);
+        h.handle.message(LATE, ToServer::UpdateWorkloadState(vec![state])).await;
+    }
+    settle().await;
+    h.report(&b, running(), 1).await;
+    assert_eq!(h.job(1).await["phase"], "Succeeded");
     h.stop.cancel();
 }

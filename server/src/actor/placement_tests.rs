@@ -42,7 +42,16 @@ impl Cluster {
     }
 
     async fn start_with_hooks(settings: PlacementSettings, resync: ResyncSettings, hooks: Vec<HookConfig>) -> Self {
-        let (handle, actor) = AnkaiosServer::new(DesiredState::default(), None, resync, Default::default());
+        Self::start_with_jobs(settings, resync, hooks, Default::default()).await
+    }
+
+    async fn start_with_jobs(
+        settings: PlacementSettings,
+        resync: ResyncSettings,
+        hooks: Vec<HookConfig>,
+        jobs: crate::jobs::JobSettings,
+    ) -> Self {
+        let (handle, actor) = AnkaiosServer::new(DesiredState::default(), None, resync, jobs);
         let stop = CancellationToken::new();
         let actor = actor.with_placement(settings).with_hooks(HooksRegistry::new(hooks));
         tokio::spawn(actor.run(stop.clone()));
@@ -526,10 +535,15 @@ async fn a_job_waits_for_a_workload_no_agent_matches_until_placement_takes_it_ov
     c.stop.cancel();
 }
 
-// A job whose workload stays unplaced fails as stuck, naming why.
+// With the opt-in stuck timeout, a job whose workload stays unplaced fails
+// as stuck, naming why; by default it waits for a fitting agent.
 #[tokio::test(start_paused = true)]
 async fn a_job_whose_workload_no_agent_ever_matches_fails_as_stuck() {
-    let mut c = Cluster::start(settings(&[])).await;
+    let stuck = crate::jobs::JobSettings {
+        stuck_after: Some(crate::jobs::JobSettings::EXAMPLE_STUCK_AFTER),
+        ..Default::default()
+    };
+    let mut c = Cluster::start_with_jobs(settings(&[]), ResyncSettings::default(), Vec::new(), stuck).await;
     c.connect("agent_A", &[("arch", "x86_64")], &["podman"], 1024, &[]).await;
     let start = tokio::time::Instant::now();
     let answer = c.apply(json!({"w": selector_workload(json!({"labels": ["arch = arm64"]}), "onAgentLoss")})).await;

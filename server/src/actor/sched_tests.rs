@@ -37,6 +37,13 @@ async fn start(initial: State, state_file: Option<StateFile>, sched: SchedOption
     start_hooked(initial, state_file, sched, Vec::new()).await
 }
 
+/// [`start`] with the server holding dependents back (the opt-in
+/// `--hold-dependents --job-stop-on-failure --job-stuck-after-s 300`).
+async fn start_holding(initial: State, sched: SchedOptions) -> (Harness, Vec<WorkloadSpec>) {
+    let jobs = crate::jobs::JobSettings::holding(crate::jobs::JobSettings::EXAMPLE_STUCK_AFTER);
+    start_with_jobs(initial, None, sched, Vec::new(), jobs).await
+}
+
 /// [`start`] with mutating hooks.
 async fn start_hooked(
     initial: State,
@@ -44,9 +51,19 @@ async fn start_hooked(
     sched: SchedOptions,
     hooks: Vec<crate::hooks::HookConfig>,
 ) -> (Harness, Vec<WorkloadSpec>) {
+    start_with_jobs(initial, state_file, sched, hooks, Default::default()).await
+}
+
+/// [`start_hooked`] with job settings.
+async fn start_with_jobs(
+    initial: State,
+    state_file: Option<StateFile>,
+    sched: SchedOptions,
+    hooks: Vec<crate::hooks::HookConfig>,
+    jobs: crate::jobs::JobSettings,
+) -> (Harness, Vec<WorkloadSpec>) {
     let initial = DesiredState::new(initial).expect("valid initial state");
-    let (handle, actor) =
-        AnkaiosServer::new_with(initial, state_file, ResyncSettings::default(), Default::default(), sched);
+    let (handle, actor) = AnkaiosServer::new_with(initial, state_file, ResyncSettings::default(), jobs, sched);
     let stop = CancellationToken::new();
     tokio::spawn(actor.with_hooks(crate::hooks::HooksRegistry::new(hooks)).run(stop.clone()));
     let (agent_tx, mut agent_rx) = mpsc::channel(256);
@@ -147,7 +164,7 @@ fn k3() -> String {
 // [test of feature K3]
 #[tokio::test(start_paused = true)]
 async fn k3_the_spec_of_a_carries_effective_priority_5_and_one_escalated_event() {
-    let (mut h, _) = start(empty(), None, SchedOptions::default()).await;
+    let (mut h, _) = start_holding(empty(), SchedOptions::default()).await;
     apply(&mut h, &k3()).await;
     let (added, _) = drain(&mut h);
     assert_eq!(names(&added), ["A", "C"], "B waits for A");
@@ -173,7 +190,7 @@ async fn k3_the_spec_of_a_carries_effective_priority_5_and_one_escalated_event()
 // [test of feature K3]
 #[tokio::test(start_paused = true)]
 async fn k3_a_later_dependent_escalates_a_waiting_workload_but_never_restarts_a_running_one() {
-    let (mut h, _) = start(empty(), None, SchedOptions::default()).await;
+    let (mut h, _) = start_holding(empty(), SchedOptions::default()).await;
     let base = format!("apiVersion: v1\nworkloads:\n{}{}", wl("A", ""), wl("R", ""));
     apply(&mut h, &base).await;
     let (first, _) = drain(&mut h);
@@ -209,7 +226,7 @@ fn pipeline() -> String {
 // [test of feature K6: pipeline s1 Succeeded, s2 fails -> s3 Pending(Canceled), never sent]
 #[tokio::test(start_paused = true)]
 async fn k6_a_failed_pipeline_step_cancels_the_rest_which_never_reach_the_agent() {
-    let (mut h, _) = start(empty(), None, SchedOptions::default()).await;
+    let (mut h, _) = start_holding(empty(), SchedOptions::default()).await;
     apply(&mut h, &pipeline()).await;
     let (s1, _) = drain(&mut h);
     assert_eq!(names(&s1), ["s1"], "strictly in list order");

@@ -86,14 +86,21 @@ impl DesiredState {
 
     /// The effective state, as Ankaios (>= 1.1) shows it: the rendered
     /// workloads the agents get, with the desired state's apiVersion and no
-    /// configs (they are rendered into the workloads already).
+    /// configs, neither the state's nor each workload's aliases (they are
+    /// rendered into the workloads already).
     // [feature: effectiveState, read-only]
     pub fn effective(&self) -> State {
-        State {
-            api_version: self.state.api_version.clone(),
-            workloads: self.rendered.workloads.clone(),
-            ..State::default()
-        }
+        let workloads = self
+            .rendered
+            .workloads
+            .iter()
+            .map(|(name, wl)| {
+                let mut wl = wl.clone();
+                wl.configs.clear();
+                (name.clone(), wl)
+            })
+            .collect();
+        State { api_version: self.state.api_version.clone(), workloads, ..State::default() }
     }
 }
 

@@ -186,13 +186,17 @@ impl AnkaiosServer {
             }
             None => return,
         };
-        let effective = result.map_err(|e| e.to_string()).and_then(|outcome| {
-            let changes = hook_changes(&outcome);
-            effect::apply(&self.desired.current.rendered, &prepared.next.rendered, &input, outcome)
-                .map(|e| (e, changes))
-        });
-        match effective {
-            Ok((effective, changes)) => self.finish_update(update, prepared, effective, changes),
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let text = e.rejection();
+                tracing::info!("{text}");
+                return self.answer(&update, ResponseContent::Error(text));
+            }
+        };
+        let changes = hook_changes(&outcome);
+        match effect::apply(&self.desired.current.rendered, &prepared.next.rendered, &input, outcome) {
+            Ok(effective) => self.finish_update(update, prepared, effective, changes),
             Err(e) => self.answer(&update, rejected(e)),
         }
     }

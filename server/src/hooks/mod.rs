@@ -43,6 +43,27 @@ impl HookConfig {
     pub fn executable(&self) -> PathBuf {
         self.path.join(&self.name)
     }
+
+    /// What keeps this hook from running, said at the server's start: a
+    /// missing or non-executable file. The server still starts (as Ankaios
+    /// does) and refuses every change of the workloads until it is fixed;
+    /// skipping the hook instead would let through what it exists to stop.
+    pub fn problem(&self) -> Option<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = self.executable();
+        let consequence = "every change of the workloads is refused until it is there";
+        match std::fs::metadata(&exe) {
+            Err(e) => {
+                Some(format!("mutating hook '{}': cannot use '{}' ({e}); {consequence}", self.name, exe.display()))
+            }
+            Ok(m) if !m.is_file() || m.permissions().mode() & 0o111 == 0 => Some(format!(
+                "mutating hook '{}': '{}' is not an executable file; {consequence}",
+                self.name,
+                exe.display()
+            )),
+            Ok(_) => None,
+        }
+    }
 }
 
 /// Why a chain of hooks refused an update. The texts are Ankaios' where
@@ -59,6 +80,21 @@ pub enum HookError {
     /// The hook's answer is no `UpdateWorkload`, or not a valid one.
     #[error("Resulting State is invalid, reason: 'Failed to decode protobuf output from hook '{hook}': {reason}'{}", stderr_note(.stderr))]
     Invalid { hook: String, reason: String, stderr: String },
+}
+
+impl HookError {
+    /// The error a client gets for the refused update, as Ankaios words it:
+    /// `Update rejected by mutating hook '<name>': '<reason>'` for a veto,
+    /// `Update rejected: '<error>'` for the rest.
+    // Ankaios: swdd~server-mutating-hook-veto~1
+    pub fn rejection(&self) -> String {
+        match self {
+            Self::Veto { hook, stderr } => {
+                format!("Update rejected by mutating hook '{hook}': 'Hook '{hook}' rejected the change: {stderr}'")
+            }
+            other => format!("Update rejected: '{other}'"),
+        }
+    }
 }
 
 fn stderr_note(stderr: &str) -> String {
@@ -87,6 +123,9 @@ impl HooksRegistry {
             let list: Vec<String> =
                 hooks.iter().map(|h| format!("'{}' (prio {})", h.executable().display(), h.prio)).collect();
             tracing::info!("mutating hooks (beta), in this order: {}", list.join(", "));
+        }
+        for problem in hooks.iter().filter_map(HookConfig::problem) {
+            tracing::error!("{problem}");
         }
         Self { hooks: hooks.into() }
     }

@@ -57,6 +57,11 @@ async fn hooks_veto_carries_name_and_trimmed_stderr() {
         e.to_string(),
         "Mutating hook 'deny' vetoed the state change: 'Hook 'deny' rejected the change: no such image'"
     );
+    // The client gets Ankaios' answer to a veto.
+    assert_eq!(
+        e.rejection(),
+        "Update rejected by mutating hook 'deny': 'Hook 'deny' rejected the change: no such image'"
+    );
 }
 
 #[tokio::test]
@@ -119,4 +124,27 @@ async fn hooks_a_changed_answer_is_decoded_and_keeps_our_extension_fields() {
     let wl = out.output.added_workloads[0].workload.as_ref().unwrap();
     assert_eq!((wl.runtime_config.as_deref(), wl.priority), (Some("image: y"), Some(7)));
     assert_eq!(out.changed_by, [("mutate".to_owned(), vec!["w".to_owned()])]);
+}
+
+// A hook entry whose file is missing or not executable is named at the
+// server's start (the registry logs each problem as an error).
+#[test]
+fn a_missing_or_non_executable_hook_is_reported_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fine = script(dir.path(), "fine", "cat");
+    assert_eq!(fine.problem(), None);
+    let missing = HookConfig { name: "nope".into(), ..fine.clone() };
+    let problem = missing.problem().unwrap();
+    assert!(problem.starts_with(&format!("mutating hook 'nope': cannot use '{}' (", missing.executable().display())));
+    assert!(problem.ends_with("; every change of the workloads is refused until it is there"), "{problem}");
+    let plain = script(dir.path(), "plain", "cat");
+    std::fs::set_permissions(plain.executable(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(
+        plain.problem().unwrap(),
+        format!(
+            "mutating hook 'plain': '{}' is not an executable file; every change of the workloads is refused until it is there",
+            plain.executable().display()
+        )
+    );
 }

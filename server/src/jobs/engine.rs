@@ -2,10 +2,14 @@
 //! change of the desired state is a job with a monotonic id whose items are
 //! the workloads it adds, updates or deletes. Each step classifies the items
 //! (A succeeded, B failed, C in progress, D ready, E waiting), hands out the
-//! ready ones while nothing failed, and moves the job through its phases;
-//! a job where nothing runs and nothing can start fails as stuck after
-//! `stuck_after`. The engine owns the jobs, which items are held back and the
-//! bounded history; what the workloads do it learns through a [`JobView`].
+//! ready ones (with `stop_on_failure`: while nothing failed), and moves the
+//! job through its phases; with `stuck_after`, a job where nothing runs and
+//! nothing can start fails as stuck after that time. By default every item
+//! is handed out when its job opens (as Ankaios does: the agents wait for
+//! dependencies) and the job only tracks; holding items back is opt-in
+//! (`hold_dependents`). The engine owns the jobs, which items are held back
+//! and the bounded history; what the workloads do it learns through a
+//! [`JobView`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,11 +21,24 @@ use ank_common::workload::{AddCondition, WorkloadSpec};
 use ank_common::{StateKind, WorkloadInstanceName};
 use tokio::time::Instant;
 
-/// How jobs behave (configurable).
+/// How jobs behave (configurable). The default is Ankaios' behaviour: every
+/// workload goes to its agent at once and nothing gives up; the server-side
+/// holding, stop on failure and stuck timeout are opt-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobSettings {
-    /// How long a job may wait with nothing running and nothing to start.
-    pub stuck_after: Duration,
+    /// How long a job may wait with nothing running and nothing to start
+    /// before it fails as stuck; `None` (default): it waits as long as it
+    /// takes (a late agent still gets its workloads).
+    pub stuck_after: Option<Duration>,
+    /// Hold a workload of a job (not of the startup state) back at the
+    /// server until its dependencies meet their add conditions, and
+    /// deletions until the deleted dependents are gone. Off (default, as
+    /// Ankaios): everything is handed out at once and the agents wait.
+    pub hold_dependents: bool,
+    /// Once an item of a job failed, hand out none of the items it still
+    /// holds (only matters with `hold_dependents`). Off (default): held
+    /// items go out when they are ready whatever else failed.
+    pub stop_on_failure: bool,
     /// How many finished jobs are kept.
     pub history: usize,
     /// Whether held workloads show the job's progress ("job 14: waits for
@@ -33,13 +50,26 @@ pub struct JobSettings {
 
 impl Default for JobSettings {
     fn default() -> Self {
-        Self { stuck_after: Self::DEFAULT_STUCK_AFTER, history: Self::DEFAULT_HISTORY, progress_in_states: false }
+        Self {
+            stuck_after: None,
+            hold_dependents: false,
+            stop_on_failure: false,
+            history: Self::DEFAULT_HISTORY,
+            progress_in_states: false,
+        }
     }
 }
 
 impl JobSettings {
-    pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(5 * 60);
+    /// The stuck timeout the opt-in `--job-stuck-after-s` examples use.
+    pub const EXAMPLE_STUCK_AFTER: Duration = Duration::from_secs(5 * 60);
     pub const DEFAULT_HISTORY: usize = 100;
+
+    /// The Landscaper mode (opt-in): dependents held at the server, no
+    /// more hand-outs after a failure, stuck after `stuck_after`.
+    pub fn holding(stuck_after: Duration) -> Self {
+        Self { stuck_after: Some(stuck_after), hold_dependents: true, stop_on_failure: true, ..Self::default() }
+    }
 }
 
 /// What the engine needs to know about the workloads.
@@ -230,10 +260,10 @@ impl JobEngine {
             // A handed-out item that finished stays finished (as in the
             // Landscaper); only the others are looked at again.
             for item in run.items.values_mut().filter(|i| !settled(i)) {
-                item.shown = classify(item, view);
+                item.shown = classify(item, view, self.settings.hold_dependents);
             }
             let failed = run.items.values().any(|i| counts(i) && i.shown.class == ItemClass::Failed);
-            if !failed {
+            if !(failed && self.settings.stop_on_failure) {
                 for (name, item) in run.items.iter_mut().filter(|(_, i)| counts(i) && i.shown.class == ItemClass::Ready)
                 {
                     item.new.triggered = true;
@@ -243,7 +273,7 @@ impl JobEngine {
                     out.push(Trigger { job: *id, add: item.new.add.clone(), delete: item.new.delete.clone() });
                 }
             }
-            decide_phase(run, self.settings.stuck_after, now);
+            decide_phase(run, &self.settings, now);
             finished |= run.job.phase.is_final();
         }
         if finished {
@@ -291,7 +321,8 @@ impl JobEngine {
     /// Whether an unfinished job waits with nothing to do (the clock may
     /// make it stuck).
     pub fn waits_on_clock(&self) -> bool {
-        self.runs.values().any(|r| r.stuck_since.is_some() && !r.job.phase.is_final())
+        self.settings.stuck_after.is_some()
+            && self.runs.values().any(|r| r.stuck_since.is_some() && !r.job.phase.is_final())
     }
 
     /// The jobs as shown in the complete state.
@@ -333,8 +364,9 @@ fn is_deletion(item: &NewItem) -> bool {
     item.add.is_none() && !item.unplaced
 }
 
-/// The class of an item now.
-fn classify(item: &Item, view: &dyn JobView) -> JobItem {
+/// The class of an item now; `hold`: an untriggered item waits for its
+/// dependencies (else it is ready at once and its agent waits).
+fn classify(item: &Item, view: &dyn JobView, hold: bool) -> JobItem {
     let mut shown = JobItem { delete: is_deletion(&item.new), ..JobItem::default() };
     if let Some((class, reason)) = &item.frozen {
         shown.class = *class;
@@ -352,7 +384,7 @@ fn classify(item: &Item, view: &dyn JobView) -> JobItem {
     let now = target.and_then(|n| view.instance(n));
     shown.state = now.as_ref().map(|(s, _)| s.to_string()).unwrap_or_default();
     if !item.new.triggered {
-        let waits = waiting_for(item, view);
+        let waits = if hold { waiting_for(item, view) } else { Vec::new() };
         if waits.is_empty() {
             shown.class = ItemClass::Ready;
         } else {
@@ -393,6 +425,17 @@ fn classify(item: &Item, view: &dyn JobView) -> JobItem {
         shown.class = ItemClass::Waiting;
         shown.reason = format!("waits for {away}");
     }
+    // Handed out, and its agent holds it for its dependencies: nothing is
+    // in flight either (the job may be stuck, or done after a failure).
+    if shown.class == ItemClass::InProgress
+        && now.is_some_and(|(s, _)| s == StateKind::Pending(Pending::WaitingToStart))
+    {
+        let waits = waiting_for(item, view);
+        if !waits.is_empty() {
+            shown.class = ItemClass::Waiting;
+            shown.reason = format!("waits for {}", waits.join(", "));
+        }
+    }
     shown
 }
 
@@ -415,10 +458,12 @@ fn waiting_for(item: &Item, view: &dyn JobView) -> Vec<String> {
     }
 }
 
-/// Sets the phase of an unfinished job from its items' classes.
+/// Sets the phase of an unfinished job from its items' classes. A job with
+/// a failed item ends once nothing is in flight, unless it still holds items
+/// it will hand out (`hold_dependents` without `stop_on_failure`).
 // [feature L3: stop on failure, wait for in-flight]
 // [feature L4: stuck detection]
-fn decide_phase(run: &mut Run, stuck_after: Duration, now: Instant) {
+fn decide_phase(run: &mut Run, settings: &JobSettings, now: Instant) {
     let counted: Vec<(&String, &Item)> = run.items.iter().filter(|(_, i)| counts(i)).collect();
     let of = |class: ItemClass| counted.iter().filter(move |(_, i)| i.shown.class == class).map(|(n, i)| (*n, *i));
     let (failed, active, ready, waiting) = (
@@ -432,7 +477,8 @@ fn decide_phase(run: &mut Run, stuck_after: Duration, now: Instant) {
     } else {
         (JobPhase::Failed, JobPhase::Progressing)
     };
-    if failed > 0 {
+    let holds_more = !settings.stop_on_failure && counted.iter().any(|(_, i)| !i.new.triggered && i.frozen.is_none());
+    if failed > 0 && !holds_more {
         if active == 0 {
             let mut parts: Vec<String> =
                 of(ItemClass::Failed).map(|(n, i)| format!("{n}: {}", i.shown.reason)).collect();
@@ -455,7 +501,9 @@ fn decide_phase(run: &mut Run, stuck_after: Duration, now: Instant) {
     }
     if active == 0 && ready == 0 {
         let since = *run.stuck_since.get_or_insert(now);
-        if now.saturating_duration_since(since) >= stuck_after {
+        if let Some(stuck_after) = settings.stuck_after
+            && now.saturating_duration_since(since) >= stuck_after
+        {
             let chain: Vec<String> = of(ItemClass::Waiting).map(|(n, i)| format!("{n} {}", i.shown.reason)).collect();
             finish(run, fail_phase, format!("stuck: {}", bounded(chain, "; ")));
             return;

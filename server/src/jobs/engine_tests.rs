@@ -38,6 +38,8 @@ workloads:
 #[derive(Default)]
 struct View {
     states: RefCell<BTreeMap<String, StateKind>>,
+    /// Agents that are not connected.
+    absent: RefCell<Vec<String>>,
 }
 
 impl View {
@@ -50,8 +52,8 @@ impl View {
 }
 
 impl JobView for View {
-    fn away(&self, _: &str) -> Option<String> {
-        None
+    fn away(&self, agent: &str) -> Option<String> {
+        self.absent.borrow().iter().any(|a| a == agent).then(|| format!("agent '{agent}' never connected"))
     }
     fn instance(&self, n: &WorkloadInstanceName) -> Option<(StateKind, u64)> {
         self.states.borrow().get(n.workload_name.as_str()).map(|k| (*k, 1))
@@ -87,6 +89,12 @@ fn triggered(t: &[Trigger]) -> Vec<String> {
         .collect()
 }
 
+/// The opt-in Landscaper mode (`--hold-dependents --job-stop-on-failure
+/// --job-stuck-after-s 300`).
+fn holding() -> JobSettings {
+    JobSettings::holding(JobSettings::EXAMPLE_STUCK_AFTER)
+}
+
 fn job(engine: &JobEngine, id: u64) -> Job {
     engine.jobs()[&id.to_string()].clone()
 }
@@ -95,7 +103,7 @@ fn job(engine: &JobEngine, id: u64) -> Job {
 // [test of feature L2]
 #[tokio::test(start_paused = true)]
 async fn a_chain_is_triggered_in_dependency_order_and_succeeds() {
-    let mut engine = JobEngine::new(JobSettings::default());
+    let mut engine = JobEngine::new(holding());
     let view = View::default();
     let id = engine.create(adds(&["db", "api", "ui"]));
     assert_eq!(id, 1);
@@ -125,10 +133,85 @@ async fn a_chain_is_triggered_in_dependency_order_and_succeeds() {
     assert!(!j.finished_at.is_empty());
 }
 
+// By default (as Ankaios): the whole chain goes out at once, the agent
+// waits for the dependencies, and a job with nothing in flight waits as long
+// as it takes instead of failing as stuck.
+#[tokio::test(start_paused = true)]
+async fn by_default_every_item_goes_out_at_once_and_the_job_waits_without_a_stuck_timeout() {
+    let mut engine = JobEngine::new(JobSettings::default());
+    let view = View::default();
+    view.absent.borrow_mut().push("A".to_owned());
+    engine.create(adds(&["db", "api", "ui"]));
+    assert_eq!(triggered(&engine.step(&view, Instant::now())), ["api", "db", "ui"]);
+    assert!(!engine.is_held("api") && !engine.is_held("ui"), "nothing is held back");
+    view.set("db", StateKind::Pending(Pending::Initial));
+    engine.step(&view, Instant::now());
+    let j = job(&engine, 1);
+    assert_eq!(j.workloads["db"].class, ItemClass::Waiting);
+    assert_eq!(j.workloads["db"].reason, "waits for agent 'A' never connected");
+    assert!(!engine.waits_on_clock(), "no stuck timeout by default");
+    tokio::time::advance(JobSettings::EXAMPLE_STUCK_AFTER * 10).await;
+    assert!(engine.step(&view, Instant::now()).is_empty());
+    assert_eq!(job(&engine, 1).phase, JobPhase::Progressing, "still tracking after the old stuck timeout");
+    view.absent.borrow_mut().clear();
+    view.set("db", StateKind::Running);
+    view.set("api", StateKind::Pending(Pending::WaitingToStart));
+    view.set("ui", StateKind::Pending(Pending::WaitingToStart));
+    engine.step(&view, Instant::now());
+    let j = job(&engine, 1);
+    assert_eq!(j.workloads["ui"].class, ItemClass::Waiting);
+    assert_eq!(j.workloads["ui"].reason, "waits for api (Pending(WaitingToStart))");
+    assert_eq!(j.workloads["api"].class, ItemClass::InProgress, "its dependency runs: the agent starts it");
+    for name in ["db", "api", "ui"] {
+        view.set(name, StateKind::Running);
+    }
+    assert!(engine.step(&view, Instant::now()).is_empty(), "nothing is handed out twice");
+    assert_eq!(job(&engine, 1).phase, JobPhase::Succeeded);
+}
+
+// By default a failure withholds nothing (everything is out); the job ends
+// Failed once nothing is in flight, naming what its agent still holds.
+#[tokio::test(start_paused = true)]
+async fn by_default_a_failure_withholds_nothing_and_the_job_reports_it() {
+    let mut engine = JobEngine::new(JobSettings::default());
+    let view = View::default();
+    engine.create(adds(&["db", "api", "ui"]));
+    assert_eq!(triggered(&engine.step(&view, Instant::now())), ["api", "db", "ui"]);
+    view.set("db", StateKind::Running);
+    view.set("api", StateKind::Pending(Pending::StartingFailed));
+    view.set("ui", StateKind::Pending(Pending::WaitingToStart));
+    assert!(engine.step(&view, Instant::now()).is_empty());
+    let j = job(&engine, 1);
+    assert_eq!(j.phase, JobPhase::Failed);
+    assert_eq!(j.reason, "api: Pending(StartingFailed); not started: ui");
+    assert!(!engine.is_held("ui"));
+}
+
+// Holding without stop on failure: a held item still goes out once ready,
+// and the job does not end while it holds one.
+#[tokio::test(start_paused = true)]
+async fn holding_without_stop_on_failure_hands_out_what_becomes_ready_after_a_failure() {
+    let settings = JobSettings { hold_dependents: true, ..JobSettings::default() };
+    let mut engine = JobEngine::new(settings);
+    let view = View::default();
+    engine.create(adds(&["db", "api", "log"]));
+    assert_eq!(triggered(&engine.step(&view, Instant::now())), ["db", "log"]);
+    view.set("log", StateKind::Failed(Failed::ExecFailed));
+    view.set("db", StateKind::Pending(Pending::Starting));
+    engine.step(&view, Instant::now());
+    view.set("db", StateKind::Running);
+    assert_eq!(triggered(&engine.step(&view, Instant::now())), ["api"]);
+    assert_eq!(job(&engine, 1).phase, JobPhase::Progressing);
+    view.set("api", StateKind::Running);
+    engine.step(&view, Instant::now());
+    let j = job(&engine, 1);
+    assert_eq!((j.phase, j.reason.as_str()), (JobPhase::Failed, "log: Failed(ExecFailed)"));
+}
+
 // [test of feature L3]
 #[tokio::test(start_paused = true)]
 async fn a_failure_stops_triggering_and_the_job_fails_once_in_flight_ones_finish() {
-    let mut engine = JobEngine::new(JobSettings::default());
+    let mut engine = JobEngine::new(holding());
     let view = View::default();
     engine.create(adds(&["db", "api", "ui", "log"]));
     let now = Instant::now();
@@ -155,13 +238,13 @@ async fn a_failure_stops_triggering_and_the_job_fails_once_in_flight_ones_finish
 // [test of feature L4]
 #[tokio::test(start_paused = true)]
 async fn a_job_with_nothing_to_do_but_wait_fails_as_stuck_after_the_configured_time() {
-    let mut engine = JobEngine::new(JobSettings::default());
+    let mut engine = JobEngine::new(holding());
     let view = View::default();
     view.set("db", StateKind::Pending(Pending::Initial));
     engine.create(adds(&["api"]));
     let start = Instant::now();
     assert!(engine.step(&view, start).is_empty());
-    tokio::time::advance(JobSettings::DEFAULT_STUCK_AFTER - std::time::Duration::from_secs(1)).await;
+    tokio::time::advance(JobSettings::EXAMPLE_STUCK_AFTER - std::time::Duration::from_secs(1)).await;
     engine.step(&view, Instant::now());
     assert_eq!(job(&engine, 1).phase, JobPhase::Progressing);
     tokio::time::advance(std::time::Duration::from_secs(1)).await;
@@ -174,7 +257,7 @@ async fn a_job_with_nothing_to_do_but_wait_fails_as_stuck_after_the_configured_t
 // [test of feature L7]
 #[tokio::test(start_paused = true)]
 async fn an_interrupt_fails_the_unfinished_items_and_ends_the_job() {
-    let mut engine = JobEngine::new(JobSettings::default());
+    let mut engine = JobEngine::new(holding());
     let view = View::default();
     engine.create(adds(&["db", "api"]));
     engine.step(&view, Instant::now());
@@ -199,7 +282,7 @@ fn deletion(name: &str) -> DeletedWorkload {
 // [test of feature L5]
 #[tokio::test(start_paused = true)]
 async fn deletion_runs_in_reverse_dependency_order_and_stops_on_a_failed_stop() {
-    let mut engine = JobEngine::new(JobSettings::default());
+    let mut engine = JobEngine::new(holding());
     let view = View::default();
     for n in ["db", "api", "ui"] {
         view.set(n, StateKind::Running);
@@ -245,7 +328,7 @@ async fn a_report_about_an_older_generation_does_not_finish_an_item() {
             None
         }
     }
-    let mut engine = JobEngine::new(JobSettings::default());
+    let mut engine = JobEngine::new(holding());
     let mut items = adds(&["db"]);
     items.get_mut("db").unwrap().1 = 2;
     engine.create(items);
@@ -256,7 +339,7 @@ async fn a_report_about_an_older_generation_does_not_finish_an_item() {
 
 #[tokio::test(start_paused = true)]
 async fn the_history_keeps_the_configured_number_of_finished_jobs() {
-    let mut engine = JobEngine::new(JobSettings { history: 3, ..JobSettings::default() });
+    let mut engine = JobEngine::new(JobSettings { history: 3, ..holding() });
     let view = View::default();
     for _ in 0..10 {
         engine.create(BTreeMap::new());
@@ -275,7 +358,7 @@ fn a_reason_names_a_few_items_and_counts_the_rest() {
 // [test of feature K6: a canceled item fails its job and is held for good until taken over]
 #[tokio::test(start_paused = true)]
 async fn a_canceled_workload_fails_its_item_and_stays_held_until_a_new_job_takes_it_over() {
-    let mut engine = JobEngine::new(JobSettings::default());
+    let mut engine = JobEngine::new(holding());
     let view = View::default();
     engine.create(adds(&["db", "api"]));
     let now = Instant::now();
@@ -305,7 +388,7 @@ async fn a_canceled_workload_fails_its_item_and_stays_held_until_a_new_job_takes
 // [test of feature K6: a handed-out item whose instance is Pending(Canceled) has failed]
 #[tokio::test(start_paused = true)]
 async fn a_handed_out_item_in_pending_canceled_is_failed() {
-    let mut engine = JobEngine::new(JobSettings::default());
+    let mut engine = JobEngine::new(holding());
     let view = View::default();
     engine.create(adds(&["log"]));
     let now = Instant::now();
