@@ -13,22 +13,28 @@ use crate::workload::{Workload, WorkloadState};
 
 /// A config item: a string, a list or a map of further items.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum ConfigItem {
     String(String),
     Array(Vec<ConfigItem>),
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::name_keyed_map::<ConfigItem>"))]
     Object(BTreeMap<String, ConfigItem>),
 }
 
 /// The desired state (also the shape of a manifest).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct State {
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^v1$")))]
     pub api_version: String,
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::name_keyed_map::<Workload>"))]
     pub workloads: BTreeMap<WorkloadName, Workload>,
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::name_keyed_map::<ConfigItem>"))]
     pub configs: BTreeMap<String, ConfigItem>,
     /// Workload groups by name (extension; absent when there are none).
     #[serde(
@@ -36,6 +42,7 @@ pub struct State {
         deserialize_with = "crate::groups::deserialize_groups",
         skip_serializing_if = "crate::groups::is_empty"
     )]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub groups: crate::groups::Groups,
 }
 

@@ -108,7 +108,7 @@ pub fn parse_manifest_checked(
 }
 
 /// YAML 1.2 core schema for plain scalars, as Ankaios' parser reads them.
-pub(crate) fn yaml_options() -> serde_saphyr::Options {
+pub fn yaml_options() -> serde_saphyr::Options {
     serde_saphyr::options! { strict_booleans: true }
 }
 
