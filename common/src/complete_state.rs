@@ -31,10 +31,16 @@ pub struct State {
     #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^v1$")))]
     pub api_version: String,
     #[serde(default)]
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::name_keyed_map::<Workload>"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(schema_with = "crate::manifest_schema::optional_name_keyed_map::<Workload>")
+    )]
     pub workloads: BTreeMap<WorkloadName, Workload>,
     #[serde(default)]
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::name_keyed_map::<ConfigItem>"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(schema_with = "crate::manifest_schema::optional_name_keyed_map::<ConfigItem>")
+    )]
     pub configs: BTreeMap<String, ConfigItem>,
     /// Workload groups by name (extension; absent when there are none).
     #[serde(

@@ -47,6 +47,18 @@ pub(crate) fn name_keyed_map<T: schemars::JsonSchema>(generator: &mut schemars::
     })
 }
 
+/// A top-level map of names that may also be left empty (`workloads:`
+/// with no value), as in Ankaios.
+pub(crate) fn optional_name_keyed_map<T: schemars::JsonSchema>(
+    generator: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    let map = name_keyed_map::<T>(generator);
+    schemars::json_schema!({
+        "anyOf": [map, { "type": "null" }],
+        "default": {},
+    })
+}
+
 /// A workload's `configs`: alias -> config key, both names.
 pub(crate) fn config_alias_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
@@ -69,13 +81,125 @@ pub(crate) const FILTER_MASK_PATTERN: &str = r"^(?:\*|[a-zA-Z0-9_-]+)(?:\.(?:\*|
 /// one `*` in it.
 pub(crate) const LOG_RULE_NAME_PATTERN: &str = r"^(?:\*|[a-zA-Z0-9_-]*\*[a-zA-Z0-9_-]*|[a-zA-Z0-9_-]+)$";
 
+/// A file entry: a mount point and its text (`data`) or base64 content
+/// (`binaryData`).
+impl schemars::JsonSchema for crate::workload::File {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("File")
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let content = |key: &str, what: &str| {
+            serde_json::json!({
+                "type": "object",
+                "properties": { key: { "type": "string", "description": what } },
+                "required": [key],
+            })
+        };
+        schemars::json_schema!({
+            "description": "A file mounted read-only into the workload.",
+            "type": "object",
+            "properties": {
+                "mountPoint": { "type": "string", "description": "Where the file appears in the workload." }
+            },
+            "anyOf": [content("data", "The file's text."), content("binaryData", "The file's content, base64-encoded.")],
+            "required": ["mountPoint"],
+        })
+    }
+}
+
+/// An access rule: `type: StateRule` with `operation` and `filterMasks`, or
+/// `type: LogRule` with `workloadNames`.
+impl schemars::JsonSchema for crate::workload::AccessRule {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("AccessRule")
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let operation = generator.subschema_for::<crate::workload::ReadWrite>();
+        let state_rule = serde_json::json!({
+            "description": "Access to the parts of the state the field masks select.",
+            "type": "object",
+            "properties": {
+                "operation": { "allOf": [operation] },
+                "filterMasks": { "type": "array", "items": { "type": "string", "pattern": FILTER_MASK_PATTERN } },
+            },
+            "required": ["operation", "filterMasks"],
+        });
+        let log_rule = serde_json::json!({
+            "description": "Access to the logs of the named workloads.",
+            "type": "object",
+            "properties": {
+                "workloadNames": {
+                    "type": "array",
+                    "items": { "type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH + 1, "pattern": LOG_RULE_NAME_PATTERN },
+                },
+            },
+            "required": ["workloadNames"],
+        });
+        let variant = |name: &str, body: Value| {
+            serde_json::json!({
+                "type": "object",
+                "properties": { "type": { "type": "string", "const": name } },
+                "allOf": [body],
+                "required": ["type"],
+            })
+        };
+        schemars::json_schema!({
+            "description": "One allow or deny rule of the control interface.",
+            "type": "object",
+            "oneOf": [variant("StateRule", state_rule), variant("LogRule", log_rule)],
+        })
+    }
+}
+
 /// The schema as a JSON value (draft-07, as Ankaios' schema).
 pub fn manifest_schema() -> Value {
     let generator = SchemaSettings::draft07().into_generator();
     let schema = generator.into_root_schema_for::<State>();
     let mut value = schema.to_value();
+    require_api_version(&mut value);
     mark_extensions(&mut value);
+    if let Some(workload) = value.pointer_mut("/definitions/Workload") {
+        set_extensions_apart(workload);
+    }
     value
+}
+
+/// Moves a type's extension fields from `properties` into an `allOf` entry
+/// of their own. They are checked all the same, and `properties` holds
+/// Ankaios' fields only, so the validator (jsonschema 0.44, which treats
+/// `properties` of 15 fields or more together with a two-field `required`
+/// differently) judges a workload exactly as it judges Ankaios' schema.
+fn set_extensions_apart(schema: &mut Value) {
+    let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else { return };
+    let names: Vec<String> = properties
+        .iter()
+        .filter(|(_, field)| field.get(EXTENSION_KEYWORD) == Some(&Value::Bool(true)))
+        .map(|(name, _)| name.clone())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    let extensions: serde_json::Map<String, Value> =
+        names.iter().filter_map(|name| properties.remove(name).map(|field| (name.clone(), field))).collect();
+    if let Some(object) = schema.as_object_mut() {
+        object.insert(
+            "allOf".to_owned(),
+            serde_json::json!([{ "description": EXTENSION_PREFIX, "properties": extensions }]),
+        );
+    }
+}
+
+/// A manifest must name its `apiVersion` (the type reads a missing one as
+/// empty, to report it in its own words).
+fn require_api_version(schema: &mut Value) {
+    if let Some(api_version) = schema.pointer_mut("/properties/apiVersion").and_then(Value::as_object_mut) {
+        api_version.remove("default");
+    }
+    if let Some(root) = schema.as_object_mut() {
+        root.insert("required".to_owned(), serde_json::json!(["apiVersion"]));
+    }
 }
 
 /// The schema as the committed file holds it: pretty JSON and a final
@@ -124,11 +248,16 @@ mod tests {
         schema["definitions"]["Workload"]["properties"].as_object().expect("Workload has properties")
     }
 
+    fn workload_extensions(schema: &Value) -> &serde_json::Map<String, Value> {
+        schema["definitions"]["Workload"]["allOf"][0]["properties"].as_object().expect("extensions apart")
+    }
+
     #[test]
     fn extension_fields_are_marked_and_ankaios_fields_are_not() {
         let schema = manifest_schema();
         let workload = workload_properties(&schema);
-        let marked: Vec<&str> = workload
+        let extensions = workload_extensions(&schema);
+        let marked: Vec<&str> = extensions
             .iter()
             .filter(|(_, field)| field.get(EXTENSION_KEYWORD) == Some(&Value::Bool(true)))
             .map(|(name, _)| name.as_str())
@@ -138,7 +267,7 @@ mod tests {
             ["agentSelector", "effectivePriority", "migration", "policy", "priority", "ttlAfterFinished"]
         );
         for name in marked {
-            let description = workload[name]["description"].as_str().unwrap_or_default();
+            let description = extensions[name]["description"].as_str().unwrap_or_default();
             assert!(description.starts_with(EXTENSION_PREFIX), "{name}: {description}");
         }
         for ankaios in
@@ -146,6 +275,7 @@ mod tests {
         {
             assert!(workload[ankaios].get(EXTENSION_KEYWORD).is_none(), "{ankaios} is Ankaios' own");
         }
+        assert_eq!(workload.len(), 9, "Ankaios' nine workload fields stay alone in `properties`");
         assert_eq!(schema["properties"]["groups"][EXTENSION_KEYWORD], Value::Bool(true));
         assert!(schema["properties"]["workloads"].get(EXTENSION_KEYWORD).is_none());
     }

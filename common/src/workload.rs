@@ -17,9 +17,12 @@ use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RestartPolicy {
+    /// Never restarted.
     #[default]
     Never,
+    /// Restarted when it failed.
     OnFailure,
+    /// Restarted whenever it ended.
     Always,
 }
 
@@ -27,17 +30,19 @@ pub enum RestartPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum AddCondition {
+    /// The dependency runs.
     #[serde(rename = "ADD_COND_RUNNING")]
     Running,
+    /// The dependency ended successfully.
     #[serde(rename = "ADD_COND_SUCCEEDED")]
     Succeeded,
+    /// The dependency failed.
     #[serde(rename = "ADD_COND_FAILED")]
     Failed,
 }
 
 /// A file mounted read-only into the workload.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct File {
     pub mount_point: String,
@@ -47,7 +52,6 @@ pub struct File {
 
 /// Text or base64 content of a [`File`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum FileContent {
     Data(String),
@@ -58,29 +62,28 @@ pub enum FileContent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ReadWrite {
+    /// No access.
     Nothing,
+    /// Reading.
     Read,
+    /// Writing.
     Write,
+    /// Reading and writing.
     ReadWrite,
 }
 
 /// One allow or deny rule of the control interface.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type")]
 pub enum AccessRule {
     #[serde(rename_all = "camelCase")]
     StateRule {
         operation: ReadWrite,
         #[serde(alias = "filterMask")]
-        #[cfg_attr(feature = "schema", schemars(inner(regex(pattern = crate::manifest_schema::FILTER_MASK_PATTERN))))]
         filter_masks: Vec<String>,
     },
     #[serde(rename_all = "camelCase")]
-    LogRule {
-        #[cfg_attr(feature = "schema", schemars(inner(regex(pattern = crate::manifest_schema::LOG_RULE_NAME_PATTERN), length(min = 1, max = 64))))]
-        workload_names: Vec<String>,
-    },
+    LogRule { workload_names: Vec<String> },
 }
 
 /// Which parts of the control interface a workload may use.
