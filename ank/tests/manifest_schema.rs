@@ -222,3 +222,22 @@ fn ank_apply_refuses_a_wrong_type_with_exit_1_before_contacting_a_server() {
         )
     );
 }
+
+#[test]
+fn ank_apply_of_empty_workloads_and_configs_has_nothing_to_update_as_ankaios() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("empty.yaml");
+    std::fs::write(&file, "apiVersion: v1\nworkloads:\nconfigs:\n").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_ank"))
+        .env("HOME", dir.path())
+        .args(["--insecure", "--server-url", "http://127.0.0.1:9", "apply"])
+        .arg(&file)
+        .output()
+        .expect("ank runs");
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).as_ref()),
+        (Some(0), "Nothing to update.\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

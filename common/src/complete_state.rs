@@ -30,13 +30,15 @@ pub struct State {
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^v1$")))]
     pub api_version: String,
-    #[serde(default)]
+    /// `workloads:` with no value is read as none, as by Ankaios.
+    #[serde(default, deserialize_with = "null_as_empty")]
     #[cfg_attr(
         feature = "schema",
         schemars(schema_with = "crate::manifest_schema::optional_name_keyed_map::<Workload>")
     )]
     pub workloads: BTreeMap<WorkloadName, Workload>,
-    #[serde(default)]
+    /// `configs:` with no value is read as none, as by Ankaios.
+    #[serde(default, deserialize_with = "null_as_empty")]
     #[cfg_attr(
         feature = "schema",
         schemars(schema_with = "crate::manifest_schema::optional_name_keyed_map::<ConfigItem>")
@@ -50,6 +52,11 @@ pub struct State {
     )]
     #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub groups: crate::groups::Groups,
+}
+
+/// A map that may also be given as null (a key with no value).
+fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// One instance in the complete state: its execution state

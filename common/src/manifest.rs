@@ -326,6 +326,14 @@ mod tests {
     }
 
     #[test]
+    fn manifest_workloads_and_configs_without_a_value_are_empty_as_in_ankaios() {
+        let (state, warnings) =
+            parse_manifest_with_warnings("m.yaml", "apiVersion: v1\nworkloads:\nconfigs:\n").unwrap();
+        assert!(state.workloads.is_empty() && state.configs.is_empty());
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
     fn manifest_restart_policy_is_upper_case_as_in_ankaios() {
         let text = GOOD.replace("restartPolicy: ALWAYS", "restartPolicy: Always");
         assert!(parse_manifest("m.yaml", &text).is_err());
