@@ -13,22 +13,36 @@ use crate::workload::{Workload, WorkloadState};
 
 /// A config item: a string, a list or a map of further items.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum ConfigItem {
     String(String),
     Array(Vec<ConfigItem>),
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::name_keyed_map::<ConfigItem>"))]
     Object(BTreeMap<String, ConfigItem>),
 }
 
 /// The desired state (also the shape of a manifest).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct State {
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^v1$")))]
     pub api_version: String,
-    #[serde(default)]
+    /// `workloads:` with no value is read as none, as by Ankaios.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(schema_with = "crate::manifest_schema::optional_name_keyed_map::<Workload>")
+    )]
     pub workloads: BTreeMap<WorkloadName, Workload>,
-    #[serde(default)]
+    /// `configs:` with no value is read as none, as by Ankaios.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(schema_with = "crate::manifest_schema::optional_name_keyed_map::<ConfigItem>")
+    )]
     pub configs: BTreeMap<String, ConfigItem>,
     /// Workload groups by name (extension; absent when there are none).
     #[serde(
@@ -36,7 +50,13 @@ pub struct State {
         deserialize_with = "crate::groups::deserialize_groups",
         skip_serializing_if = "crate::groups::is_empty"
     )]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub groups: crate::groups::Groups,
+}
+
+/// A map that may also be given as null (a key with no value).
+fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// One instance in the complete state: its execution state

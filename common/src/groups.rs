@@ -21,6 +21,7 @@ use crate::workload::AddCondition;
 
 /// How a group treats its members.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum GroupMode {
     /// Members run independently; the group only gives defaults.
@@ -41,6 +42,7 @@ impl GroupMode {
 
 /// One group of the desired state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Group {
     #[serde(default)]

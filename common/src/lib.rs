@@ -21,6 +21,8 @@ pub mod groups;
 pub mod instance_name;
 pub mod jobs;
 pub mod manifest;
+#[cfg(feature = "schema")]
+pub mod manifest_schema;
 pub mod manifest_v01;
 pub mod mask_path;
 pub mod messages;

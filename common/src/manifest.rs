@@ -108,7 +108,7 @@ pub fn parse_manifest_checked(
 }
 
 /// YAML 1.2 core schema for plain scalars, as Ankaios' parser reads them.
-pub(crate) fn yaml_options() -> serde_saphyr::Options {
+pub fn yaml_options() -> serde_saphyr::Options {
     serde_saphyr::options! { strict_booleans: true }
 }
 
@@ -323,6 +323,14 @@ mod tests {
         // Strings of other fields keep what was written.
         let tags = GOOD.replace("owner: me", "owner: yes");
         assert_eq!(parse_manifest("m.yaml", &tags).unwrap().workloads["nginx"].tags["owner"], "yes");
+    }
+
+    #[test]
+    fn manifest_workloads_and_configs_without_a_value_are_empty_as_in_ankaios() {
+        let (state, warnings) =
+            parse_manifest_with_warnings("m.yaml", "apiVersion: v1\nworkloads:\nconfigs:\n").unwrap();
+        assert!(state.workloads.is_empty() && state.configs.is_empty());
+        assert!(warnings.is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::placement::constraint::{LabelConstraint, MetricConstraint};
 
 /// Preemption and isolation switches of one workload.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadPolicy {
     /// May preempt lower-priority workloads when quota-blocked, even if the
@@ -31,6 +32,7 @@ impl WorkloadPolicy {
 
 /// One term of the ranking: a metric and its weight.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RankTerm {
     pub metric: String,
@@ -47,6 +49,7 @@ impl Eq for RankTerm {}
 
 /// Where a workload may run, instead of a fixed `agent`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSelector {
     /// Label constraints (`arch = arm64`, `ecu in (hpc1, hpc2)`).
@@ -106,6 +109,7 @@ impl AgentSelector {
 
 /// When a placed workload may move to another agent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Migration {
     /// Moved only when its agent stayed away longer than the grace time.

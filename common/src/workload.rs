@@ -14,21 +14,29 @@ use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
 
 /// When the agent restarts a workload that ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RestartPolicy {
+    /// Never restarted.
     #[default]
     Never,
+    /// Restarted when it failed.
     OnFailure,
+    /// Restarted whenever it ended.
     Always,
 }
 
 /// State a dependency must reach before its dependent is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum AddCondition {
+    /// The dependency runs.
     #[serde(rename = "ADD_COND_RUNNING")]
     Running,
+    /// The dependency ended successfully.
     #[serde(rename = "ADD_COND_SUCCEEDED")]
     Succeeded,
+    /// The dependency failed.
     #[serde(rename = "ADD_COND_FAILED")]
     Failed,
 }
@@ -52,10 +60,15 @@ pub enum FileContent {
 
 /// Operation a state rule grants or denies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ReadWrite {
+    /// No access.
     Nothing,
+    /// Reading.
     Read,
+    /// Writing.
     Write,
+    /// Reading and writing.
     ReadWrite,
 }
 
@@ -75,6 +88,7 @@ pub enum AccessRule {
 
 /// Which parts of the control interface a workload may use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ControlInterfaceAccess {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -85,10 +99,12 @@ pub struct ControlInterfaceAccess {
 
 /// One workload of the desired state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Workload {
     /// Target agent; empty means not scheduled. May hold a template.
     #[serde(default, deserialize_with = "agent_field")]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = crate::manifest_schema::AGENT_PATTERN)))]
     pub agent: String,
     #[serde(default)]
     pub restart_policy: RestartPolicy,
@@ -105,26 +121,33 @@ pub struct Workload {
     #[serde(default)]
     pub control_interface_access: ControlInterfaceAccess,
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::config_alias_map"))]
     pub configs: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<File>,
     /// Start order on its agent: higher first (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub priority: Option<u32>,
     /// The priority the agent orders by: the highest priority of this
     /// workload and of every workload that depends on it, directly or not.
     /// Computed by the server; a value written in a manifest is replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub effective_priority: Option<u32>,
     #[serde(default, skip_serializing_if = "WorkloadPolicy::is_default")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub policy: WorkloadPolicy,
     /// Placement by constraints; exclusive with `agent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub agent_selector: Option<AgentSelector>,
     #[serde(default, skip_serializing_if = "Migration::is_default")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub migration: Migration,
     /// How long a finished workload stays in the desired state (`1h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub ttl_after_finished: Option<String>,
 }
 

@@ -129,6 +129,8 @@ pub fn read_manifests_checked(files: &[String], unknown: UnknownFields) -> anyho
             };
             (file.clone(), text)
         };
+        // Types first, as Ankaios' ank checks its schema before reading the state.
+        crate::manifest_schema::check(&text)?;
         let (state, warnings) = parse_manifest_checked(&source, &text, unknown)?;
         for warning in warnings {
             eprintln!("warning: {warning}");
@@ -344,12 +346,14 @@ mod tests {
         let good = dir.path().join("good.yaml");
         let bad = dir.path().join("bad.yaml");
         std::fs::write(&good, A).unwrap();
-        std::fs::write(&bad, "apiVersion: v7\n").unwrap();
+        // Not YAML: the schema check leaves it to the parser.
+        let not_yaml = "apiVersion: v1\nworkloads: [\n";
+        std::fs::write(&bad, not_yaml).unwrap();
         let files = vec![good.display().to_string()];
         assert_eq!(read_manifests(&files).unwrap()[0].state.workloads.len(), 1);
         let files = vec![good.display().to_string(), bad.display().to_string()];
         let err = read_manifests(&files).unwrap_err();
-        let expected = parse_manifest(&bad.display().to_string(), "apiVersion: v7\n").unwrap_err().to_string();
+        let expected = parse_manifest(&bad.display().to_string(), not_yaml).unwrap_err().to_string();
         assert_eq!(format!("{err:#}"), expected);
     }
 

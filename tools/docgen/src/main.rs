@@ -2,15 +2,18 @@
 //! into DIR.
 //! `ank-docgen --markdown FILE`: writes the Markdown command-line reference
 //! (docs/cli-reference.md) into FILE, or to standard output for `-`.
+//! `ank-docgen --schema FILE`: writes the manifest JSON schema
+//! (schema/ank_schema.json) into FILE, or to standard output for `-`.
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: ank-docgen DIR | ank-docgen --markdown FILE";
+const USAGE: &str = "usage: ank-docgen DIR | ank-docgen --markdown FILE | ank-docgen --schema FILE";
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let result = match args.as_slice() {
         [flag, file] if flag == "--markdown" => write_markdown(std::path::Path::new(file)),
+        [flag, file] if flag == "--schema" => write_schema(std::path::Path::new(file)),
         [dir] if !dir.to_string_lossy().starts_with('-') => write_man_pages(std::path::Path::new(dir)),
         _ => {
             eprintln!("{USAGE}");
@@ -34,7 +37,14 @@ fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
 }
 
 fn write_markdown(file: &std::path::Path) -> anyhow::Result<()> {
-    let text = ank_docgen::markdown::cli_reference();
+    write_text(file, &ank_docgen::markdown::cli_reference())
+}
+
+fn write_schema(file: &std::path::Path) -> anyhow::Result<()> {
+    write_text(file, &ank_common::manifest_schema::manifest_schema_text())
+}
+
+fn write_text(file: &std::path::Path, text: &str) -> anyhow::Result<()> {
     if file.as_os_str() == "-" {
         print!("{text}");
         return Ok(());
