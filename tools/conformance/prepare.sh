@@ -7,8 +7,9 @@
 #   WORKDIR:        a scratch folder outside the project, kept between runs
 #   --dry-run:      check the arguments and print what would be done, changing nothing
 # Needs: podman with localhost/busybox:latest and localhost/ankpy:latest (tools/setup.sh
-# and tools/build-sdk-image.sh make them), a Rust toolchain, and the package registries
-# (apt, PyPI, crates.io) the first time. Re-running is quick. See tools/conformance/README.md.
+# and tools/build-sdk-image.sh make them), the package registries (apt, PyPI) the first
+# time, and CONTROL_INTERFACE_TESTER=PATH of Ankaios' control_interface_tester binary unless
+# the image localhost/control_interface_tester:latest exists. Re-running is quick. See tools/conformance/README.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dry=0
@@ -97,10 +98,14 @@ if ! podman image exists localhost/nginx:latest; then
   step podman build -q -t localhost/nginx:latest "$img/nginx"
 fi
 if ! podman image exists localhost/control_interface_tester:latest; then
-  # the suites' control-interface client, built from the given Ankaios source
-  if [ "$dry" = 1 ]; then echo "+ (cd $work/ankaios && cargo build --release --target x86_64-unknown-linux-gnu -p control_interface_tester)"
-  else (cd "$work/ankaios" && cargo build -q --release --target x86_64-unknown-linux-gnu -p control_interface_tester); fi
-  step cp "$work/ankaios/target/x86_64-unknown-linux-gnu/release/control_interface_tester" "$img/control_interface_tester/"
+  # The suites' control-interface client is Ankaios' own program. This project builds no
+  # Ankaios code: it packages a binary the user gives (CONTROL_INTERFACE_TESTER=PATH).
+  tester=${CONTROL_INTERFACE_TESTER:-}
+  if [ -z "$tester" ] || [ ! -x "$tester" ]; then
+    echo "prepare: localhost/control_interface_tester:latest is missing: set CONTROL_INTERFACE_TESTER to a built control_interface_tester binary of the same Ankaios version (the control-interface suites need it)" >&2
+    exit 1
+  fi
+  step cp "$tester" "$img/control_interface_tester/control_interface_tester"
   step podman build -q -t localhost/control_interface_tester:latest "$img/control_interface_tester"
 fi
 if [ "$dry" = 1 ]; then echo "prepare: dry run, nothing changed"
