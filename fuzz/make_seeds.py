@@ -8,7 +8,9 @@ target is described at the top of its fuzz_targets/<target>.rs:
 - manifest_parser: the manifest text;
 - state_update_masks: the byte that picks the current state, then an
   UpdateStateRequest;
-- grpc_domain_decode: 0 and a ToServer, or 1 and a FromServer."""
+- grpc_domain_decode: 0 and a ToServer, or 1 and a FromServer;
+- grpc_stream_sequences: set-up flags, stream count, one byte per stream,
+  then steps (stream, message template, parameter)."""
 import pathlib
 
 
@@ -303,11 +305,41 @@ def grpc_domain_decode():
         yield "from_server_" + name, bytes([1]) + msg
 
 
+# Message templates of grpc_stream_sequences (see its fuzz_targets file).
+AGENT_HELLO, COMMANDER_HELLO, DELETE_ALL, ADD, READ, LOGS, LOGS_CANCEL, EVENTS_CANCEL, RERUN, INTERRUPT, \
+    STATES, LOAD, ENTRIES, STOP, GOODBYE, RENDERED = range(16)
+AGENT, CLI, COMMAND = 0, 1, 2
+ADMIN_CERT = 4
+
+
+def grpc_stream_sequences():
+    def seq(flags, streams, steps):
+        return bytes([flags, len(streams) - 1, *streams] + [b for step in steps for b in step])
+    # a commander writes first, then says hello; a second stream is well-behaved
+    yield "write_before_hello", seq(0, [COMMAND, CLI], [
+        (0, DELETE_ALL, 0), (0, COMMANDER_HELLO, 0), (1, COMMANDER_HELLO, 0), (1, READ, 0)])
+    # read-only clients over TLS try every write, and to be an agent
+    yield "read_only_writes", seq(5, [CLI, COMMAND, AGENT], [
+        (0, COMMANDER_HELLO, 0), (0, DELETE_ALL, 1), (0, RERUN, 0), (0, INTERRUPT, 1), (1, COMMANDER_HELLO, 0),
+        (1, ADD, 1), (2, AGENT_HELLO, 0), (2, STATES, 0)])
+    # agent_A's certificate says hello as agent_A, then as agent_B
+    yield "later_hello", seq(4, [AGENT, AGENT], [
+        (0, AGENT_HELLO, 0), (0, AGENT_HELLO, 1), (1, AGENT_HELLO, 1), (0, READ, 0)])
+    # a commander asks for logs; another commander and an agent forge lines under guessed keys
+    yield "log_injection", seq(0, [AGENT, AGENT, COMMAND, COMMAND], [
+        (0, AGENT_HELLO, 0), (1, AGENT_HELLO, 1), (2, COMMANDER_HELLO, 0), (3, COMMANDER_HELLO, 0),
+        (2, LOGS, 1), (3, ENTRIES, 3), (1, ENTRIES, 3), (0, ENTRIES, 3), (1, STOP, 3), (2, LOGS_CANCEL, 1)])
+    # roles on: the admin certificate as an agent, agent_A's as a commander
+    yield "roles", seq(6, [AGENT | ADMIN_CERT, COMMAND], [
+        (0, AGENT_HELLO, 0), (1, COMMANDER_HELLO, 0), (1, READ, 1), (1, EVENTS_CANCEL, 1), (1, GOODBYE, 0)])
+
+
 TARGETS = {
     "control_interface_frames": control_interface_frames,
     "manifest_parser": manifest_parser,
     "state_update_masks": state_update_masks,
     "grpc_domain_decode": grpc_domain_decode,
+    "grpc_stream_sequences": grpc_stream_sequences,
 }
 
 

@@ -109,6 +109,10 @@ pub struct Cli {
     /// Agent key (PEM) for mTLS.
     #[arg(long = "key_pem", env = "ANKAGENT_KEY_PEM", value_name = "PATH")]
     pub key_pem: Option<PathBuf>,
+    /// With mTLS: a PEM file of certificate revocation lists of the CA; a
+    /// server certificate they revoke is refused (read at every connect).
+    #[arg(long = "crl_pem", env = "ANKAGENT_CRL_PEM", value_name = "PATH")]
+    pub crl_pem: Option<PathBuf>,
     /// With mTLS: check the server's certificate against the host of the
     /// server URL instead of the name `ank-server` (Ankaios' rule).
     #[arg(long = "check-server-url-host", env = "ANKAGENT_CHECK_SERVER_URL_HOST",
@@ -255,6 +259,13 @@ impl Cli {
             sources.load().map_err(CliError::Tls)?;
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
+        if let (Some(crl), true) = (&self.crl_pem, tls.is_some()) {
+            // Checked now so that a wrong file stops the start; read again at every connect.
+            let pem = std::fs::read(crl).map_err(|e| CliError::Tls(format!("crl_pem '{}': {e}", crl.display())))?;
+            ank_common::tls::revocation_lists(&pem)
+                .map_err(|e| CliError::Tls(format!("crl_pem '{}': {e}", crl.display())))?;
+        }
+        config.tls_crl = self.crl_pem.filter(|_| tls.is_some());
         config.tls = tls;
         config.tls_check_url_host = self.check_server_url_host;
         config.heartbeat =

@@ -29,6 +29,7 @@ ank_common::config_keys! {
             run_folder: PathBuf,
             insecure: bool,
             check_server_url_host: bool,
+            crl_pem: PathBuf,
             create_retries: u32,
             create_retry_interval_ms: u64,
             heartbeat_interval_ms: u64,

@@ -83,6 +83,9 @@ pub struct AgentConfig {
     /// With mTLS: the server's certificate must name the URL's host instead
     /// of `ank-server` (as Ankaios requires).
     pub tls_check_url_host: bool,
+    /// With mTLS: the revocation lists the server's certificate is checked
+    /// against (`--crl_pem`), read at every connect.
+    pub tls_crl: Option<std::path::PathBuf>,
     /// How a dead server is noticed; `None`: only by TCP.
     pub heartbeat: Option<ank_proto::dial::Heartbeat>,
     /// The longest a shutdown may take (stopping the workloads, if asked,
@@ -110,6 +113,7 @@ impl AgentConfig {
             retention: Retention::default(),
             tls: None,
             tls_check_url_host: false,
+            tls_crl: None,
             heartbeat: Some(ank_proto::dial::Heartbeat::default()),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             stop_workloads_on_shutdown: false,
@@ -174,6 +178,7 @@ pub async fn run_supervised(
         metrics: config.metrics,
         tls: config.tls,
         tls_check_url_host: config.tls_check_url_host,
+        tls_crl: config.tls_crl,
         heartbeat: config.heartbeat,
         quota: config.scheduler.quota,
         quota_used,

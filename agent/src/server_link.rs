@@ -88,6 +88,8 @@ pub struct LinkConfig {
     pub tls: Option<ank_common::tls::TlsSources>,
     /// The server's certificate must name the URL's host, not `ank-server`.
     pub tls_check_url_host: bool,
+    /// The revocation lists for the server's certificate (`--crl_pem`).
+    pub tls_crl: Option<std::path::PathBuf>,
     /// How a dead server is noticed; `None`: only by TCP.
     pub heartbeat: Option<ank_proto::dial::Heartbeat>,
     /// The agent's workload quota, announced in the hello.
@@ -157,10 +159,13 @@ impl ServerLink {
         // [impl->swdd~agent-provides-file-paths-to-communication-middleware~1]
         // The PEM files are read at every connect: renewed certificates are
         // used from the next connection on.
-        let pem = self.config.tls.as_ref().map(|t| t.client_pem(self.config.tls_check_url_host)).transpose()?;
+        let mut pem = self.config.tls.as_ref().map(|t| t.client_pem(self.config.tls_check_url_host)).transpose()?;
+        if let (Some(pem), Some(crl)) = (pem.as_mut(), &self.config.tls_crl) {
+            pem.crl = Some(std::fs::read(crl).map_err(|e| format!("crl_pem '{}': {e}", crl.display()))?);
+        }
         let endpoint =
             ank_proto::dial::endpoint(&self.config.server_url, pem.as_ref(), CONNECT_TIMEOUT, self.config.heartbeat)?;
-        let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
+        let channel = ank_proto::dial::connect(&endpoint, pem.as_ref()).await.map_err(|e| error_chain(&e))?;
         Ok(AgentConnectionClient::new(channel)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES))

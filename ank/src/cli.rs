@@ -64,6 +64,10 @@ pub struct Cli {
     /// Client key (PEM) for mTLS
     #[arg(long = "key_pem", env = "ANK_KEY_PEM", value_name = "PATH")]
     pub key_pem: Option<String>,
+    /// With mTLS: a PEM file of certificate revocation lists of the CA; a
+    /// server certificate they revoke is refused
+    #[arg(long = "crl_pem", env = "ANK_CRL_PEM", value_name = "PATH", global = true)]
+    pub crl_pem: Option<String>,
     /// With mTLS: check the server's certificate against the host of the
     /// server URL instead of the name `ank-server` (Ankaios' rule)
     #[arg(long = "check-server-url-host", env = "ANK_CHECK_SERVER_URL_HOST", global = true, value_parser = FalseyValueParser::new())]

@@ -33,6 +33,7 @@ ank_common::config_keys! {
             server_url: String,
             insecure: bool,
             check_server_url_host: bool,
+            crl_pem: String,
         }
         pem String { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
     }

@@ -87,7 +87,7 @@ impl Connection {
     ) -> Result<Self, ConnectionError> {
         let endpoint = ank_proto::dial::endpoint(url, tls, response_timeout, None)
             .map_err(|reason| ConnectionError::InvalidUrl { url: url.to_owned(), reason })?;
-        let channel = match tokio::time::timeout(response_timeout, endpoint.connect()).await {
+        let channel = match tokio::time::timeout(response_timeout, ank_proto::dial::connect(&endpoint, tls)).await {
             Ok(Ok(channel)) => channel,
             Ok(Err(source)) => return Err(ConnectionError::Connect { url: url.to_owned(), source }),
             Err(_) => return Err(ConnectionError::Timeout { what: "the connection", after: response_timeout }),

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 
 /// PEM text given inline (a config file's `*_pem_content`). Its `Debug`
 /// shows only its length, so a key never reaches a log line.
@@ -172,8 +172,20 @@ impl TlsSources {
     pub fn client_pem(&self, check_url_host: bool) -> Result<ank_proto::dial::ClientPem, String> {
         let m = self.load()?;
         let server_name = (!check_url_host).then(|| ank_proto::dial::ANKAIOS_SERVER_NAME.to_owned());
-        Ok(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem, server_name })
+        Ok(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem, server_name, crl: None })
     }
+}
+
+/// The certificate revocation lists (`X509 CRL` blocks) of a PEM text;
+/// an error when there is none or one is malformed.
+pub fn revocation_lists(pem: &[u8]) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+    let crls = CertificateRevocationListDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("unreadable revocation list: {e}"))?;
+    if crls.is_empty() {
+        return Err("no revocation list (X509 CRL) found".to_owned());
+    }
+    Ok(crls)
 }
 
 fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {

@@ -3,11 +3,15 @@
 //! by, our certificate and key, all PEM, and the name the server's
 //! certificate must carry: `ank-server` as in Ankaios, or the URL's host),
 //! and the [`Heartbeat`] that finds
-//! a silently dead link (HTTP/2 PINGs, answered by any gRPC peer).
+//! a silently dead link (HTTP/2 PINGs, answered by any gRPC peer). With
+//! revocation lists ([`ClientPem::crl`]) the TLS handshake is ours
+//! (rustls with the lists), as tonic's TLS set-up takes none: [`connect`].
 
 use std::time::Duration;
 
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use crate::tls_connector as crl;
 
 /// The name Ankaios' clients expect in the server's certificate, whatever
 /// address they dial.
@@ -23,6 +27,9 @@ pub struct ClientPem {
     /// `Some(name)`: the server's certificate must be issued to `name`
     /// ([`ANKAIOS_SERVER_NAME`], as Ankaios); `None`: to the host of the URL.
     pub server_name: Option<String>,
+    /// Certificate revocation lists (PEM, `--crl_pem`): a server
+    /// certificate they list is refused. `None`: no revocation check.
+    pub crl: Option<Vec<u8>>,
 }
 
 /// Heartbeats on a connection: a PING every `interval`; a peer that does
@@ -68,6 +75,20 @@ pub fn endpoint(
             endpoint.http2_keep_alive_interval(h.interval).keep_alive_timeout(h.timeout).keep_alive_while_idle(true);
     }
     match (tls, url.split_once("://").map(|(scheme, _)| scheme)) {
+        (Some(pem), Some("https")) if pem.crl.is_some() => {
+            // The TLS is the connector's ([`connect`]): tonic sees plain HTTP/2.
+            crl::check(pem)?;
+            let plain = url.replacen("https://", "http://", 1);
+            let mut plain = Endpoint::from_shared(plain).map_err(|e| format!("invalid server url '{url}': {e}"))?;
+            plain = plain.connect_timeout(connect_timeout).tcp_nodelay(true);
+            if let Some(h) = heartbeat {
+                plain = plain
+                    .http2_keep_alive_interval(h.interval)
+                    .keep_alive_timeout(h.timeout)
+                    .keep_alive_while_idle(true);
+            }
+            Ok(plain)
+        }
         (Some(pem), Some("https")) => {
             let mut config = ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(&pem.ca))
@@ -85,13 +106,22 @@ pub fn endpoint(
     }
 }
 
+/// Connects `endpoint` (made by [`endpoint`] with `tls`): with revocation
+/// lists through our own TLS connector, else as tonic connects.
+pub async fn connect(endpoint: &Endpoint, tls: Option<&ClientPem>) -> Result<Channel, tonic::transport::Error> {
+    match tls.filter(|pem| pem.crl.is_some()) {
+        Some(pem) => endpoint.connect_with_connector(crl::Connector::new(pem.clone())).await,
+        None => endpoint.connect().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_scheme_must_match_the_tls_choice() {
-        let pem = ClientPem { ca: vec![], crt: vec![], key: vec![], server_name: None };
+        let pem = ClientPem { ca: vec![], crt: vec![], key: vec![], server_name: None, crl: None };
         let t = Duration::from_secs(1);
         assert!(endpoint("http://127.0.0.1:1", None, t, Some(Heartbeat::default())).is_ok());
         assert!(endpoint("https://127.0.0.1:1", None, t, None).unwrap_err().contains("needs certificates"));

@@ -10,6 +10,7 @@
 pub mod dial;
 pub mod framing;
 pub mod limits;
+mod tls_connector;
 
 pub use limits::MAX_MESSAGE_BYTES;
 

@@ -85,6 +85,34 @@ pub struct Args {
     /// may only read the state (repeatable; env: comma-separated).
     #[arg(long = "read-only-client", env = "ANKSERVER_READ_ONLY_CLIENTS", value_delimiter = ',', value_name = "NAME")]
     pub read_only_clients: Vec<String>,
+    /// With mTLS, switches roles on: only clients whose certificate carries
+    /// one of these names (CN or SAN), or a --read-only-client name, may be
+    /// commanders (ank, SDKs), and they may not be agents; every other
+    /// certificate may only be an agent (repeatable; env: comma-separated)
+    /// [default: roles off, any client certificate may be either, as Ankaios].
+    #[arg(long = "commander-client", env = "ANKSERVER_COMMANDER_CLIENTS", value_delimiter = ',', value_name = "NAME")]
+    pub commander_clients: Vec<String>,
+    /// Most event subscriptions one connection may keep open (a workload's
+    /// travel on its agent's connection); one more is refused.
+    #[arg(
+        long = "max-subscriptions-per-connection",
+        env = "ANKSERVER_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        default_value_t = crate::stream_limits::DEFAULT_PER_CONNECTION,
+        value_name = "N"
+    )]
+    pub max_subscriptions_per_connection: usize,
+    /// Most log requests one connection may keep open; one more is refused.
+    #[arg(
+        long = "max-log-requests-per-connection",
+        env = "ANKSERVER_MAX_LOG_REQUESTS_PER_CONNECTION",
+        default_value_t = crate::stream_limits::DEFAULT_PER_CONNECTION,
+        value_name = "N"
+    )]
+    pub max_log_requests_per_connection: usize,
+    /// With mTLS: a PEM file of certificate revocation lists of the CA; a
+    /// client certificate they revoke is refused (re-read on SIGHUP).
+    #[arg(long = "crl_pem", env = "ANKSERVER_CRL_PEM", value_name = "PATH")]
+    pub crl_pem: Option<PathBuf>,
     /// Milliseconds between two heartbeats (HTTP/2 PINGs) to each agent and client; 0: none.
     #[arg(
         long = "heartbeat-interval-ms",
@@ -227,7 +255,19 @@ impl Args {
             (false, true) => AgentNameRule::Strict,
             (false, false) => AgentNameRule::San,
         };
-        crate::grpc::identity::IdentityPolicy { agent_names, read_only_clients: self.read_only_clients.clone() }
+        crate::grpc::identity::IdentityPolicy {
+            agent_names,
+            read_only_clients: self.read_only_clients.clone(),
+            commander_clients: self.commander_clients.clone(),
+        }
+    }
+
+    /// How many event subscriptions and log requests one connection may keep open.
+    pub fn stream_limits(&self) -> crate::stream_limits::StreamLimits {
+        crate::stream_limits::StreamLimits {
+            event_subscriptions: self.max_subscriptions_per_connection,
+            log_requests: self.max_log_requests_per_connection,
+        }
     }
 
     /// The heartbeat settings; `None` when switched off (interval 0).

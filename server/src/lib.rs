@@ -19,6 +19,7 @@ pub mod reaper;
 mod requests;
 pub mod sched;
 pub mod state_file;
+pub mod stream_limits;
 #[cfg(test)]
 mod test_support;
 mod workload_states;
@@ -139,16 +140,7 @@ pub fn start(
     options: grpc::ServeOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(ServerHandle, impl std::future::Future<Output = anyhow::Result<()>>)> {
-    let initial =
-        desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
-    let seq = match &state_file {
-        Some(file) => sched::seq_pools::SeqPools::open(file.seq_path())?,
-        None => sched::seq_pools::SeqPools::in_memory(),
-    };
-    let sched = SchedOptions { seq, reaper: options.reaper };
-    let (handle, actor) = actor::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, sched);
-    let actor = actor.with_placement(options.placement.clone()).with_hooks(options.hooks.clone());
-    let actor_task = tokio::spawn(actor.run(shutdown.clone()));
+    let (handle, actor_task) = start_actor(initial, state_file, &options, shutdown.clone())?;
     let grpc_handle = handle.clone();
     let serving = async move {
         let result = grpc::serve(grpc_handle, listener, options, shutdown.clone()).await;
@@ -157,6 +149,30 @@ pub fn start(
         result
     };
     Ok((handle, serving))
+}
+
+/// Starts the server actor alone on `initial` (no listener): its handle
+/// and its task, which ends when `shutdown` fires. [`start`] serves it;
+/// [`grpc::StreamHarness`] feeds it streams without the network.
+pub fn start_actor(
+    initial: State,
+    state_file: Option<StateFile>,
+    options: &grpc::ServeOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(ServerHandle, tokio::task::JoinHandle<()>)> {
+    let initial =
+        desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
+    let seq = match &state_file {
+        Some(file) => sched::seq_pools::SeqPools::open(file.seq_path())?,
+        None => sched::seq_pools::SeqPools::in_memory(),
+    };
+    let sched = SchedOptions { seq, reaper: options.reaper };
+    let (handle, actor) = actor::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, sched);
+    let actor = actor
+        .with_placement(options.placement.clone())
+        .with_hooks(options.hooks.clone())
+        .with_stream_limits(options.stream_limits);
+    Ok((handle, tokio::spawn(actor.run(shutdown))))
 }
 
 #[cfg(test)]

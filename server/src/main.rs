@@ -37,14 +37,19 @@ async fn main() -> ExitCode {
         tracing::warn!("{warning}");
     }
     let tls = match args.tls_sources() {
-        Ok(Some(sources)) => match ank_server::grpc::tls::ServerTls::load(sources) {
+        Ok(Some(sources)) => match ank_server::grpc::tls::ServerTls::load_with_crl(sources, args.crl_pem.clone()) {
             Ok(tls) => Some(Arc::new(tls)),
             Err(e) => {
                 eprintln!("ank-server: Failed to load certificate files!: '{e}'");
                 return ExitCode::FAILURE;
             }
         },
-        Ok(None) => None,
+        Ok(None) => {
+            if args.crl_pem.is_some() {
+                tracing::warn!("--crl_pem is ignored without mTLS (--insecure)");
+            }
+            None
+        }
         Err(e) => {
             eprintln!("ank-server: {}", e.daemon_message());
             return ExitCode::FAILURE;
@@ -91,6 +96,7 @@ async fn main() -> ExitCode {
         reaper: args.reaper(),
         placement: args.placement(),
         hooks: ank_server::hooks::HooksRegistry::new(args.hooks()),
+        stream_limits: args.stream_limits(),
     };
     let (handle, serving) = match ank_server::start(initial, state_file, listener, options, shutdown.clone()) {
         Ok(started) => started,

@@ -5,6 +5,7 @@
 //! network namespaces; workloads made on podman as Eclipse Ankaios' agent
 //! makes them, for the takeover tests.
 
+pub mod adversary;
 pub mod ankaios_podman;
 pub mod binaries;
 pub mod commander;

@@ -174,6 +174,7 @@ fn e2e_mtls_admits_valid_identities_and_refuses_the_others_with_clear_errors() {
         crt: std::fs::read(certs.path("expired.pem")).unwrap(),
         key: std::fs::read(certs.path("expired-key.pem")).unwrap(),
         server_name: Some(ank_proto::dial::ANKAIOS_SERVER_NAME.to_owned()),
+        crl: None,
     };
     let refused = rt.block_on(async {
         let endpoint = ank_proto::dial::endpoint(&url, Some(&pem), Duration::from_secs(5), None).unwrap();

@@ -149,3 +149,37 @@ async fn hello_with_another_major_version_is_refused_with_ankaios_text() {
     assert!(matches!(state, ank_common::messages::ResponseContent::CompleteState(_)), "{state:?}");
     shutdown.cancel();
 }
+
+/// `--crl_pem` on the clients (`ank`, `ank-agent`): a server certificate
+/// the revocation list names is refused in the handshake; one it does not
+/// name is accepted, and a broken list is reported before connecting.
+#[tokio::test(start_paused = true)]
+async fn clients_with_a_revocation_list_refuse_a_revoked_server_certificate() {
+    use ank_tests::adversary;
+    let pki = adversary::Pki::new();
+    let (url, shutdown) = adversary::start_server(Some(&pki), adversary::state("apiVersion: v1\n"), |_| {}).await;
+    let server_pem = std::fs::read_to_string(pki.dir.path().join("server.pem")).unwrap();
+    let other = pki.ca.issue(Role::Server, "other", &["ank-server".into()], Validity::Days(1)).unwrap();
+    let connect = async |revoked: &str| {
+        let mut pem = pki.client("cli", &[]);
+        pem.crl = Some(pki.ca.revocation_list(&[revoked], 1, 1).unwrap().into_bytes());
+        let endpoint = ank_proto::dial::endpoint(&url, Some(&pem), WAIT, None).unwrap();
+        let channel = ank_proto::dial::connect(&endpoint, Some(&pem)).await.map_err(|e| format!("{e:?}"))?;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let hello = ToServer::CommanderHello { protocol_version: ank_common::PROTOCOL_VERSION.into() };
+        tx.send(to_server_to_proto(&hello)).await.unwrap();
+        CommandConnectionClient::new(channel)
+            .connect_command(ReceiverStream::new(rx))
+            .await
+            .map_err(|s| format!("{s:?}"))?;
+        Ok::<(), String>(())
+    };
+    let e = connect(&server_pem).await.unwrap_err();
+    assert!(e.contains("Revoked") || e.contains("revoked"), "{e}");
+    connect(&other.cert_pem).await.expect("a list that does not name the server's certificate");
+    let mut broken = pki.client("cli", &[]);
+    broken.crl = Some(b"not a list".to_vec());
+    let e = ank_proto::dial::endpoint(&url, Some(&broken), WAIT, None).unwrap_err();
+    assert!(e.contains("crl_pem"), "{e}");
+    shutdown.cancel();
+}

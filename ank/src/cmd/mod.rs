@@ -42,6 +42,8 @@ pub struct Settings {
     pub tls: Result<Option<ank_common::tls::TlsSources>, SettingsError>,
     /// The server's certificate must name the URL's host, not `ank-server`.
     pub tls_check_url_host: bool,
+    /// The revocation lists for the server's certificate (`--crl_pem`).
+    pub tls_crl: Option<String>,
     pub response_timeout: Duration,
     pub wait: bool,
     /// `--wait`: wait for the job to end and fail if it failed.
@@ -66,6 +68,7 @@ impl Settings {
             server_url: cli.resolved_server_url(),
             tls: cli.tls_sources(),
             tls_check_url_host: cli.check_server_url_host,
+            tls_crl: cli.crl_pem.clone(),
             response_timeout: cli.response_timeout(),
             wait: cli.wait(),
             wait_job: cli.wait_job,
@@ -88,9 +91,12 @@ impl Ctx<'_> {
         let url = self.settings.server_url.clone()?;
         let sources = self.settings.tls.clone()?;
         let check_url_host = self.settings.tls_check_url_host;
-        let pem = sources.as_ref().map(|s| s.client_pem(check_url_host).map_err(SettingsError::Tls)).transpose()?;
-        Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.trace_messages)
-            .await?)
+        let mut pem = sources.as_ref().map(|s| s.client_pem(check_url_host).map_err(SettingsError::Tls)).transpose()?;
+        if let (Some(pem), Some(crl)) = (pem.as_mut(), &self.settings.tls_crl) {
+            let text = std::fs::read(crl).map_err(|e| SettingsError::Tls(format!("crl_pem '{crl}': {e}")))?;
+            pem.crl = Some(text);
+        }
+        Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.trace_messages).await?)
     }
 
     /// Writes `text` to the output.

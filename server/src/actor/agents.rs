@@ -31,6 +31,12 @@ impl AnkaiosServer {
             tracing::warn!("connection {conn}: AgentHello on a non-agent stream ignored");
             return;
         }
+        // A stream speaks for the agent of its first hello; a later hello
+        // (the gRPC edge already drops them, as Ankaios) changes nothing.
+        if let Some(current) = self.conns.agent_of(conn) {
+            tracing::warn!("connection {conn} of agent '{current}': later AgentHello as '{agent}' ignored");
+            return;
+        }
         if let Err(e) = ank_common::names::validate_agent_node_name(agent) {
             tracing::warn!("rejecting agent: {e}");
             self.conns.close(conn);

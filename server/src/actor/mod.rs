@@ -249,6 +249,13 @@ impl AnkaiosServer {
         requests::complete_state(&self.desired.current, &self.states, &self.conns, &self.jobs, &[]).unwrap_or_default()
     }
 
+    /// Sets how many event subscriptions and log requests one connection
+    /// may keep open.
+    pub fn with_stream_limits(mut self, limits: crate::stream_limits::StreamLimits) -> Self {
+        self.streams.limits = limits;
+        self
+    }
+
     pub(crate) fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
         match msg {
             ToServer::AgentHello { agent_name, protocol_version, tags, reports_conditions, capabilities, quota } => {
@@ -263,10 +270,12 @@ impl AnkaiosServer {
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
             ToServer::LogEntriesResponse { request_id, entries } => {
-                self.io.out.append(self.streams.logs.entries(&request_id, entries))
+                let from = self.conns.agent_of(conn);
+                self.io.out.append(self.streams.logs.entries(&request_id, from.as_deref(), entries))
             }
             ToServer::LogsStopResponse { request_id, workload_name, reason } => {
-                self.io.out.append(self.streams.logs.stop(&request_id, workload_name, reason))
+                let from = self.conns.agent_of(conn);
+                self.io.out.append(self.streams.logs.stop(&request_id, from.as_deref(), workload_name, reason))
             }
         }
     }
@@ -286,10 +295,20 @@ impl AnkaiosServer {
                     &field_mask,
                 ) {
                     Ok(tree) => {
-                        if subscribe_for_events {
-                            self.streams.events.add(conn, request.request_id.clone(), field_mask);
+                        let limit = if subscribe_for_events && !self.streams.events.has(conn, &request.request_id) {
+                            self.streams.limits.check_subscriptions(self.streams.events.count(conn))
+                        } else {
+                            Ok(())
+                        };
+                        match limit {
+                            Err(e) => ResponseContent::Error(e),
+                            Ok(()) => {
+                                if subscribe_for_events {
+                                    self.streams.events.add(conn, request.request_id.clone(), field_mask);
+                                }
+                                ResponseContent::CompleteState(Box::new(tree))
+                            }
                         }
-                        ResponseContent::CompleteState(Box::new(tree))
                     }
                     Err(e) => ResponseContent::Error(e),
                 }
@@ -300,6 +319,12 @@ impl AnkaiosServer {
             RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
             RequestContent::Logs(logs) => {
                 let requester = Requester { conn, request_id: request.request_id };
+                if !self.streams.logs.has(&requester)
+                    && let Err(e) = self.streams.limits.check_log_requests(self.streams.logs.count(conn))
+                {
+                    let response = Response { request_id: requester.request_id, content: ResponseContent::Error(e) };
+                    return self.io.out.send(conn, FromServer::Response(response));
+                }
                 let out = self.streams.logs.request(requester, logs, &self.desired.current.rendered, &self.conns);
                 return self.io.out.append(out);
             }

@@ -39,11 +39,13 @@ pub(crate) struct Desired {
     pub(crate) generations: Generations,
 }
 
-/// What commanders subscribed to: events and log campaigns.
+/// What commanders subscribed to: events and log campaigns, and how many
+/// of each one connection may keep open.
 #[derive(Default)]
 pub(super) struct Streams {
     pub(super) events: EventSubscriptions,
     pub(super) logs: LogCampaigns,
+    pub(super) limits: crate::stream_limits::StreamLimits,
 }
 
 /// The scheduling features on the desired state.

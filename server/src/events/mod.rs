@@ -39,6 +39,16 @@ impl EventSubscriptions {
         self.subs.insert((conn, request_id), masks);
     }
 
+    /// How many subscriptions connection `conn` has open.
+    pub fn count(&self, conn: ConnId) -> usize {
+        self.subs.keys().filter(|(c, _)| *c == conn).count()
+    }
+
+    /// Whether `conn` has a subscription with `request_id` open.
+    pub fn has(&self, conn: ConnId, request_id: &str) -> bool {
+        self.subs.contains_key(&(conn, request_id.to_owned()))
+    }
+
     /// Ends one subscription; false if there was none.
     pub fn remove(&mut self, conn: ConnId, request_id: &str) -> bool {
         self.subs.remove(&(conn, request_id.to_owned())).is_some()

@@ -1,7 +1,7 @@
 //! What a client's certificate entitles it to: an agent may only say hello
 //! under a name its certificate allows, and clients named in the read-only
-//! list may not change the state. Without TLS there is no identity and
-//! nothing is checked.
+//! list may only read (what they may send is the stream gate's business,
+//! `gate.rs`). Without TLS there is no identity and nothing is checked.
 //!
 //! Agent names follow Ankaios by default: the name must be one of the
 //! certificate's SAN DNS names, where `*` stands for any name; a SAN
@@ -10,8 +10,14 @@
 //! certificate is refused as ambiguous. `--strict-agent-names` asks for
 //! the name itself (CN or SAN, `*` not special); `--allow-any-agent-name`
 //! switches the check off.
+//!
+//! Roles are opt-in (`--commander-client NAME`): with them, the
+//! certificates that carry a listed name (or a read-only client's name)
+//! are commanders' and every other certificate is an agent's; the stream
+//! gate keeps each to its own service. Off, as in Ankaios, any client
+//! certificate may be either.
 
-use ank_common::messages::{Request, RequestContent, Response, ResponseContent, ToServer};
+use ank_common::messages::ToServer;
 
 use super::tls::PeerIdentity;
 
@@ -34,6 +40,17 @@ pub struct IdentityPolicy {
     pub agent_names: AgentNameRule,
     /// Certificate names (CN or SAN) of clients that may only read.
     pub read_only_clients: Vec<String>,
+    /// Roles (opt-in, `--commander-client`): when not empty, only
+    /// certificates carrying one of these names (or a read-only client's
+    /// name) may be commanders, and they may not be agents.
+    pub commander_clients: Vec<String>,
+}
+
+/// What a certificate may be when roles are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertRole {
+    Agent,
+    Commander,
 }
 
 /// Why an agent's connection is refused, with the gRPC code to send.
@@ -82,6 +99,17 @@ impl IdentityPolicy {
         }
     }
 
+    /// The role of a client's certificate; `None` with roles off or
+    /// without TLS.
+    pub fn role_of(&self, peer: Option<&PeerIdentity>) -> Option<CertRole> {
+        if self.commander_clients.is_empty() {
+            return None;
+        }
+        let commander =
+            peer?.names.iter().any(|n| self.commander_clients.contains(n) || self.read_only_clients.contains(n));
+        Some(if commander { CertRole::Commander } else { CertRole::Agent })
+    }
+
     /// Whether the client may only read.
     pub fn is_read_only(&self, peer: Option<&PeerIdentity>) -> bool {
         peer.is_some_and(|p| p.names.iter().any(|n| self.read_only_clients.contains(n)))
@@ -110,21 +138,6 @@ fn check_strict(peer: &PeerIdentity, agent_name: &str) -> Result<(), AgentRefusa
         peer.addr,
         if peer.names.is_empty() { "none".to_owned() } else { peer.names.join(", ") }
     )))
-}
-
-/// For a read-only client: the refusal of a request that would change the
-/// state, `None` for requests it may make.
-pub fn refuse_write(peer: &PeerIdentity, message: &ToServer) -> Option<Response> {
-    let ToServer::Request(Request { request_id, content: RequestContent::UpdateState { .. } }) = message else {
-        return None;
-    };
-    let who = peer.names.first().map(String::as_str).unwrap_or("?");
-    Some(Response {
-        request_id: request_id.clone(),
-        content: ResponseContent::Error(format!(
-            "access denied: the client certificate '{who}' is read-only; the state cannot be changed with it"
-        )),
-    })
 }
 
 #[cfg(test)]
@@ -223,23 +236,10 @@ mod tests {
     }
 
     #[test]
-    fn read_only_clients_cannot_update_the_state() {
+    fn read_only_clients_are_named_by_their_certificates() {
         let policy = IdentityPolicy { read_only_clients: vec!["viewer".into()], ..IdentityPolicy::default() };
-        let viewer = peer(&["viewer"]);
-        assert!(policy.is_read_only(Some(&viewer)));
+        assert!(policy.is_read_only(Some(&peer(&["viewer"]))));
         assert!(!policy.is_read_only(Some(&peer(&["admin"]))));
         assert!(!policy.is_read_only(None));
-        let update = ToServer::Request(Request {
-            request_id: "r1".into(),
-            content: RequestContent::UpdateState { new_state: Box::default(), update_mask: vec![] },
-        });
-        let refusal = refuse_write(&viewer, &update).unwrap();
-        assert_eq!(refusal.request_id, "r1");
-        assert!(matches!(refusal.content, ResponseContent::Error(e) if e.contains("'viewer' is read-only")));
-        let read = ToServer::Request(Request {
-            request_id: "r2".into(),
-            content: RequestContent::CompleteState { field_mask: vec![], subscribe_for_events: false },
-        });
-        assert!(refuse_write(&viewer, &read).is_none());
     }
 }

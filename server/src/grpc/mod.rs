@@ -3,7 +3,9 @@
 //! wire messages are converted to domain [`ToServer`] and handed to the
 //! server actor, outbound domain messages are converted back. With mTLS
 //! ([`tls`]) the peer's certificate names are checked against the
-//! [`identity`] rules first: an agent's hello, a read-only client's writes.
+//! [`identity`] rules first (an agent's hello), and every message passes
+//! the stream's [`gate`]: the first must be the service's hello, later
+//! hellos are ignored, a read-only client may only read.
 //! Every message in either direction is limited to [`MAX_MESSAGE_BYTES`]: a
 //! client that sends a larger one gets its stream ended with
 //! ResourceExhausted naming the size and the limit; a response too large to
@@ -16,6 +18,7 @@
 //! [`ToServer`]: ank_common::messages::ToServer
 //! [`MAX_MESSAGE_BYTES`]: ank_proto::MAX_MESSAGE_BYTES
 
+pub mod gate;
 pub mod identity;
 pub mod tls;
 
@@ -40,7 +43,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::actor::ServerHandle;
 use crate::connections::{ConnId, ConnKind};
-use identity::{IdentityPolicy, refuse_write};
+use gate::{StreamGate, Verdict};
+use identity::IdentityPolicy;
 use tls::{PeerIdentity, ServerTls};
 
 /// How the server listens: plain or mTLS, and the identity rules.
@@ -62,6 +66,8 @@ pub struct ServeOptions {
     pub placement: crate::placement::PlacementSettings,
     /// The mutating hooks run on every change of the workloads.
     pub hooks: crate::hooks::HooksRegistry,
+    /// How many event subscriptions and log requests one connection may keep open.
+    pub stream_limits: crate::stream_limits::StreamLimits,
 }
 
 impl Default for ServeOptions {
@@ -76,6 +82,7 @@ impl Default for ServeOptions {
             reaper: Default::default(),
             placement: Default::default(),
             hooks: Default::default(),
+            stream_limits: Default::default(),
         }
     }
 }
@@ -86,7 +93,8 @@ const OUTBOUND_QUEUE: usize = 1024;
 /// Default of [`ServeOptions::shutdown_grace`].
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-type OutStream = Pin<Box<dyn Stream<Item = Result<g::FromServer, Status>> + Send>>;
+/// What the server sends one stream.
+pub type OutStream = Pin<Box<dyn Stream<Item = Result<g::FromServer, Status>> + Send>>;
 
 #[derive(Clone)]
 struct Services {
@@ -109,10 +117,33 @@ impl Services {
             ConnKind::Command if req.metadata().contains_key(PUSH_STATES_HEADER) => ConnKind::Commander,
             kind => kind,
         };
-        let mut inbound = req.into_inner();
+        let push_states = kind == ConnKind::Commander;
+        let out = self.open_stream(kind, peer, req.into_inner()).await?;
+        let mut response = Response::new(out);
+        if push_states {
+            // Tells the client that its states come pushed.
+            response.metadata_mut().insert(PUSH_STATES_HEADER, tonic::metadata::MetadataValue::from_static("true"));
+        }
+        Ok(response)
+    }
+
+    /// Serves one stream of `kind` whose client has the certificate
+    /// `peer`: checks its first message, hands what the gate lets through
+    /// to the server, and returns what the server sends it.
+    async fn open_stream<S>(
+        &self,
+        kind: ConnKind,
+        peer: Option<PeerIdentity>,
+        mut inbound: S,
+    ) -> Result<OutStream, Status>
+    where
+        S: Stream<Item = Result<g::ToServer, Status>> + Send + Unpin + 'static,
+    {
         let conn: ConnId = self.next_conn.fetch_add(1, Ordering::Relaxed);
         // The first message is the hello: its version must be compatible,
-        // and an agent's certificate must allow the name it says hello with.
+        // an agent's certificate must allow the name it says hello with,
+        // and it must be the hello of the service (as Ankaios: nothing
+        // reaches the server before it).
         let first = next_message(&mut inbound, conn).await?;
         check_hello_version(first.as_ref())?;
         if kind == ConnKind::Agent
@@ -121,6 +152,11 @@ impl Services {
             tracing::warn!("agent connection refused: {refusal}");
             return Err(refusal.into());
         }
+        let gate = StreamGate::new(kind, peer, &self.policy);
+        if let Err(refusal) = gate.first(first.as_ref()) {
+            tracing::warn!("connection {conn} refused: {}", refusal.message());
+            return Err(refusal);
+        }
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         self.handle.opened(conn, kind, tx.clone()).await;
         if let Some(first) = first {
@@ -128,13 +164,13 @@ impl Services {
         }
         // Weak: the stream ends as soon as the server lets go of it (it was
         // replaced, or the server stops), whatever the client still sends.
-        let read_only = peer.filter(|p| self.policy.is_read_only(Some(p))).map(|p| (p, tx.downgrade()));
+        let refusals = tx.downgrade();
         drop(tx);
         // Why the stream ends, if the client broke it (an oversized message):
         // sent after what is queued, once the server has let go of the stream
         // (the reader sends it before it reports the stream closed).
         let (end_tx, mut end_rx) = oneshot::channel::<Status>();
-        let reader = forward_inbound(self.handle.clone(), conn, inbound, read_only, end_tx);
+        let reader = forward_inbound(self.handle.clone(), conn, inbound, (gate, refusals), end_tx);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -144,12 +180,7 @@ impl Services {
         });
         let end = tokio_stream::iter([()]).filter_map(move |()| end_rx.try_recv().ok().map(Err));
         let out = ReceiverStream::new(rx).map(move |m| to_wire(conn, m)).chain(end);
-        let mut response = Response::new(Box::pin(out) as OutStream);
-        if kind == ConnKind::Commander {
-            // Tells the client that its states come pushed.
-            response.metadata_mut().insert(PUSH_STATES_HEADER, tonic::metadata::MetadataValue::from_static("true"));
-        }
-        Ok(response)
+        Ok(Box::pin(out))
     }
 }
 
@@ -192,17 +223,20 @@ fn to_wire(conn: ConnId, m: FromServer) -> Result<g::FromServer, Status> {
 /// The next message of a stream that this version understands; `Ok(None)`
 /// when the stream ends, the stream's error when it fails. An oversized
 /// message fails it with ResourceExhausted naming the size and the limit.
-async fn next_message(inbound: &mut Streaming<g::ToServer>, conn: ConnId) -> Result<Option<ToServer>, Status> {
+async fn next_message<S>(inbound: &mut S, conn: ConnId) -> Result<Option<ToServer>, Status>
+where
+    S: Stream<Item = Result<g::ToServer, Status>> + Unpin,
+{
     loop {
-        let wire = match inbound.message().await {
-            Ok(Some(wire)) => wire,
-            Ok(None) => return Ok(None),
-            Err(status) if is_too_large(&status) => {
+        let wire = match inbound.next().await {
+            Some(Ok(wire)) => wire,
+            None => return Ok(None),
+            Some(Err(status)) if is_too_large(&status) => {
                 let status = too_large_status(&status);
                 tracing::warn!("connection {conn}: closing the stream: {}", status.message());
                 return Err(status);
             }
-            Err(status) => {
+            Some(Err(status)) => {
                 tracing::debug!("connection {conn}: stream error: {status}");
                 return Err(status);
             }
@@ -215,17 +249,19 @@ async fn next_message(inbound: &mut Streaming<g::ToServer>, conn: ConnId) -> Res
     }
 }
 
-/// Reads a client's stream into the server until it ends. A read-only
-/// client's writes are answered with a refusal on its own stream. When the
-/// client broke the stream with an oversized message, `end` gets the status
-/// that tells it so.
-async fn forward_inbound(
+/// Reads a client's stream into the server until it ends. What the gate
+/// refuses is answered on the client's own stream; what it ignores is
+/// dropped. When the client broke the stream with an oversized message,
+/// `end` gets the status that tells it so.
+async fn forward_inbound<S>(
     handle: ServerHandle,
     conn: ConnId,
-    mut inbound: Streaming<g::ToServer>,
-    read_only: Option<(PeerIdentity, mpsc::WeakSender<FromServer>)>,
+    mut inbound: S,
+    (gate, refusals): (StreamGate, mpsc::WeakSender<FromServer>),
     end: oneshot::Sender<Status>,
-) {
+) where
+    S: Stream<Item = Result<g::ToServer, Status>> + Unpin,
+{
     loop {
         let msg = match next_message(&mut inbound, conn).await {
             Ok(Some(msg)) => msg,
@@ -244,15 +280,15 @@ async fn forward_inbound(
             tracing::debug!("connection {conn} says goodbye");
             break;
         }
-        if let Some((peer, tx)) = &read_only
-            && let Some(refusal) = refuse_write(peer, &msg)
-        {
-            tracing::info!("connection {conn}: write of read-only client {:?} refused", peer.names);
-            let Some(tx) = tx.upgrade() else { break };
-            let _ = tx.send(FromServer::Response(refusal)).await;
-            continue;
+        match gate.next(&msg) {
+            Verdict::Forward => handle.message(conn, msg).await,
+            Verdict::Refuse(refusal) => {
+                tracing::info!("connection {conn}: request '{}' refused", refusal.request_id);
+                let Some(tx) = refusals.upgrade() else { break };
+                let _ = tx.send(FromServer::Response(refusal)).await;
+            }
+            Verdict::Ignore(what) => tracing::warn!("connection {conn}: {what} ignored"),
         }
-        handle.message(conn, msg).await;
     }
     handle.closed(conn).await;
 }
@@ -278,6 +314,34 @@ impl CommandConnection for Services {
     type ConnectCommandStream = OutStream;
     async fn connect_command(&self, req: Request<Streaming<g::ToServer>>) -> Result<Response<OutStream>, Status> {
         self.connect(ConnKind::Command, req).await
+    }
+}
+
+/// The server's stream handling without the network: streams of any
+/// messages, in any order, as the gRPC services would hand them over
+/// (the fuzz target `grpc_stream_sequences` drives it).
+pub struct StreamHarness {
+    services: Services,
+}
+
+/// The services a harness stream stands for.
+pub use crate::connections::ConnKind as StreamKind;
+
+impl StreamHarness {
+    /// Serves streams for the server behind `handle` under `policy`.
+    pub fn new(handle: ServerHandle, policy: IdentityPolicy, shutdown: CancellationToken) -> Self {
+        let services = Services { handle, next_conn: Arc::new(AtomicU64::new(1)), policy: Arc::new(policy), shutdown };
+        Self { services }
+    }
+
+    /// Opens a stream of `kind` for a client with the certificate `peer`
+    /// that sends `inbound`: what the server sends back, or the status the
+    /// stream is refused with.
+    pub async fn open<S>(&self, kind: StreamKind, peer: Option<PeerIdentity>, inbound: S) -> Result<OutStream, Status>
+    where
+        S: Stream<Item = Result<g::ToServer, Status>> + Send + Unpin + 'static,
+    {
+        self.services.open_stream(kind, peer, inbound).await
     }
 }
 

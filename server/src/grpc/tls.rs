@@ -1,11 +1,13 @@
 //! mTLS on the server's listener: the rustls configuration (client
-//! certificates required, signed by the configured CA), reloadable on
+//! certificates required, signed by the configured CA, not revoked by the
+//! optional revocation list `--crl_pem`), reloadable on
 //! SIGHUP without touching open connections, the accept loop that runs
 //! each handshake in its own task with a time limit, and the connection
 //! type that hands tonic the peer's certificate names as [`PeerIdentity`].
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 use ank_common::tls::{CertNames, TlsMaterial, TlsSources};
 use rustls::RootCertStore;
+use rustls::pki_types::CertificateRevocationListDer;
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -48,20 +51,29 @@ impl PeerIdentity {
 /// The server's TLS configuration, replaced as a whole on reload.
 pub struct ServerTls {
     sources: TlsSources,
+    /// The certificate revocation list(s) (`--crl_pem`), if any.
+    crl: Option<PathBuf>,
     config: RwLock<Arc<ServerConfig>>,
 }
 
 impl ServerTls {
     /// Loads the PEM items and builds the configuration.
     pub fn load(sources: TlsSources) -> Result<Self, String> {
-        let config = build(&sources.load()?)?;
-        Ok(Self { sources, config: RwLock::new(Arc::new(config)) })
+        Self::load_with_crl(sources, None)
     }
 
-    /// Reads the PEM items again; new connections use them, open ones are
-    /// kept. On error the old configuration stays.
+    /// Loads the PEM items and, with `crl`, the revocation lists of the
+    /// CA: a client certificate they revoke is refused in the handshake.
+    pub fn load_with_crl(sources: TlsSources, crl: Option<PathBuf>) -> Result<Self, String> {
+        let config = build(&sources.load()?, &load_crls(crl.as_deref())?)?;
+        Ok(Self { sources, crl, config: RwLock::new(Arc::new(config)) })
+    }
+
+    /// Reads the PEM items (and the revocation list) again; new
+    /// connections use them, open ones are kept. On error the old
+    /// configuration stays.
     pub fn reload(&self) -> Result<(), String> {
-        let config = build(&self.sources.load()?)?;
+        let config = build(&self.sources.load()?, &load_crls(self.crl.as_deref())?)?;
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
         Ok(())
     }
@@ -71,13 +83,22 @@ impl ServerTls {
     }
 }
 
-fn build(material: &TlsMaterial) -> Result<ServerConfig, String> {
+/// The revocation lists in the PEM file `path` (none without a path).
+fn load_crls(path: Option<&Path>) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+    let Some(path) = path else { return Ok(Vec::new()) };
+    let pem = std::fs::read(path).map_err(|e| format!("crl_pem '{}': {e}", path.display()))?;
+    ank_common::tls::revocation_lists(&pem).map_err(|e| format!("crl_pem '{}': {e}", path.display()))
+}
+
+fn build(material: &TlsMaterial, crls: &[CertificateRevocationListDer<'static>]) -> Result<ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
     for ca in &material.ca {
         roots.add(ca.clone()).map_err(|e| format!("ca_pem: unusable CA certificate: {e}"))?;
     }
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .with_crls(crls.iter().cloned())
+        .only_check_end_entity_revocation()
         .build()
         .map_err(|e| format!("ca_pem: {e}"))?;
     let mut config = ServerConfig::builder_with_provider(provider)

@@ -58,6 +58,21 @@ impl LogCampaigns {
         self.campaigns.get(key).map(|c| &c.requester)
     }
 
+    /// How many campaigns connection `conn` has open.
+    pub fn count(&self, conn: ConnId) -> usize {
+        self.campaigns.values().filter(|c| c.requester.conn == conn).count()
+    }
+
+    /// Whether `requester` has a campaign open under its request id.
+    pub fn has(&self, requester: &Requester) -> bool {
+        self.campaigns.contains_key(&key_of(requester))
+    }
+
+    /// Whether the log of `name` is still open in campaign `key`.
+    pub fn is_open(&self, key: &str, name: &WorkloadInstanceName) -> bool {
+        self.campaigns.get(key).is_some_and(|c| c.open.contains(name))
+    }
+
     /// The log of `name` ended; returns the requester to tell. The campaign
     /// ends with its last workload.
     pub fn stopped(&mut self, key: &str, name: &WorkloadInstanceName) -> Option<Requester> {

@@ -73,18 +73,39 @@ impl LogCampaigns {
         out
     }
 
-    /// An agent sent entries of campaign `key`.
-    pub(crate) fn entries(&self, key: &str, entries: Vec<LogEntry>) -> Outbox {
+    /// Agent `from` sent entries of campaign `key`: passed on only when
+    /// the campaign asked `from` for them, and only the entries of its own
+    /// workloads whose log is still open in the campaign; a stream that is
+    /// no agent sends none. So no connection can put lines into another
+    /// connection's log stream.
+    pub(crate) fn entries(&self, key: &str, from: Option<&str>, entries: Vec<LogEntry>) -> Outbox {
         let mut out = Outbox::default();
-        if let Some(requester) = self.requester(key) {
+        let Some(from) = from else {
+            tracing::warn!("log entries for '{key}' from a stream that is no agent dropped");
+            return out;
+        };
+        let sent = entries.len();
+        let entries: Vec<LogEntry> = entries
+            .into_iter()
+            .filter(|e| e.workload_name.agent_name == from && self.is_open(key, &e.workload_name))
+            .collect();
+        if entries.len() != sent {
+            tracing::warn!("agent '{from}': {} log entries for '{key}' not asked of it dropped", sent - entries.len());
+        }
+        if let Some(requester) = self.requester(key).filter(|_| !entries.is_empty()) {
             respond(&mut out, requester, ResponseContent::LogEntries(entries));
         }
         out
     }
 
-    /// An agent ended the log of `name` in campaign `key`.
-    pub(crate) fn stop(&mut self, key: &str, name: WorkloadInstanceName, reason: String) -> Outbox {
+    /// Agent `from` ended the log of `name` in campaign `key`; only the
+    /// agent of `name` can end it.
+    pub(crate) fn stop(&mut self, key: &str, from: Option<&str>, name: WorkloadInstanceName, reason: String) -> Outbox {
         let mut out = Outbox::default();
+        if from != Some(name.agent_name.as_str()) {
+            tracing::warn!("end of the log of '{name}' for '{key}' from {from:?}, not its agent, dropped");
+            return out;
+        }
         if let Some(requester) = self.stopped(key, &name) {
             respond(&mut out, &requester, ResponseContent::LogsStop { workload_name: name, reason });
         }

@@ -104,6 +104,40 @@ impl Ca {
     }
 }
 
+impl Ca {
+    /// A certificate revocation list (PEM) signed by this CA that revokes
+    /// the certificates `revoked` (PEM, issued by this CA), valid from
+    /// yesterday for `days` days; `number` is the CRL's sequence number.
+    pub fn revocation_list(&self, revoked: &[&str], number: u64, days: u32) -> anyhow::Result<String> {
+        let now = std::time::SystemTime::now();
+        let day = std::time::Duration::from_secs(86_400);
+        let revoked_certs = revoked
+            .iter()
+            .map(|pem| {
+                let (_, der) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
+                    .map_err(|e| anyhow::anyhow!("not a PEM certificate: {e}"))?;
+                let cert = der.parse_x509().map_err(|e| anyhow::anyhow!("not a certificate: {e}"))?;
+                let serial = rcgen::SerialNumber::from(cert.raw_serial().to_vec());
+                Ok(rcgen::RevokedCertParams {
+                    serial_number: serial,
+                    revocation_time: (now - day).into(),
+                    reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: (now - day).into(),
+            next_update: (now + day * days.max(1)).into(),
+            crl_number: rcgen::SerialNumber::from(number),
+            issuing_distribution_point: None,
+            revoked_certs,
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        Ok(params.signed_by(&self.issuer)?.pem()?)
+    }
+}
+
 fn set_validity(params: &mut CertificateParams, validity: Validity) {
     match validity {
         Validity::Days(days) => {
