@@ -74,16 +74,17 @@ pub struct Cli {
     #[arg(long, env = "ANKAGENT_STOP_WORKLOADS_ON_SHUTDOWN", value_parser = clap::builder::BoolishValueParser::new())]
     pub stop_workloads_on_shutdown: bool,
     /// How long a workload that succeeded (and is not restarted) keeps its
-    /// container (podman) or pod (podman-kube) before the agent removes it;
-    /// its logs are readable until then.
-    #[arg(long, env = "ANKAGENT_RETAIN_SUCCEEDED", default_value = "1m", value_name = "DURATION",
-          value_parser = ank_common::duration::parse_duration)]
-    pub retain_succeeded: std::time::Duration,
+    /// container (podman) or pod (podman-kube) before the agent removes it
+    /// (its logs go with it); `never` (the default, as in Ankaios) keeps it.
+    #[arg(long, env = "ANKAGENT_RETAIN_SUCCEEDED", default_value = "never", value_name = "DURATION",
+          value_parser = crate::workload::retention::parse_retain_for)]
+    pub retain_succeeded: crate::workload::retention::RetainFor,
     /// How long a workload that failed (non-zero exit, not restarted) keeps
-    /// its container or pod before the agent removes it.
-    #[arg(long, env = "ANKAGENT_RETAIN_FAILED", default_value = "72h", value_name = "DURATION",
-          value_parser = ank_common::duration::parse_duration)]
-    pub retain_failed: std::time::Duration,
+    /// its container or pod before the agent removes it; `never` (the
+    /// default, as in Ankaios) keeps it.
+    #[arg(long, env = "ANKAGENT_RETAIN_FAILED", default_value = "never", value_name = "DURATION",
+          value_parser = crate::workload::retention::parse_retain_for)]
+    pub retain_failed: crate::workload::retention::RetainFor,
     /// How often the podman runtime lists its containers (`podman ps --all`)
     /// to catch a state change its event sources missed.
     #[arg(long, env = "ANKAGENT_PODMAN_RECONCILE_INTERVAL", default_value = "30s", value_name = "DURATION",
@@ -340,13 +341,15 @@ mod tests {
     #[test]
     // [test of feature K7]
     fn cli_sets_the_retention_per_terminal_state() {
+        use crate::workload::retention::RetainFor;
         let c = parse(&["-n", "a", "-k"]).unwrap();
         assert_eq!(c.retention, crate::Retention::default());
-        assert_eq!(c.retention.succeeded, std::time::Duration::from_secs(60));
-        assert_eq!(c.retention.failed, std::time::Duration::from_secs(72 * 3600));
+        assert_eq!((c.retention.succeeded, c.retention.failed), (RetainFor::Never, RetainFor::Never), "as Ankaios");
         let c = parse(&["-n", "a", "-k", "--retain-succeeded", "5s", "--retain-failed", "2d"]).unwrap();
-        assert_eq!(c.retention.succeeded, std::time::Duration::from_secs(5));
-        assert_eq!(c.retention.failed, std::time::Duration::from_secs(2 * 86_400));
+        assert_eq!(c.retention.succeeded, RetainFor::After(std::time::Duration::from_secs(5)));
+        assert_eq!(c.retention.failed, RetainFor::After(std::time::Duration::from_secs(2 * 86_400)));
+        let c = parse(&["-n", "a", "-k", "--retain-succeeded", "1m", "--retain-failed", "never"]).unwrap();
+        assert_eq!(c.retention.failed, RetainFor::Never);
         let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 weeks"]).unwrap_err().to_string();
         assert!(e.contains("--retain-failed") && e.contains("unknown unit"), "{e}");
     }

@@ -71,14 +71,14 @@ ank_common::config_keys! {
 
 ank_common::config_keys! {
     /// The `[retention]` table: how long finished workloads keep their
-    /// containers, as durations (`'1m'`, `'72h'`).
+    /// containers, as durations (`'1m'`, `'72h'`) or `'never'` (the default).
     // [feature K7: retention in the config file]
     pub struct RetentionSection for Cli {
         flags {
-            #[serde(deserialize_with = "ank_common::duration::optional")]
-            succeeded: Duration => retain_succeeded,
-            #[serde(deserialize_with = "ank_common::duration::optional")]
-            failed: Duration => retain_failed,
+            #[serde(deserialize_with = "crate::workload::retention::optional_retain_for")]
+            succeeded: crate::workload::retention::RetainFor => retain_succeeded,
+            #[serde(deserialize_with = "crate::workload::retention::optional_retain_for")]
+            failed: crate::workload::retention::RetainFor => retain_failed,
         }
     }
 }
@@ -231,10 +231,14 @@ mod tests {
     fn agent_config_retention_section_is_read_and_flags_beat_it() {
         let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nsucceeded = '30s'\nfailed = '1h'\n");
         let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
-        assert_eq!(c.retention.succeeded, Duration::from_secs(30));
-        assert_eq!(c.retention.failed, Duration::from_secs(3600));
+        assert_eq!(c.retention, crate::Retention::after(Duration::from_secs(30), Duration::from_secs(3600)));
         let c = resolve(&["--retain-failed", "5m"], f.path()).unwrap().into_config().unwrap();
-        assert_eq!((c.retention.succeeded, c.retention.failed), (Duration::from_secs(30), Duration::from_secs(300)));
+        assert_eq!(c.retention, crate::Retention::after(Duration::from_secs(30), Duration::from_secs(300)));
+        let c = resolve(&["--retain-failed", "never"], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.retention.failed, crate::workload::retention::RetainFor::Never);
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nsucceeded = 'never'\n");
+        let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.retention, crate::Retention::default(), "'never', and a key left out, keep finished workloads");
         let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nfailed = '3 weeks'\n");
         let e = resolve(&[], f.path()).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}:5: key 'retention.failed'", f.path().display())), "{e}");
