@@ -48,17 +48,20 @@ pub struct Cli {
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it.
     #[arg(long, default_value = "info")]
     pub log_level: String,
-    /// How often a failed workload create is retried before the workload is
-    /// Pending(StartingFailed).
-    #[arg(long, env = "ANKAGENT_CREATE_RETRIES", default_value_t = 20, value_name = "N")]
-    pub create_retries: u32,
+    /// Limited retry mode (seed 002): retry a failed workload create N times,
+    /// --create-retry-interval-ms apart, then Pending(StartingFailed)
+    /// [default: retried without limit with exponential backoff from 0.5 s
+    /// to 5 min, as Ankaios].
+    #[arg(long, env = "ANKAGENT_CREATE_RETRIES", value_name = "N")]
+    pub create_retries: Option<u32>,
     /// How many workload creates may run at the same time (a create slower
     /// than 2 s stops counting); by default two per CPU core, 2 to 10.
     #[arg(long, env = "ANKAGENT_MAX_PARALLEL_CREATES", default_value_t = default_parallel_creates(), hide_default_value = true, value_name = "N")]
     pub max_parallel_creates: usize,
-    /// Milliseconds between two retries of a failed create.
-    #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
-    pub create_retry_interval_ms: u64,
+    /// Milliseconds between two retries of a failed create in the limited
+    /// mode [default: 1000]; given alone, it selects that mode with 20 retries.
+    #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", value_name = "MS")]
+    pub create_retry_interval_ms: Option<u64>,
     /// Milliseconds between two heartbeats (HTTP/2 PINGs) to the server; 0: none.
     #[arg(long, env = "ANKAGENT_HEARTBEAT_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
     pub heartbeat_interval_ms: u64,
@@ -268,11 +271,8 @@ impl Cli {
         config.stop_workloads_on_shutdown = self.stop_workloads_on_shutdown;
         config.max_parallel_creates = self.max_parallel_creates.max(1);
         config.scheduler = self.scheduling.settings();
-        config.retry_policy = crate::RetryPolicy {
-            max_retries: self.create_retries,
-            interval: std::time::Duration::from_millis(self.create_retry_interval_ms),
-        };
-        // [feature K7: retention per terminal state, from flag, env, config file or default]
+        config.retry_policy = crate::RetryPolicy::from_flags(self.create_retries, self.create_retry_interval_ms);
+        // [feature K7: retention per terminal state, from flag, env, config file or default (never)]
         config.retention = crate::Retention { succeeded: self.retain_succeeded, failed: self.retain_failed };
         Ok(config)
     }
@@ -332,10 +332,12 @@ mod tests {
     #[test]
     fn cli_sets_the_create_retry_limits() {
         let c = parse(&["-n", "a", "-k", "--create-retries", "3", "--create-retry-interval-ms", "250"]).unwrap();
-        assert_eq!(c.retry_policy.max_retries, 3);
-        assert_eq!(c.retry_policy.interval, std::time::Duration::from_millis(250));
+        assert_eq!(c.retry_policy, crate::RetryPolicy::limited(3, std::time::Duration::from_millis(250)));
+        let c = parse(&["-n", "a", "-k", "--create-retries", "20"]).unwrap();
+        assert_eq!(c.retry_policy, crate::RetryPolicy::limited(20, std::time::Duration::from_secs(1)));
         let c = parse(&["-n", "a", "-k"]).unwrap();
-        assert_eq!(c.retry_policy, crate::RetryPolicy::default());
+        assert_eq!(c.retry_policy, crate::RetryPolicy::default(), "Ankaios' backoff without limit");
+        assert!(matches!(c.retry_policy, crate::RetryPolicy::Backoff { .. }));
     }
 
     #[test]

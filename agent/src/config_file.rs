@@ -162,8 +162,7 @@ mod tests {
         assert_eq!(c.server_url, "http://10.0.0.1:25551");
         assert_eq!(c.run_folder, PathBuf::from("/run/ank"));
         assert_eq!(c.max_parallel_creates, 2);
-        assert_eq!(c.retry_policy.max_retries, 4);
-        assert_eq!(c.retry_policy.interval, Duration::from_millis(50));
+        assert_eq!(c.retry_policy, crate::RetryPolicy::limited(4, Duration::from_millis(50)));
     }
 
     #[test]
@@ -176,7 +175,7 @@ mod tests {
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_B");
         assert_eq!(c.server_url, "http://h:1");
-        assert_eq!(c.retry_policy.max_retries, 9);
+        assert_eq!(c.retry_policy, crate::RetryPolicy::limited(9, Duration::from_millis(50)));
         assert_eq!(c.run_folder, PathBuf::from("/run/ank"), "keys without a flag still come from the file");
     }
 
@@ -194,7 +193,7 @@ mod tests {
             .mut_arg("create_retries", |a| a.env("ANKAGENT_TEST_CONFIG_FILE_RETRIES"))
             .mut_arg("insecure", |a| a.env("ANKAGENT_TEST_CONFIG_FILE_INSECURE"));
         let cli = resolve_with(cmd, &[], conf(FULL).path()).unwrap();
-        assert_eq!(cli.create_retries, 7);
+        assert_eq!(cli.create_retries, Some(7));
         assert!(!cli.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
         assert!(matches!(cli.into_config().unwrap_err(), CliError::MissingCertificates(_)), "only key_pem_content");
     }
@@ -320,6 +319,7 @@ mod tests {
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_A");
         assert_eq!(c.retention, crate::Retention::default(), "the example spells out the defaults");
+        assert_eq!(c.retry_policy, crate::RetryPolicy::default(), "its create_retries are commented out");
         assert_eq!((c.tags.get("arch").map(String::as_str), c.capabilities.len()), (Some("arm64"), 1));
     }
 }

@@ -22,7 +22,7 @@ use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::policy::{self, AfterCreateFailure, RetryPolicy};
+use super::policy::{self, AfterCreateFailure, CreateRetries, RetryPolicy};
 use super::retention::{self, PendingReap, Retention};
 use super::{StateReporter, WorkloadCommand};
 use crate::control_interface::registry::ControlInterfaces;
@@ -132,8 +132,8 @@ pub(crate) struct WorkloadControlLoop {
     current: Option<Current>,
     /// Set while a delete is requested or running: observations are ignored.
     deleting: bool,
-    /// Retries done since the last create or update command.
-    retries_done: u32,
+    /// The create retries since the last create or update command.
+    retries: CreateRetries,
     /// When the next create retry is due.
     retry_at: Option<Instant>,
     /// The state reported last, so that repeats (a reconcile, a lagging
@@ -148,13 +148,14 @@ pub(crate) struct WorkloadControlLoop {
 
 impl WorkloadControlLoop {
     pub fn new(ctx: LoopContext, commands: mpsc::UnboundedReceiver<WorkloadCommand>) -> Self {
+        let retries = CreateRetries::new(ctx.retry_policy);
         Self {
             ctx,
             commands,
             spec: None,
             current: None,
             deleting: false,
-            retries_done: 0,
+            retries,
             retry_at: None,
             last_reported: None,
             reap: None,
@@ -256,7 +257,7 @@ impl WorkloadControlLoop {
         }
         self.deleting = false;
         self.current = None;
-        self.retries_done = 0;
+        self.retries.reset();
         self.retry_at = None;
         self.reap = None;
         self.reaped = false;
@@ -351,8 +352,8 @@ impl WorkloadControlLoop {
     }
 
     async fn handle_create_failure(&mut self, instance: &WorkloadInstanceName, e: RuntimeError) {
-        tracing::warn!("creating workload '{instance}' failed (retry {}): {e}", self.retries_done);
-        match policy::after_create_failure(&self.ctx.retry_policy, self.retries_done, &e) {
+        tracing::warn!("creating workload '{instance}' failed (retry {}): {e}", self.retries.done());
+        match self.retries.after_failure(&e) {
             AfterCreateFailure::Retry { at, report } => {
                 self.retry_at = Some(at);
                 if let Some(state) = report {
@@ -368,7 +369,7 @@ impl WorkloadControlLoop {
         if self.deleting || self.current.is_some() {
             return;
         }
-        self.retries_done += 1;
+        self.retries.count_retry();
         self.try_create().await;
     }
 
@@ -404,20 +405,20 @@ impl WorkloadControlLoop {
             // [feature K7: a reaped workload is not run again while its spec stays]
             // The same spec again while its creates are retried (the server's
             // resync of an instance that is not Ready) is no update: the
-            // retries go on where they are, or the limit would never come.
+            // retries go on where they are (the limit still comes; the
+            // backoff is neither reset nor doubled by a parallel create).
             if self.current.is_some() || self.reaped || self.retry_at.is_some() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
                 self.spec = Some(same.clone());
                 return self.report_again().await;
             }
-            self.retries_done = 0;
             // Same spec, but nothing runs (its creates gave up, or it was
             // lost): create it again, without a delete in between.
             let same = same.clone();
             return self.handle_create(same, None).await;
         }
         self.retry_at = None;
-        self.retries_done = 0;
+        self.retries.reset();
         self.deleting = true;
         if !self.delete_current().await {
             // [impl->swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1]
