@@ -45,8 +45,10 @@ impl Harness {
         self.fake.workload_id_of(&s.instance_name).is_some()
     }
 
+    /// Runs of `s`: its creates and its starts in place.
     fn runs_of(&self, s: &WorkloadSpec) -> usize {
-        self.fake.created().iter().filter(|c| **c == s.instance_name).count()
+        let starts = self.fake.started().into_iter().filter(|c| *c == s.instance_name).count();
+        self.fake.created().iter().filter(|c| **c == s.instance_name).count() + starts
     }
 
     /// The events of `kind` reported so far.

@@ -216,6 +216,24 @@ impl Harness {
     pub(super) async fn running(&mut self, s: &WorkloadSpec) {
         self.wait_for(&s.instance_name, StateKind::Running).await;
     }
+
+    /// The states reported until each of `specs` was reported Running, in
+    /// any order, per instance (other instances' states included).
+    pub(super) async fn until_all_running(
+        &mut self,
+        specs: &[&WorkloadSpec],
+    ) -> std::collections::HashMap<WorkloadInstanceName, Vec<ExecutionState>> {
+        let mut waiting: Vec<_> = specs.iter().map(|s| s.instance_name.clone()).collect();
+        let mut seen: std::collections::HashMap<_, Vec<_>> = Default::default();
+        while !waiting.is_empty() {
+            let s = self.next().await;
+            if s.execution_state.kind == StateKind::Running {
+                waiting.retain(|i| *i != s.instance_name);
+            }
+            seen.entry(s.instance_name).or_default().push(s.execution_state);
+        }
+        seen
+    }
 }
 
 pub(super) fn starting() -> StateKind {
@@ -645,11 +663,17 @@ async fn runtime_manager_resume_keeps_matching_instance_and_deletes_leftovers() 
     fake.insert_existing(keep.instance_name.clone(), ExecutionState::succeeded());
     fake.insert_existing(stale_hash.instance_name.clone(), ExecutionState::running());
     fake.insert_existing(gone.instance_name.clone(), ExecutionState::running());
+    let keep_id = fake.workload_id_of(&keep.instance_name).unwrap();
     let mut h = harness_with(fake).await;
     h.rm.server_hello(vec![keep.clone(), fresh.clone(), moved.clone()]).await;
-    assert_eq!(h.next_of(&keep.instance_name).await, ExecutionState::succeeded());
-    h.running(&fresh).await;
-    h.running(&moved).await;
+    let seen = h.until_all_running(&[&keep, &fresh, &moved]).await;
+    // Unchanged and succeeded: its container runs again (as in Ankaios).
+    assert_eq!(
+        seen[&keep.instance_name],
+        [ExecutionState::with_info(starting(), "Triggered at runtime."), ExecutionState::running()]
+    );
+    assert_eq!(h.fake.started(), vec![keep.instance_name.clone()], "started in place");
+    assert_eq!(h.fake.workload_id_of(&keep.instance_name), Some(keep_id), "the same container");
     let mut created = h.fake.created();
     created.sort();
     let mut expected = vec![fresh.instance_name.clone(), moved.instance_name.clone()];
