@@ -150,8 +150,6 @@ pub enum CliError {
     Tls(String),
     #[error("Invalid runtime configuration: '{0}'")]
     Runtimes(String),
-    #[error("server url '{0}' uses https, which needs TLS; use an http:// url with --insecure")]
-    HttpsWithInsecure(String),
     #[error("server url '{0}' uses http, but certificates were given; use an https:// url")]
     HttpWithTls(String),
     #[error("server url '{0}' must start with http:// or https://")]
@@ -190,6 +188,13 @@ pub fn default_parallel_creates() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get().saturating_mul(2)).clamp(2, 10)
 }
 
+/// The `http://` URL an agent without TLS connects to for an `https://`
+/// `url` (Ankaios replaces the scheme); `None` when nothing is replaced.
+fn plain_url_for_insecure(url: &str, without_tls: bool) -> Option<String> {
+    let rest = url.strip_prefix("https://").filter(|_| without_tls)?;
+    Some(format!("http://{rest}"))
+}
+
 /// `$TMPDIR/ankaios`, or `/tmp/ankaios` without TMPDIR.
 pub fn default_run_folder() -> PathBuf {
     ank_common::config_file::default_run_folder()
@@ -213,6 +218,26 @@ impl Cli {
             given(&self.crt_pem, &self.crt_pem_content),
             given(&self.key_pem, &self.key_pem_content),
         )
+    }
+
+    /// Whether all three PEM items are given, so that the agent uses mTLS
+    /// (even with `--insecure`, after [`tls_conflict`](Self::tls_conflict)'s warning).
+    fn pems_complete(&self) -> bool {
+        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
+        given(&self.ca_pem, &self.ca_pem_content)
+            && given(&self.crt_pem, &self.crt_pem_content)
+            && given(&self.key_pem, &self.key_pem_content)
+    }
+
+    /// The warning for an `https://` server URL without TLS (`--insecure`):
+    /// as Ankaios, the agent then connects with plain HTTP/2 to the same
+    /// host and port (the `http://` URL the warning names).
+    pub fn insecure_https_warning(&self) -> Option<String> {
+        let url = self.server_url.as_deref()?;
+        let plain = plain_url_for_insecure(url, self.insecure && !self.pems_complete())?;
+        Some(format!(
+            "server url '{url}' uses https, but the agent runs without TLS (--insecure): connecting to '{plain}'"
+        ))
     }
 
     /// Narrows `registry` to the config file's `runtimes`, if given;
@@ -247,10 +272,14 @@ impl Cli {
         )
         .map_err(CliError::MissingCertificates)?;
         let default_url = if tls.is_some() { DEFAULT_SERVER_URL } else { DEFAULT_INSECURE_SERVER_URL };
-        let server_url = self.server_url.unwrap_or_else(|| default_url.to_owned());
+        let mut server_url = self.server_url.unwrap_or_else(|| default_url.to_owned());
+        // Ankaios without TLS connects to an https:// URL with plain HTTP/2
+        // (main logs `insecure_https_warning`).
+        if let Some(plain) = plain_url_for_insecure(&server_url, tls.is_none()) {
+            server_url = plain;
+        }
         match (server_url.split_once("://").map(|(scheme, _)| scheme), tls.is_some()) {
             (Some("http"), false) | (Some("https"), true) => {}
-            (Some("https"), false) => return Err(CliError::HttpsWithInsecure(server_url)),
             (Some("http"), true) => return Err(CliError::HttpWithTls(server_url)),
             _ => return Err(CliError::BadUrl(server_url)),
         }
@@ -417,16 +446,39 @@ mod tests {
     }
 
     #[test]
+    // [utest->swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1]
+    fn cli_insecure_with_an_https_url_warns_and_connects_with_plain_http_as_ankaios() {
+        let argv = ["ank-agent", "-n", "a", "-k", "-s", "https://h:25551"];
+        let cli = Cli::try_parse_from(argv).unwrap();
+        assert_eq!(
+            cli.insecure_https_warning().as_deref(),
+            Some(
+                "server url 'https://h:25551' uses https, but the agent runs without TLS (--insecure): \
+                 connecting to 'http://h:25551'"
+            )
+        );
+        let c = cli.into_config().expect("Ankaios starts: so does ours");
+        assert_eq!(c.server_url, "http://h:25551");
+        assert!(c.tls.is_none());
+        // Nothing to warn about: plain http, or mTLS with all three PEM items.
+        assert_eq!(
+            Cli::try_parse_from(["ank-agent", "-n", "a", "-k", "-s", "http://h:1"]).unwrap().insecure_https_warning(),
+            None
+        );
+        let pems =
+            ["ank-agent", "-n", "a", "-k", "-s", "https://h:1", "--ca_pem", "c", "--crt_pem", "d", "--key_pem", "e"];
+        assert_eq!(Cli::try_parse_from(pems).unwrap().insecure_https_warning(), None);
+    }
+
+    #[test]
     // [utest->swdd~agent-supports-pem-file-paths-as-cli-arguments~1]
-    fn cli_refuses_tls_and_https_with_insecure() {
+    fn cli_refuses_tls_with_http() {
         let pems = ["-n", "a", "--ca_pem", "/nope/ca.pem", "--crt_pem", "/nope/c.pem", "--key_pem", "/nope/k.pem"];
         let e = parse(&pems).unwrap_err().to_string();
         assert!(e.starts_with("Failed to load certificate files!: 'cannot read ca_pem file '/nope/ca.pem'"), "{e}");
         let mut http = pems.to_vec();
         http.extend(["-s", "http://h:1"]);
         assert_eq!(parse(&http).unwrap_err(), CliError::HttpWithTls("http://h:1".into()));
-        let e = parse(&["-n", "a", "-k", "-s", "https://h:1"]).unwrap_err();
-        assert!(e.to_string().contains("https"), "{e}");
         assert!(parse(&["-n", "a", "-k", "-s", "ftp://h"]).is_err());
         assert!(parse(&["-n", "a.b", "-k"]).unwrap_err().to_string().contains("a.b"));
         assert!(Cli::try_parse_from(["ank-agent", "-n", "a", "-t", "novalue"]).is_err());
