@@ -11,7 +11,10 @@ are errors too (typos). Exit status 1 on any problem.
 
 The ids are read from the design document when it is at hand (the shared
 folder beside the checkout) and kept in docs/swdd-ids.txt, so that a clean
-clone can check without it; `--write-ids` refreshes that list.
+clone can check without it; `--write-ids` refreshes that list. The ids of
+Ankaios' newer design that we follow instead of the seed's behaviour
+(docs/swdd-ids-ankaios-head.txt, see docs/requirements.md) are checked the
+same way.
 
 Usage: tools/trace-requirements.py [--design FILE] [--verbose] [--write-ids]
 """
@@ -25,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DESIGN = ROOT.parent / "shared" / "seeds" / "002_f8625c1b3add2c25.txt"
 ID_LIST = ROOT / "docs" / "swdd-ids.txt"
+ADOPTED = ROOT / "docs" / "swdd-ids-ankaios-head.txt"
 EXCEPTIONS = ROOT / "docs" / "requirements.md"
 CODE_DIRS = ["agent", "common", "server", "ank", "tests", "proto"]
 
@@ -93,6 +97,8 @@ def main():
     else:
         print(f"trace: neither {design} nor {ID_LIST} found", file=sys.stderr)
         return 1
+    adopted = ADOPTED.read_text(encoding="utf-8").split() if ADOPTED.exists() else []
+    ids = ids + [i for i in adopted if i not in ids]
     tags = code_tags()
     excused = exceptions()
     problems = []

@@ -48,17 +48,20 @@ pub struct Cli {
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it.
     #[arg(long, default_value = "info")]
     pub log_level: String,
-    /// How often a failed workload create is retried before the workload is
-    /// Pending(StartingFailed).
-    #[arg(long, env = "ANKAGENT_CREATE_RETRIES", default_value_t = 20, value_name = "N")]
-    pub create_retries: u32,
+    /// Limited retry mode (seed 002): retry a failed workload create N times,
+    /// --create-retry-interval-ms apart, then Pending(StartingFailed)
+    /// [default: retried without limit with exponential backoff from 0.5 s
+    /// to 5 min, as Ankaios].
+    #[arg(long, env = "ANKAGENT_CREATE_RETRIES", value_name = "N")]
+    pub create_retries: Option<u32>,
     /// How many workload creates may run at the same time (a create slower
     /// than 2 s stops counting); by default two per CPU core, 2 to 10.
     #[arg(long, env = "ANKAGENT_MAX_PARALLEL_CREATES", default_value_t = default_parallel_creates(), hide_default_value = true, value_name = "N")]
     pub max_parallel_creates: usize,
-    /// Milliseconds between two retries of a failed create.
-    #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
-    pub create_retry_interval_ms: u64,
+    /// Milliseconds between two retries of a failed create in the limited
+    /// mode [default: 1000]; given alone, it selects that mode with 20 retries.
+    #[arg(long, env = "ANKAGENT_CREATE_RETRY_INTERVAL_MS", value_name = "MS")]
+    pub create_retry_interval_ms: Option<u64>,
     /// Milliseconds between two heartbeats (HTTP/2 PINGs) to the server; 0: none.
     #[arg(long, env = "ANKAGENT_HEARTBEAT_INTERVAL_MS", default_value_t = 1000, value_name = "MS")]
     pub heartbeat_interval_ms: u64,
@@ -74,16 +77,17 @@ pub struct Cli {
     #[arg(long, env = "ANKAGENT_STOP_WORKLOADS_ON_SHUTDOWN", value_parser = clap::builder::BoolishValueParser::new())]
     pub stop_workloads_on_shutdown: bool,
     /// How long a workload that succeeded (and is not restarted) keeps its
-    /// container (podman) or pod (podman-kube) before the agent removes it;
-    /// its logs are readable until then.
-    #[arg(long, env = "ANKAGENT_RETAIN_SUCCEEDED", default_value = "1m", value_name = "DURATION",
-          value_parser = ank_common::duration::parse_duration)]
-    pub retain_succeeded: std::time::Duration,
+    /// container (podman) or pod (podman-kube) before the agent removes it
+    /// (its logs go with it); `never` (the default, as in Ankaios) keeps it.
+    #[arg(long, env = "ANKAGENT_RETAIN_SUCCEEDED", default_value = "never", value_name = "DURATION",
+          value_parser = crate::workload::retention::parse_retain_for)]
+    pub retain_succeeded: crate::workload::retention::RetainFor,
     /// How long a workload that failed (non-zero exit, not restarted) keeps
-    /// its container or pod before the agent removes it.
-    #[arg(long, env = "ANKAGENT_RETAIN_FAILED", default_value = "72h", value_name = "DURATION",
-          value_parser = ank_common::duration::parse_duration)]
-    pub retain_failed: std::time::Duration,
+    /// its container or pod before the agent removes it; `never` (the
+    /// default, as in Ankaios) keeps it.
+    #[arg(long, env = "ANKAGENT_RETAIN_FAILED", default_value = "never", value_name = "DURATION",
+          value_parser = crate::workload::retention::parse_retain_for)]
+    pub retain_failed: crate::workload::retention::RetainFor,
     /// How often the podman runtime lists its containers (`podman ps --all`)
     /// to catch a state change its event sources missed.
     #[arg(long, env = "ANKAGENT_PODMAN_RECONCILE_INTERVAL", default_value = "30s", value_name = "DURATION",
@@ -150,8 +154,6 @@ pub enum CliError {
     Tls(String),
     #[error("Invalid runtime configuration: '{0}'")]
     Runtimes(String),
-    #[error("server url '{0}' uses https, which needs TLS; use an http:// url with --insecure")]
-    HttpsWithInsecure(String),
     #[error("server url '{0}' uses http, but certificates were given; use an https:// url")]
     HttpWithTls(String),
     #[error("server url '{0}' must start with http:// or https://")]
@@ -190,6 +192,13 @@ pub fn default_parallel_creates() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get().saturating_mul(2)).clamp(2, 10)
 }
 
+/// The `http://` URL an agent without TLS connects to for an `https://`
+/// `url` (Ankaios replaces the scheme); `None` when nothing is replaced.
+fn plain_url_for_insecure(url: &str, without_tls: bool) -> Option<String> {
+    let rest = url.strip_prefix("https://").filter(|_| without_tls)?;
+    Some(format!("http://{rest}"))
+}
+
 /// `$TMPDIR/ankaios`, or `/tmp/ankaios` without TMPDIR.
 pub fn default_run_folder() -> PathBuf {
     ank_common::config_file::default_run_folder()
@@ -213,6 +222,26 @@ impl Cli {
             given(&self.crt_pem, &self.crt_pem_content),
             given(&self.key_pem, &self.key_pem_content),
         )
+    }
+
+    /// Whether all three PEM items are given, so that the agent uses mTLS
+    /// (even with `--insecure`, after [`tls_conflict`](Self::tls_conflict)'s warning).
+    fn pems_complete(&self) -> bool {
+        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
+        given(&self.ca_pem, &self.ca_pem_content)
+            && given(&self.crt_pem, &self.crt_pem_content)
+            && given(&self.key_pem, &self.key_pem_content)
+    }
+
+    /// The warning for an `https://` server URL without TLS (`--insecure`):
+    /// as Ankaios, the agent then connects with plain HTTP/2 to the same
+    /// host and port (the `http://` URL the warning names).
+    pub fn insecure_https_warning(&self) -> Option<String> {
+        let url = self.server_url.as_deref()?;
+        let plain = plain_url_for_insecure(url, self.insecure && !self.pems_complete())?;
+        Some(format!(
+            "server url '{url}' uses https, but the agent runs without TLS (--insecure): connecting to '{plain}'"
+        ))
     }
 
     /// Narrows `registry` to the config file's `runtimes`, if given;
@@ -247,10 +276,14 @@ impl Cli {
         )
         .map_err(CliError::MissingCertificates)?;
         let default_url = if tls.is_some() { DEFAULT_SERVER_URL } else { DEFAULT_INSECURE_SERVER_URL };
-        let server_url = self.server_url.unwrap_or_else(|| default_url.to_owned());
+        let mut server_url = self.server_url.unwrap_or_else(|| default_url.to_owned());
+        // Ankaios without TLS connects to an https:// URL with plain HTTP/2
+        // (main logs `insecure_https_warning`).
+        if let Some(plain) = plain_url_for_insecure(&server_url, tls.is_none()) {
+            server_url = plain;
+        }
         match (server_url.split_once("://").map(|(scheme, _)| scheme), tls.is_some()) {
             (Some("http"), false) | (Some("https"), true) => {}
-            (Some("https"), false) => return Err(CliError::HttpsWithInsecure(server_url)),
             (Some("http"), true) => return Err(CliError::HttpWithTls(server_url)),
             _ => return Err(CliError::BadUrl(server_url)),
         }
@@ -278,11 +311,8 @@ impl Cli {
         config.stop_workloads_on_shutdown = self.stop_workloads_on_shutdown;
         config.max_parallel_creates = self.max_parallel_creates.max(1);
         config.scheduler = self.scheduling.settings();
-        config.retry_policy = crate::RetryPolicy {
-            max_retries: self.create_retries,
-            interval: std::time::Duration::from_millis(self.create_retry_interval_ms),
-        };
-        // [feature K7: retention per terminal state, from flag, env, config file or default]
+        config.retry_policy = crate::RetryPolicy::from_flags(self.create_retries, self.create_retry_interval_ms);
+        // [feature K7: retention per terminal state, from flag, env, config file or default (never)]
         config.retention = crate::Retention { succeeded: self.retain_succeeded, failed: self.retain_failed };
         Ok(config)
     }
@@ -342,22 +372,26 @@ mod tests {
     #[test]
     fn cli_sets_the_create_retry_limits() {
         let c = parse(&["-n", "a", "-k", "--create-retries", "3", "--create-retry-interval-ms", "250"]).unwrap();
-        assert_eq!(c.retry_policy.max_retries, 3);
-        assert_eq!(c.retry_policy.interval, std::time::Duration::from_millis(250));
+        assert_eq!(c.retry_policy, crate::RetryPolicy::limited(3, std::time::Duration::from_millis(250)));
+        let c = parse(&["-n", "a", "-k", "--create-retries", "20"]).unwrap();
+        assert_eq!(c.retry_policy, crate::RetryPolicy::limited(20, std::time::Duration::from_secs(1)));
         let c = parse(&["-n", "a", "-k"]).unwrap();
-        assert_eq!(c.retry_policy, crate::RetryPolicy::default());
+        assert_eq!(c.retry_policy, crate::RetryPolicy::default(), "Ankaios' backoff without limit");
+        assert!(matches!(c.retry_policy, crate::RetryPolicy::Backoff { .. }));
     }
 
     #[test]
     // [test of feature K7]
     fn cli_sets_the_retention_per_terminal_state() {
+        use crate::workload::retention::RetainFor;
         let c = parse(&["-n", "a", "-k"]).unwrap();
         assert_eq!(c.retention, crate::Retention::default());
-        assert_eq!(c.retention.succeeded, std::time::Duration::from_secs(60));
-        assert_eq!(c.retention.failed, std::time::Duration::from_secs(72 * 3600));
+        assert_eq!((c.retention.succeeded, c.retention.failed), (RetainFor::Never, RetainFor::Never), "as Ankaios");
         let c = parse(&["-n", "a", "-k", "--retain-succeeded", "5s", "--retain-failed", "2d"]).unwrap();
-        assert_eq!(c.retention.succeeded, std::time::Duration::from_secs(5));
-        assert_eq!(c.retention.failed, std::time::Duration::from_secs(2 * 86_400));
+        assert_eq!(c.retention.succeeded, RetainFor::After(std::time::Duration::from_secs(5)));
+        assert_eq!(c.retention.failed, RetainFor::After(std::time::Duration::from_secs(2 * 86_400)));
+        let c = parse(&["-n", "a", "-k", "--retain-succeeded", "1m", "--retain-failed", "never"]).unwrap();
+        assert_eq!(c.retention.failed, RetainFor::Never);
         let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 weeks"]).unwrap_err().to_string();
         assert!(e.contains("--retain-failed") && e.contains("unknown unit"), "{e}");
     }
@@ -423,16 +457,39 @@ mod tests {
     }
 
     #[test]
+    // [utest->swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1]
+    fn cli_insecure_with_an_https_url_warns_and_connects_with_plain_http_as_ankaios() {
+        let argv = ["ank-agent", "-n", "a", "-k", "-s", "https://h:25551"];
+        let cli = Cli::try_parse_from(argv).unwrap();
+        assert_eq!(
+            cli.insecure_https_warning().as_deref(),
+            Some(
+                "server url 'https://h:25551' uses https, but the agent runs without TLS (--insecure): \
+                 connecting to 'http://h:25551'"
+            )
+        );
+        let c = cli.into_config().expect("Ankaios starts: so does ours");
+        assert_eq!(c.server_url, "http://h:25551");
+        assert!(c.tls.is_none());
+        // Nothing to warn about: plain http, or mTLS with all three PEM items.
+        assert_eq!(
+            Cli::try_parse_from(["ank-agent", "-n", "a", "-k", "-s", "http://h:1"]).unwrap().insecure_https_warning(),
+            None
+        );
+        let pems =
+            ["ank-agent", "-n", "a", "-k", "-s", "https://h:1", "--ca_pem", "c", "--crt_pem", "d", "--key_pem", "e"];
+        assert_eq!(Cli::try_parse_from(pems).unwrap().insecure_https_warning(), None);
+    }
+
+    #[test]
     // [utest->swdd~agent-supports-pem-file-paths-as-cli-arguments~1]
-    fn cli_refuses_tls_and_https_with_insecure() {
+    fn cli_refuses_tls_with_http() {
         let pems = ["-n", "a", "--ca_pem", "/nope/ca.pem", "--crt_pem", "/nope/c.pem", "--key_pem", "/nope/k.pem"];
         let e = parse(&pems).unwrap_err().to_string();
         assert!(e.starts_with("Failed to load certificate files!: 'cannot read ca_pem file '/nope/ca.pem'"), "{e}");
         let mut http = pems.to_vec();
         http.extend(["-s", "http://h:1"]);
         assert_eq!(parse(&http).unwrap_err(), CliError::HttpWithTls("http://h:1".into()));
-        let e = parse(&["-n", "a", "-k", "-s", "https://h:1"]).unwrap_err();
-        assert!(e.to_string().contains("https"), "{e}");
         assert!(parse(&["-n", "a", "-k", "-s", "ftp://h"]).is_err());
         assert!(parse(&["-n", "a.b", "-k"]).unwrap_err().to_string().contains("a.b"));
         assert!(Cli::try_parse_from(["ank-agent", "-n", "a", "-t", "novalue"]).is_err());

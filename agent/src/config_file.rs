@@ -72,14 +72,14 @@ ank_common::config_keys! {
 
 ank_common::config_keys! {
     /// The `[retention]` table: how long finished workloads keep their
-    /// containers, as durations (`'1m'`, `'72h'`).
+    /// containers, as durations (`'1m'`, `'72h'`) or `'never'` (the default).
     // [feature K7: retention in the config file]
     pub struct RetentionSection for Cli {
         flags {
-            #[serde(deserialize_with = "ank_common::duration::optional")]
-            succeeded: Duration => retain_succeeded,
-            #[serde(deserialize_with = "ank_common::duration::optional")]
-            failed: Duration => retain_failed,
+            #[serde(deserialize_with = "crate::workload::retention::optional_retain_for")]
+            succeeded: crate::workload::retention::RetainFor => retain_succeeded,
+            #[serde(deserialize_with = "crate::workload::retention::optional_retain_for")]
+            failed: crate::workload::retention::RetainFor => retain_failed,
         }
     }
 }
@@ -163,8 +163,7 @@ mod tests {
         assert_eq!(c.server_url, "http://10.0.0.1:25551");
         assert_eq!(c.run_folder, PathBuf::from("/run/ank"));
         assert_eq!(c.max_parallel_creates, 2);
-        assert_eq!(c.retry_policy.max_retries, 4);
-        assert_eq!(c.retry_policy.interval, Duration::from_millis(50));
+        assert_eq!(c.retry_policy, crate::RetryPolicy::limited(4, Duration::from_millis(50)));
     }
 
     #[test]
@@ -177,7 +176,7 @@ mod tests {
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_B");
         assert_eq!(c.server_url, "http://h:1");
-        assert_eq!(c.retry_policy.max_retries, 9);
+        assert_eq!(c.retry_policy, crate::RetryPolicy::limited(9, Duration::from_millis(50)));
         assert_eq!(c.run_folder, PathBuf::from("/run/ank"), "keys without a flag still come from the file");
     }
 
@@ -195,7 +194,7 @@ mod tests {
             .mut_arg("create_retries", |a| a.env("ANKAGENT_TEST_CONFIG_FILE_RETRIES"))
             .mut_arg("insecure", |a| a.env("ANKAGENT_TEST_CONFIG_FILE_INSECURE"));
         let cli = resolve_with(cmd, &[], conf(FULL).path()).unwrap();
-        assert_eq!(cli.create_retries, 7);
+        assert_eq!(cli.create_retries, Some(7));
         assert!(!cli.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
         assert!(matches!(cli.into_config().unwrap_err(), CliError::MissingCertificates(_)), "only key_pem_content");
     }
@@ -232,10 +231,14 @@ mod tests {
     fn agent_config_retention_section_is_read_and_flags_beat_it() {
         let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nsucceeded = '30s'\nfailed = '1h'\n");
         let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
-        assert_eq!(c.retention.succeeded, Duration::from_secs(30));
-        assert_eq!(c.retention.failed, Duration::from_secs(3600));
+        assert_eq!(c.retention, crate::Retention::after(Duration::from_secs(30), Duration::from_secs(3600)));
         let c = resolve(&["--retain-failed", "5m"], f.path()).unwrap().into_config().unwrap();
-        assert_eq!((c.retention.succeeded, c.retention.failed), (Duration::from_secs(30), Duration::from_secs(300)));
+        assert_eq!(c.retention, crate::Retention::after(Duration::from_secs(30), Duration::from_secs(300)));
+        let c = resolve(&["--retain-failed", "never"], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.retention.failed, crate::workload::retention::RetainFor::Never);
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nsucceeded = 'never'\n");
+        let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.retention, crate::Retention::default(), "'never', and a key left out, keep finished workloads");
         let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nfailed = '3 weeks'\n");
         let e = resolve(&[], f.path()).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}:5: key 'retention.failed'", f.path().display())), "{e}");
@@ -317,6 +320,7 @@ mod tests {
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_A");
         assert_eq!(c.retention, crate::Retention::default(), "the example spells out the defaults");
+        assert_eq!(c.retry_policy, crate::RetryPolicy::default(), "its create_retries are commented out");
         assert_eq!((c.tags.get("arch").map(String::as_str), c.capabilities.len()), (Some("arm64"), 1));
     }
 }

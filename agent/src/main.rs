@@ -66,6 +66,9 @@ async fn main() -> ExitCode {
     if let Some(warning) = cli.tls_conflict() {
         tracing::warn!("{warning}");
     }
+    if let Some(warning) = cli.insecure_https_warning() {
+        tracing::warn!("{warning}");
+    }
     let mut runtimes = cli.runtimes();
     match cli.select_runtimes(&mut runtimes) {
         Ok(warnings) => warnings.iter().for_each(|w| tracing::warn!("{w}")),

@@ -1,6 +1,8 @@
 //! [`ResourceMonitor`]: the agent's CPU usage (from `/proc/stat` deltas
-//! between two samples) and free memory (`MemAvailable` of `/proc/meminfo`),
-//! read directly, sent as `AgentLoadStatus` by the server link.
+//! between two samples) and free memory (`MemFree` of `/proc/meminfo`, as
+//! Ankaios reports it through sysinfo's `free_memory`: not `MemAvailable`,
+//! which also counts reclaimable caches), read directly, sent as
+//! `AgentLoadStatus` by the server link.
 
 use ank_common::AgentStatus;
 
@@ -24,9 +26,9 @@ pub fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
     Some(CpuTimes { busy: total.saturating_sub(idle), total })
 }
 
-/// `MemAvailable` of `/proc/meminfo` in bytes.
-pub fn parse_mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+/// `MemFree` of `/proc/meminfo` in bytes (the kernel's "kB" are KiB).
+pub fn parse_mem_free(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemFree:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
@@ -59,7 +61,7 @@ impl ResourceMonitor {
             self.last = now;
         }
         let free_memory =
-            std::fs::read_to_string("/proc/meminfo").ok().as_deref().and_then(parse_mem_available).unwrap_or(0);
+            std::fs::read_to_string("/proc/meminfo").ok().as_deref().and_then(parse_mem_free).unwrap_or(0);
         AgentStatus { cpu_usage, free_memory }
     }
 }
@@ -76,8 +78,10 @@ mod tests {
         assert_eq!(cpu_percent(a, b), 50);
         assert_eq!(cpu_percent(a, a), 0);
         assert_eq!(parse_cpu_times("garbage"), None);
-        assert_eq!(parse_mem_available("MemTotal: 10 kB\nMemAvailable:    2048 kB\n"), Some(2 * 1024 * 1024));
-        assert_eq!(parse_mem_available("MemTotal: 10 kB\n"), None);
+        // Ankaios' freeMemory is MemFree, not the larger MemAvailable.
+        let meminfo = "MemTotal: 16384 kB\nMemFree:    2048 kB\nMemAvailable:    8192 kB\n";
+        assert_eq!(parse_mem_free(meminfo), Some(2 * 1024 * 1024));
+        assert_eq!(parse_mem_free("MemTotal: 10 kB\nMemAvailable: 5 kB\n"), None);
     }
 
     #[test]
@@ -86,6 +90,13 @@ mod tests {
         let first = m.sample();
         assert_eq!(first.cpu_usage, 0);
         assert!(first.free_memory > 0);
+        // MemFree of this host, which never exceeds MemAvailable.
+        let meminfo = std::fs::read_to_string("/proc/meminfo").expect("/proc/meminfo");
+        let field = |name: &str| -> u64 {
+            let line = meminfo.lines().find(|l| l.starts_with(name)).expect(name);
+            line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect(name)
+        };
+        assert!(first.free_memory <= field("MemAvailable:") * 1024, "{} is not MemFree", first.free_memory);
         assert!(m.sample().cpu_usage <= 100);
     }
 }

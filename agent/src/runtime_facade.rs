@@ -56,7 +56,7 @@ impl RuntimeFacade {
     // [impl->swdd~agent-create-workload~1]
     pub fn create_workload(&self, r: ReusableWorkloadSpec) -> WorkloadObject {
         let object = self.spawn_loop(&r.spec);
-        object.sender().create(r.spec, r.replace);
+        object.sender().create(r.spec, r.earlier);
         object
     }
 

@@ -6,21 +6,34 @@
 use ank_common::messages::DeletedWorkload;
 use ank_common::workload::WorkloadSpec;
 
-use crate::runtime_connectors::ListedWorkload;
+use crate::runtime_connectors::WorkloadId;
 
-/// A workload to create, possibly replacing a stale instance found at startup.
+/// A workload of an earlier agent run (or an earlier run of the workload)
+/// that a create deals with first; the `String` is its runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Earlier {
+    /// Another configuration of the workload, or an unchanged one that did
+    /// not end well: removed right before the create (no states reported).
+    Replace(String, WorkloadId),
+    /// The unchanged workload, which ended `Succeeded`: started again in
+    /// place (`podman start`: the same container, its logs kept) instead of
+    /// being created, as Ankaios does.
+    Reuse(String, WorkloadId),
+}
+
+/// A workload to create, possibly replacing or reusing an instance found
+/// at startup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReusableWorkloadSpec {
     pub spec: WorkloadSpec,
-    /// A workload of an earlier agent run with the same name but another
-    /// configuration, to remove right before the create.
-    pub replace: Option<(String, ListedWorkload)>,
+    /// What exists of it already.
+    pub earlier: Option<Earlier>,
 }
 
 impl ReusableWorkloadSpec {
     /// A plain create without anything to replace.
     pub fn new(spec: WorkloadSpec) -> Self {
-        Self { spec, replace: None }
+        Self { spec, earlier: None }
     }
 }
 

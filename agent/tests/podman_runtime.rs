@@ -260,3 +260,33 @@ async fn podman_runtime_logs_honour_tail_and_follow_and_stop_when_dropped() {
     }
     assert!(gone, "podman logs child still running");
 }
+
+#[tokio::test]
+// [stest->swdd~podman-create-workload-starts-existing-workload~1]
+async fn podman_runtime_start_runs_the_same_container_again_and_keeps_its_logs() {
+    use ank_agent::runtime_connectors::LogOptions;
+
+    let mut s = setup("start").await;
+    // The container's file system is kept too: the second run counts 2.
+    let w = spec(&s.agent, "rerun", r#"["sh", "-c", "echo x >> /runs; echo run-$(wc -l < /runs)"]"#);
+    assert!(s.runtime.supports_start());
+    let id = s.runtime.create(&w, &CreateOptions::default()).await.expect("create");
+    s.wait_event(&w.instance_name, is_state(StateKind::Succeeded)).await;
+    s.runtime.start(&w, &id).await.expect("podman start");
+    // `podman start` returns once the container runs; it ends again at once.
+    s.wait_event(&w.instance_name, is_state(StateKind::Succeeded)).await;
+
+    let listed = s.runtime.list_workloads(&s.agent).await.expect("list");
+    assert_eq!(listed.iter().map(|l| &l.workload_id).collect::<Vec<_>>(), [&id], "the same container, no second one");
+    let mut logs = s.runtime.logs(&id, &LogOptions::default()).await.expect("logs");
+    let mut lines = Vec::new();
+    while let Some(line) = tokio::time::timeout(WAIT, logs.recv()).await.expect("lines") {
+        lines.push(line);
+    }
+    assert_eq!(lines, ["run-1", "run-2"], "both runs' output, in the same container");
+
+    // A container that is gone cannot be started: the agent then creates it anew.
+    s.runtime.delete(&id).await.expect("delete");
+    let e = s.runtime.start(&w, &id).await.expect_err("no container");
+    assert!(matches!(e, RuntimeError::Create(_)), "{e:?}");
+}

@@ -116,9 +116,9 @@ fn agent_config_is_accepted_by_ank_agent_and_matches_its_unit() {
     assert_eq!(cli.ca_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/ca.pem")));
     assert_eq!(cli.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A.pem")));
     assert_eq!(cli.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A-key.pem")));
-    // [test of feature K7]
-    assert_eq!(cli.retain_succeeded, std::time::Duration::from_secs(60));
-    assert_eq!(cli.retain_failed, std::time::Duration::from_secs(72 * 3600));
+    // [test of feature K7: the package keeps finished workloads, as Ankaios does]
+    assert_eq!(cli.retain_succeeded, ank_agent::workload::retention::RetainFor::Never);
+    assert_eq!(cli.retain_failed, ank_agent::workload::retention::RetainFor::Never);
 
     let unit = unit("ank-agent.service");
     assert_notify_daemon(&unit);

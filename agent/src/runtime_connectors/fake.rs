@@ -23,6 +23,8 @@ use super::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FakeCall {
     Create(WorkloadInstanceName),
+    /// An exited container started again in place.
+    Start(WorkloadInstanceName),
     Delete(WorkloadInstanceName),
     List,
 }
@@ -149,6 +151,11 @@ impl FakeRuntime {
     /// Instance names of all creates so far (as strings), in call order.
     pub fn created(&self) -> Vec<WorkloadInstanceName> {
         self.calls().into_iter().filter_map(|c| if let FakeCall::Create(n) = c { Some(n) } else { None }).collect()
+    }
+
+    /// Instance names of all starts in place so far, in call order.
+    pub fn started(&self) -> Vec<WorkloadInstanceName> {
+        self.calls().into_iter().filter_map(|c| if let FakeCall::Start(n) = c { Some(n) } else { None }).collect()
     }
 
     /// Instance names of all deletes so far, in call order.
@@ -327,6 +334,31 @@ impl RuntimeConnector for FakeRuntime {
         }
         self.emit(instance, id.clone(), Observed::State(ExecutionState::running())).await;
         Ok(id)
+    }
+
+    fn supports_start(&self) -> bool {
+        true
+    }
+
+    /// Runs the container `workload_id` again (its logs stay); fails for a
+    /// container that does not exist, or while creates of the workload fail.
+    async fn start(&self, spec: &WorkloadSpec, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
+        let instance = {
+            let mut i = self.lock();
+            i.calls.push(FakeCall::Start(spec.instance_name.clone()));
+            if let Some(msg) = i.failing_creates.get(spec.name()) {
+                return Err(RuntimeError::create(msg.clone()));
+            }
+            let Some(c) = i.containers.get_mut(workload_id) else {
+                return Err(RuntimeError::create(format!(
+                    "Error: no container with name or ID \"{workload_id}\" found"
+                )));
+            };
+            c.state = ExecutionState::running();
+            c.instance_name.clone()
+        };
+        self.emit(instance, workload_id.clone(), Observed::State(ExecutionState::running())).await;
+        Ok(())
     }
 
     async fn workload_id(&self, instance: &WorkloadInstanceName) -> Result<Option<WorkloadId>, RuntimeError> {

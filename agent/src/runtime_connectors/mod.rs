@@ -181,6 +181,21 @@ pub trait RuntimeConnector: Send + Sync {
     /// returns its id.
     async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError>;
 
+    /// Whether [`start`](Self::start) can run an exited workload again in
+    /// place; without it the agent removes the workload and creates it anew.
+    fn supports_start(&self) -> bool {
+        false
+    }
+
+    /// Starts the existing, exited workload `workload_id` of `spec` again:
+    /// the same container, whose logs are kept (`podman start`). Ankaios
+    /// does so for an unchanged workload that succeeded, at the agent's
+    /// start and when its restart policy restarts it.
+    async fn start(&self, spec: &WorkloadSpec, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
+        let _ = (spec, workload_id);
+        Err(RuntimeError::create(format!("runtime '{}' cannot start an existing workload again", self.name())))
+    }
+
     /// The id of the workload of `instance`, if it exists.
     async fn workload_id(&self, instance: &WorkloadInstanceName) -> Result<Option<WorkloadId>, RuntimeError>;
 

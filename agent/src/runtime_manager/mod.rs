@@ -41,7 +41,7 @@ use crate::workload::object::WorkloadObject;
 use crate::workload::policy::RetryPolicy;
 use crate::workload::retention::Retention;
 use crate::workload::{LoopReport, StateReporter};
-use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
+use crate::workload_operation::{Earlier, ReusableWorkloadSpec, WorkloadOperation};
 use crate::workload_scheduler::{SchedulerSettings, WorkloadScheduler};
 use reports::Outbox;
 use runtimes::Runtimes;
@@ -163,6 +163,8 @@ struct Inbox {
 struct Leftovers {
     /// Workloads that ended and were reaped, across agent restarts.
     finished: Arc<FinishedStore>,
+    /// How long finished workloads are kept (by default for ever).
+    retention: Retention,
     /// Workloads of this agent found in a runtime that nobody wants.
     orphans: Orphans,
 }
@@ -227,7 +229,7 @@ impl RuntimeManager {
             scheduling: Scheduling { scheduler, next_tick: None, quota_used: config.quota_used },
             outbox: Outbox::new(&config.agent_name, server),
             inbox: Inbox { requests, reports, runtime_events, shutdown },
-            leftovers: Leftovers { finished, orphans: Orphans::new() },
+            leftovers: Leftovers { finished, retention: config.retention, orphans: Orphans::new() },
             stopping: false,
             start_listing: None,
         };
@@ -415,20 +417,47 @@ impl RuntimeManager {
                 .iter()
                 .find(|(i, (rt, _))| i.workload_name == spec.name() && *rt == spec.workload.runtime)
                 .map(|(i, _)| i.clone());
-            let replace = earlier.and_then(|i| existing.remove(&i));
-            return Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, replace }));
+            let earlier = earlier.and_then(|i| existing.remove(&i)).map(|(rt, w)| Earlier::Replace(rt, w.workload_id));
+            return Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, earlier }));
         };
-        if runtime == spec.workload.runtime && resumable(&found.state) {
-            // [impl->swdd~agent-existing-workloads-resume-existing~2]
-            // [impl->swdd~agent-stores-running-workload~1]
-            let facade = self.runtimes.get(&runtime)?;
-            self.scheduling.scheduler.started_outside(&spec);
-            let object = facade.resume_workload(spec.clone(), found);
-            self.objects.insert(spec.name().to_owned(), object);
-            return None;
+        let facade = self.runtimes.get(&runtime).filter(|_| runtime == spec.workload.runtime);
+        match facade.map(|f| (f, self.found_unchanged(&found.state, f))) {
+            Some((facade, Found::Resume)) => {
+                // [impl->swdd~agent-existing-workloads-resume-existing~2]
+                // [impl->swdd~agent-stores-running-workload~1]
+                self.scheduling.scheduler.started_outside(&spec);
+                let object = facade.resume_workload(spec.clone(), found);
+                self.objects.insert(spec.name().to_owned(), object);
+                None
+            }
+            Some((_, Found::StartAgain)) => {
+                // [impl->swdd~agent-existing-workloads-reuse-unmodified~1]
+                let earlier = Some(Earlier::Reuse(runtime, found.workload_id));
+                Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, earlier }))
+            }
+            Some((_, Found::Replace)) | None => {
+                // [impl->swdd~agent-existing-workloads-replace-updated~2]
+                let earlier = Some(Earlier::Replace(runtime, found.workload_id));
+                Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, earlier }))
+            }
         }
-        // [impl->swdd~agent-existing-workloads-replace-updated~2]
-        Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, replace: Some((runtime, found)) }))
+    }
+
+    /// What the agent does with an unchanged workload of its desired state
+    /// that it finds at its start (or a reconnect) in `state`, as Ankaios
+    /// does whatever the restart policy: a running one is taken over; one
+    /// that succeeded is started again in place (its logs stay); any other
+    /// (failed, created but never started, paused) is removed and created
+    /// anew. With the opt-in retention of its end (`--retain-succeeded`,
+    /// `--retain-failed`), a finished one is taken over instead and stays
+    /// finished until it is reaped, as a reaped one is not run again.
+    fn found_unchanged(&self, state: &ExecutionState, facade: &RuntimeFacade) -> Found {
+        match state.kind {
+            StateKind::Running => Found::Resume,
+            _ if self.leftovers.retention.of(state).is_some() => Found::Resume,
+            StateKind::Succeeded if facade.connector().supports_start() => Found::StartAgain,
+            _ => Found::Replace,
+        }
     }
 
     /// Turns an UpdateWorkload into operations: deletes first, an instance
@@ -599,11 +628,15 @@ fn no_dependents(instance: &WorkloadInstanceName) -> DeletedWorkload {
     DeletedWorkload { instance_name: instance.clone(), dependencies: BTreeMap::new() }
 }
 
-/// Whether an existing workload found at startup can be taken over as it
-/// is: it runs or has run to its end (its restart policy then applies).
-fn resumable(state: &ExecutionState) -> bool {
-    matches!(state.kind, StateKind::Running | StateKind::Succeeded | StateKind::Failed(_))
-        && state.kind != StateKind::Failed(ank_common::execution_state::Failed::Unknown)
+/// What becomes of an unchanged workload found at startup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Taken over as it is.
+    Resume,
+    /// Its container is started again (`podman start`).
+    StartAgain,
+    /// Removed, then created anew.
+    Replace,
 }
 
 mod listing;
@@ -615,6 +648,8 @@ mod sched;
 mod listing_tests;
 #[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+mod restart_tests;
 #[cfg(test)]
 mod retention_tests;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Tests of feature K7 through the RuntimeManager, its control loops and the
-//! FakeRuntime under a paused clock: finished workloads are reaped after
-//! their retention, a reaped workload is not run again after an agent
+//! FakeRuntime under a paused clock: by default finished workloads keep
+//! their containers for ever (as in Ankaios); with the opt-in retention of
+//! 1 m / 72 h they are reaped after it, a reaped workload is not run again after an agent
 //! restart unless its spec changed, and orphaned containers are removed at
 //! start and at every reconcile.
 
@@ -16,6 +17,7 @@ use super::RuntimeRegistry;
 use super::tests::{Harness, harness, harness_in, spec, spec_with};
 use crate::runtime_connectors::fake::FakeRuntime;
 use crate::workload::EventReport;
+use crate::workload::retention::RetainFor;
 use crate::workload::retention::Retention;
 
 const AGENT: &str = "agent_A";
@@ -43,8 +45,10 @@ impl Harness {
         self.fake.workload_id_of(&s.instance_name).is_some()
     }
 
+    /// Runs of `s`: its creates and its starts in place.
     fn runs_of(&self, s: &WorkloadSpec) -> usize {
-        self.fake.created().iter().filter(|c| **c == s.instance_name).count()
+        let starts = self.fake.started().into_iter().filter(|c| *c == s.instance_name).count();
+        self.fake.created().iter().filter(|c| **c == s.instance_name).count() + starts
     }
 
     /// The events of `kind` reported so far.
@@ -68,18 +72,72 @@ fn take_io(h: &mut Harness) -> tempfile::TempDir {
     std::mem::replace(&mut h.io, tempfile::tempdir().expect("temp io folder"))
 }
 
-/// A new RuntimeManager on the same fake runtime and io folder: an agent restart.
+/// The opt-in retention these tests switch on: `--retain-succeeded 1m
+/// --retain-failed 72h`.
+fn reaping() -> Retention {
+    Retention::after(Duration::from_secs(60), Duration::from_secs(72 * 3600))
+}
+
+/// A harness whose agent reaps with [`reaping`].
+async fn reaping_harness() -> Harness {
+    let io = tempfile::tempdir().expect("temp io folder");
+    harness_in(FakeRuntime::new().into(), RuntimeRegistry::new(), io, reaping(), Default::default()).await
+}
+
+/// A new RuntimeManager on the same fake runtime and io folder: an agent
+/// restart, still reaping with [`reaping`].
 async fn restart(mut h: Harness) -> Harness {
     let (fake, io) = (h.fake.clone(), take_io(&mut h));
     drop(h);
     tokio::time::sleep(Duration::from_millis(10)).await;
-    harness_in(fake, RuntimeRegistry::new(), io, Retention::default(), Default::default()).await
+    harness_in(fake, RuntimeRegistry::new(), io, reaping(), Default::default()).await
+}
+
+#[tokio::test(start_paused = true)]
+// [test of feature K7: by default nothing is reaped, as in Ankaios]
+async fn retention_default_keeps_a_succeeded_and_a_failed_workload_for_ever() {
+    let mut h = harness().await;
+    let (ok, bad) = (job("ok", RestartPolicy::Never), job("bad", RestartPolicy::Never));
+    h.rm.server_hello(vec![ok.clone()]).await;
+    let ended = h.run_to_exit(&ok, 0).await;
+    h.rm.update_workload(vec![bad.clone()], vec![]).await;
+    h.run_to_exit(&bad, 3).await;
+    tokio::time::sleep_until(ended + Duration::from_secs(120)).await;
+    assert!(h.has_container(&ok) && h.has_container(&bad), "both kept after 2 minutes");
+    tokio::time::sleep_until(ended + Duration::from_secs(73 * 3600)).await;
+    assert!(h.has_container(&ok), "the succeeded one is kept after 73 h");
+    assert!(h.has_container(&bad), "the failed one is kept after 73 h");
+    assert_eq!(h.fake.state_of(&bad.instance_name), Some(ExecutionState::failed("Exit code: '3'")));
+    assert!(h.fake.deleted().is_empty(), "nothing removed");
+    assert!(h.events_of(EventKind::Reaped).is_empty());
+    h.assert_quiet().await;
+    assert_eq!((h.runs_of(&ok), h.runs_of(&bad)), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+// [test of feature K7: each switch reaps its own end only]
+async fn retention_each_switch_reaps_only_its_end() {
+    let io = tempfile::tempdir().expect("temp io folder");
+    let only_failed = Retention { failed: RetainFor::After(Duration::from_secs(5)), ..Retention::default() };
+    let mut h =
+        harness_in(FakeRuntime::new().into(), RuntimeRegistry::new(), io, only_failed, Default::default()).await;
+    let (ok, bad) = (job("ok", RestartPolicy::Never), job("bad", RestartPolicy::Never));
+    h.rm.server_hello(vec![ok.clone()]).await;
+    let ended = h.run_to_exit(&ok, 0).await;
+    h.rm.update_workload(vec![bad.clone()], vec![]).await;
+    h.run_to_exit(&bad, 1).await;
+    tokio::time::sleep_until(ended + Duration::from_secs(6)).await;
+    eventually("the failed one reaped", || !h.has_container(&bad)).await;
+    tokio::time::sleep_until(ended + Duration::from_secs(73 * 3600)).await;
+    assert!(h.has_container(&ok), "--retain-succeeded never keeps the succeeded one");
+    let reaped = h.events_of(EventKind::Reaped);
+    assert_eq!(reaped.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(), ["retention failed 5s"]);
 }
 
 #[tokio::test(start_paused = true)]
 // [test of feature K7]
 async fn retention_job_exit_0_container_exists_at_59s_and_is_gone_at_61s() {
-    let mut h = harness().await;
+    let mut h = reaping_harness().await;
     let j = job("job", RestartPolicy::Never);
     h.rm.server_hello(vec![j.clone()]).await;
     let ended = h.run_to_exit(&j, 0).await;
@@ -106,7 +164,7 @@ async fn retention_job_exit_0_container_exists_at_59s_and_is_gone_at_61s() {
 #[tokio::test(start_paused = true)]
 // [test of feature K7]
 async fn retention_failed_job_container_is_still_present_after_an_hour() {
-    let mut h = harness().await;
+    let mut h = reaping_harness().await;
     let j = job("job", RestartPolicy::Never);
     h.rm.server_hello(vec![j.clone()]).await;
     let ended = h.run_to_exit(&j, 3).await;
@@ -123,7 +181,7 @@ async fn retention_failed_job_container_is_still_present_after_an_hour() {
 #[tokio::test(start_paused = true)]
 // [test of feature K7]
 async fn retention_always_restarting_workload_is_never_reaped() {
-    let mut h = harness().await;
+    let mut h = reaping_harness().await;
     let w = job("svc", RestartPolicy::Always);
     h.rm.server_hello(vec![w.clone()]).await;
     h.running(&w).await;
@@ -147,7 +205,7 @@ async fn retention_always_restarting_workload_is_never_reaped() {
 #[tokio::test(start_paused = true)]
 // [test of feature K7]
 async fn retention_update_and_delete_cancel_a_pending_reap() {
-    let mut h = harness().await;
+    let mut h = reaping_harness().await;
     let (a, b) = (job("a", RestartPolicy::Never), job("b", RestartPolicy::Never));
     h.rm.server_hello(vec![a.clone()]).await;
     h.run_to_exit(&a, 0).await;
@@ -167,7 +225,7 @@ async fn retention_update_and_delete_cancel_a_pending_reap() {
 #[tokio::test(start_paused = true)]
 // [test of feature K7]
 async fn retention_agent_restart_after_reaping_does_not_run_the_job_again() {
-    let mut h = harness().await;
+    let mut h = reaping_harness().await;
     let j = job("job", RestartPolicy::Never);
     let failing = job("bad", RestartPolicy::Never);
     h.rm.server_hello(vec![j.clone()]).await;
@@ -202,7 +260,7 @@ async fn retention_agent_restart_after_reaping_does_not_run_the_job_again() {
 #[tokio::test(start_paused = true)]
 // [test of feature K7]
 async fn retention_changed_or_deleted_spec_runs_again_after_restart() {
-    let mut h = harness().await;
+    let mut h = reaping_harness().await;
     let (a, b) = (job("a", RestartPolicy::Never), job("b", RestartPolicy::Never));
     h.rm.server_hello(vec![a.clone()]).await;
     let ended = h.run_to_exit(&a, 0).await;

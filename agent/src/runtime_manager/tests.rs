@@ -62,14 +62,39 @@ async fn harness_with_registry(
     harness_in(fake, registry, io, Default::default(), scheduler).await
 }
 
+/// The retry policy of these harnesses: seed 002's limited mode
+/// (`--create-retries 20 --create-retry-interval-ms 1000`), whose timing
+/// the tests count on; the default backoff has tests of its own
+/// (`harness_with_retry`).
+pub(super) fn limited_retries() -> RetryPolicy {
+    RetryPolicy::limited(20, Duration::from_secs(1))
+}
+
 /// A harness on the io folder `io` (e.g. of an earlier harness, as after an
 /// agent restart) with `retention`.
 pub(super) async fn harness_in(
+    fake: Arc<FakeRuntime>,
+    registry: RuntimeRegistry,
+    io: tempfile::TempDir,
+    retention: crate::workload::retention::Retention,
+    scheduler: SchedulerSettings,
+) -> Harness {
+    harness_full(fake, registry, io, retention, scheduler, limited_retries()).await
+}
+
+/// A harness whose failed creates are retried as `retry_policy` says.
+pub(super) async fn harness_with_retry(fake: FakeRuntime, retry_policy: RetryPolicy) -> Harness {
+    let io = tempfile::tempdir().expect("temp io folder");
+    harness_full(Arc::new(fake), RuntimeRegistry::new(), io, Default::default(), Default::default(), retry_policy).await
+}
+
+async fn harness_full(
     fake: Arc<FakeRuntime>,
     mut registry: RuntimeRegistry,
     io: tempfile::TempDir,
     retention: crate::workload::retention::Retention,
     scheduler: SchedulerSettings,
+    retry_policy: RetryPolicy,
 ) -> Harness {
     registry.register(fake.clone());
     let (server, to_server) = crate::server_link::ServerLinkHandle::channel();
@@ -78,7 +103,7 @@ pub(super) async fn harness_in(
     let config = RuntimeManagerConfig {
         agent_name: AGENT.into(),
         max_parallel_creates: 4,
-        retry_policy: RetryPolicy::default(),
+        retry_policy,
         io_folder: io.path().to_owned(),
         control_interfaces: crate::control_interface::registry::ControlInterfaces::new(
             tokio::sync::mpsc::unbounded_channel().0,
@@ -190,6 +215,24 @@ impl Harness {
 
     pub(super) async fn running(&mut self, s: &WorkloadSpec) {
         self.wait_for(&s.instance_name, StateKind::Running).await;
+    }
+
+    /// The states reported until each of `specs` was reported Running, in
+    /// any order, per instance (other instances' states included).
+    pub(super) async fn until_all_running(
+        &mut self,
+        specs: &[&WorkloadSpec],
+    ) -> std::collections::HashMap<WorkloadInstanceName, Vec<ExecutionState>> {
+        let mut waiting: Vec<_> = specs.iter().map(|s| s.instance_name.clone()).collect();
+        let mut seen: std::collections::HashMap<_, Vec<_>> = Default::default();
+        while !waiting.is_empty() {
+            let s = self.next().await;
+            if s.execution_state.kind == StateKind::Running {
+                waiting.retain(|i| *i != s.instance_name);
+            }
+            seen.entry(s.instance_name).or_default().push(s.execution_state);
+        }
+        seen
     }
 }
 
@@ -360,6 +403,7 @@ async fn runtime_manager_runs_at_most_max_parallel_creates_and_a_slow_create_fre
 // [utest->swdd~agent-workload-control-loop-retry-limit-set-execution-state~2]
 // [utest->swdd~agent-workload-control-loop-executes-create~3]
 async fn runtime_manager_failed_create_is_retried_every_second_20_times_then_fails() {
+    // The harness runs the limited mode: `limited_retries()`.
     let fake = FakeRuntime::new();
     fake.fail_creates_of("x", "Error: image not known");
     let mut h = harness_with(fake).await;
@@ -427,6 +471,59 @@ async fn runtime_manager_a_resync_after_the_creates_gave_up_is_answered_and_only
     assert_eq!(h.next_of(&s.instance_name).await.additional_info, "Triggered at runtime.");
     h.wait_for(&s.instance_name, StateKind::Pending(Pending::StartingFailed)).await;
     assert_eq!(h.fake.created().len(), 42, "the rerun made its own create and 20 retries");
+}
+
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-workload-control-loop-exponential-backoff-retries~1]
+async fn runtime_manager_default_backoff_never_gives_up_and_runs_a_create_that_failed_for_90_s() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: localhost/x:1: image not known");
+    let mut h = harness_with_retry(fake, RetryPolicy::backoff_seeded(3)).await;
+    let s = spec("x");
+    let t0 = tokio::time::Instant::now();
+    h.rm.server_hello(vec![s.clone()]).await;
+    assert_eq!(h.next_of(&s.instance_name).await.additional_info, "Triggered at runtime.");
+    // Ankaios' states while retrying: Pending(Starting) "Retry N: <error>".
+    let mut n = 0;
+    while t0.elapsed() < Duration::from_secs(90) {
+        let st = tokio::time::timeout(Duration::from_secs(400), h.states.recv()).await.unwrap().unwrap();
+        assert_eq!(st.execution_state.kind, starting(), "never StartingFailed: {st:?}");
+        n += 1;
+        assert_eq!(st.execution_state.additional_info, format!("Retry {n}: Error: localhost/x:1: image not known"));
+    }
+    let tries = h.fake.created().len();
+    assert!((6..=20).contains(&tries), "{tries} creates in 90 s: a backoff, no storm");
+    // The image is there now: the next retry, at most 5 minutes later, runs it.
+    h.fake.clear_failures();
+    let cleared = tokio::time::Instant::now();
+    let running = loop {
+        let st = tokio::time::timeout(Duration::from_secs(400), h.states.recv()).await.unwrap().unwrap();
+        if st.execution_state.kind == StateKind::Running {
+            break st;
+        }
+    };
+    assert_eq!(running.instance_name, s.instance_name);
+    assert!(cleared.elapsed() <= Duration::from_secs(300), "{:?}", cleared.elapsed());
+    assert_eq!(h.fake.created().len(), tries + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn runtime_manager_default_backoff_still_retries_after_an_hour_at_most_5_minutes_apart() {
+    let fake = FakeRuntime::new();
+    fake.fail_creates_of("x", "Error: no network");
+    let mut h = harness_with_retry(fake, RetryPolicy::default()).await;
+    let s = spec("x");
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.next_of(&s.instance_name).await;
+    let mut last = tokio::time::Instant::now();
+    let t0 = last;
+    while t0.elapsed() < Duration::from_secs(3600) {
+        let st = tokio::time::timeout(Duration::from_secs(400), h.states.recv()).await.unwrap().unwrap();
+        assert_eq!(st.execution_state.kind, starting(), "{st:?}");
+        assert!(last.elapsed() <= Duration::from_secs(300) + Duration::from_millis(2), "{:?}", last.elapsed());
+        last = tokio::time::Instant::now();
+    }
+    assert!(h.fake.created().len() >= 12, "{} tries in an hour", h.fake.created().len());
 }
 
 #[tokio::test(start_paused = true)]
@@ -566,11 +663,17 @@ async fn runtime_manager_resume_keeps_matching_instance_and_deletes_leftovers() 
     fake.insert_existing(keep.instance_name.clone(), ExecutionState::succeeded());
     fake.insert_existing(stale_hash.instance_name.clone(), ExecutionState::running());
     fake.insert_existing(gone.instance_name.clone(), ExecutionState::running());
+    let keep_id = fake.workload_id_of(&keep.instance_name).unwrap();
     let mut h = harness_with(fake).await;
     h.rm.server_hello(vec![keep.clone(), fresh.clone(), moved.clone()]).await;
-    assert_eq!(h.next_of(&keep.instance_name).await, ExecutionState::succeeded());
-    h.running(&fresh).await;
-    h.running(&moved).await;
+    let seen = h.until_all_running(&[&keep, &fresh, &moved]).await;
+    // Unchanged and succeeded: its container runs again (as in Ankaios).
+    assert_eq!(
+        seen[&keep.instance_name],
+        [ExecutionState::with_info(starting(), "Triggered at runtime."), ExecutionState::running()]
+    );
+    assert_eq!(h.fake.started(), vec![keep.instance_name.clone()], "started in place");
+    assert_eq!(h.fake.workload_id_of(&keep.instance_name), Some(keep_id), "the same container");
     let mut created = h.fake.created();
     created.sort();
     let mut expected = vec![fresh.instance_name.clone(), moved.instance_name.clone()];

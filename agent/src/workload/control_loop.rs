@@ -22,7 +22,7 @@ use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::policy::{self, AfterCreateFailure, RetryPolicy};
+use super::policy::{self, AfterCreateFailure, CreateRetries, RetryPolicy};
 use super::retention::{self, PendingReap, Retention};
 use super::{StateReporter, WorkloadCommand};
 use crate::control_interface::registry::ControlInterfaces;
@@ -32,6 +32,7 @@ use crate::runtime_connectors::{
     StateChecker, WorkloadId, lost_state,
 };
 use crate::workload_files;
+use crate::workload_operation::Earlier;
 
 /// How long a create holds its slot of `--max-parallel-creates`: one still
 /// running after this (an image pull, a large kube play) waits on the
@@ -132,8 +133,8 @@ pub(crate) struct WorkloadControlLoop {
     current: Option<Current>,
     /// Set while a delete is requested or running: observations are ignored.
     deleting: bool,
-    /// Retries done since the last create or update command.
-    retries_done: u32,
+    /// The create retries since the last create or update command.
+    retries: CreateRetries,
     /// When the next create retry is due.
     retry_at: Option<Instant>,
     /// The state reported last, so that repeats (a reconcile, a lagging
@@ -148,13 +149,14 @@ pub(crate) struct WorkloadControlLoop {
 
 impl WorkloadControlLoop {
     pub fn new(ctx: LoopContext, commands: mpsc::UnboundedReceiver<WorkloadCommand>) -> Self {
+        let retries = CreateRetries::new(ctx.retry_policy);
         Self {
             ctx,
             commands,
             spec: None,
             current: None,
             deleting: false,
-            retries_done: 0,
+            retries,
             retry_at: None,
             last_reported: None,
             reap: None,
@@ -189,7 +191,7 @@ impl WorkloadControlLoop {
 
     async fn handle(&mut self, cmd: WorkloadCommand) {
         match cmd {
-            WorkloadCommand::Create { spec, replace } => self.handle_create(*spec, replace).await,
+            WorkloadCommand::Create { spec, earlier } => self.handle_create(*spec, earlier).await,
             WorkloadCommand::Resume { spec, workload_id, state } => self.handle_resume(*spec, workload_id, state).await,
             WorkloadCommand::Finished { spec, state } => self.handle_finished(*spec, state).await,
             WorkloadCommand::Update(spec) => self.handle_update(spec.map(|s| *s)).await,
@@ -250,13 +252,18 @@ impl WorkloadControlLoop {
     }
 
     // [impl->swdd~agent-workload-control-loop-executes-create~3]
-    async fn handle_create(&mut self, spec: WorkloadSpec, replace: Option<(String, ListedWorkload)>) {
-        if let Some((runtime, old)) = replace {
-            self.remove_silently(&runtime, &old.workload_id).await;
-        }
+    async fn handle_create(&mut self, spec: WorkloadSpec, earlier: Option<Earlier>) {
+        let reuse = match earlier {
+            Some(Earlier::Replace(runtime, old)) => {
+                self.remove_silently(&runtime, &old).await;
+                None
+            }
+            Some(Earlier::Reuse(runtime, id)) => Some((runtime, id)),
+            None => None,
+        };
         self.deleting = false;
         self.current = None;
-        self.retries_done = 0;
+        self.retries.reset();
         self.retry_at = None;
         self.reap = None;
         self.reaped = false;
@@ -269,7 +276,41 @@ impl WorkloadControlLoop {
             ExecutionState::with_info(StateKind::Pending(Pending::Starting), "Triggered at runtime."),
         )
         .await;
-        self.try_create().await;
+        match reuse {
+            Some((runtime, id)) => self.try_start_again(runtime, id).await,
+            None => self.try_create().await,
+        }
+    }
+
+    /// Runs the exited container `id` of the current spec again in place
+    /// (its logs stay). When that fails, the container is removed and the
+    /// failure handled as a failed create: the retry creates it anew (as
+    /// Ankaios does).
+    // [impl->swdd~workload-control-loop-reuses-bundle-on-successful-restart~1]
+    async fn try_start_again(&mut self, runtime: String, id: WorkloadId) {
+        let Some(spec) = self.spec.clone() else { return };
+        let instance = &spec.instance_name;
+        let Some(connector) = self.connector(&runtime) else { return self.try_create().await };
+        // The pipes survived; serve them again (a no-op when they are open).
+        if let Err(e) = self.open_control_interface(&spec) {
+            tracing::warn!("workload '{instance}': {e}");
+        }
+        match connector.start(&spec, &id).await {
+            Ok(()) => {
+                tracing::info!("workload '{instance}' started again in '{id}'");
+                let checker = connector.start_state_checker(instance, &id, self.ctx.runtime_events.clone());
+                let started = connector.create_returns_running();
+                self.current = Some(Current::new(id, runtime, started, checker));
+                if started {
+                    self.report(instance, ExecutionState::running()).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("starting workload '{instance}' again in '{id}' failed: {e}; it is created anew");
+                self.remove_silently(&runtime, &id).await;
+                self.handle_create_failure(instance, e).await;
+            }
+        }
     }
 
     /// One create attempt of the current spec.
@@ -351,8 +392,8 @@ impl WorkloadControlLoop {
     }
 
     async fn handle_create_failure(&mut self, instance: &WorkloadInstanceName, e: RuntimeError) {
-        tracing::warn!("creating workload '{instance}' failed (retry {}): {e}", self.retries_done);
-        match policy::after_create_failure(&self.ctx.retry_policy, self.retries_done, &e) {
+        tracing::warn!("creating workload '{instance}' failed (retry {}): {e}", self.retries.done());
+        match self.retries.after_failure(&e) {
             AfterCreateFailure::Retry { at, report } => {
                 self.retry_at = Some(at);
                 if let Some(state) = report {
@@ -368,7 +409,7 @@ impl WorkloadControlLoop {
         if self.deleting || self.current.is_some() {
             return;
         }
-        self.retries_done += 1;
+        self.retries.count_retry();
         self.try_create().await;
     }
 
@@ -404,20 +445,20 @@ impl WorkloadControlLoop {
             // [feature K7: a reaped workload is not run again while its spec stays]
             // The same spec again while its creates are retried (the server's
             // resync of an instance that is not Ready) is no update: the
-            // retries go on where they are, or the limit would never come.
+            // retries go on where they are (the limit still comes; the
+            // backoff is neither reset nor doubled by a parallel create).
             if self.current.is_some() || self.reaped || self.retry_at.is_some() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
                 self.spec = Some(same.clone());
                 return self.report_again().await;
             }
-            self.retries_done = 0;
             // Same spec, but nothing runs (its creates gave up, or it was
             // lost): create it again, without a delete in between.
             let same = same.clone();
             return self.handle_create(same, None).await;
         }
         self.retry_at = None;
-        self.retries_done = 0;
+        self.retries.reset();
         self.deleting = true;
         if !self.delete_current().await {
             // [impl->swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1]
@@ -587,8 +628,10 @@ impl WorkloadControlLoop {
         self.apply_restart_policy(&state).await;
     }
 
-    /// Restarts the workload (silent delete + create of the same spec) when
-    /// its restart policy asks for it after `state`.
+    /// Restarts the workload when its restart policy asks for it after
+    /// `state`: after `Succeeded` the same container is started again (its
+    /// logs stay), as Ankaios does; after a failure (whose file system may
+    /// be broken) it is removed silently and created anew.
     // [impl->swdd~workload-control-loop-handles-workload-restarts~2]
     // [impl->swdd~workload-control-loop-restarts-workloads-using-update~1]
     async fn apply_restart_policy(&mut self, state: &ExecutionState) {
@@ -604,9 +647,15 @@ impl WorkloadControlLoop {
         tracing::info!("restarting workload '{}' after {state}", spec.instance_name);
         let reason = format!("restartPolicy {:?} after {}", spec.workload.restart_policy, state.kind);
         self.ctx.reporter.event(&spec.instance_name, EventKind::Restarted, reason).await;
-        if let Some(current) = self.current.take() {
-            self.remove_silently(&current.runtime, &current.id).await;
-        }
-        self.handle_create(spec, None).await;
+        let earlier = self.current.take().map(|current| {
+            let in_place = state.kind == StateKind::Succeeded
+                && self.connector(&current.runtime).is_some_and(|c| c.supports_start());
+            if in_place {
+                Earlier::Reuse(current.runtime, current.id)
+            } else {
+                Earlier::Replace(current.runtime, current.id)
+            }
+        });
+        self.handle_create(spec, earlier).await;
     }
 }

@@ -17,14 +17,15 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::runtime_connectors::{ListedWorkload, Observed, WorkloadId};
+use crate::workload_operation::Earlier;
 
 /// What a control loop is asked to do.
 #[derive(Debug)]
 pub(crate) enum WorkloadCommand {
-    /// Create the workload; first remove `replace`, a stale workload of an
-    /// earlier instance found at startup in the named runtime (without
-    /// reporting its states).
-    Create { spec: Box<WorkloadSpec>, replace: Option<(String, ListedWorkload)> },
+    /// Create the workload; first remove a stale workload found at startup
+    /// (without reporting its states), or start the unchanged one found
+    /// there again instead of creating it.
+    Create { spec: Box<WorkloadSpec>, earlier: Option<Earlier> },
     /// Take over a running container found at startup.
     Resume { spec: Box<WorkloadSpec>, workload_id: WorkloadId, state: ExecutionState },
     /// Take over a workload that ended in `state` and was reaped before the
@@ -65,8 +66,8 @@ impl WorkloadCommandSender {
         }
     }
 
-    pub fn create(&self, spec: WorkloadSpec, replace: Option<(String, ListedWorkload)>) {
-        self.send(WorkloadCommand::Create { spec: Box::new(spec), replace });
+    pub fn create(&self, spec: WorkloadSpec, earlier: Option<Earlier>) {
+        self.send(WorkloadCommand::Create { spec: Box::new(spec), earlier });
     }
 
     pub fn resume(&self, spec: WorkloadSpec, workload_id: WorkloadId, state: ExecutionState) {

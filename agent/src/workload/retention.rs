@@ -1,7 +1,8 @@
 //! Retention of finished workloads (feature K7): how long the container
 //! (podman) or pod (podman-kube) of a workload that ended and will not be
 //! restarted is kept before the agent removes it, and the pending reap a
-//! control loop waits for.
+//! control loop waits for. By default it is kept for ever ([`RetainFor::Never`]),
+//! as Ankaios never removes a finished workload; reaping is opt-in.
 //!
 //! The decisions live here as functions; the timer itself is one more
 //! branch of the `WorkloadControlLoop`'s `select!` (on tokio time, so paused
@@ -14,38 +15,84 @@ use ank_common::execution_state::Failed;
 use ank_common::{ExecutionState, StateKind};
 use tokio::time::Instant;
 
-/// Default time a succeeded workload is kept (as in tackle2-hub).
-pub const DEFAULT_RETAIN_SUCCEEDED: Duration = Duration::from_secs(60);
-/// Default time a failed workload is kept, for post-mortems (as in tackle2-hub).
-pub const DEFAULT_RETAIN_FAILED: Duration = Duration::from_secs(72 * 3600);
 /// Delay before a failed removal of a finished workload is tried again.
 pub const REAP_RETRY_INTERVAL: Duration = Duration::from_secs(30);
+/// How `--retain-succeeded`, `--retain-failed` and the `[retention]` keys
+/// spell "keep it for ever" (their default).
+pub const NEVER: &str = "never";
 
-/// How long finished workloads are kept, per terminal state.
-// [feature K7: retention per terminal state]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retention {
-    /// After `Succeeded(Ok)`.
-    pub succeeded: Duration,
-    /// After `Failed(ExecFailed)` (a non-zero exit).
-    pub failed: Duration,
+/// How long one kind of finished workload keeps its container: for ever
+/// (Ankaios' behaviour, the default) or for a duration, then it is reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RetainFor {
+    /// Never reaped.
+    #[default]
+    Never,
+    /// Reaped this long after the end (`0s`: at once).
+    After(Duration),
 }
 
-impl Default for Retention {
-    /// 1 minute after success, 72 hours after a failure.
-    fn default() -> Self {
-        Self { succeeded: DEFAULT_RETAIN_SUCCEEDED, failed: DEFAULT_RETAIN_FAILED }
+impl RetainFor {
+    /// The duration, `None` for [`RetainFor::Never`].
+    pub fn duration(self) -> Option<Duration> {
+        match self {
+            Self::Never => None,
+            Self::After(d) => Some(d),
+        }
     }
 }
 
+impl std::fmt::Display for RetainFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Never => f.write_str(NEVER),
+            Self::After(d) => f.write_str(&format_duration(*d)),
+        }
+    }
+}
+
+/// Parses `never` or a duration (`30s`, `72h`, a bare number of seconds).
+pub fn parse_retain_for(text: &str) -> Result<RetainFor, String> {
+    if text.trim().eq_ignore_ascii_case(NEVER) {
+        return Ok(RetainFor::Never);
+    }
+    ank_common::duration::parse_duration(text)
+        .map(RetainFor::After)
+        .map_err(|e| format!("{e} (or '{NEVER}' to keep finished workloads)"))
+}
+
+/// A config-file key holding `'never'` or a duration, for
+/// `#[serde(deserialize_with = ...)]` in the `[retention]` table.
+pub fn optional_retain_for<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RetainFor>, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    parse_retain_for(&text).map(Some).map_err(serde::de::Error::custom)
+}
+
+/// How long finished workloads are kept, per terminal state; by default
+/// both for ever.
+// [feature K7: retention per terminal state, opt-in]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Retention {
+    /// After `Succeeded(Ok)`.
+    pub succeeded: RetainFor,
+    /// After `Failed(ExecFailed)` (a non-zero exit).
+    pub failed: RetainFor,
+}
+
 impl Retention {
-    /// How long a workload that ended in `state` is kept, and the name of
-    /// that state; `None` when `state` is no end the agent reaps (it still
-    /// runs, or its container is already gone).
+    /// Reaping switched on for both ends, after these durations.
+    pub fn after(succeeded: Duration, failed: Duration) -> Self {
+        Self { succeeded: RetainFor::After(succeeded), failed: RetainFor::After(failed) }
+    }
+
+    /// How long a workload that ended in `state` is kept before it is
+    /// reaped, and the name of that state; `None` when it is not reaped:
+    /// `state` is no end the agent reaps (it still runs, or its container
+    /// is already gone) or reaping of that end is off.
     pub fn of(&self, state: &ExecutionState) -> Option<(Duration, &'static str)> {
         match state.kind {
-            StateKind::Succeeded => Some((self.succeeded, "succeeded")),
-            StateKind::Failed(Failed::ExecFailed) => Some((self.failed, "failed")),
+            StateKind::Succeeded => Some((self.succeeded.duration()?, "succeeded")),
+            StateKind::Failed(Failed::ExecFailed) => Some((self.failed.duration()?, "failed")),
             _ => None,
         }
     }
@@ -98,7 +145,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     // [test of feature K7]
     async fn retention_starts_at_a_final_state_keeps_the_first_deadline_and_stops_when_it_runs_again() {
-        let r = Retention::default();
+        let r = Retention::after(Duration::from_secs(60), Duration::from_secs(72 * 3600));
         let first = after_state(&r, None, &ExecutionState::succeeded()).expect("a reap after success");
         assert_eq!(first.at, Instant::now() + Duration::from_secs(60));
         assert_eq!(first.reason, "retention succeeded 1m");
@@ -116,15 +163,34 @@ mod tests {
     #[test]
     // [test of feature K7]
     fn retention_does_not_reap_lost_or_unknown_workloads() {
-        let r = Retention::default();
+        let r = Retention::after(Duration::from_secs(60), Duration::from_secs(72 * 3600));
         let lost = ExecutionState::with_info(StateKind::Failed(Failed::Lost), "container disappeared");
         assert_eq!(r.of(&lost), None);
         assert_eq!(r.of(&ExecutionState::with_info(StateKind::Failed(Failed::Unknown), "paused")), None);
         assert_eq!(r.of(&ExecutionState::removed()), None);
-        let custom = Retention { succeeded: Duration::from_secs(5), failed: Duration::from_millis(1500) };
         assert_eq!(r.of(&ExecutionState::succeeded()).map(|(_, s)| s), Some("succeeded"));
-        assert_eq!(readable(custom.succeeded), "5s");
-        assert_eq!(readable(custom.failed), "1500ms");
+        assert_eq!(readable(Duration::from_secs(5)), "5s");
+        assert_eq!(readable(Duration::from_millis(1500)), "1500ms");
         assert_eq!(readable(Duration::from_secs(86_400)), "24h");
+    }
+
+    #[test]
+    // [test of feature K7: Ankaios never removes a finished workload; reaping is opt-in]
+    fn retention_is_off_by_default_and_never_is_spelled_never() {
+        let r = Retention::default();
+        assert_eq!(r.of(&ExecutionState::succeeded()), None);
+        assert_eq!(r.of(&ExecutionState::failed("Exit code: '3'")), None);
+        assert_eq!(after_state(&r, None, &ExecutionState::succeeded()), None);
+        let only_failed = Retention { failed: RetainFor::After(Duration::ZERO), ..Retention::default() };
+        assert_eq!(only_failed.of(&ExecutionState::succeeded()), None);
+        assert_eq!(only_failed.of(&ExecutionState::failed("x")), Some((Duration::ZERO, "failed")));
+        assert_eq!(parse_retain_for("never"), Ok(RetainFor::Never));
+        assert_eq!(parse_retain_for("NEVER"), Ok(RetainFor::Never));
+        assert_eq!(parse_retain_for("90"), Ok(RetainFor::After(Duration::from_secs(90))));
+        assert_eq!(parse_retain_for("1m"), Ok(RetainFor::After(Duration::from_secs(60))));
+        let e = parse_retain_for("3w").unwrap_err();
+        assert!(e.contains("unknown unit") && e.contains("'never'"), "{e}");
+        assert_eq!(RetainFor::Never.to_string(), "never");
+        assert_eq!(RetainFor::After(Duration::from_secs(72 * 3600)).to_string(), "3d");
     }
 }

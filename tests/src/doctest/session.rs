@@ -147,10 +147,24 @@ fn start(blocks: &[Block], work: &Path) -> Env {
         .flatten()
         .collect();
     let server_refs: Vec<&str> = server_args.iter().map(String::as_str).collect();
-    let cluster = Cluster::start_opts("agent_A", ClusterOptions { server_args: &server_refs, ..Default::default() });
+    // `agent agent_A ARGS`: more arguments for the cluster's own agent.
+    let agent_args: Vec<String> = blocks
+        .iter()
+        .flat_map(|b| &b.directives)
+        .filter_map(|d| match d {
+            Directive::Agent(name, a) if name == "agent_A" => Some(a.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let agent_refs: Vec<&str> = agent_args.iter().map(String::as_str).collect();
+    let options = ClusterOptions { server_args: &server_refs, agent_args: &agent_refs, ..Default::default() };
+    let cluster = Cluster::start_opts("agent_A", options);
     let mut agents = Vec::new();
     for d in blocks.iter().flat_map(|b| &b.directives) {
-        if let Directive::Agent(name, args) = d {
+        if let Directive::Agent(name, args) = d
+            && name != "agent_A"
+        {
             let run_folder = tempfile::tempdir().expect("agent run folder");
             let child = Command::new(bin("ank-agent"))
                 .args(["--insecure", "--name", name, "--server-url", &cluster.url, "--run-folder"])

@@ -278,7 +278,7 @@ mod tests {
             root.build();
             walk(&root, &text);
         }
-        assert!(text.contains("`ANKAGENT_CREATE_RETRIES` | `20`"), "env and default of an agent flag");
+        assert!(text.contains("`ANKAGENT_HEARTBEAT_INTERVAL_MS` | `1000`"), "env and default of an agent flag");
         assert!(text.contains("`yaml`, `json`"), "possible values");
         assert!(text.contains("127.0.0.1:25551"), "server address default");
         assert!(!text.contains("## ank help"), "the generated help subcommand is left out");

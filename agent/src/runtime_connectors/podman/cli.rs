@@ -231,6 +231,15 @@ impl PodmanCli {
         Ok(WorkloadId(id))
     }
 
+    /// `podman [general options] start <id>`: runs an exited container
+    /// again; its logs stay.
+    // [impl->swdd~podman-create-workload-starts-existing-workload~1]
+    pub async fn start(&self, general_options: &[String], id: &WorkloadId) -> Result<(), PodmanError> {
+        let mut args = general_options.to_vec();
+        args.extend(["start".into(), id.0.clone()]);
+        self.exec(&args).await.map(|_| ())
+    }
+
     /// `podman rm --force --time <timeout> <id>`: stops (SIGTERM, SIGKILL
     /// after the timeout) and removes in one podman call; a missing
     /// container counts as removed.

@@ -175,6 +175,18 @@ impl RuntimeConnector for PodmanRuntime {
         }
     }
 
+    fn supports_start(&self) -> bool {
+        true
+    }
+
+    /// `podman start` of the exited container, with the workload's general
+    /// options (as Ankaios); `podman start` returns once it runs. When it
+    /// fails the caller removes the container and creates it anew.
+    async fn start(&self, spec: &WorkloadSpec, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
+        let cfg = PodmanRuntimeConfig::parse(&spec.workload.runtime_config)?;
+        self.cli.start(&cfg.general_options, workload_id).await.map_err(RuntimeError::create)
+    }
+
     // [impl->swdd~podman-get-workload-id-uses-label~1]
     async fn workload_id(&self, instance: &WorkloadInstanceName) -> Result<Option<WorkloadId>, RuntimeError> {
         let entries = self.cli.ps_by_label(&format!("name={instance}")).await.map_err(RuntimeError::list)?;
