@@ -467,11 +467,16 @@ class Run:
     def cleanup(self):
         for key in list(self.daemons):
             self.stop_daemon(key, signal.SIGKILL)
+        # twice: a `podman run` the killed agent had started may still end
+        for attempt in range(2):
+            if attempt:
+                time.sleep(2)
+            for agent in self.agents:
+                rc, out, _ = self.podman(["ps", "-a", "-q", "--filter", f"label=agent={agent}"])
+                ids = out.split()
+                if ids:
+                    self.podman(["rm", "-f", "-t", "0"] + ids, timeout=120)
         for agent in self.agents:
-            rc, out, _ = self.podman(["ps", "-a", "-q", "--filter", f"label=agent={agent}"])
-            ids = out.split()
-            if ids:
-                self.podman(["rm", "-f", "-t", "0"] + ids, timeout=120)
             rc, out, _ = self.podman(["volume", "ls", "-q"])
             vols = [v for v in out.split() if v.endswith("." + agent + ".config") or agent in v]
             if vols:
