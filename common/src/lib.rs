@@ -31,6 +31,7 @@ pub mod quota;
 pub mod runtime_config;
 pub mod scheduling;
 pub mod seq_macro;
+pub mod template_guard;
 pub mod timestamp;
 pub mod tls;
 pub mod version;
