@@ -1,8 +1,9 @@
 //! Templating of workloads with config items: the Handlebars rendering of
 //! `agent`, `runtimeConfig` and `files[].data/binaryData` from the items a
 //! workload's `configs` aliases name. Strict mode (a missing key is an
-//! error naming it), no HTML escaping, and the `indent` partial that keeps
-//! the indentation of the line it stands on for multi-line values.
+//! error naming it), no HTML escaping, the `indent` partial that keeps
+//! the indentation of the line it stands on for multi-line values, and the
+//! quoting helpers `{{yaml x}}` and `{{json x}}` ([`crate::template_helpers`]).
 //!
 //! A template is bounded before it runs ([`crate::template_guard`]): no
 //! recursive partials, limited nesting and work. It renders on a thread of
@@ -58,6 +59,7 @@ impl ConfigRenderer {
         // A standalone `{{> indent content=x}}` gets the indentation of its
         // line on every line of x (Handlebars' partial indentation).
         engine.register_partial("indent", "{{content}}").expect("the indent partial is a valid template");
+        crate::template_helpers::register(&mut engine);
         Self { engine }
     }
 
@@ -395,6 +397,52 @@ mod bound_tests {
         }
         let e = render_one(&format!("{{{{c.x {}}}}}", "(".repeat(100_000)), "{x: y}").unwrap_err().to_string();
         assert!(e.contains("more than 32 deep"), "{e}");
+    }
+
+    /// A config value pasted unquoted adds podman options; through the
+    /// helpers it stays one value.
+    #[test]
+    fn yaml_and_json_helpers_keep_a_hostile_value_one_value() {
+        let hostile = r#"{v: "x\", \"--privileged\", \"-v\", \"/:/host"}"#;
+        let options = |rc: &str| -> Vec<String> {
+            let parsed: serde_json::Value = serde_saphyr::from_str(rc).unwrap();
+            serde_json::from_value(parsed["commandOptions"].clone()).unwrap()
+        };
+        let raw = render_one("commandOptions: [\"-e\", \"{{c.v}}\"]", hostile).unwrap();
+        assert!(options(&raw.workloads["w"].runtime_config).contains(&"--privileged".to_owned()), "the risk");
+        let quoted = render_one("commandOptions: [\"-e\", {{yaml c.v}}]", hostile).unwrap();
+        assert_eq!(options(&quoted.workloads["w"].runtime_config), ["-e", r#"x", "--privileged", "-v", "/:/host"#]);
+        let as_json = render_one(r#"{"commandOptions": ["-e", {{json c.v}}]}"#, hostile).unwrap();
+        assert_eq!(options(&as_json.workloads["w"].runtime_config), ["-e", r#"x", "--privileged", "-v", "/:/host"#]);
+        // Lists and maps too; a missing key is still a strict-mode error.
+        let list = render_one("l: {{yaml c.l}}", "{l: [a, \"b: c\"]}").unwrap();
+        assert_eq!(list.workloads["w"].runtime_config, r#"l: ["a", "b: c"]"#);
+        let e = render_one("{{yaml c.nope}}", "{x: y}").unwrap_err().to_string();
+        assert!(e.contains("strict mode: 'c.nope'"), "{e}");
+        let e = render_one("{{json c.x c.x}}", "{x: y}").unwrap_err().to_string();
+        assert!(e.contains("helper 'json' takes one value, 2 given"), "{e}");
+    }
+
+    /// The example of docs/server-and-cli.md renders as the text says.
+    #[test]
+    fn the_documented_example_renders_with_the_quoting_helper() {
+        let doc = include_str!("../../docs/server-and-cli.md");
+        let head = "## Configs and templates\n\n```yaml\n";
+        let start = doc.find(head).expect("the section") + head.len();
+        let yaml = &doc[start..start + doc[start..].find("```").unwrap()];
+        let s = ConfigRenderer::new().render_state(&parse_manifest("doc", yaml).unwrap()).unwrap();
+        let web = &s.workloads["web"];
+        assert_eq!(web.agent, "agent_A");
+        assert!(web.runtime_config.contains(r#"commandOptions: ["-e", "GREETING=hello"]"#), "{}", web.runtime_config);
+    }
+
+    /// An alias named `json` or `yaml` still reads as its value, as in
+    /// Ankaios, where these helpers do not exist.
+    #[test]
+    fn an_alias_named_like_a_helper_keeps_its_value() {
+        let manifest = "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: agent_A\n    configs:\n      json: c\n      yaml: c\n    runtimeConfig: \"{{#with json}}{{yaml}}{{/with}} {{json.x}}\"\nconfigs:\n  c: {x: y, yaml: inner}\n";
+        let s = ConfigRenderer::new().render_state(&parse_manifest("t", manifest).unwrap()).unwrap();
+        assert_eq!(s.workloads["w"].runtime_config, "inner y");
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod runtime_config;
 pub mod scheduling;
 pub mod seq_macro;
 pub mod template_guard;
+pub mod template_helpers;
 pub mod timestamp;
 pub mod tls;
 pub mod version;
