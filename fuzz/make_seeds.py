@@ -8,7 +8,9 @@ target is described at the top of its fuzz_targets/<target>.rs:
 - manifest_parser: the manifest text;
 - state_update_masks: the byte that picks the current state, then an
   UpdateStateRequest;
-- grpc_domain_decode: 0 and a ToServer, or 1 and a FromServer."""
+- grpc_domain_decode: 0 and a ToServer, or 1 and a FromServer;
+- config_templates: a template, then optionally a NUL and a config item
+  in YAML."""
 import pathlib
 
 
@@ -303,11 +305,28 @@ def grpc_domain_decode():
         yield "from_server_" + name, bytes([1]) + msg
 
 
+def config_templates():
+    """The review's attack templates and ordinary ones."""
+    chained = '{{#*inline "p0"}}x{{/inline}}' + "".join(
+        '{{#*inline "p%d"}}{{> p%d}}{{> p%d}}{{/inline}}' % (n, n - 1, n - 1) for n in range(1, 24)
+    ) + "{{> p23}}"
+    yield "plain", b"image: x\ncommandOptions: [-e, '{{c.s}}']"
+    yield "helpers", b"o: [{{yaml c.s}}, {{json c.l}}, {{yaml c.m}}]"
+    yield "loops", b"{{#each c.l}}{{@index}}={{this}} {{#each ../c.l}}.{{/each}}{{/each}}"
+    yield "indent", b"k:\n  {{> indent content=c.s}}\n"
+    yield "conditions", b"{{#if c.s}}{{#with c.m}}{{k}}{{/with}}{{else}}no{{/if}}{{lookup c.l 1}}"
+    yield "recursive", b'{{#*inline "a"}}{{> b}}{{/inline}}{{#*inline "b"}}{{> a}}{{/inline}}{{> a}}'
+    yield "chained", chained.encode()
+    yield "deep", b"{{#if c.s}}" * 70 + b"{{/if}}" * 70
+    yield "with_item", b"{{c.k}} {{json c}}\0{k: \"v\\\"w\", l: [\"\\n\"]}"
+
+
 TARGETS = {
     "control_interface_frames": control_interface_frames,
     "manifest_parser": manifest_parser,
     "state_update_masks": state_update_masks,
     "grpc_domain_decode": grpc_domain_decode,
+    "config_templates": config_templates,
 }
 
 
