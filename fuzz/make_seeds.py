@@ -10,7 +10,9 @@ target is described at the top of its fuzz_targets/<target>.rs:
   UpdateStateRequest;
 - grpc_domain_decode: 0 and a ToServer, or 1 and a FromServer;
 - grpc_stream_sequences: set-up flags, stream count, one byte per stream,
-  then steps (stream, message template, parameter)."""
+  then steps (stream, message template, parameter);
+- config_templates: a template, then optionally a NUL and a config item
+  in YAML."""
 import pathlib
 
 
@@ -334,12 +336,31 @@ def grpc_stream_sequences():
         (0, AGENT_HELLO, 0), (1, COMMANDER_HELLO, 0), (1, READ, 1), (1, EVENTS_CANCEL, 1), (1, GOODBYE, 0)])
 
 
+def config_templates():
+    """The review's attack templates and ordinary ones."""
+    chained = '{{#*inline "p0"}}x{{/inline}}' + "".join(
+        '{{#*inline "p%d"}}{{> p%d}}{{> p%d}}{{/inline}}' % (n, n - 1, n - 1) for n in range(1, 24)
+    ) + "{{> p23}}"
+    yield "plain", b"image: x\ncommandOptions: [-e, '{{c.s}}']"
+    yield "helpers", b"o: [{{yaml c.s}}, {{json c.l}}, {{yaml c.m}}]"
+    yield "loops", b"{{#each c.l}}{{@index}}={{this}} {{#each ../c.l}}.{{/each}}{{/each}}"
+    yield "indent", b"k:\n  {{> indent content=c.s}}\n"
+    yield "conditions", b"{{#if c.s}}{{#with c.m}}{{k}}{{/with}}{{else}}no{{/if}}{{lookup c.l 1}}"
+    yield "recursive", b'{{#*inline "a"}}{{> b}}{{/inline}}{{#*inline "b"}}{{> a}}{{/inline}}{{> a}}'
+    yield "chained", chained.encode()
+    yield "deep", b"{{#if c.s}}" * 70 + b"{{/if}}" * 70
+    yield "with_item", b"{{c.k}} {{json c}}\0{k: \"v\\\"w\", l: [\"\\n\"]}"
+
+
 TARGETS = {
     "control_interface_frames": control_interface_frames,
     "manifest_parser": manifest_parser,
     "state_update_masks": state_update_masks,
     "grpc_domain_decode": grpc_domain_decode,
     "grpc_stream_sequences": grpc_stream_sequences,
+
+
+    "config_templates": config_templates,
 }
 
 

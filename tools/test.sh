@@ -2,7 +2,8 @@
 # Runs the whole test suite: set-up (and, once per machine, the Python SDK
 # test image and the systemd test image), build of the binaries the
 # end-to-end tests drive and of the dev .deb the systemd test installs, unit
-# + in-process + real-podman + end-to-end tests, a short fuzz run of every
+# + in-process + real-podman + end-to-end tests (after the offline
+# dependency audit of Cargo.lock, tools/audit.py), a short fuzz run of every
 # fuzz target (FUZZ_SECONDS each), then formatting and lints. Exits non-zero
 # on any failure.
 set -euo pipefail
@@ -14,6 +15,7 @@ bash tools/build-systemd-image.sh
 cargo build --bins
 bash tools/build-deb.sh --profile dev
 python3 tools/trace-requirements.py
+python3 tools/audit.py
 cargo nextest run --workspace --no-fail-fast
 bash tools/fuzz.sh
 cargo fmt --all -- --check

@@ -1,13 +1,23 @@
 //! Templating of workloads with config items: the Handlebars rendering of
 //! `agent`, `runtimeConfig` and `files[].data/binaryData` from the items a
 //! workload's `configs` aliases name. Strict mode (a missing key is an
-//! error naming it), no HTML escaping, and the `indent` partial that keeps
-//! the indentation of the line it stands on for multi-line values.
+//! error naming it), no HTML escaping, the `indent` partial that keeps
+//! the indentation of the line it stands on for multi-line values, and the
+//! quoting helpers `{{yaml x}}` and `{{json x}}` ([`crate::template_helpers`]).
+//!
+//! A template is bounded before it runs ([`crate::template_guard`]): no
+//! recursive partials, limited nesting and work. It renders on a thread of
+//! its own with a large stack, its output is capped at
+//! [`MAX_RENDERED_BYTES`], and a panic of the engine is an error of that
+//! workload: a bad template never takes the server down.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 
 use handlebars::Handlebars;
 use serde_json::Value;
+
+use crate::template_guard::{check_nesting, check_template};
 
 use crate::complete_state::{ConfigItem, State};
 use crate::names::{AgentName, WorkloadName};
@@ -23,6 +33,12 @@ pub enum RenderError {
     #[error("workload '{workload}': field 'agent' renders to an invalid agent name: {message}")]
     AgentName { workload: String, message: String },
 }
+
+/// Most bytes one rendered field may have.
+pub const MAX_RENDERED_BYTES: usize = 8 * 1024 * 1024;
+/// Stack of the thread that parses and renders (the checks keep the
+/// nesting far below what it holds).
+const RENDER_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// Renders workloads; one engine serves every render.
 pub struct ConfigRenderer {
@@ -43,6 +59,7 @@ impl ConfigRenderer {
         // A standalone `{{> indent content=x}}` gets the indentation of its
         // line on every line of x (Handlebars' partial indentation).
         engine.register_partial("indent", "{{content}}").expect("the indent partial is a valid template");
+        crate::template_helpers::register(&mut engine);
         Self { engine }
     }
 
@@ -67,20 +84,31 @@ impl ConfigRenderer {
             return Ok(wl.clone());
         }
         let data = alias_data(name, wl, configs)?;
+        // One thread per workload: parsing and rendering recurse, and the
+        // caller's stack (a runtime worker's) is small.
+        let rendered = std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("template-render".into())
+                .stack_size(RENDER_STACK_BYTES)
+                .spawn_scoped(scope, || self.render_fields(name, wl, &data))
+                .map_err(|e| template_error(name, "*", format!("cannot start the render thread: {e}")))?
+                .join()
+                .unwrap_or_else(|_| Err(template_error(name, "*", "the template engine failed (panicked)".into())))
+        })?;
+        AgentName::new(rendered.agent.as_str())
+            .map_err(|e| RenderError::AgentName { workload: name.to_string(), message: e.to_string() })?;
+        Ok(rendered)
+    }
+
+    fn render_fields(&self, name: &WorkloadName, wl: &Workload, data: &Value) -> Result<Workload, RenderError> {
         let render = |field: &str, text: &str| -> Result<String, RenderError> {
             if !text.contains("{{") {
                 return Ok(text.to_owned());
             }
-            self.engine.render_template(text, &data).map_err(|e| RenderError::Template {
-                workload: name.to_string(),
-                field: field.to_owned(),
-                message: describe(&e),
-            })
+            self.render_text(text, data).map_err(|message| template_error(name, field, message))
         };
         let mut out = wl.clone();
         out.agent = render("agent", &wl.agent)?;
-        AgentName::new(out.agent.as_str())
-            .map_err(|e| RenderError::AgentName { workload: name.to_string(), message: e.to_string() })?;
         out.runtime_config = render("runtimeConfig", &wl.runtime_config)?;
         for (i, file) in out.files.iter_mut().enumerate() {
             file.content = match &file.content {
@@ -89,6 +117,45 @@ impl ConfigRenderer {
             };
         }
         Ok(out)
+    }
+
+    /// One field: bounded, parsed, checked, rendered into a capped buffer.
+    fn render_text(&self, text: &str, data: &Value) -> Result<String, String> {
+        check_nesting(text).map_err(|e| format!("template refused: {e}"))?;
+        let template = handlebars::Template::compile(text).map_err(|e| describe(&handlebars::RenderError::from(e)))?;
+        check_template(&template, data).map_err(|e| format!("template refused: {e}"))?;
+        let mut out = CappedBuffer::default();
+        match self.engine.render_template_to_write(text, data, &mut out) {
+            Ok(()) => String::from_utf8(out.bytes).map_err(|e| e.to_string()),
+            Err(_) if out.overflowed => Err(format!("the rendered text exceeds {MAX_RENDERED_BYTES} bytes")),
+            Err(e) => Err(describe(&e)),
+        }
+    }
+}
+
+fn template_error(name: &WorkloadName, field: &str, message: String) -> RenderError {
+    RenderError::Template { workload: name.to_string(), field: field.to_owned(), message }
+}
+
+/// Collects rendered text and refuses to grow past [`MAX_RENDERED_BYTES`].
+#[derive(Default)]
+struct CappedBuffer {
+    bytes: Vec<u8>,
+    overflowed: bool,
+}
+
+impl Write for CappedBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > MAX_RENDERED_BYTES {
+            self.overflowed = true;
+            return Err(std::io::Error::other("rendered text too large"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -209,5 +276,190 @@ configs:
         assert!(e.contains("invalid agent name") && e.contains("'a b'"), "{e}");
         let e = render(&BASE.replace("{{place.primary}}", "{{#if}}")).unwrap_err().to_string();
         assert!(e.contains("field 'agent'"), "{e}");
+    }
+}
+
+/// The attack templates of the security review and the bounds that stop
+/// them; each would crash or hang the process without the guard.
+#[cfg(test)]
+mod bound_tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::manifest::parse_manifest;
+
+    /// A workload `w` whose runtimeConfig is `template`, with the config
+    /// item `c` (YAML) under the alias `c`.
+    fn render_one(template: &str, config_yaml: &str) -> Result<State, RenderError> {
+        let manifest = format!(
+            "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: agent_A\n    configs:\n      c: c\n    runtimeConfig: {}\nconfigs:\n  c: {}\n",
+            serde_json::to_string(template).unwrap(),
+            config_yaml
+        );
+        ConfigRenderer::new().render_state(&parse_manifest("t", &manifest).unwrap())
+    }
+
+    /// Runs `f` on a thread and fails the test if it has not finished in a
+    /// minute (a hang guard, not a timing assertion: the bounded cases
+    /// finish at once).
+    fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(60)).expect("the render did not finish within a minute")
+    }
+
+    const RECURSIVE: &str = r#"{{#*inline "a"}}{{> b}}{{/inline}}{{#*inline "b"}}{{> a}}{{/inline}}{{> a}}"#;
+    /// Recursion through a condition that stays true.
+    const SELF: &str = r#"{{#*inline "p"}}{{#if c.x}}{{> p}}{{/if}}{{/inline}}{{> p}}"#;
+
+    /// Runs in a child process (see below): on the unbounded engine these
+    /// overflow the stack and abort the process.
+    #[test]
+    fn child_renders_mutually_recursive_inline_partials() {
+        if std::env::var_os("ANK_TEMPLATE_CHILD").is_none() {
+            return;
+        }
+        let e = render_one(RECURSIVE, "{x: y}").unwrap_err().to_string();
+        assert!(e.contains("workload 'w'") && e.contains("runtimeConfig"), "{e}");
+        assert!(e.contains("partial 'a' includes itself (a -> b -> a)"), "{e}");
+        let e = render_one(SELF, "{x: y}").unwrap_err().to_string();
+        assert!(e.contains("partial 'p' includes itself (p -> p)"), "{e}");
+        println!("CHILD-DONE");
+    }
+
+    #[test]
+    fn recursive_inline_partials_are_an_error_not_a_crash() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "config_renderer::bound_tests::child_renders_mutually_recursive_inline_partials"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env("ANK_TEMPLATE_CHILD", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("CHILD-DONE"),
+            "child: {:?}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// p0 is `x`, each p(n) includes p(n-1) twice: 2^40 expansions.
+    fn chained(levels: usize) -> String {
+        let mut t = String::from(r#"{{#*inline "p0"}}x{{/inline}}"#);
+        for n in 1..=levels {
+            t.push_str(&format!(r#"{{{{#*inline "p{n}"}}}}{{{{> p{m}}}}}{{{{> p{m}}}}}{{{{/inline}}}}"#, m = n - 1));
+        }
+        t.push_str(&format!("{{{{> p{levels}}}}}"));
+        t
+    }
+
+    #[test]
+    fn chained_partials_are_refused_before_taking_exponential_time() {
+        let e = within_a_minute(|| render_one(&chained(40), "{x: y}")).unwrap_err().to_string();
+        assert!(e.contains("too much work") && e.contains("chained partials"), "{e}");
+    }
+
+    #[test]
+    fn modest_partials_loops_and_the_indent_partial_still_render() {
+        let s = render_one(
+            &(chained(4) + r#" {{#each c.items}}[{{this}}{{#each ../c.items}}.{{/each}}]{{/each}}"#),
+            "{items: [a, b, c]}",
+        )
+        .unwrap();
+        assert_eq!(s.workloads["w"].runtime_config, format!("{} [a...][b...][c...]", "x".repeat(16)));
+        let s = render_one("k:\n  {{> indent content=c.text}}\n", "{text: \"l1\\nl2\\n\"}").unwrap();
+        assert_eq!(s.workloads["w"].runtime_config, "k:\n  l1\n  l2\n");
+    }
+
+    #[test]
+    fn nested_loops_over_a_large_list_are_refused() {
+        let items = format!("{{items: [{}]}}", (0..1000).map(|i| format!("i{i}")).collect::<Vec<_>>().join(","));
+        let t = "{{#each c.items}}{{#each ../c.items}}{{#each ../../c.items}}{{/each}}{{/each}}{{/each}}";
+        let e = within_a_minute(move || render_one(t, &items)).unwrap_err().to_string();
+        assert!(e.contains("too much work"), "{e}");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        let deep = |n: usize| "{{#if c.x}}".repeat(n) + &"{{/if}}".repeat(n);
+        assert!(render_one(&deep(40), "{x: y}").is_ok());
+        let e = render_one(&deep(100_000), "{x: y}").unwrap_err().to_string();
+        assert!(e.contains("blocks are nested more than 64 deep"), "{e}");
+        // A close inside a comment, an escape or a string is not a close.
+        for hidden in ["{{!-- {{/if}} --}}", "{{! {{/if}} }}", "\\{{/if}}", r#"{{c.y "}}{{/if}}"}}"#] {
+            let t = format!("{{{{#if c.x}}}}{hidden}").repeat(100);
+            let e = render_one(&t, "{x: y}").unwrap_err().to_string();
+            assert!(e.contains("blocks are nested"), "{hidden}: {e}");
+        }
+        let e = render_one(&format!("{{{{c.x {}}}}}", "(".repeat(100_000)), "{x: y}").unwrap_err().to_string();
+        assert!(e.contains("more than 32 deep"), "{e}");
+    }
+
+    /// A config value pasted unquoted adds podman options; through the
+    /// helpers it stays one value.
+    #[test]
+    fn yaml_and_json_helpers_keep_a_hostile_value_one_value() {
+        let hostile = r#"{v: "x\", \"--privileged\", \"-v\", \"/:/host"}"#;
+        let options = |rc: &str| -> Vec<String> {
+            let parsed: serde_json::Value = serde_saphyr::from_str(rc).unwrap();
+            serde_json::from_value(parsed["commandOptions"].clone()).unwrap()
+        };
+        let raw = render_one("commandOptions: [\"-e\", \"{{c.v}}\"]", hostile).unwrap();
+        assert!(options(&raw.workloads["w"].runtime_config).contains(&"--privileged".to_owned()), "the risk");
+        let quoted = render_one("commandOptions: [\"-e\", {{yaml c.v}}]", hostile).unwrap();
+        assert_eq!(options(&quoted.workloads["w"].runtime_config), ["-e", r#"x", "--privileged", "-v", "/:/host"#]);
+        let as_json = render_one(r#"{"commandOptions": ["-e", {{json c.v}}]}"#, hostile).unwrap();
+        assert_eq!(options(&as_json.workloads["w"].runtime_config), ["-e", r#"x", "--privileged", "-v", "/:/host"#]);
+        // Lists and maps too; a missing key is still a strict-mode error.
+        let list = render_one("l: {{yaml c.l}}", "{l: [a, \"b: c\"]}").unwrap();
+        assert_eq!(list.workloads["w"].runtime_config, r#"l: ["a", "b: c"]"#);
+        let e = render_one("{{yaml c.nope}}", "{x: y}").unwrap_err().to_string();
+        assert!(e.contains("strict mode: 'c.nope'"), "{e}");
+        let e = render_one("{{json c.x c.x}}", "{x: y}").unwrap_err().to_string();
+        assert!(e.contains("helper 'json' takes one value, 2 given"), "{e}");
+    }
+
+    /// The example of docs/server-and-cli.md renders as the text says.
+    #[test]
+    fn the_documented_example_renders_with_the_quoting_helper() {
+        let doc = include_str!("../../docs/server-and-cli.md");
+        let head = "## Configs and templates\n\n```yaml\n";
+        let start = doc.find(head).expect("the section") + head.len();
+        let yaml = &doc[start..start + doc[start..].find("```").unwrap()];
+        let s = ConfigRenderer::new().render_state(&parse_manifest("doc", yaml).unwrap()).unwrap();
+        let web = &s.workloads["web"];
+        assert_eq!(web.agent, "agent_A");
+        assert!(web.runtime_config.contains(r#"commandOptions: ["-e", "GREETING=hello"]"#), "{}", web.runtime_config);
+    }
+
+    /// An alias named `json` or `yaml` still reads as its value, as in
+    /// Ankaios, where these helpers do not exist.
+    #[test]
+    fn an_alias_named_like_a_helper_keeps_its_value() {
+        let manifest = "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: agent_A\n    configs:\n      json: c\n      yaml: c\n    runtimeConfig: \"{{#with json}}{{yaml}}{{/with}} {{json.x}}\"\nconfigs:\n  c: {x: y, yaml: inner}\n";
+        let s = ConfigRenderer::new().render_state(&parse_manifest("t", manifest).unwrap()).unwrap();
+        assert_eq!(s.workloads["w"].runtime_config, "inner y");
+    }
+
+    #[test]
+    fn computed_partial_names_are_refused() {
+        let e = render_one("{{> (lookup c 'x')}}", "{x: indent}").unwrap_err().to_string();
+        assert!(e.contains("partial names must be literal"), "{e}");
+    }
+
+    #[test]
+    fn output_is_capped() {
+        let big = "y".repeat(1024 * 1024);
+        let e = render_one(
+            "{{#each c.l}}{{../c.big}}{{/each}}",
+            &format!("{{big: {big}, l: [{}]}}", "a,".repeat(20) + "a"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("exceeds 8388608 bytes"), "{e}");
     }
 }

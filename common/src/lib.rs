@@ -34,6 +34,8 @@ pub mod quota;
 pub mod runtime_config;
 pub mod scheduling;
 pub mod seq_macro;
+pub mod template_guard;
+pub mod template_helpers;
 pub mod timestamp;
 pub mod tls;
 pub mod version;

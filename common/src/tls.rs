@@ -61,13 +61,53 @@ impl PemSource {
         }
     }
 
+    /// A file's text, once its mode passes [`check_mode`] (checked on the
+    /// opened file, so the file read is the file checked).
     fn read(&self, item: &str) -> Result<Vec<u8>, String> {
+        use std::io::Read;
         match self {
-            PemSource::File(p) => std::fs::read(p)
-                .map_err(|e| format!("cannot read {}: {e}", self.describe(item).replacen(' ', " file ", 1))),
+            PemSource::File(p) => {
+                let what = self.describe(item).replacen(' ', " file ", 1);
+                let mut file = std::fs::File::open(p).map_err(|e| format!("cannot read {what}: {e}"))?;
+                let meta = file.metadata().map_err(|e| format!("cannot read the permissions of {what}: {e}"))?;
+                let kind = if item == "key_pem" { PemKind::PrivateKey } else { PemKind::Certificate };
+                check_mode(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()), kind, &what)?;
+                let mut text = Vec::new();
+                file.read_to_end(&mut text).map_err(|e| format!("cannot read {what}: {e}"))?;
+                Ok(text)
+            }
             PemSource::Content(c) => Ok(c.as_bytes().to_vec()),
         }
     }
+}
+
+/// What a PEM file holds, for the modes it may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PemKind {
+    PrivateKey,
+    Certificate,
+}
+
+/// The file modes Ankaios accepts: a private key exactly 0600 or 0400; a
+/// certificate (our own or the CA's) readable by its owner, writable by
+/// nobody else, and not executable. Anything else is refused, naming the
+/// file, its mode and the fix.
+pub fn check_mode(mode: u32, kind: PemKind, what: &str) -> Result<(), String> {
+    let mode = mode & 0o777;
+    let ok = match kind {
+        PemKind::PrivateKey => mode == 0o600 || mode == 0o400,
+        PemKind::Certificate => mode & 0o400 != 0 && mode & 0o022 == 0 && mode & 0o111 == 0,
+    };
+    if ok {
+        return Ok(());
+    }
+    let rule = match kind {
+        PemKind::PrivateKey => "a private key must have mode 0600 or 0400",
+        PemKind::Certificate => {
+            "a certificate must be readable by its owner, not writable by group or others, and not executable (0600, 0400 or 0644)"
+        }
+    };
+    Err(format!("{what} has insecure permissions {mode:o}: {rule}; fix it with 'chmod 0600' on the file"))
 }
 
 /// The three PEM items of an mTLS set-up.
@@ -293,6 +333,66 @@ mod tests {
              and '--key_pem <key_pem_content>' options or deactivate mTLS with the '--insecure' option!",
             "a path is shown, inline content never"
         );
+    }
+
+    #[test]
+    fn pem_modes_are_checked_as_ankaios_checks_them() {
+        use PemKind::{Certificate, PrivateKey};
+        for ok in [0o600, 0o400, 0o100600] {
+            assert_eq!(check_mode(ok, PrivateKey, "k"), Ok(()), "{ok:o}");
+        }
+        for bad in [0o644, 0o640, 0o604, 0o700, 0o200, 0o000, 0o660, 0o666] {
+            let e = check_mode(bad, PrivateKey, "key_pem file 'k'").unwrap_err();
+            assert!(e.contains(&format!("'k' has insecure permissions {:o}", bad & 0o777)), "{e}");
+            assert!(e.contains("0600 or 0400") && e.contains("chmod 0600"), "{e}");
+        }
+        for ok in [0o644, 0o600, 0o400, 0o444, 0o640, 0o604] {
+            assert_eq!(check_mode(ok, Certificate, "c"), Ok(()), "{ok:o}");
+        }
+        for bad in [0o664, 0o646, 0o666, 0o755, 0o700, 0o644 | 0o001, 0o244, 0o000] {
+            let e = check_mode(bad, Certificate, "crt_pem file 'c'").unwrap_err();
+            assert!(e.contains("insecure permissions") && e.contains("not writable by group or others"), "{e}");
+        }
+    }
+
+    #[test]
+    fn pem_files_with_loose_modes_are_refused_before_they_are_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = |n: &str| dir.path().join(n);
+        let set =
+            |n: &str, mode: u32| std::fs::set_permissions(path(n), std::fs::Permissions::from_mode(mode)).unwrap();
+        for n in ["ca.pem", "crt.pem", "key.pem"] {
+            std::fs::write(path(n), "not read").unwrap();
+        }
+        let sources = TlsSources {
+            ca: PemSource::File(path("ca.pem")),
+            crt: PemSource::File(path("crt.pem")),
+            key: PemSource::File(path("key.pem")),
+        };
+        set("key.pem", 0o644);
+        let e = sources.load().unwrap_err();
+        assert!(
+            e.starts_with(&format!("key_pem file '{}' has insecure permissions 644", path("key.pem").display())),
+            "{e}"
+        );
+        set("key.pem", 0o600);
+        set("ca.pem", 0o666);
+        let e = sources.load().unwrap_err();
+        assert!(
+            e.starts_with(&format!("ca_pem file '{}' has insecure permissions 666", path("ca.pem").display())),
+            "{e}"
+        );
+        set("ca.pem", 0o644);
+        set("crt.pem", 0o755);
+        assert!(sources.load().unwrap_err().contains("crt_pem file"));
+        set("crt.pem", 0o400);
+        // The modes pass; the content is what is wrong now.
+        let e = sources.load().unwrap_err();
+        assert!(e.contains("no certificate found"), "{e}");
+        // Inline content has no file mode to check.
+        let inline = TlsSources { key: PemSource::Content("x".into()), ..sources };
+        assert!(inline.load().unwrap_err().contains("no certificate found"));
     }
 
     #[test]

@@ -205,3 +205,93 @@ fn changelog_names_this_version_and_the_packages_maintainer() {
     let signature = changelog.lines().find(|l| l.starts_with(" -- ")).expect("signature line");
     assert!(signature.starts_with(&format!(" -- {maintainer}  ")), "{signature}");
 }
+
+/// postinst's `make_certs` run by `sh` against a temporary folder, with a
+/// stand-in `ank-certs` on PATH that records its arguments and writes the
+/// files ank-certs writes.
+fn run_make_certs(
+    env: &[(&str, &str)],
+    defaults: Option<&str>,
+    existing_ca: bool,
+) -> (String, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("ank-certs");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"$@\" > \"$FAKE_ARGS\"\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n\
+         for f in ca ca-key server server-key agent-agent_A agent-agent_A-key cli-admin cli-admin-key; do echo x > \"$out/$f.pem\"; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    if existing_ca {
+        std::fs::create_dir_all(&certs).unwrap();
+        std::fs::write(certs.join("ca.pem"), "old").unwrap();
+    }
+    let defaults_file = dir.path().join("default-ank");
+    if let Some(text) = defaults {
+        std::fs::write(&defaults_file, text).unwrap();
+    }
+    // The script's definitions, pointed at the temporary folder, then the call.
+    let postinst = read("debian/postinst");
+    let definitions = &postinst[..postinst.find("if [ \"$1\" = \"configure\" ]").unwrap()];
+    let script = definitions
+        .replace("certs=/etc/ankaios/certs", &format!("certs={}", certs.display()))
+        .replace("defaults=/etc/default/ank", &format!("defaults={}", defaults_file.display()))
+        + "make_certs\n";
+    let args = dir.path().join("args");
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env_remove("ANK_CERT_DAYS")
+        .env_remove("ANK_CA_KEY")
+        .envs(env.iter().copied())
+        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+        .env("FAKE_ARGS", &args)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let called = std::fs::read_to_string(&args).unwrap_or_default();
+    (format!("status={} args={} out={text}", out.status.code().unwrap_or(-1), called.trim()), certs, dir)
+}
+
+#[test]
+fn postinst_issues_one_year_certificates_and_keeps_the_ca_key_by_default() {
+    let (out, certs, _dir) = run_make_certs(&[], None, false);
+    assert!(out.starts_with("status=0 ") && out.contains("--days 365 "), "{out}");
+    assert!(out.contains("valid for 365 days") && out.contains("move it off the node"), "{out}");
+    assert!(certs.join("ca-key.pem").exists(), "kept: more nodes can be added (docs/user-guide.md)");
+    let mode = std::fs::metadata(&certs).unwrap().permissions();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o700);
+}
+
+#[test]
+fn postinst_takes_the_lifetime_and_removes_the_ca_key_when_asked() {
+    let (out, certs, _dir) = run_make_certs(&[], Some("ANK_CERT_DAYS=90\nANK_CA_KEY=remove\n"), false);
+    assert!(out.starts_with("status=0 ") && out.contains("--days 90 "), "{out}");
+    assert!(out.contains("removed the CA key"), "{out}");
+    assert!(!certs.join("ca-key.pem").exists() && certs.join("server-key.pem").exists(), "{out}");
+    // The environment wins over /etc/default/ank.
+    let (out, certs, _dir) = run_make_certs(
+        &[("ANK_CERT_DAYS", "30"), ("ANK_CA_KEY", "keep")],
+        Some("ANK_CERT_DAYS=90\nANK_CA_KEY=remove\n"),
+        false,
+    );
+    assert!(out.contains("--days 30 ") && certs.join("ca-key.pem").exists(), "{out}");
+}
+
+#[test]
+fn postinst_refuses_bad_settings_and_leaves_an_existing_ca_alone() {
+    let (out, _, _dir) = run_make_certs(&[("ANK_CERT_DAYS", "ten")], None, false);
+    assert!(
+        out.starts_with("status=1 ") && out.contains("ANK_CERT_DAYS must be a positive number of days, not 'ten'"),
+        "{out}"
+    );
+    let (out, _, _dir) = run_make_certs(&[("ANK_CA_KEY", "shred")], None, false);
+    assert!(out.starts_with("status=1 ") && out.contains("ANK_CA_KEY must be 'keep' or 'remove'"), "{out}");
+    // An existing installation (as Ankaios' or an earlier package left it) is untouched.
+    let (out, certs, _dir) = run_make_certs(&[("ANK_CA_KEY", "remove")], None, true);
+    assert!(out.starts_with("status=0 args= "), "ank-certs not called: {out}");
+    assert_eq!(std::fs::read_to_string(certs.join("ca.pem")).unwrap(), "old");
+}

@@ -82,12 +82,13 @@ impl StateFile {
 }
 
 /// Replaces `path` with `bytes`, atomically and durably: a temporary file
-/// in the same folder (owner-only) is written, synced and renamed over it,
-/// then the folder is synced.
+/// in the same folder is written, synced and renamed over it, then the
+/// folder is synced. The temporary file has a name no one can predict and
+/// is created new (`O_EXCL`, never through an existing file or symlink),
+/// owner-only (0600).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temporary_path(path);
+    let (tmp, mut file) = create_temporary(path)?;
     let written = (|| {
-        let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)?;
@@ -100,6 +101,36 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
+/// A new file next to `path` named `.<name>.<random>.tmp`; a name that is
+/// taken is never reused or followed, another one is drawn.
+fn create_temporary(path: &Path) -> std::io::Result<(PathBuf, File)> {
+    let mut last = None;
+    for _ in 0..16 {
+        let tmp = temporary_path(path, random_suffix());
+        match OpenOptions::new()
+            .write(true)
+            // O_CREAT|O_EXCL: fails on any existing entry, a symlink too.
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+        {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary name")))
+}
+
+/// 64 unpredictable bits: the standard library seeds each `RandomState`
+/// from the operating system's random source.
+fn random_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
 fn folder(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -107,9 +138,10 @@ fn folder(path: &Path) -> PathBuf {
     }
 }
 
-fn temporary_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
+fn temporary_path(path: &Path, suffix: u64) -> PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().unwrap_or_default());
+    name.push(format!(".{suffix:016x}.tmp"));
     path.with_file_name(name)
 }
 
@@ -149,10 +181,38 @@ configs:
         assert_eq!(loaded.rendered.workloads["web"].agent, "agent_A");
         let mode = std::fs::metadata(file.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert!(!dir.path().join("state.json.tmp").exists());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("state.json")], "no temporary file is left");
         // It is a manifest too.
         let text = std::fs::read_to_string(file.path()).unwrap();
         assert_eq!(state(&text), s);
+    }
+
+    #[test]
+    fn the_temporary_file_is_new_unpredictable_and_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::new(dir.path().join("state.json"));
+        // A local user plants the names a predictable writer would use.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        for planted in ["state.json.tmp", ".state.json.tmp"] {
+            std::os::unix::fs::symlink(&victim, dir.path().join(planted)).unwrap();
+        }
+        file.save(&state(MANIFEST)).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "the symlink was not followed");
+        assert!(std::fs::symlink_metadata(file.path()).unwrap().file_type().is_file(), "not a planted symlink");
+        assert_eq!(file.load().unwrap().unwrap().state, state(MANIFEST));
+        // Two names drawn for the same file differ.
+        let a = temporary_path(file.path(), random_suffix());
+        let b = temporary_path(file.path(), random_suffix());
+        assert_ne!(a, b);
+        assert_eq!(a.parent(), Some(dir.path()), "in the same folder, for an atomic rename");
+        // A taken name is not reused: create_new refuses it.
+        let (taken, _f) = create_temporary(file.path()).unwrap();
+        let e = OpenOptions::new().write(true).create_new(true).open(&taken).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        let mode = std::fs::metadata(&taken).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

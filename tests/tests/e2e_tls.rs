@@ -25,6 +25,9 @@ impl Certs {
             let issued = ca.issue(role, name, sans, validity).unwrap();
             std::fs::write(dir.path().join(format!("{file}.pem")), issued.cert_pem).unwrap();
             std::fs::write(dir.path().join(format!("{file}-key.pem")), issued.key_pem).unwrap();
+            // A private key must be 0600 or 0400, as Ankaios requires.
+            let key_mode = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+            std::fs::set_permissions(dir.path().join(format!("{file}-key.pem")), key_mode).unwrap();
         };
         // Clients check the name `ank-server`, as Ankaios' do.
         let local = ["ank-server".to_owned(), "localhost".to_owned(), "127.0.0.1".to_owned()];

@@ -39,6 +39,8 @@ impl Pki {
         let path = |suffix: &str| self.dir.path().join(format!("{file}{suffix}"));
         std::fs::write(path(".pem"), issued.cert_pem).unwrap();
         std::fs::write(path("-key.pem"), issued.key_pem).unwrap();
+        // A private key must be 0600 or 0400, as Ankaios requires.
+        std::fs::set_permissions(path("-key.pem"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         TlsSources {
             ca: PemSource::File(self.dir.path().join("ca.pem")),
             crt: PemSource::File(path(".pem")),
@@ -182,4 +184,36 @@ async fn clients_with_a_revocation_list_refuse_a_revoked_server_certificate() {
     let e = ank_proto::dial::endpoint(&url, Some(&broken), WAIT, None).unwrap_err();
     assert!(e.contains("crl_pem"), "{e}");
     shutdown.cancel();
+}
+
+/// Key and certificate files with modes Ankaios refuses are refused where
+/// each program reads them: the server's `ServerTls::load` (ank-server) and
+/// `client_pem` (ank-agent at every connect, ank for each command).
+#[test]
+fn pem_files_with_loose_modes_are_refused_by_server_agent_and_ank() {
+    use std::os::unix::fs::PermissionsExt;
+    let pki = Pki::new();
+    let set =
+        |p: &std::path::Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    let server = pki.issue("server", Role::Server, "ank-server", &["ank-server"]);
+    let agent = pki.issue("agent", Role::Client, "agent_A", &["*"]);
+    let PemSource::File(server_key) = &server.key else { unreachable!() };
+    let PemSource::File(agent_key) = &agent.key else { unreachable!() };
+    let PemSource::File(ca) = &agent.ca else { unreachable!() };
+    assert!(ank_server::grpc::tls::ServerTls::load(server.clone()).is_ok(), "0600 keys load");
+    assert!(agent.client_pem(false).is_ok());
+
+    set(server_key, 0o640);
+    let e = ank_server::grpc::tls::ServerTls::load(server.clone()).err().expect("refused");
+    assert!(e.contains("has insecure permissions 640") && e.contains("0600 or 0400"), "{e}");
+    set(server_key, 0o400);
+    assert!(ank_server::grpc::tls::ServerTls::load(server).is_ok(), "0400 is fine too");
+
+    set(agent_key, 0o644);
+    let e = agent.client_pem(false).unwrap_err();
+    assert!(e.contains(&format!("key_pem file '{}' has insecure permissions 644", agent_key.display())), "{e}");
+    set(agent_key, 0o600);
+    set(ca, 0o664);
+    let e = agent.client_pem(false).unwrap_err();
+    assert!(e.contains("ca_pem file") && e.contains("insecure permissions 664"), "{e}");
 }

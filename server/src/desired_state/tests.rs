@@ -161,6 +161,31 @@ fn render_errors_and_bad_config_names_reject_the_update() {
     assert!(err.contains("config key name 'a.b'"), "{err}");
 }
 
+/// The review's chained partials (each includes the one before twice:
+/// 2^40 expansions) are refused at once for that update; the state stays
+/// as it was and the next update is taken.
+#[test]
+fn a_template_that_would_take_exponential_time_rejects_only_its_update() {
+    let cur = DesiredState::new(state(TEMPLATED)).unwrap();
+    let mut t = String::from(r#"{{#*inline "p0"}}x{{/inline}}"#);
+    for n in 1..=40 {
+        t.push_str(&format!(r#"{{{{#*inline "p{n}"}}}}{{{{> p{m}}}}}{{{{> p{m}}}}}{{{{/inline}}}}"#, m = n - 1));
+    }
+    t.push_str("{{> p40}}{{p.web}}");
+    let bad = json!({"desiredState": {"apiVersion": "v1", "workloads": {"web": {
+        "runtime": "podman", "agent": "A", "configs": {"p": "ports"}, "runtimeConfig": t}}}});
+    let (tx, rx) = std::sync::mpsc::channel();
+    let guarded = cur.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(apply_update(&guarded, &bad, &["desiredState.workloads.web".into()]));
+    });
+    let err = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the render finished").unwrap_err();
+    assert!(err.contains("workload 'web'") && err.contains("too much work"), "{err}");
+    let next = json!({"desiredState": {"apiVersion": "v1", "configs": {"ports": {"web": "9090"}}}});
+    let d = apply_update(&cur, &next, &["desiredState.configs.ports".into()]).unwrap();
+    assert!(d.rendered.workloads["web"].runtime_config.contains("9090:80"));
+}
+
 // [test of feature K3]
 // [test of feature K6]
 #[test]

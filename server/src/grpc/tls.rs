@@ -210,6 +210,9 @@ mod tests {
             let issued = ca.issue(Role::Server, name, &["localhost".into()], Validity::Days(1)).unwrap();
             std::fs::write(dir.path().join("crt.pem"), issued.cert_pem).unwrap();
             std::fs::write(dir.path().join("key.pem"), issued.key_pem).unwrap();
+            // A private key must be 0600 or 0400, as Ankaios requires.
+            let key_mode = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+            std::fs::set_permissions(dir.path().join("key.pem"), key_mode).unwrap();
         };
         std::fs::write(dir.path().join("ca.pem"), ca.cert_pem()).unwrap();
         write("first");

@@ -83,6 +83,22 @@ pub fn apply(effective: &State, next: &State, input: &HookInput, outcome: HookOu
         let hooks: Vec<&str> = outcome.changed_by.iter().map(|(h, _)| h.as_str()).collect();
         format!("the answer of the mutating hooks {} is invalid: {e}", hooks.join(", "))
     })?;
+    let hooks = || outcome.changed_by.iter().map(|(h, _)| h.as_str()).collect::<Vec<_>>().join(", ");
+    // What a manifest could not hold, an answer cannot either: an agent
+    // name that is no agent name (it would name folders and FIFOs on the
+    // agent) or access rules that do not validate.
+    for (name, wl) in &added {
+        if !wl.agent.is_empty() {
+            AgentName::new(wl.agent.as_str()).map_err(|e| {
+                format!(
+                    "the answer of the mutating hooks {} is invalid: workload '{name}': field 'agent': {e}",
+                    hooks()
+                )
+            })?;
+        }
+        ank_common::access_rules::validate(&wl.control_interface_access)
+            .map_err(|e| format!("the answer of the mutating hooks {} is invalid: workload '{name}': {e}", hooks()))?;
+    }
     let deleted: BTreeSet<String> = deleted.into_iter().collect();
     let out = compose(effective, next, input, added, &deleted);
     if let Some(cycle) = ank_common::dependency_graph::find_cycle(&out) {

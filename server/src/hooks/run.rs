@@ -1,7 +1,9 @@
 //! Running hooks: one child process per hook, the input written to its
 //! stdin while its stdout and stderr are read (a large answer cannot block
 //! the write), within the hook's timeout; the chain feeds each hook the
-//! previous one's answer.
+//! previous one's answer. A hook's answer is read up to the message limit
+//! ([`MAX_HOOK_ANSWER_BYTES`]) and its stderr up to [`MAX_HOOK_STDERR_BYTES`]
+//! (the rest is read and dropped): a hook cannot fill the server's memory.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
@@ -9,9 +11,15 @@ use std::process::Stdio;
 use ank_proto::ank_base::Workload;
 use ank_proto::grpc_api::UpdateWorkload;
 use prost::Message;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::{HookConfig, HookError};
+
+/// Most bytes of a hook's answer: the gRPC message limit, which no state
+/// the server sends can exceed anyway.
+pub const MAX_HOOK_ANSWER_BYTES: usize = ank_proto::MAX_MESSAGE_BYTES;
+/// Most bytes of a hook's stderr kept for the log and the error text.
+pub const MAX_HOOK_STDERR_BYTES: usize = 64 * 1024;
 
 /// What a chain answered, and which hooks changed something.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,22 +79,82 @@ async fn run_one(hook: &HookConfig, input: &[u8]) -> Result<(Vec<u8>, String), H
             }
         }
     };
-    let run = async { tokio::join!(write, child.wait_with_output()).1 };
-    let output = match tokio::time::timeout(hook.timeout, run).await {
-        Ok(Ok(output)) => output,
-        Ok(Err(e)) => return Err(failed(format!("Failed to wait for hook '{}': {e}", exe.display()))),
-        // Dropping the child kills it.
-        Err(_) => return Err(failed(format!("no answer within {} ms; killed", hook.timeout.as_millis()))),
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(failed(format!("Failed to execute hook '{}': no pipes", exe.display())));
     };
-    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    // stderr is read on its own, so that an answer over the limit is
+    // refused at once, whatever the hook does with its stderr.
+    let stderr = tokio::spawn(read_capped(stderr, MAX_HOOK_STDERR_BYTES, Beyond::Drop));
+    let run = async { tokio::join!(write, read_capped(stdout, MAX_HOOK_ANSWER_BYTES, Beyond::Refuse)).1 };
+    // One deadline for reading and for the exit.
+    let deadline = tokio::time::Instant::now() + hook.timeout;
+    let stdout = match tokio::time::timeout_at(deadline, run).await {
+        Ok(Ok(Some(out))) => out,
+        Ok(Ok(None)) => {
+            stderr.abort();
+            let _ = child.kill().await;
+            return Err(failed(format!("its answer is larger than {MAX_HOOK_ANSWER_BYTES} bytes; killed")));
+        }
+        Ok(Err(e)) => return Err(failed(format!("Failed to read from hook '{}': {e}", exe.display()))),
+        // Dropping the child kills it.
+        Err(_) => {
+            stderr.abort();
+            return Err(failed(format!("no answer within {} ms; killed", hook.timeout.as_millis())));
+        }
+    };
+    let status = match tokio::time::timeout_at(deadline, child.wait()).await {
+        Ok(Ok(status)) => status,
+        Ok(Err(e)) => return Err(failed(format!("Failed to wait for hook '{}': {e}", exe.display()))),
+        Err(_) => {
+            stderr.abort();
+            return Err(failed(format!("no answer within {} ms; killed", hook.timeout.as_millis())));
+        }
+    };
+    // The hook has exited; a child it left behind holding stderr open
+    // gets the rest of the deadline.
+    let stderr = match tokio::time::timeout_at(deadline, stderr).await {
+        Ok(Ok(Ok(Some(err)))) => err,
+        _ => Vec::new(),
+    };
+    let stderr = String::from_utf8_lossy(&stderr).trim().to_owned();
     // Ankaios: swdd~server-traces-mutating-hook-stderr~1
-    tracing::debug!("mutating hook '{}' ended ({}); stderr: '{stderr}'", hook.name, output.status);
-    if output.status.success() {
-        return Ok((output.stdout, stderr));
+    tracing::debug!("mutating hook '{}' ended ({status}); stderr: '{stderr}'", hook.name);
+    if status.success() {
+        return Ok((stdout, stderr));
     }
-    match output.status.signal() {
+    match status.signal() {
         Some(signal) => Err(failed(format!("Hook '{}' was killed by signal {signal}: {stderr}", hook.name))),
         None => Err(HookError::Veto { hook: hook.name.clone(), stderr }),
+    }
+}
+
+/// What to do with a pipe's bytes beyond the limit.
+#[derive(Clone, Copy, PartialEq)]
+enum Beyond {
+    /// Stop reading: the answer is refused (`None`).
+    Refuse,
+    /// Read on and drop them, so the hook never blocks on a full pipe.
+    Drop,
+}
+
+/// Everything `pipe` gives until its end, at most `limit` bytes of it.
+async fn read_capped(
+    mut pipe: impl AsyncRead + Unpin,
+    limit: usize,
+    beyond: Beyond,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let mut kept = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = pipe.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(Some(kept));
+        }
+        let room = limit.saturating_sub(kept.len());
+        if n > room && beyond == Beyond::Refuse {
+            return Ok(None);
+        }
+        kept.extend_from_slice(&chunk[..n.min(room)]);
     }
 }
 
