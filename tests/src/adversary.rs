@@ -46,6 +46,9 @@ impl Pki {
         let path = |suffix: &str| self.dir.path().join(format!("{file}{suffix}"));
         std::fs::write(path(".pem"), issued.cert_pem).expect("write cert");
         std::fs::write(path("-key.pem"), issued.key_pem).expect("write key");
+        // keys 0600, as the PEM mode check (Ankaios' rule) asks
+        std::fs::set_permissions(path("-key.pem"), std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("key mode 0600");
         TlsSources {
             ca: PemSource::File(self.dir.path().join("ca.pem")),
             crt: PemSource::File(path(".pem")),

@@ -96,7 +96,8 @@ impl Ctx<'_> {
             let text = std::fs::read(crl).map_err(|e| SettingsError::Tls(format!("crl_pem '{crl}': {e}")))?;
             pem.crl = Some(text);
         }
-        Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.trace_messages).await?)
+        Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.trace_messages)
+            .await?)
     }
 
     /// Writes `text` to the output.
