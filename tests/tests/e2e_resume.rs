@@ -117,8 +117,8 @@ fn e2e_resume_applies_changes_made_while_the_agent_was_away() {
     c.start_agent();
 
     let two = ["keep".to_owned(), "change".to_owned()];
-    // Instances deleted meanwhile stay Stopping(WaitingToStop) until the
-    // agent confirms their removal; then the rows are exactly the two.
+    // Instances deleted meanwhile stay (AgentDisconnected) until the agent
+    // confirms their removal; then the rows are exactly the two.
     c.wait_until(Duration::from_secs(30), |c| {
         all_running(c, &two) && containers_by_workload(c).len() == 2 && c.workload_rows().len() == 2
     });

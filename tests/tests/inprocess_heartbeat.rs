@@ -131,8 +131,9 @@ async fn itest_changes_made_during_a_partition_are_applied_when_it_heals() {
     p.cut.store(true, Ordering::SeqCst);
     c.wait_for_state("keep", "AgentDisconnected").await;
     c.delete(&["gone"]).await;
-    // [itest of feature H7] It stays visible until the agent confirms.
-    c.wait_for_state("gone", "Stopping(WaitingToStop)").await;
+    // [itest of feature H7] It stays visible until the agent confirms,
+    // shown as AgentDisconnected as Ankaios shows it.
+    c.wait_for_state("gone", "AgentDisconnected").await;
     c.apply(&manifest(&["new"])).await;
     c.wait_for_state("new", "Pending(Initial)").await;
     // Every state the server sends from here on is recorded by `c`.

@@ -108,10 +108,12 @@ impl AnkaiosServer {
             // An instance being deleted only goes its way out: a report of
             // it running that the agent sent before it learnt of the
             // deletion (a full set after a reconnect) is not news.
+            // An unwanted instance shown Stopping or (deleted while its
+            // agent was away) AgentDisconnected is on its way out.
             let leaving = matches!(s.execution_state.kind, StateKind::Stopping(_) | StateKind::Removed);
             let known = match self.states.kind_of(n) {
                 None => false,
-                Some(kind) => leaving || !matches!(kind, StateKind::Stopping(_)),
+                Some(kind) => leaving || !matches!(kind, StateKind::Stopping(_) | StateKind::AgentDisconnected),
             };
             if !wanted && !known {
                 continue;

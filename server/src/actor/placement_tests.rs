@@ -167,7 +167,16 @@ impl Cluster {
         let mut out = Vec::new();
         for (agent, by_name) in tree["workloadStates"].as_object().into_iter().flatten() {
             for entry in by_name.get(wl).and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {
-                if entry["state"] != "Stopping" {
+                // Not the instances being deleted: Stopping, or (agent away)
+                // AgentDisconnected with the Health message that says so.
+                let deleted_while_away = entry["state"] == "AgentDisconnected"
+                    && entry["conditions"].as_array().into_iter().flatten().any(|c| {
+                        c["type"] == "Health"
+                            && c["message"]
+                                .as_str()
+                                .is_some_and(|m| m.starts_with(crate::workload_states::DELETED_WHILE_AWAY))
+                    });
+                if entry["state"] != "Stopping" && !deleted_while_away {
                     out.push((agent.clone(), entry.clone()));
                 }
             }

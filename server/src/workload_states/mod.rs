@@ -33,6 +33,10 @@ pub enum Ingest {
     Invalid(ConditionType),
 }
 
+/// How the Health condition's message of an instance deleted while its
+/// agent is away begins (the state is AgentDisconnected, as in Ankaios).
+pub const DELETED_WHILE_AWAY: &str = "deleted; removed once agent";
+
 /// When an instance was last confirmed and last re-sent, and since when it
 /// has its current kind of state.
 #[derive(Debug, Clone, Copy)]
@@ -290,10 +294,9 @@ impl WorkloadStateStore {
         existed
     }
 
-    /// Marks every instance of `agent`: AgentDisconnected, or
-    /// Stopping(WaitingToStop) for those `wanted` says are being deleted
-    /// (they stay until the agent confirms their removal); Health becomes
-    /// Unknown. Returns the changes.
+    /// Marks every instance of `agent` AgentDisconnected, those `wanted`
+    /// says are being deleted included (they stay until the agent confirms
+    /// their removal); Health becomes Unknown. Returns the changes.
     // [feature H7: finalized before forget]
     pub fn mark_agent_disconnected(
         &mut self,
@@ -316,10 +319,15 @@ impl WorkloadStateStore {
 
     /// Sets a state the server decides and Health=Unknown with the reason.
     fn mark(&mut self, n: &WorkloadInstanceName, state: ExecutionState) -> bool {
+        self.mark_with(n, state, "")
+    }
+
+    /// [`Self::mark`] with a message on the Health condition.
+    fn mark_with(&mut self, n: &WorkloadInstanceName, state: ExecutionState, message: &str) -> bool {
         let Some(entry) = self.entry_mut(n) else { return false };
         let mut changed = entry.state != state;
         entry.state = state;
-        let health = Condition::new(ConditionType::Health, ConditionStatus::Unknown, 0, "AgentDisconnected", "");
+        let health = Condition::new(ConditionType::Health, ConditionStatus::Unknown, 0, "AgentDisconnected", message);
         changed |= conditions::set(&mut entry.status.conditions, health, &now_rfc3339());
         changed | self.refresh_ready(n)
     }
@@ -333,13 +341,13 @@ impl WorkloadStateStore {
         changed
     }
 
-    /// Marks an instance being deleted while its agent is away.
+    /// Marks an instance being deleted while its agent is away. It stays
+    /// until the agent is back and confirms its removal, and shows
+    /// `AgentDisconnected` meanwhile, as Ankaios shows it; our Health
+    /// condition's message says that it was deleted.
     pub fn mark_waiting_to_stop(&mut self, n: &WorkloadInstanceName, agent: &str) -> bool {
-        let state = ExecutionState::with_info(
-            StateKind::Stopping(ank_common::execution_state::Stopping::WaitingToStop),
-            format!("agent '{agent}' is disconnected; removed once it confirms"),
-        );
-        self.mark(n, state)
+        let message = format!("{DELETED_WHILE_AWAY} '{agent}' is back and confirms");
+        self.mark_with(n, ExecutionState::agent_disconnected(), &message)
     }
 
     /// One instance as a state message.

@@ -128,7 +128,7 @@ async fn an_ankaios_report_gets_conditions_from_its_state() {
 
 // [test of feature H7]
 #[tokio::test]
-async fn deleted_instances_of_a_lost_agent_wait_to_stop() {
+async fn deleted_instances_of_a_lost_agent_show_agent_disconnected_as_in_ankaios() {
     let mut s = WorkloadStateStore::default();
     let (keep, gone) = (name("keep", "A"), name("gone", "A"));
     s.record(&WorkloadState::new(keep.clone(), ExecutionState::running()));
@@ -137,9 +137,11 @@ async fn deleted_instances_of_a_lost_agent_wait_to_stop() {
     assert_eq!(changed.len(), 2);
     assert_eq!(s.map_with_events()["A"]["keep"]["1"].state, ExecutionState::agent_disconnected());
     let waiting = &s.map_with_events()["A"]["gone"]["1"];
-    assert_eq!(waiting.state.kind.to_string(), "Stopping(WaitingToStop)");
-    assert_eq!(waiting.status.condition(ConditionType::Ready).unwrap().reason, "Deleting");
-    assert_eq!(waiting.status.condition(ConditionType::Health).unwrap().reason, "AgentDisconnected");
+    assert_eq!(waiting.state, ExecutionState::agent_disconnected(), "Ankaios shows such a row as AgentDisconnected");
+    assert_eq!(waiting.status.condition(ConditionType::Ready).unwrap().reason, "AgentDisconnected");
+    let health = waiting.status.condition(ConditionType::Health).unwrap();
+    assert_eq!(health.reason, "AgentDisconnected");
+    assert_eq!(health.message, "deleted; removed once agent 'A' is back and confirms", "our condition tells it apart");
 }
 
 // [test of feature K8: agent entries and server events meet in one ring per workload]
