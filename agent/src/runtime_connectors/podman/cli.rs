@@ -41,6 +41,19 @@ impl PodmanError {
     }
 }
 
+/// A failed create as Ankaios words it for the user: podman's stderr, then
+/// `. Execution of 'podman "arg" "arg" ...'` (the state's additionalInfo
+/// shows it, e.g. after `Retry N: `).
+pub fn with_command_line(e: PodmanError, args: &[String]) -> PodmanError {
+    match e {
+        PodmanError::Failed { command, stderr } => {
+            let quoted: Vec<String> = args.iter().map(|a| format!("\"{a}\"")).collect();
+            PodmanError::Failed { command, stderr: format!("{stderr}. Execution of 'podman {}'", quoted.join(" ")) }
+        }
+        other => other,
+    }
+}
+
 /// One entry of `podman ps --all --format json`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -220,10 +233,10 @@ impl PodmanCli {
     }
 
     /// `podman <args>` where args hold everything from general options to
-    /// the command's arguments of a `run -d`; returns the new container's id.
+    /// the command's arguments of a `run --detach`; returns the new container's id.
     // [impl->swdd~podman-create-workload-returns-workload-id~1]
     pub async fn run_detached(&self, args: &[String]) -> Result<WorkloadId, PodmanError> {
-        let out = self.exec(args).await?;
+        let out = self.exec(args).await.map_err(|e| with_command_line(e, args))?;
         let id = out.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("").to_owned();
         if id.is_empty() {
             return Err(PodmanError::Output { command: "run".into(), reason: "no container id".into() });
@@ -398,6 +411,18 @@ fn is_no_such_container(e: &PodmanError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_create_names_its_command_line_as_ankaios_does() {
+        let args: Vec<String> = ["run", "--detach", "--name", "a.1.x", "img"].map(str::to_owned).to_vec();
+        let e = PodmanError::Failed { command: "run".into(), stderr: "Error: img: image not known".into() };
+        assert_eq!(
+            with_command_line(e, &args).message(),
+            "Error: img: image not known. Execution of 'podman \"run\" \"--detach\" \"--name\" \"a.1.x\" \"img\"'"
+        );
+        let spawn = PodmanError::Spawn { binary: "podman".into(), reason: "gone".into() };
+        assert_eq!(with_command_line(spawn.clone(), &args), spawn, "only podman's refusals carry the command line");
+    }
 
     #[test]
     fn the_events_backend_is_read_from_podmans_debug_line() {

@@ -1,4 +1,4 @@
-//! The `podman` runtime connector: creates workloads with `podman run -d`
+//! The `podman` runtime connector: creates workloads with `podman run --detach`
 //! (labels `name=<instance>` and `agent=<agent>`), deletes them with `podman
 //! stop` + `podman rm -f`, lists them with `podman ps` and watches their
 //! states by reading podman's event log and conmon's exit files (see
@@ -97,36 +97,35 @@ fn name_held_by_storage(e: &cli::PodmanError) -> Option<String> {
     tail.trim_start().starts_with("is already in use").then(|| name.to_owned())
 }
 
-/// The argument list of `podman [general] run -d [--name] [options] [--mount]...
-/// --label name=.. --label agent=.. image [args]`: Ankaios' order.
+/// The argument list of `podman [general] run --detach [--name] [options]
+/// [--mount=...]... --label=name=.. --label=agent=.. image [args]`: Ankaios'
+/// order and spelling (a failed create shows the command line to the user).
 // [impl->swdd~podman-create-workload-runs-workload~1]
 // [impl->swdd~podman-create-workload-creates-labels~1]
 // [impl->swdd~podman-create-workload-sets-optionally-container-name~1]
 pub fn run_args(spec: &WorkloadSpec, cfg: &PodmanRuntimeConfig, options: &CreateOptions) -> Vec<String> {
     let instance = &spec.instance_name;
     let mut args = cfg.general_options.clone();
-    args.extend(["run".into(), "-d".into()]);
+    args.extend(["run".into(), "--detach".into()]);
     if !cfg.has_name_option() {
         args.extend(["--name".into(), instance.short_name()]);
     }
     args.extend(cfg.command_options.iter().cloned());
     // [impl->swdd~podman-create-workload-mounts-fifo-files~1]
     if let Some(folder) = &options.control_interface {
-        args.extend([
-            "--mount".into(),
-            format!("type=bind,source={},destination={CONTROL_INTERFACE_MOUNT}", folder.display()),
-        ]);
+        args.push(format!("--mount=type=bind,source={},destination={CONTROL_INTERFACE_MOUNT}", folder.display()));
     }
     for file in &options.files {
-        args.extend([
-            "--mount".into(),
-            format!("type=bind,source={},destination={},readonly=true", file.host_path.display(), file.mount_point),
-        ]);
+        args.push(format!(
+            "--mount=type=bind,source={},destination={},readonly=true",
+            file.host_path.display(),
+            file.mount_point
+        ));
     }
     // After the user's options, as in Ankaios: a `--label name=...` or
     // `agent=...` among them cannot hide the workload from its agent.
-    args.extend(["--label".into(), format!("name={instance}")]);
-    args.extend(["--label".into(), format!("agent={}", instance.agent_name)]);
+    args.push(format!("--label=name={instance}"));
+    args.push(format!("--label=agent={}", instance.agent_name));
     args.push(cfg.image.clone());
     args.extend(cfg.command_args.iter().cloned());
     args
@@ -144,7 +143,7 @@ impl RuntimeConnector for PodmanRuntime {
         memory::declared(&spec.workload.runtime_config)
     }
 
-    /// `podman run -d` returns only after the container has started.
+    /// `podman run --detach` returns only after the container has started.
     fn create_returns_running(&self) -> bool {
         true
     }
@@ -295,9 +294,9 @@ mod tests {
         assert_eq!(id, WorkloadId("c0ffee".into()));
         let calls = std::fs::read_to_string(&calls).unwrap();
         let lines: Vec<&str> = calls.lines().collect();
-        assert!(lines[0].starts_with("run -d"), "{calls}");
+        assert!(lines[0].starts_with("run --detach"), "{calls}");
         assert_eq!(lines[1], "rm --storage web.x", "{calls}");
-        assert!(lines[2].starts_with("run -d"), "{calls}");
+        assert!(lines[2].starts_with("run --detach"), "{calls}");
         assert_eq!(lines.len(), 3, "{calls}");
     }
 
@@ -313,15 +312,13 @@ mod tests {
             "--log-level",
             "info",
             "run",
-            "-d",
+            "--detach",
             "--name",
             &s.instance_name.short_name(),
             "-p",
             "8080:80",
-            "--label",
-            &format!("name={}", s.instance_name),
-            "--label",
-            "agent=agent_A",
+            &format!("--label=name={}", s.instance_name),
+            "--label=agent=agent_A",
             "img",
             "sleep",
             "9",
@@ -355,12 +352,12 @@ mod tests {
             }],
         };
         let args = run_args(&s, &cfg, &options);
-        let mounts: Vec<&str> = args.windows(2).filter(|w| w[0] == "--mount").map(|w| w[1].as_str()).collect();
+        let mounts: Vec<&str> = args.iter().filter(|a| a.starts_with("--mount")).map(String::as_str).collect();
         assert_eq!(
             mounts,
             [
-                "type=bind,source=/run/ank/a_io/w.1.a/control_interface,destination=/run/ankaios/control_interface",
-                "type=bind,source=/run/ank/a_io/w.1.a/files/etc/c,destination=/etc/c,readonly=true",
+                "--mount=type=bind,source=/run/ank/a_io/w.1.a/control_interface,destination=/run/ankaios/control_interface",
+                "--mount=type=bind,source=/run/ank/a_io/w.1.a/files/etc/c,destination=/etc/c,readonly=true",
             ]
         );
         assert_eq!(args.last().map(String::as_str), Some("img"), "mounts come before the image");
