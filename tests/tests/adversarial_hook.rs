@@ -194,7 +194,7 @@ async fn a_hook_cannot_flood_the_refusal_with_its_stderr() {
     std::fs::write(&armed, "").unwrap();
     let e = refusal(c.apply(&manifest(&["w"])).await);
     assert!(
-        e.starts_with("Update rejected: 'Mutating hook 'noisy' vetoed the state change"),
+        e.starts_with("Update rejected by mutating hook 'noisy': 'Hook 'noisy' rejected the change: xxx"),
         "{}",
         &e[..200.min(e.len())]
     );

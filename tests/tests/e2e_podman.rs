@@ -190,13 +190,22 @@ fn e2e_podman_bad_manifests_are_rejected_and_state_is_unchanged() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     let cases = [
-        ("version.yaml", "apiVersion: v2\nworkloads: {}\n", vec!["version.yaml", "line 1", "apiVersion"]),
+        // Ankaios' schema check comes first, with Ankaios' message.
+        (
+            "version.yaml",
+            "apiVersion: v2\nworkloads: {}\n",
+            vec!["Manifest schema validation failed:", "'/apiVersion': \"v2\" does not match \"^v1$\""],
+        ),
         (
             "unknown.yaml",
             &*good.replace("    restartPolicy", "    colour: red\n    restartPolicy"),
             vec!["unknown.yaml", "line 6", "colour"],
         ),
-        ("name.yaml", &*good.replace("  keep:", "  ke.ep:"), vec!["name.yaml", "line 3", "ke.ep"]),
+        (
+            "name.yaml",
+            &*good.replace("  keep:", "  ke.ep:"),
+            vec!["Manifest schema validation failed:", "\"ke.ep\" does not match \"^[a-zA-Z0-9_-]+$\""],
+        ),
         ("dup.yaml", &*format!("{good}{}", workload("keep", &agent, "[\"true\"]")), vec!["dup.yaml", "line 10"]),
         ("broken.yaml", "apiVersion: v1\nworkloads:\n  a: [\n", vec!["broken.yaml", "line"]),
     ];
