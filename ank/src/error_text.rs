@@ -4,7 +4,8 @@
 //! before that (`Failed to run workloads: 'Command failed: '<why>''`). A
 //! server's rejection reads `SetState failed with: '<message>'` and a
 //! missing answer `Command timed out after '<duration>'`, as there. Errors
-//! of the connection itself keep their own text, as in Ankaios.
+//! of the connection itself keep their own text, as in Ankaios; a state
+//! file that makes no state reads `Could not serialize YAML object: '<why>'`.
 
 use crate::connection::ConnectionError;
 
@@ -12,6 +13,13 @@ use crate::connection::ConnectionError;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the server rejected the request: {0}")]
 pub struct UpdateRejected(pub String);
+
+/// A state file that does not make a state where Ankaios' `ank` reads it
+/// as one (e.g. a `desiredState` without `apiVersion`); worded as there,
+/// without `Command failed`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Could not serialize YAML object: '{0}'")]
+pub struct YamlObjectInvalid(pub String);
 
 /// A failed state-changing command, with Ankaios' wording.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,8 +51,13 @@ impl WriteCommand {
 /// `err` of `command` in Ankaios' words; errors that reaching the server
 /// and signals cause are returned unchanged.
 pub fn reword(command: WriteCommand, err: anyhow::Error) -> anyhow::Error {
-    let Some(why) = reason(&err) else { return err };
-    let failed = format!("Command failed: '{why}'");
+    let failed = match err.chain().find_map(|cause| cause.downcast_ref::<YamlObjectInvalid>()) {
+        Some(invalid) => invalid.to_string(),
+        None => match reason(&err) {
+            Some(why) => format!("Command failed: '{why}'"),
+            None => return err,
+        },
+    };
     let text = match command.prefix() {
         Some(prefix) => format!("{prefix}: '{failed}'"),
         None => failed,

@@ -389,6 +389,15 @@ impl RuntimeManager {
         spec: WorkloadSpec,
         existing: &mut BTreeMap<WorkloadInstanceName, (String, ListedWorkload)>,
     ) -> Option<WorkloadOperation> {
+        // Already waiting in the queue (after an update whose old instance
+        // went first, its loop is still there): it waits there.
+        match self.scheduling.scheduler.queued_create(spec.name()) {
+            Some(queued) if *queued == spec => return None,
+            Some(_) if self.objects.contains_key(spec.name()) => {
+                return Some(WorkloadOperation::Create(ReusableWorkloadSpec::new(spec)));
+            }
+            _ => {}
+        }
         if let Some(object) = self.objects.get_mut(spec.name()) {
             if object.instance_name == spec.instance_name && !object.deleting {
                 // Wanted as it is: a delete waiting for its dependents is
@@ -397,9 +406,6 @@ impl RuntimeManager {
                 return self.wanted_again(spec, false);
             }
             return Some(WorkloadOperation::Update(spec, no_dependents(&object.instance_name)));
-        }
-        if self.scheduling.scheduler.queued_create(spec.name()) == Some(&spec) {
-            return None;
         }
         // [impl->swdd~agent-existing-workloads-starts-new-if-not-found~1]
         let Some((runtime, found)) = existing.remove(&spec.instance_name) else {
@@ -477,6 +483,13 @@ impl RuntimeManager {
             }
         }
         for spec in added.into_iter().flatten() {
+            // The new instance of an update waits in the queue (its old one
+            // was removed, or is being): the spec goes there, not to the
+            // old instance's loop, which would start it at once.
+            if self.scheduling.scheduler.queued_create(spec.name()).is_some() {
+                ops.push(WorkloadOperation::Create(ReusableWorkloadSpec::new(spec)));
+                continue;
+            }
             match self.objects.get_mut(spec.name()) {
                 Some(o) if o.instance_name == spec.instance_name && !o.deleting => {
                     ops.extend(self.wanted_again(spec, resync));

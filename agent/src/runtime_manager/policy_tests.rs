@@ -114,6 +114,47 @@ async fn dependencies_update_deletes_the_old_instance_while_the_new_waits() {
     assert_eq!(h.fake.containers().len(), 1);
 }
 
+// Twin scenario update_dependency_unmet: only the dependencies change (the
+// instance name stays), the new one is unmet. The old container is removed
+// at once and no new one is created until the dependency holds, neither by
+// the server's resync of the waiting workload nor by a reconnect's hello.
+#[tokio::test(start_paused = true)]
+// [utest->swdd~agent-handles-update-with-fulfilled-delete~1]
+// [utest->swdd~agent-executes-update-delete-only-workload-operation~1]
+// [utest->swdd~agent-enqueues-unfulfilled-create~1]
+async fn dependencies_update_of_only_the_dependencies_stops_the_old_instance_and_waits() {
+    let mut h = harness().await;
+    let c = spec("c");
+    let v1 = spec("web");
+    h.rm.server_hello(vec![c.clone(), v1.clone()]).await;
+    h.until_all_running(&[&c, &v1]).await;
+    let v2 = with_deps(v1.clone(), &[("c", AddCondition::Succeeded)]);
+    assert_eq!(v2.instance_name, v1.instance_name);
+    h.rm.update_workload(vec![v2.clone()], vec![deleted(&v1)]).await;
+    // Its states until all is quiet: the old container stops and goes, the
+    // new instance (of the same name) ends waiting, not removed.
+    let mut seen = Vec::new();
+    while let Ok(Some(s)) = tokio::time::timeout(Duration::from_secs(20), h.states.recv()).await {
+        if s.instance_name == v2.instance_name {
+            seen.push(s.execution_state);
+        }
+    }
+    assert_eq!(seen.last(), Some(&waiting_to_start()), "{seen:?}");
+    assert!(seen.iter().any(|s| matches!(s.kind, StateKind::Stopping(_))), "{seen:?}");
+    assert!(!seen.iter().any(|s| s.kind == StateKind::Removed), "{seen:?}");
+    assert_eq!(h.fake.containers().len(), 1, "only c's container is left: {seen:?}");
+    h.rm.resync_workload(vec![v2.clone()], vec![]).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    h.rm.server_hello(vec![c.clone(), v2.clone()]).await;
+    h.rm.resync_workload(vec![v2.clone()], vec![]).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(h.creates_of(&v2.instance_name), 1, "no create while c runs: {seen:?}");
+    assert_eq!(h.fake.containers().len(), 1, "only c's container is left: {seen:?}");
+    h.fake.exit(&c.instance_name, 0).await;
+    h.running(&v2).await;
+    assert_eq!(h.creates_of(&v2.instance_name), 2);
+}
+
 #[tokio::test(start_paused = true)]
 // [utest->swdd~agent-enqueues-update-with-unfulfilled-delete~1]
 async fn dependencies_update_waits_to_stop_while_a_dependent_runs() {

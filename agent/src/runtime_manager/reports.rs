@@ -106,7 +106,10 @@ impl RuntimeManager {
         let (mut passed, mut touched) = (Vec::new(), Vec::new());
         for report in batch {
             match report {
-                LoopReport::State(state) => passed.extend(self.outbox.table.accept(state, &health)),
+                LoopReport::State(state) => {
+                    let state = self.waiting_instead_of_removed(state);
+                    passed.extend(self.outbox.table.accept(state, &health))
+                }
                 LoopReport::Event(event) => {
                     if let Some(n) = self.outbox.table.event(event, &at)
                         && !touched.contains(&n)
@@ -128,6 +131,24 @@ impl RuntimeManager {
         }
         if !passed.is_empty() {
             self.observe(&passed).await;
+        }
+    }
+
+    /// An update that changed only what the instance name does not cover
+    /// (its dependencies, say) removed the old container while the new
+    /// instance, of the same name, waits in the queue: its removal shows
+    /// as that wait, not as a workload that is gone.
+    // [impl->swdd~agent-handles-update-with-fulfilled-delete~1]
+    fn waiting_instead_of_removed(&self, state: WorkloadState) -> WorkloadState {
+        if state.execution_state.kind != ank_common::StateKind::Removed {
+            return state;
+        }
+        match self.scheduling.scheduler.queued_create_state(&state.instance_name) {
+            Some(waiting) => {
+                tracing::debug!("workload '{}' removed; its update waits: {waiting}", state.instance_name);
+                WorkloadState::new(state.instance_name, waiting)
+            }
+            None => state,
         }
     }
 

@@ -21,7 +21,7 @@ const AGENT: &str = "agent_A";
 pub(super) struct Harness {
     pub(super) fake: Arc<FakeRuntime>,
     pub(super) rm: RuntimeManagerHandle,
-    states: mpsc::Receiver<WorkloadState>,
+    pub(super) states: mpsc::Receiver<WorkloadState>,
     /// Events the control loops and the scheduler reported.
     pub(super) events: mpsc::UnboundedReceiver<crate::workload::EventReport>,
     shutdown: CancellationToken,

@@ -113,6 +113,14 @@ impl WorkloadScheduler {
         self.queue.get(workload)?.create_spec()
     }
 
+    /// The state last shown for the queued create of `instance` (its hold),
+    /// `None` when no create of that instance waits.
+    pub fn queued_create_state(&self, instance: &ank_common::WorkloadInstanceName) -> Option<ExecutionState> {
+        let entry = self.queue.get(&instance.workload_name)?;
+        entry.create_spec().filter(|s| s.instance_name == *instance)?;
+        Some(entry.shown.clone().unwrap_or(Hold::WaitingToStart).state())
+    }
+
     /// The instances of the queued creates.
     pub fn queued_creates(&self) -> Vec<ank_common::WorkloadInstanceName> {
         self.queue

@@ -11,10 +11,13 @@ use serde_json::Value;
 
 use crate::cli::SetStateArgs;
 use crate::cmd::{Ctx, update_and_follow};
+use crate::error_text::YamlObjectInvalid;
 use crate::view::StateView;
 
 /// The update request of `masks` with the state in the YAML `text` of
-/// `source`; a missing `desiredState.apiVersion` defaults to the current one.
+/// `source`. A file without `desiredState` (or with an empty one) gets the
+/// current apiVersion; a `desiredState` mapping without `apiVersion` is
+/// refused, as Ankaios' `ank` refuses it.
 pub fn set_request(source: &str, text: &str, masks: Vec<String>) -> anyhow::Result<RequestContent> {
     let mut tree: Value = if text.trim().is_empty() {
         Value::Object(Default::default())
@@ -22,9 +25,14 @@ pub fn set_request(source: &str, text: &str, masks: Vec<String>) -> anyhow::Resu
         serde_saphyr::from_str(text).with_context(|| format!("{source}: invalid YAML"))?
     };
     let Some(root) = tree.as_object_mut() else { bail!("{source}: the state must be a mapping") };
-    let desired = root.entry("desiredState").or_insert_with(|| Value::Object(Default::default()));
+    let desired = root.entry("desiredState").or_insert(Value::Null);
+    if desired.is_null() {
+        *desired = serde_json::json!({"apiVersion": ank_common::API_VERSION});
+    }
     let Some(desired) = desired.as_object_mut() else { bail!("{source}: 'desiredState' must be a mapping") };
-    desired.entry("apiVersion").or_insert_with(|| Value::String(ank_common::API_VERSION.to_owned()));
+    if !desired.contains_key("apiVersion") {
+        return Err(YamlObjectInvalid("missing field `apiVersion`".to_owned()).into());
+    }
     let new_state = PartialCompleteState::from_json(&tree).with_context(|| format!("{source}: not a valid state"))?;
     Ok(RequestContent::UpdateState { new_state: Box::new(new_state), update_mask: masks })
 }
@@ -90,9 +98,9 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn set_state_request_keeps_masks_and_defaults_the_api_version() {
-        let text =
-            "desiredState:\n  workloads:\n    w:\n      runtime: podman\n      agent: a\n      runtimeConfig: x\n";
+    fn set_state_request_keeps_masks_and_defaults_the_api_version_of_a_file_without_desired_state() {
+        let text = "desiredState:\n  apiVersion: v1\n  workloads:\n    w:\n      runtime: podman\n      agent: a\n      \
+                    runtimeConfig: x\n";
         let RequestContent::UpdateState { new_state, update_mask } =
             set_request("s.yaml", text, vec!["desiredState.workloads.w".into()]).unwrap()
         else {
@@ -102,13 +110,32 @@ mod tests {
         assert_eq!(update_mask, vec!["desiredState.workloads.w"]);
         assert_eq!(new_state["desiredState"]["apiVersion"], "v1");
         assert_eq!(new_state["desiredState"]["workloads"]["w"]["runtime"], "podman");
-        let RequestContent::UpdateState { new_state, .. } =
-            set_request("e.yaml", "", vec!["desiredState.workloads.w".into()]).unwrap()
-        else {
-            panic!("not an update")
-        };
-        let new_state = new_state.to_json().unwrap();
-        assert_eq!(new_state, json!({"desiredState": {"apiVersion": "v1"}}));
+        for empty in ["", "desiredState:\n", "agents: {}\n"] {
+            let RequestContent::UpdateState { new_state, .. } =
+                set_request("e.yaml", empty, vec!["desiredState.workloads.w".into()]).unwrap()
+            else {
+                panic!("not an update")
+            };
+            let new_state = new_state.to_json().unwrap();
+            assert_eq!(new_state["desiredState"], json!({"apiVersion": "v1"}), "{empty:?}");
+        }
+    }
+
+    // Twin scenario set_state_no_api_version: a `desiredState` without
+    // `apiVersion` is refused as Ankaios' `ank` refuses it (its state type
+    // needs the field), with its words; nothing is sent.
+    #[test]
+    fn set_state_refuses_a_desired_state_without_api_version() {
+        let text =
+            "desiredState:\n  workloads:\n    w:\n      runtime: podman\n      agent: a\n      runtimeConfig: x\n";
+        for text in [text, "desiredState: {}\n"] {
+            let err = set_request("s.yaml", text, vec!["desiredState.workloads.w".into()]).unwrap_err();
+            assert_eq!(
+                crate::error_text::reword(crate::error_text::WriteCommand::SetState, err).to_string(),
+                "Failed to set state: 'Could not serialize YAML object: 'missing field `apiVersion`''",
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
