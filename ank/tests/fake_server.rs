@@ -428,7 +428,8 @@ async fn fake_server_unreachable_server_and_missing_insecure_are_clear_errors() 
 async fn fake_server_set_state_with_an_invalid_value_fails_naming_it_and_sends_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("s.yaml");
-    std::fs::write(&file, "desiredState:\n  workloads:\n    w:\n      restartPolicy: SOMETIMES\n").unwrap();
+    std::fs::write(&file, "desiredState:\n  apiVersion: v1\n  workloads:\n    w:\n      restartPolicy: SOMETIMES\n")
+        .unwrap();
     let script = Script {
         update_answer: Some(ResponseContent::UpdateStateSuccess {
             added_workloads: vec![],
