@@ -16,6 +16,7 @@
 //! first differences, with masks the fields at the mask's depth, reaching
 //! into added and removed subtrees where the mask goes deeper.
 
+use ank_common::mask_path::{MaskPath, Segment};
 use ank_common::messages::AlteredFields;
 use serde_json::{Map, Value};
 
@@ -96,11 +97,11 @@ fn extension_at(path: &[&str]) -> Option<usize> {
 
 /// Whether `path` is reported to a subscriber with `mask`: Ankaios' fields
 /// always, an extension only where the mask names it.
-fn reported_to(path: &str, mask: Option<&[&str]>) -> bool {
+fn reported_to(path: &str, mask: Option<&[Segment]>) -> bool {
     let segs: Vec<&str> = path.split('.').collect();
     match extension_at(&segs) {
         None => true,
-        Some(i) => mask.and_then(|m| m.get(i)).is_some_and(|m| *m == segs[i]),
+        Some(i) => mask.and_then(|m| m.get(i)).is_some_and(|m| matches!(m, Segment::Key(k) if k == segs[i])),
     }
 }
 
@@ -237,10 +238,13 @@ fn select(first: &Map<String, Value>, full: &Map<String, Value>, masks: &[String
         return out;
     }
     for mask in masks {
-        let parts: Vec<&str> = mask.split('.').collect();
+        // Subscription masks are checked when the subscription is made; one
+        // that does not parse here selects nothing.
+        let Ok(mask) = MaskPath::parse(mask) else { continue };
+        let parts = mask.segments();
         let mut found = Vec::new();
-        walk(Some(first), full, &parts, String::new(), &mut found);
-        out.extend(found.into_iter().filter(|p| reported_to(p, Some(&parts))));
+        walk(Some(first), full, parts, String::new(), &mut found);
+        out.extend(found.into_iter().filter(|p| reported_to(p, Some(parts))));
     }
     out
 }
@@ -272,7 +276,7 @@ fn join(path: &str, key: &str) -> String {
 fn walk(
     first: Option<&Map<String, Value>>,
     full: &Map<String, Value>,
-    parts: &[&str],
+    parts: &[Segment],
     path: String,
     out: &mut Vec<String>,
 ) {
@@ -293,14 +297,17 @@ fn walk(
             _ => {}
         }
     };
-    if *head == "*" {
-        for (key, full_child) in full {
-            step(key, first.and_then(|f| f.get(key)), full_child, out);
+    let head = match head {
+        Segment::Any => {
+            for (key, full_child) in full.iter().filter(|(key, _)| head.selects(key)) {
+                step(key, first.and_then(|f| f.get(key)), full_child, out);
+            }
+            return;
         }
-        return;
-    }
-    let Some(full_child) = full.get(*head) else { return };
-    match first.and_then(|f| f.get(*head)) {
+        Segment::Key(key) => key.as_str(),
+    };
+    let Some(full_child) = full.get(head) else { return };
+    match first.and_then(|f| f.get(head)) {
         Some(first_child) => step(head, Some(first_child), full_child, out),
         // Below the first difference: a map named at the mask's end has no
         // first differences below it, so it reports nothing.
