@@ -63,16 +63,7 @@ async fn start_server(pki: &Pki) -> (String, CancellationToken) {
     (url, shutdown)
 }
 
-fn hello(agent: &str) -> ToServer {
-    ToServer::AgentHello {
-        agent_name: agent.into(),
-        protocol_version: ank_common::PROTOCOL_VERSION.into(),
-        tags: Default::default(),
-        reports_conditions: true,
-        capabilities: Vec::new(),
-        quota: Default::default(),
-    }
-}
+use ank_tests::adversary::agent_hello as hello;
 
 /// Connects as an agent with `pem` and says hello as `agent`: the first
 /// message of the server, or why the connection failed.
