@@ -8,13 +8,12 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ank_agent::control_interface::fifo;
-use ank_agent::runtime_connectors::fake::FakeRuntime;
 use ank_agent::{AgentConfig, RuntimeRegistry};
 use ank_tests::commander::Commander;
+use ank_tests::inprocess::InProcess;
 use tokio_util::sync::CancellationToken;
 
 const NOBODY: u32 = 65534;
@@ -144,49 +143,40 @@ configs:
 
 /// An in-process server and agent running `app` (a rendered secret in a
 /// workload file, and a control interface); the fake runtime's options.
-async fn running_app() -> (CancellationToken, tempfile::TempDir, ank_agent::runtime_connectors::CreateOptions) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let stop = CancellationToken::new();
-    let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
-    tokio::spawn(ank_server::run(initial, listener, stop.clone()));
-    let fake = Arc::new(FakeRuntime::new());
-    let mut runtimes = RuntimeRegistry::new();
-    runtimes.register(fake.clone());
-    let run_folder = tempfile::tempdir().unwrap();
+async fn running_app() -> (InProcess, ank_agent::runtime_connectors::CreateOptions) {
     // The run folder as the default one is: readable by all.
-    std::fs::set_permissions(run_folder.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let config =
-        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
-    tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
-    let mut c = Commander::connect(&url).await;
+    let p = InProcess::start_with(|config| {
+        std::fs::set_permissions(&config.run_folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    })
+    .await;
+    let mut c = Commander::connect(&p.url).await;
     c.apply(WITH_SECRET_FILE).await;
     c.wait_for_state("app", "Running(Ok)").await;
-    let app = fake.created().into_iter().find(|n| n.workload_name == "app").unwrap();
-    let options = fake.options_of(&app).unwrap();
-    (stop, run_folder, options)
+    let app = p.fake.created().into_iter().find(|n| n.workload_name == "app").unwrap();
+    let options = p.fake.options_of(&app).unwrap();
+    (p, options)
 }
 
 #[tokio::test]
 async fn must_not_read_a_workload_files_rendered_secret() {
-    let (stop, run_folder, options) = running_app().await;
+    let (p, options) = running_app().await;
     let file = &options.files[0].host_path;
     assert_eq!(std::fs::read_to_string(file).unwrap(), "password=s3cr3t", "the agent wrote it");
     assert!(denied_to_nobody(&format!("cat {}", file.display())), "nobody reads '{}'", file.display());
-    let io = run_folder.path().join("agent_A_io");
+    let io = p.run_folder().join("agent_A_io");
     assert_eq!(std::fs::metadata(&io).unwrap().mode() & 0o777, 0o700);
     assert!(denied_to_nobody(&format!("ls {}", io.display())), "nobody lists the workloads' folders");
-    stop.cancel();
+    p.stop();
 }
 
 #[tokio::test]
 async fn must_not_talk_on_a_workloads_control_interface() {
-    let (stop, _run_folder, options) = running_app().await;
+    let (p, options) = running_app().await;
     let folder = options.control_interface.expect("app has a control interface");
     // Not even with the FIFOs' path known: the folders are closed to them.
     let output = fifo::output_pipe(&folder);
     assert!(denied_to_nobody(&format!("printf x > {}", output.display())), "nobody writes requests");
     let input = fifo::input_pipe(&folder);
     assert!(denied_to_nobody(&format!("timeout 5 head -c1 < {}", input.display())), "nobody reads answers");
-    stop.cancel();
+    p.stop();
 }

@@ -5,19 +5,16 @@
 //! workload must not be able to do. Each test is one "must not".
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ank_agent::control_interface::framing::{FrameDecoder, encode_frame};
-use ank_agent::runtime_connectors::fake::FakeRuntime;
-use ank_agent::{AgentConfig, RuntimeRegistry};
 use ank_proto::ank_base as pb;
 use ank_proto::control_api::{self as ci, from_ankaios::FromAnkaiosEnum, to_ankaios::ToAnkaiosEnum};
 use ank_tests::commander::Commander;
+use ank_tests::inprocess::InProcess;
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
-use tokio_util::sync::CancellationToken;
 
 /// `ctl` with `rules` (its `controlInterfaceAccess` body, indented by 6),
 /// and two workloads it may target.
@@ -148,9 +145,7 @@ fn state_with_workload(name: &str, config: &str) -> pb::CompleteState {
 }
 
 struct Cluster {
-    stop: CancellationToken,
-    fake: Arc<FakeRuntime>,
-    _run_folder: tempfile::TempDir,
+    p: InProcess,
     c: Commander,
     ctl: Workload,
 }
@@ -159,30 +154,19 @@ impl Cluster {
     /// The cluster with `ctl` under `rules`, connected and past its Hello
     /// when `hello`.
     async fn start(rules: &str, hello: bool) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let stop = CancellationToken::new();
-        let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
-        tokio::spawn(ank_server::run(initial, listener, stop.clone()));
-        let fake = Arc::new(FakeRuntime::new());
-        let mut runtimes = RuntimeRegistry::new();
-        runtimes.register(fake.clone());
-        let run_folder = tempfile::tempdir().unwrap();
-        let config =
-            AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
-        tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
-        let mut c = Commander::connect(&url).await;
+        let p = InProcess::start().await;
+        let mut c = Commander::connect(&p.url).await;
         c.apply(&manifest(rules)).await;
         for name in ["ctl", "secret", "web"] {
             c.wait_for_state(name, "Running(Ok)").await;
         }
-        let instance = fake.created().into_iter().find(|n| n.workload_name == "ctl").unwrap();
-        let folder = fake.options_of(&instance).unwrap().control_interface.expect("ctl has a control interface");
+        let instance = p.fake.created().into_iter().find(|n| n.workload_name == "ctl").unwrap();
+        let folder = p.fake.options_of(&instance).unwrap().control_interface.expect("ctl has a control interface");
         let mut ctl = Workload::open(&folder);
         if hello {
             ctl.hello().await;
         }
-        Self { stop, fake, _run_folder: run_folder, c, ctl }
+        Self { p, c, ctl }
     }
 
     async fn workload_names(&mut self) -> Vec<String> {
@@ -191,7 +175,7 @@ impl Cluster {
     }
 
     fn id_of(&self, name: &str) -> String {
-        self.fake.created().into_iter().find(|n| n.workload_name == name).unwrap().id
+        self.p.fake.created().into_iter().find(|n| n.workload_name == name).unwrap().id
     }
 }
 
@@ -217,7 +201,7 @@ async fn must_not_write_outside_its_allow_rules() {
         assert!(denied(&r), "{mask}: {r:?}");
     }
     assert_eq!(k.workload_names().await, ["ctl", "secret", "web"]);
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -236,7 +220,7 @@ async fn must_not_write_a_denied_workload_or_below_or_above_it() {
     let r = k.ctl.write(pb::CompleteState::default(), &[]).await;
     assert!(denied(&r), "an empty mask list writes the whole state: {r:?}");
     assert_eq!(k.workload_names().await, ["ctl", "secret", "web"]);
-    k.stop.cancel();
+    k.p.stop();
 }
 
 /// High finding 2, first half: the server used to drop the empty segment
@@ -256,7 +240,7 @@ async fn must_not_get_past_a_deny_with_an_empty_mask_segment() {
         assert!(denied(&r), "reading {mask}: {r:?}");
     }
     assert_eq!(k.workload_names().await, ["ctl", "secret", "web"]);
-    k.stop.cancel();
+    k.p.stop();
 }
 
 /// High finding 2, second half: under `desiredState.workloads.*.tags`, the
@@ -272,7 +256,7 @@ async fn must_not_create_a_workload_through_an_empty_segment_under_a_wildcard_ru
     let r = k.ctl.write(evil, &["desiredState.workloads.web.tags"]).await;
     assert!(matches!(r, pb::response::ResponseContent::UpdateStateSuccess(_)), "{r:?}");
     assert_eq!(k.workload_names().await, ["ctl", "secret", "web"]);
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -294,7 +278,7 @@ async fn must_not_read_a_denied_workload_its_configs_or_what_includes_them() {
     }
     let r = k.ctl.read(&["desiredState.workloads.web"]).await;
     assert!(matches!(r, pb::response::ResponseContent::CompleteStateResponse(_)), "{r:?}");
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -320,7 +304,7 @@ async fn must_not_read_the_rendered_secret_through_the_effective_state_or_a_subs
         }))
         .await;
     assert!(denied(&r), "a subscription is a read: {r:?}");
-    k.stop.cancel();
+    k.p.stop();
 }
 
 /// Low finding: a mask deeper than or beside a denied execution-state field
@@ -353,7 +337,7 @@ async fn must_not_read_a_denied_execution_state_field_through_a_deeper_or_siblin
     let entry = &states.agent_state_map["agent_A"].wl_name_state_map["web"].id_state_map[&web];
     assert!(entry.execution_state_enum.is_some(), "{entry:?}");
     assert!(entry.additional_info.as_deref().unwrap_or_default().is_empty(), "{entry:?}");
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -376,7 +360,7 @@ async fn must_not_send_requests_before_its_hello() {
         "a closed interface stays closed"
     );
     assert_eq!(k.workload_names().await, ["ctl", "secret", "web"]);
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -385,7 +369,7 @@ async fn must_not_pass_a_hello_of_another_major_version() {
     k.ctl.send(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: "99.0.0".into() })).await;
     let FromAnkaiosEnum::ConnectionClosed(closed) = k.ctl.receive().await else { panic!("expected a close") };
     assert!(!closed.reason.is_empty());
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -399,7 +383,7 @@ async fn must_not_make_the_agent_take_a_huge_frame() {
     assert!(closed.reason.contains("exceeds the limit"), "{}", closed.reason);
     // The agent and the other workloads go on.
     assert_eq!(k.workload_names().await, ["ctl", "secret", "web"]);
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -414,7 +398,7 @@ async fn must_not_break_the_agent_with_malformed_frames() {
     assert!(closed.reason.starts_with("invalid frame"), "{}", closed.reason);
     k.c.delete(&["web"]).await;
     k.c.wait_for_state("web", "Removed").await;
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -444,7 +428,7 @@ async fn must_not_read_logs_it_has_no_log_rule_for() {
     assert!(denied(&r), "denied by name: {r:?}");
     let r = k.ctl.ask(logs("ctl", &k.id_of("ctl"))).await;
     assert!(denied(&r), "no rule, not even for its own logs: {r:?}");
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -461,7 +445,7 @@ async fn must_not_rerun_or_interrupt_jobs_without_write_access() {
         let r = k.ctl.ask(content).await;
         assert!(denied(&r), "{r:?}");
     }
-    k.stop.cancel();
+    k.p.stop();
 }
 
 #[tokio::test(start_paused = true)]
@@ -480,5 +464,5 @@ async fn must_not_escape_its_request_id_prefix() {
         .await;
     let FromAnkaiosEnum::Response(r) = k.ctl.receive().await else { panic!("expected a response") };
     assert_eq!(r.request_id, "web@x", "answered to the sender, with its own id");
-    k.stop.cancel();
+    k.p.stop();
 }
