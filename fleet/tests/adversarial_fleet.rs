@@ -34,7 +34,8 @@ use ank_common::convert::{PartialCompleteState, PartialState};
 use ank_fleet::cli::view::{Vehicle, take_vehicle};
 use ank_fleet::connector::apply::{ApplyContext, LEDGER_CONFIG};
 use ank_fleet::connector::control::{ControlApi, ControlError};
-use ank_fleet::connector::core::{Broker, Connector, MAX_DESIRED_BYTES, Settings};
+use ank_fleet::connector::core::{Connector, MAX_DESIRED_BYTES, Settings};
+use ank_fleet::connector::fake_broker::FakeBroker;
 use ank_fleet::link::{LinkEvent, Publish};
 use ank_fleet::payload::{Desired, RolloutResult, Status, decode, encode};
 use ank_fleet::signing::{SigningKey, VerifyingKey, generate};
@@ -84,29 +85,6 @@ impl ControlApi for FakeControl {
 
     async fn reconnect(&mut self) -> Result<(), ControlError> {
         Ok(())
-    }
-}
-
-/// Topic and payload of each publication, in order.
-type Publications = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-#[derive(Clone, Default)]
-struct FakeBroker {
-    published: Publications,
-    acks: Arc<Mutex<usize>>,
-}
-
-#[async_trait]
-impl Broker for FakeBroker {
-    async fn publish(&self, topic: &str, payload: Vec<u8>, _retain: bool) -> Result<(), String> {
-        self.published.lock().unwrap().push((topic.to_owned(), payload));
-        Ok(())
-    }
-    async fn subscribe(&self, _filter: &str) -> Result<(), String> {
-        Ok(())
-    }
-    async fn ack(&self, _publish: &Publish) {
-        *self.acks.lock().unwrap() += 1;
     }
 }
 

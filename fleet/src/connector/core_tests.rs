@@ -14,7 +14,8 @@ use tokio::time::{Duration, sleep};
 
 use super::apply::{ApplyContext, LEDGER_CONFIG};
 use super::control::{ControlApi, ControlError};
-use super::core::{Broker, Connector, Settings};
+use super::core::{Connector, Settings};
+use super::fake_broker::FakeBroker;
 use crate::link::LinkEvent;
 use crate::payload::{Desired, RolloutResult, Status, decode, encode};
 use crate::topics::Topics;
@@ -66,30 +67,6 @@ impl ControlApi for FakeControl {
 
     async fn reconnect(&mut self) -> Result<(), ControlError> {
         if self.0.lock().unwrap().up { Ok(()) } else { Err(ControlError::Disconnected("down".into())) }
-    }
-}
-
-/// Topic and payload of each publication, in order.
-type Publications = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-/// What the connector published and acknowledged.
-#[derive(Clone, Default)]
-struct FakeBroker {
-    published: Publications,
-    acks: Arc<Mutex<usize>>,
-}
-
-#[async_trait]
-impl Broker for FakeBroker {
-    async fn publish(&self, topic: &str, payload: Vec<u8>, _retain: bool) -> Result<(), String> {
-        self.published.lock().unwrap().push((topic.to_owned(), payload));
-        Ok(())
-    }
-    async fn subscribe(&self, _filter: &str) -> Result<(), String> {
-        Ok(())
-    }
-    async fn ack(&self, _publish: &Publish) {
-        *self.acks.lock().unwrap() += 1;
     }
 }
 

@@ -3,7 +3,8 @@
 //! the flags, [`control`] talks to the agent over the control-interface
 //! FIFOs, [`apply`] turns a desired message into one update (idempotent by
 //! rollout id), [`status`] computes what is reported, [`pacer`] decides
-//! when, and [`core`] ties them together. [`run`] wires the real edges.
+//! when, and [`core`] ties them together. [`run`] wires the real edges;
+//! [`fake_broker`] stands in for the broker in tests.
 
 pub mod apply;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod control;
 pub mod core;
 #[cfg(test)]
 mod core_tests;
+pub mod fake_broker;
 pub mod pacer;
 pub mod status;
 
