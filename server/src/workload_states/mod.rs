@@ -308,7 +308,7 @@ impl WorkloadStateStore {
             let marked = if wanted(&n) {
                 self.mark(&n, ExecutionState::agent_disconnected())
             } else {
-                self.mark_waiting_to_stop(&n, agent)
+                self.mark_deleted_while_away(&n, agent)
             };
             if marked {
                 changed.push(self.state_of(&n));
@@ -345,7 +345,7 @@ impl WorkloadStateStore {
     /// until the agent is back and confirms its removal, and shows
     /// `AgentDisconnected` meanwhile, as Ankaios shows it; our Health
     /// condition's message says that it was deleted.
-    pub fn mark_waiting_to_stop(&mut self, n: &WorkloadInstanceName, agent: &str) -> bool {
+    pub fn mark_deleted_while_away(&mut self, n: &WorkloadInstanceName, agent: &str) -> bool {
         let message = format!("{DELETED_WHILE_AWAY} '{agent}' is back and confirms");
         self.mark_with(n, ExecutionState::agent_disconnected(), &message)
     }

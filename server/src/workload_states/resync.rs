@@ -168,7 +168,7 @@ fn deletion(n: &WorkloadInstanceName) -> DeletedWorkload {
 impl WorkloadStateStore {
     /// An instance deleted while its agent is away. An agent of this
     /// orchestrator that was connected before confirms the removal when it
-    /// is back: until then the instance stays as Stopping(WaitingToStop)
+    /// is back: until then the instance stays, shown AgentDisconnected
     /// (ankaios#388). An Ankaios agent would never confirm, and an agent
     /// never seen since the server started may not exist at all (a typo):
     /// their instances go at once (an agent that shows up later removes
@@ -184,6 +184,6 @@ impl WorkloadStateStore {
         if seen.get(agent) != Some(&true) {
             return self.forget(n);
         }
-        self.mark_waiting_to_stop(n, agent).then(|| self.state_of(n))
+        self.mark_deleted_while_away(n, agent).then(|| self.state_of(n))
     }
 }
