@@ -18,6 +18,7 @@ pub mod duration;
 pub mod execution_state;
 pub mod field_mask;
 pub mod groups;
+pub mod health_spec;
 pub mod instance_name;
 pub mod jobs;
 pub mod manifest;

@@ -221,6 +221,7 @@ fn validate_scheduling(wl: &crate::Workload) -> Result<(), String> {
     if let Some(ttl) = &wl.ttl_after_finished {
         crate::duration::parse_duration(ttl).map_err(|e| format!("field 'ttlAfterFinished': {e}"))?;
     }
+    crate::health_spec::validate(wl)?;
     Ok(())
 }
 

@@ -264,7 +264,19 @@ mod tests {
             .collect();
         assert_eq!(
             marked,
-            ["agentSelector", "effectivePriority", "migration", "policy", "priority", "ttlAfterFinished"]
+            [
+                "agentSelector",
+                "effectivePriority",
+                "livenessProbe",
+                "migration",
+                "policy",
+                "priority",
+                "readinessProbe",
+                "restartBackoff",
+                "startupProbe",
+                "ttlAfterFinished",
+                "update"
+            ]
         );
         for name in marked {
             let description = extensions[name]["description"].as_str().unwrap_or_default();

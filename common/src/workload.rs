@@ -149,6 +149,26 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
     pub ttl_after_finished: Option<String>,
+    /// Holds off the other probes until it succeeded once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
+    pub startup_probe: Option<crate::health_spec::Probe>,
+    /// Restarts the workload (under its restart policy) when it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
+    pub liveness_probe: Option<crate::health_spec::Probe>,
+    /// Decides whether a running workload is Available (and so Ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
+    pub readiness_probe: Option<crate::health_spec::Probe>,
+    /// Delays and limits restarts of a crash-looping workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
+    pub restart_backoff: Option<crate::health_spec::RestartBackoff>,
+    /// Gates a change of the spec on health, with automatic revert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-extension" = true)))]
+    pub update: Option<crate::health_spec::UpdateGate>,
 }
 
 impl Workload {

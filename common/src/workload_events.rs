@@ -27,9 +27,17 @@ pub enum EventKind {
     Reaped,
     DependencyWaiting,
     AgentDisconnected,
+    /// A probe failed (its output in the reason).
+    Unhealthy,
+    /// A restart waits out the crash-loop backoff, or its limit was reached.
+    CrashLoop,
+    /// A gated update did not become healthy and the last healthy spec was put back.
+    Reverted,
+    /// A gated update became healthy in time.
+    UpdateHealthy,
 }
 
-const ALL_KINDS: [EventKind; 15] = [
+const ALL_KINDS: [EventKind; 19] = [
     EventKind::Scheduled,
     EventKind::Unschedulable,
     EventKind::Rescheduled,
@@ -45,6 +53,10 @@ const ALL_KINDS: [EventKind; 15] = [
     EventKind::Reaped,
     EventKind::DependencyWaiting,
     EventKind::AgentDisconnected,
+    EventKind::Unhealthy,
+    EventKind::CrashLoop,
+    EventKind::Reverted,
+    EventKind::UpdateHealthy,
 ];
 
 impl EventKind {
@@ -65,6 +77,10 @@ impl EventKind {
             EventKind::Reaped => "Reaped",
             EventKind::DependencyWaiting => "DependencyWaiting",
             EventKind::AgentDisconnected => "AgentDisconnected",
+            EventKind::Unhealthy => "Unhealthy",
+            EventKind::CrashLoop => "CrashLoop",
+            EventKind::Reverted => "Reverted",
+            EventKind::UpdateHealthy => "UpdateHealthy",
         }
     }
 

@@ -180,8 +180,8 @@ pub fn restart_needed(policy: RestartPolicy, state: &ExecutionState) -> bool {
 
 /// Whether `new` runs the same workload as `current`: they differ at most
 /// in what only decides when and where it starts (priority, effective
-/// priority, scheduling policy, agent selector, migration, ttl), which never
-/// recreates a running workload.
+/// priority, scheduling policy, agent selector, migration, ttl, probes,
+/// restart backoff, update gate), which never recreates a running workload.
 // [feature K1: a changed priority does not restart a workload]
 pub fn runs_the_same(current: &WorkloadSpec, new: &WorkloadSpec) -> bool {
     let what_runs = |s: &WorkloadSpec| Workload {
@@ -191,6 +191,12 @@ pub fn runs_the_same(current: &WorkloadSpec, new: &WorkloadSpec) -> bool {
         agent_selector: None,
         migration: Default::default(),
         ttl_after_finished: None,
+        // Health settings change how the agent watches it, not what runs.
+        startup_probe: None,
+        liveness_probe: None,
+        readiness_probe: None,
+        restart_backoff: None,
+        update: None,
         ..s.workload.clone()
     };
     current.instance_name == new.instance_name && what_runs(current) == what_runs(new)

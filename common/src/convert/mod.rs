@@ -3,6 +3,7 @@
 //! [`ConvertError`] naming the field, never a panic.
 
 mod groups;
+mod health;
 mod jobs;
 mod messages;
 mod partial;

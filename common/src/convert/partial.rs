@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ConvertError;
+use super::health::{backoff_from_pb, backoff_to_pb, gate_from_pb, gate_to_pb, probe_from_pb, probe_to_pb};
 use super::jobs::{job_from_pb, job_to_pb};
 use super::scheduling::{
     migration_from_pb, migration_to_pb, policy_from_pb, policy_to_pb, selector_from_pb, selector_to_pb,
 };
 use super::state::{status_from_proto, status_to_proto};
 use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry};
+use crate::health_spec::{Probe, RestartBackoff, UpdateGate};
 use crate::jobs::Job;
 use crate::placement::metrics::Metrics;
 use crate::quota::AgentQuota;
@@ -124,6 +126,16 @@ pub struct PartialWorkload {
     pub migration: Option<Migration>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_after_finished: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_probe: Option<Probe>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<Probe>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<Probe>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_backoff: Option<RestartBackoff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateGate>,
 }
 
 /// The JSON tree of a wire complete state (absent parts stay absent).
@@ -361,6 +373,11 @@ impl From<&crate::Workload> for PartialWorkload {
             agent_selector: w.agent_selector.clone(),
             migration: (!w.migration.is_default()).then_some(w.migration),
             ttl_after_finished: w.ttl_after_finished.clone(),
+            startup_probe: w.startup_probe.clone(),
+            liveness_probe: w.liveness_probe.clone(),
+            readiness_probe: w.readiness_probe.clone(),
+            restart_backoff: w.restart_backoff.clone(),
+            update: w.update.clone(),
         }
     }
 }
@@ -444,6 +461,11 @@ pub(crate) fn workload_from_pb(w: pb::Workload) -> Result<PartialWorkload, Conve
         agent_selector: w.agent_selector.map(selector_from_pb),
         migration: w.migration.map(migration_from_pb).transpose()?,
         ttl_after_finished: w.ttl_after_finished,
+        startup_probe: w.startup_probe.map(probe_from_pb).transpose()?,
+        liveness_probe: w.liveness_probe.map(probe_from_pb).transpose()?,
+        readiness_probe: w.readiness_probe.map(probe_from_pb).transpose()?,
+        restart_backoff: w.restart_backoff.map(backoff_from_pb),
+        update: w.update.map(gate_from_pb),
     })
 }
 
@@ -481,6 +503,11 @@ pub(crate) fn workload_to_pb(w: PartialWorkload) -> pb::Workload {
         agent_selector: w.agent_selector.map(selector_to_pb),
         migration: w.migration.filter(|m| !m.is_default()).map(migration_to_pb),
         ttl_after_finished: w.ttl_after_finished,
+        startup_probe: w.startup_probe.map(probe_to_pb),
+        liveness_probe: w.liveness_probe.map(probe_to_pb),
+        readiness_probe: w.readiness_probe.map(probe_to_pb),
+        restart_backoff: w.restart_backoff.map(backoff_to_pb),
+        update: w.update.map(gate_to_pb),
     }
 }
 

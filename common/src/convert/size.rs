@@ -65,6 +65,11 @@ pub fn workload_len(wl: &Workload) -> usize {
         agent_selector,
         migration,
         ttl_after_finished,
+        startup_probe,
+        liveness_probe,
+        readiness_probe,
+        restart_backoff,
+        update,
     } = wl;
     let restart = match restart_policy {
         RestartPolicy::Never => pb::RestartPolicy::Never,
@@ -89,6 +94,11 @@ pub fn workload_len(wl: &Workload) -> usize {
         policy: (!policy.is_default()).then_some(*policy),
         agent_selector: agent_selector.clone(),
         migration: (!migration.is_default()).then_some(*migration),
+        startup_probe: startup_probe.clone(),
+        liveness_probe: liveness_probe.clone(),
+        readiness_probe: readiness_probe.clone(),
+        restart_backoff: restart_backoff.clone(),
+        update: update.clone(),
         ..PartialWorkload::default()
     };
     let rare_len = workload_to_pb(rare).encoded_len();

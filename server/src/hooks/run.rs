@@ -190,6 +190,11 @@ fn fill_extensions(before: &Workload, after: &mut Workload) {
     keep(&mut after.agent_selector, &before.agent_selector);
     keep(&mut after.migration, &before.migration);
     keep(&mut after.ttl_after_finished, &before.ttl_after_finished);
+    keep(&mut after.startup_probe, &before.startup_probe);
+    keep(&mut after.liveness_probe, &before.liveness_probe);
+    keep(&mut after.readiness_probe, &before.readiness_probe);
+    keep(&mut after.restart_backoff, &before.restart_backoff);
+    keep(&mut after.update, &before.update);
 }
 
 /// The names of the workloads whose entry differs between two messages
