@@ -124,6 +124,10 @@ pub struct WorkloadStatus {
     pub observed_generation: u64,
     pub ready: bool,
     pub available: bool,
+    /// Why the vehicle's server put the last healthy spec back after this
+    /// workload's gated update (`update.autoRevert`); empty when it did not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reverted: String,
 }
 
 /// `fleet/<vehicle>/status` (retained).

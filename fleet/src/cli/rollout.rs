@@ -33,11 +33,104 @@ pub fn progress(id: &str, vehicle: Option<&Vehicle>) -> Progress {
     if status.applied_rollout.as_deref() != Some(id) {
         return Progress::Pending;
     }
+    // Failed on health: the vehicle put a managed workload's last healthy spec back.
+    if let Some((name, w)) = status.workloads.iter().find(|(_, w)| !w.reverted.is_empty()) {
+        return Progress::Failed(format!("{name} reverted: {}", w.reverted));
+    }
     match &status.job {
         Some(job) if job.phase == "Failed" => Progress::Failed(format!("job {} failed: {}", job.id, job.reason)),
         Some(job) if job.phase != "Succeeded" => Progress::Pending,
         _ if status.ready => Progress::Ready,
         _ => Progress::Pending,
+    }
+}
+
+/// What one look at a wave decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum WaveStep {
+    Waiting,
+    Done,
+    Halt(String),
+}
+
+/// Looks at wave `index` of `record` (and the vehicles of the waves before
+/// it): records failures, and decides whether the wave is done, still
+/// waiting, or halts the rollout. `timed_out`: the wave's time is up, so a
+/// vehicle still pending failed on health (it did not become Ready, or a
+/// managed workload was reverted without the job saying so yet) and counts
+/// against `--max-failures` like one that refused the rollout.
+fn look_at_wave(
+    record: &mut RolloutRecord,
+    index: usize,
+    vehicles: &BTreeMap<String, Vehicle>,
+    timed_out: bool,
+) -> WaveStep {
+    let total: usize = record.waves.iter().map(Vec::len).sum();
+    let wave = &record.waves[index];
+    let mut pending = Vec::new();
+    for vehicle in record.waves[..=index].iter().flatten() {
+        match progress(&record.id, vehicles.get(vehicle)) {
+            Progress::Failed(why) => {
+                record.failed.insert(vehicle.clone(), why);
+            }
+            Progress::Pending if wave.contains(vehicle) => pending.push(vehicle.clone()),
+            _ => {}
+        }
+    }
+    let over = |record: &RolloutRecord| record.failed.len() > record.max_failures;
+    let too_many = |record: &RolloutRecord| {
+        format!(
+            "{} of {} failed, more than the {} allowed",
+            record.failed.len(),
+            count(total, "vehicle"),
+            record.max_failures
+        )
+    };
+    if over(record) {
+        return WaveStep::Halt(too_many(record));
+    }
+    if pending.is_empty() {
+        return WaveStep::Done;
+    }
+    if !timed_out {
+        return WaveStep::Waiting;
+    }
+    let waited = humantime::format_duration(Duration::from_secs(record.wave_timeout_secs)).to_string();
+    for vehicle in &pending {
+        let why = not_ready_reason(vehicles.get(vehicle), &waited);
+        record.failed.insert(vehicle.clone(), why);
+    }
+    if over(record) {
+        return WaveStep::Halt(format!(
+            "wave {}/{} timed out after {waited}: not Ready: {}; {}",
+            index + 1,
+            record.waves.len(),
+            pending.join(", "),
+            too_many(record)
+        ));
+    }
+    WaveStep::Done
+}
+
+/// Why a vehicle that is still pending after `waited` failed: the managed
+/// workloads that are not Ready, with their states.
+fn not_ready_reason(vehicle: Option<&Vehicle>, waited: &str) -> String {
+    let Some(status) = vehicle.and_then(|v| v.status.as_ref()) else {
+        return format!("not Ready within {waited}: no status");
+    };
+    let not_ready: Vec<String> = status
+        .workloads
+        .iter()
+        .filter(|(_, w)| !w.ready)
+        .map(|(name, w)| {
+            let sub = if w.sub_state.is_empty() { String::new() } else { format!("({})", w.sub_state) };
+            format!("{name} {}{sub}", w.state)
+        })
+        .collect();
+    if not_ready.is_empty() {
+        format!("not Ready within {waited}")
+    } else {
+        format!("not Ready within {waited}: {}", not_ready.join(", "))
     }
 }
 
@@ -99,38 +192,10 @@ pub async fn drive(fleet: &mut Fleet, record: &mut RolloutRecord) -> anyhow::Res
             if fleet.control(&record.id).is_some_and(|c| c.action == RolloutAction::Halt) {
                 return halt(fleet, record, "halted by the operator".to_owned()).await;
             }
-            let published: Vec<&String> = record.waves[..=index].iter().flatten().collect();
-            let mut pending = Vec::new();
-            for vehicle in published {
-                match progress(&record.id, fleet.vehicles.get(vehicle)) {
-                    Progress::Failed(why) => {
-                        record.failed.insert(vehicle.clone(), why);
-                    }
-                    Progress::Pending if wave.contains(vehicle) => pending.push(vehicle.clone()),
-                    _ => {}
-                }
-            }
-            if record.failed.len() > record.max_failures {
-                let reason = format!(
-                    "{} of {} failed, more than the {} allowed",
-                    record.failed.len(),
-                    count(total, "vehicle"),
-                    record.max_failures
-                );
-                return halt(fleet, record, reason).await;
-            }
-            if pending.is_empty() {
-                break;
-            }
-            if wave_start.elapsed() >= timeout {
-                let reason = format!(
-                    "wave {}/{} timed out after {}: not Ready: {}",
-                    index + 1,
-                    record.waves.len(),
-                    humantime::format_duration(timeout),
-                    pending.join(", ")
-                );
-                return halt(fleet, record, reason).await;
+            match look_at_wave(record, index, &fleet.vehicles, wave_start.elapsed() >= timeout) {
+                WaveStep::Waiting => {}
+                WaveStep::Done => break,
+                WaveStep::Halt(reason) => return halt(fleet, record, reason).await,
             }
             fleet.drain(TICK).await?;
         }
@@ -199,6 +264,73 @@ mod tests {
         }
     }
 
+    fn record(waves: Vec<Vec<&str>>, max_failures: usize) -> RolloutRecord {
+        RolloutRecord {
+            version: 1,
+            id: "r2".into(),
+            manifest: String::new(),
+            selector: String::new(),
+            waves: waves.into_iter().map(|w| w.into_iter().map(Into::into).collect()).collect(),
+            max_failures,
+            wave_timeout_secs: 60,
+            waves_done: 0,
+            phase: RolloutPhase::Progressing,
+            reason: String::new(),
+            failed: BTreeMap::new(),
+            started_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    fn not_ready_web() -> Vehicle {
+        let mut v = vehicle(Some("r2"), false, Some("Succeeded"), None);
+        let status = v.status.as_mut().unwrap();
+        status.workloads.insert(
+            "web".into(),
+            crate::payload::WorkloadStatus {
+                agent: "a".into(),
+                state: "Running".into(),
+                sub_state: "Ok".into(),
+                ..Default::default()
+            },
+        );
+        v
+    }
+
+    #[test]
+    fn a_vehicle_not_ready_in_time_fails_on_health_and_counts_against_max_failures() {
+        let fleet: BTreeMap<String, Vehicle> = [
+            ("v1".to_owned(), vehicle(Some("r2"), true, Some("Succeeded"), None)),
+            ("v2".to_owned(), not_ready_web()),
+            ("v3".to_owned(), not_ready_web()),
+        ]
+        .into();
+        // Before the timeout the wave waits for v2.
+        let mut r = record(vec![vec!["v1", "v2"], vec!["v3"]], 1);
+        assert_eq!(look_at_wave(&mut r, 0, &fleet, false), WaveStep::Waiting);
+        assert!(r.failed.is_empty());
+        // At the timeout v2 failed on health; one failure is allowed, so the wave is done.
+        assert_eq!(look_at_wave(&mut r, 0, &fleet, true), WaveStep::Done);
+        assert_eq!(r.failed["v2"], "not Ready within 1m: web Running(Ok)");
+        // The next wave's v3 fails the same way: two are more than allowed.
+        let WaveStep::Halt(why) = look_at_wave(&mut r, 1, &fleet, true) else { panic!("must halt") };
+        assert_eq!(why, "wave 2/2 timed out after 1m: not Ready: v3; 2 of 3 vehicles failed, more than the 1 allowed");
+        // Without tolerance the first wave halts at its timeout.
+        let mut strict = record(vec![vec!["v1", "v2"]], 0);
+        assert!(matches!(look_at_wave(&mut strict, 0, &fleet, true), WaveStep::Halt(_)));
+    }
+
+    #[test]
+    fn a_failed_job_halts_the_wave_at_once() {
+        let fleet: BTreeMap<String, Vehicle> =
+            [("v1".to_owned(), vehicle(Some("r2"), true, Some("Failed"), None))].into();
+        let mut r = record(vec![vec!["v1"]], 0);
+        assert_eq!(
+            look_at_wave(&mut r, 0, &fleet, false),
+            WaveStep::Halt("1 of 1 vehicle failed, more than the 0 allowed".into())
+        );
+    }
+
     #[test]
     fn counts_are_singular_for_one() {
         assert_eq!(count(1, "vehicle"), "1 vehicle");
@@ -223,5 +355,10 @@ mod tests {
             Progress::Failed("rejected: bad".into())
         );
         assert_eq!(progress("r3", Some(&vehicle(Some("r1"), true, None, Some("r2")))), Progress::Pending);
+        // Reverted by the vehicle's update gate: failed, though the old spec is Ready again.
+        let mut reverted = vehicle(Some("r2"), true, Some("Succeeded"), None);
+        let w = crate::payload::WorkloadStatus { reverted: "not Ready within 30s".into(), ..Default::default() };
+        reverted.status.as_mut().unwrap().workloads.insert("web".into(), w);
+        assert_eq!(progress("r2", Some(&reverted)), Progress::Failed("web reverted: not Ready within 30s".into()));
     }
 }

@@ -40,6 +40,7 @@ fn workload_status(state: &PartialCompleteState, name: &str, agent: &str) -> Wor
                 observed_generation: entry.status.observed_generation,
                 ready: entry.status.status_of(ConditionType::Ready) == ConditionStatus::True,
                 available: entry.status.status_of(ConditionType::Available) == ConditionStatus::True,
+                reverted: String::new(),
             };
             // The instance on the desired agent wins; among equals the newest generation.
             let better = match &best {
