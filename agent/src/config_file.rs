@@ -39,6 +39,9 @@ ank_common::config_keys! {
             stop_workloads_on_shutdown: bool,
             #[serde(deserialize_with = "ank_common::duration::optional")]
             podman_reconcile_interval: Duration,
+            /// The crash-loop delays of workloads without their own (`'1s,5m'` or `'off'`).
+            #[serde(deserialize_with = "crate::workload::crash_loop::optional_agent_backoff")]
+            restart_backoff: crate::workload::crash_loop::AgentBackoff,
             /// Capabilities besides the runtimes (`capabilities = ['gpu']`).
             capabilities: Vec<String>,
             /// `[metrics]`: static metrics (name = number).
@@ -224,6 +227,19 @@ mod tests {
         assert_eq!(resolve(&[], f.path()).unwrap().podman_reconcile_interval, Duration::from_secs(120));
         let cli = resolve(&["--podman-reconcile-interval", "1h"], f.path()).unwrap();
         assert_eq!(cli.podman_reconcile_interval, Duration::from_secs(3600), "the flag beats the file");
+    }
+
+    #[test]
+    fn agent_config_restart_backoff_under_env_and_flag() {
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\nrestart_backoff = '3s,30s'\n");
+        let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
+        let s = c.restart_backoff.expect("from the file");
+        assert_eq!((s.initial_delay, s.max_delay), (Duration::from_secs(3), Duration::from_secs(30)));
+        let c = resolve(&["--restart-backoff", "off"], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.restart_backoff, None, "the flag beats the file");
+        let f = conf("version = 'v1'\nrestart_backoff = 'soon'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:2: key 'restart_backoff'", f.path().display())), "{e}");
     }
 
     #[test]
