@@ -337,6 +337,7 @@ mod tests {
         assert_eq!(c.name, "agent_A");
         assert_eq!(c.retention, crate::Retention::default(), "the example spells out the defaults");
         assert_eq!(c.retry_policy, crate::RetryPolicy::default(), "its create_retries are commented out");
+        assert_eq!(c.restart_backoff, None, "the example spells out the default: off");
         assert_eq!((c.tags.get("arch").map(String::as_str), c.capabilities.len()), (Some("arm64"), 1));
     }
 }

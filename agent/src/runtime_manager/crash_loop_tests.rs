@@ -158,9 +158,10 @@ async fn crash_loop_changed_restart_backoff_alone_starts_a_stopped_workload_agai
     h.running(&s).await;
     h.fake.exit(&s.instance_name, 1).await;
     assert!(h.next_event(EventKind::CrashLoop).await.starts_with("restart limit reached: 0 restarts"));
-    // The same spec again (a resync, a reconnect) leaves it stopped.
+    // The same spec again (a resync, an add, a reconnect's hello) leaves it stopped.
     h.rm.resync_workload(vec![s.clone()], vec![]).await;
     h.rm.update_workload(vec![s.clone()], vec![]).await;
+    h.rm.server_hello(vec![s.clone()]).await;
     tokio::time::sleep(60 * S).await;
     assert_eq!(h.fake.created().len(), 1);
     let looser = crashing("tune", Some("{initialDelay: 1s, maxDelay: 1s, attempts: 5}"));
