@@ -218,3 +218,22 @@ async fn crash_loop_off_by_default_restarts_at_once_without_crash_loop_events() 
         assert_ne!(e.kind, EventKind::CrashLoop, "{e:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+// [test of feature issue 39: the server's resync of a changed spec starts the limit over]
+async fn crash_loop_a_resync_of_a_changed_spec_starts_the_limit_over() {
+    let mut h = harness_with(FakeRuntime::new()).await;
+    let s = crashing("resynced", Some("{attempts: 0}"));
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.running(&s).await;
+    h.fake.exit(&s.instance_name, 1).await;
+    assert!(h.next_event(EventKind::CrashLoop).await.starts_with("restart limit reached: 0 restarts"));
+    let mut changed = crashing("resynced", Some("{attempts: 0}"));
+    changed.workload.restart_policy = RestartPolicy::OnFailure;
+    h.rm.resync_workload(vec![changed.clone()], vec![]).await;
+    h.running(&changed).await;
+    assert_eq!(h.fake.created().len(), 2, "the changed spec runs at once");
+    h.fake.exit(&changed.instance_name, 1).await;
+    assert!(h.next_event(EventKind::CrashLoop).await.starts_with("restart limit reached"), "0 restarts again");
+    assert_eq!(h.fake.created().len(), 2);
+}
