@@ -237,3 +237,21 @@ async fn crash_loop_a_resync_of_a_changed_spec_starts_the_limit_over() {
     assert!(h.next_event(EventKind::CrashLoop).await.starts_with("restart limit reached"), "0 restarts again");
     assert_eq!(h.fake.created().len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+// [test of feature issue 39: a workload lost while its restart waits is not restarted]
+async fn crash_loop_a_container_lost_during_the_wait_is_not_restarted() {
+    let mut h = harness_with(FakeRuntime::new()).await;
+    let s = crashing("lost", Some("{initialDelay: 30s, maxDelay: 30s}"));
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.running(&s).await;
+    h.fake.exit(&s.instance_name, 1).await;
+    h.next_event(EventKind::CrashLoop).await;
+    h.fake.remove_externally(&s.instance_name).await;
+    assert_eq!(
+        h.wait_for(&s.instance_name, StateKind::Failed(Failed::Lost)).await.kind,
+        StateKind::Failed(Failed::Lost)
+    );
+    tokio::time::sleep(600 * S).await;
+    assert_eq!(h.fake.created().len(), 1, "as Ankaios: a lost workload is not restarted");
+}

@@ -728,12 +728,14 @@ impl WorkloadControlLoop {
     /// The restart the crash loop delayed is due.
     async fn handle_restart_due(&mut self) {
         let Some((_, state)) = self.restart_at.clone() else { return };
-        if self.current.is_none() {
-            // Its container is gone meanwhile (lost): as Ankaios, not restarted.
-            self.restart_at = None;
-            return;
+        if self.current.is_some() {
+            self.apply_restart_policy(&state).await;
         }
-        self.apply_restart_policy(&state).await;
+        // Not restarted (its container was lost meanwhile: as Ankaios, a
+        // lost workload is not restarted): the timer must not fire again.
+        if self.restart_at.as_ref().is_some_and(|(at, _)| *at <= Instant::now()) {
+            self.restart_at = None;
+        }
     }
 
     /// After an unchanged spec was stored: when only its `restartBackoff`
