@@ -255,3 +255,20 @@ async fn crash_loop_a_container_lost_during_the_wait_is_not_restarted() {
     tokio::time::sleep(600 * S).await;
     assert_eq!(h.fake.created().len(), 1, "as Ankaios: a lost workload is not restarted");
 }
+
+#[tokio::test(start_paused = true)]
+// [test of feature issue 39: after a success the delayed restart still starts the same container]
+async fn crash_loop_a_delayed_restart_after_success_starts_the_same_container_again() {
+    let mut h = harness_with(FakeRuntime::new()).await;
+    let s = crashing("job", Some("{initialDelay: 4s, maxDelay: 4s}"));
+    h.rm.server_hello(vec![s.clone()]).await;
+    h.running(&s).await;
+    let first = h.fake.workload_id_of(&s.instance_name);
+    h.fake.exit(&s.instance_name, 0).await;
+    assert_eq!(h.next_of(&s.instance_name).await, ExecutionState::succeeded(), "shown while it waits");
+    let exited = Instant::now();
+    h.running(&s).await;
+    assert!(exited.elapsed() >= 2 * S, "{:?}", exited.elapsed());
+    assert_eq!(h.fake.workload_id_of(&s.instance_name), first, "started again in place, its logs kept");
+    assert_eq!((h.fake.started().len(), h.fake.created().len()), (1, 1));
+}
