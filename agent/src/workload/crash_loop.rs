@@ -329,6 +329,15 @@ mod tests {
         assert!(delay(c.decide(Instant::now())) >= 5 * S);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn crash_loop_zero_delays_restart_at_once_with_events() {
+        let mut c = on("initialDelay: 0s\nmaxDelay: 0s");
+        for n in 1..=3 {
+            let reason = format!("restart {n} in 0ms (backoff)");
+            assert_eq!(c.decide(Instant::now()), Restart::After { delay: Duration::ZERO, reason });
+        }
+    }
+
     #[test]
     fn crash_loop_agent_flag_parses_initial_max_and_off() {
         assert_eq!(parse_agent_backoff("off"), Ok(None));
