@@ -1,6 +1,8 @@
-//! [`Backoff`]: exponential backoff with full jitter, a cap and a reset.
-//! Used by the server link's reconnect and the podman events watcher's
-//! restart. Pure: it only computes delays; callers sleep with `tokio::time`.
+//! [`Backoff`]: exponential backoff with jitter, a cap and a reset. Used
+//! by the server link's reconnect and the podman events watcher's restart
+//! (full jitter), and by the crash-loop delay of restarts (equal jitter,
+//! [`Backoff::next_delay_equal_jitter`]). Pure: it only computes delays;
+//! callers sleep with `tokio::time`.
 
 use std::time::Duration;
 
@@ -42,6 +44,19 @@ impl Backoff {
         self.attempt = self.attempt.saturating_add(1);
         let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
         Duration::from_nanos(self.rng.u64(0..=nanos))
+    }
+
+    /// Draws the next delay with "equal jitter" and advances the exponent:
+    /// half of the ceiling `d` is fixed, the other half random, so the
+    /// delay lies in `d/2 ..= d`. Unlike full jitter the delays still
+    /// visibly grow from one to the next (each ceiling doubles), which a
+    /// user reading restart times expects of a backoff.
+    pub fn next_delay_equal_jitter(&mut self) -> Duration {
+        let ceiling = self.ceiling();
+        self.attempt = self.attempt.saturating_add(1);
+        let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
+        let half = nanos / 2;
+        Duration::from_nanos(half + self.rng.u64(0..=nanos - half))
     }
 
     /// Starts over after a success.
@@ -95,6 +110,23 @@ mod tests {
             seen.insert(b.next_delay());
         }
         assert!(seen.len() > 10, "full jitter should give distinct delays: {seen:?}");
+    }
+
+    #[test]
+    fn backoff_equal_jitter_keeps_each_delay_in_the_upper_half_of_its_ceiling() {
+        for seed in 0..50 {
+            let mut b = Backoff::with_seed(1000 * MS, 8000 * MS, seed);
+            for _ in 0..6 {
+                let ceiling = b.ceiling();
+                let d = b.next_delay_equal_jitter();
+                assert!(d >= ceiling / 2 && d <= ceiling, "seed {seed}: {d:?} outside half of {ceiling:?}");
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..20 {
+            seen.insert(Backoff::with_seed(1000 * MS, 8000 * MS, seed).next_delay_equal_jitter());
+        }
+        assert!(seen.len() > 10, "the random half spreads the delays: {seen:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -88,6 +88,13 @@ pub struct Cli {
     #[arg(long, env = "ANKAGENT_RETAIN_FAILED", default_value = "never", value_name = "DURATION",
           value_parser = crate::workload::retention::parse_retain_for)]
     pub retain_failed: crate::workload::retention::RetainFor,
+    /// Delay the restarts of every workload without its own
+    /// `restartBackoff`: from INITIAL doubling up to MAX (5m when left
+    /// out), with jitter, starting over after 10 minutes of running, e.g.
+    /// `1s,5m`; `off` (the default, as in Ankaios) restarts at once.
+    #[arg(long, env = "ANKAGENT_RESTART_BACKOFF", default_value = "off", value_name = "INITIAL[,MAX]",
+          value_parser = crate::workload::crash_loop::parse_agent_backoff_flag)]
+    pub restart_backoff: crate::workload::crash_loop::AgentBackoff,
     /// How often the podman runtime lists its containers (`podman ps --all`)
     /// to catch a state change its event sources missed.
     #[arg(long, env = "ANKAGENT_PODMAN_RECONCILE_INTERVAL", default_value = "30s", value_name = "DURATION",
@@ -314,6 +321,8 @@ impl Cli {
         config.retry_policy = crate::RetryPolicy::from_flags(self.create_retries, self.create_retry_interval_ms);
         // [feature K7: retention per terminal state, from flag, env, config file or default (never)]
         config.retention = crate::Retention { succeeded: self.retain_succeeded, failed: self.retain_failed };
+        // [feature issue 39: the agent's crash-loop delays, from flag, env, config file or default (off)]
+        config.restart_backoff = self.restart_backoff.0;
         Ok(config)
     }
 }
@@ -394,6 +403,22 @@ mod tests {
         assert_eq!(c.retention.failed, RetainFor::Never);
         let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 weeks"]).unwrap_err().to_string();
         assert!(e.contains("--retain-failed") && e.contains("unknown unit"), "{e}");
+    }
+
+    #[test]
+    fn cli_sets_the_restart_backoff_of_workloads_without_their_own() {
+        let c = parse(&["-n", "a", "-k"]).unwrap();
+        assert_eq!(c.restart_backoff, None, "off by default: restarts at once, as in Ankaios");
+        let c = parse(&["-n", "a", "-k", "--restart-backoff", "2s,1m"]).unwrap();
+        let s = c.restart_backoff.unwrap();
+        assert_eq!(
+            (s.initial_delay, s.max_delay),
+            (std::time::Duration::from_secs(2), std::time::Duration::from_secs(60))
+        );
+        assert_eq!((s.attempts, s.reset_after), (None, std::time::Duration::from_secs(600)));
+        assert_eq!(parse(&["-n", "a", "-k", "--restart-backoff", "off"]).unwrap().restart_backoff, None);
+        let e = Cli::try_parse_from(["ank-agent", "--restart-backoff", "1m,1s"]).unwrap_err().to_string();
+        assert!(e.contains("--restart-backoff") && e.contains("shorter"), "{e}");
     }
 
     #[test]

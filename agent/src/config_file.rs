@@ -39,6 +39,9 @@ ank_common::config_keys! {
             stop_workloads_on_shutdown: bool,
             #[serde(deserialize_with = "ank_common::duration::optional")]
             podman_reconcile_interval: Duration,
+            /// The crash-loop delays of workloads without their own (`'1s,5m'` or `'off'`).
+            #[serde(deserialize_with = "crate::workload::crash_loop::optional_agent_backoff")]
+            restart_backoff: crate::workload::crash_loop::AgentBackoff,
             /// Capabilities besides the runtimes (`capabilities = ['gpu']`).
             capabilities: Vec<String>,
             /// `[metrics]`: static metrics (name = number).
@@ -227,6 +230,19 @@ mod tests {
     }
 
     #[test]
+    fn agent_config_restart_backoff_under_env_and_flag() {
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\nrestart_backoff = '3s,30s'\n");
+        let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
+        let s = c.restart_backoff.expect("from the file");
+        assert_eq!((s.initial_delay, s.max_delay), (Duration::from_secs(3), Duration::from_secs(30)));
+        let c = resolve(&["--restart-backoff", "off"], f.path()).unwrap().into_config().unwrap();
+        assert_eq!(c.restart_backoff, None, "the flag beats the file");
+        let f = conf("version = 'v1'\nrestart_backoff = 'soon'\n");
+        let e = resolve(&[], f.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:2: key 'restart_backoff'", f.path().display())), "{e}");
+    }
+
+    #[test]
     // [test of feature K7]
     fn agent_config_retention_section_is_read_and_flags_beat_it() {
         let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nsucceeded = '30s'\nfailed = '1h'\n");
@@ -321,6 +337,7 @@ mod tests {
         assert_eq!(c.name, "agent_A");
         assert_eq!(c.retention, crate::Retention::default(), "the example spells out the defaults");
         assert_eq!(c.retry_policy, crate::RetryPolicy::default(), "its create_retries are commented out");
+        assert_eq!(c.restart_backoff, None, "the example spells out the default: off");
         assert_eq!((c.tags.get("arch").map(String::as_str), c.capabilities.len()), (Some("arm64"), 1));
     }
 }

@@ -78,6 +78,10 @@ pub struct AgentConfig {
     pub retry_policy: RetryPolicy,
     /// How long finished workloads are kept before they are reaped.
     pub retention: Retention,
+    /// The crash-loop delays of restarts of workloads without their own
+    /// `restartBackoff` (`--restart-backoff`); `None` (the default): off,
+    /// restarts happen at once as in Ankaios.
+    pub restart_backoff: Option<ank_common::health_spec::BackoffSettings>,
     /// mTLS material, read at every connect; `None`: plain http.
     pub tls: Option<ank_common::tls::TlsSources>,
     /// With mTLS: the server's certificate must name the URL's host instead
@@ -111,6 +115,7 @@ impl AgentConfig {
             max_parallel_creates: cli::default_parallel_creates(),
             retry_policy: RetryPolicy::default(),
             retention: Retention::default(),
+            restart_backoff: None,
             tls: None,
             tls_check_url_host: false,
             tls_crl: None,
@@ -192,6 +197,7 @@ pub async fn run_supervised(
         io_folder: io_folder.clone(),
         control_interfaces: control_interfaces.clone(),
         retention: config.retention,
+        restart_backoff: config.restart_backoff,
         scheduler: config.scheduler,
         quota_used: quota_used_tx,
     };

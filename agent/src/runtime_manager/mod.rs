@@ -144,6 +144,9 @@ pub struct RuntimeManagerConfig {
     pub control_interfaces: crate::control_interface::registry::ControlInterfaces,
     /// How long finished workloads are kept before they are reaped.
     pub retention: Retention,
+    /// The crash-loop delays of workloads without their own
+    /// `restartBackoff`; `None`: off.
+    pub restart_backoff: Option<ank_common::health_spec::BackoffSettings>,
     /// Tick, quota and preemption of the scheduler.
     pub scheduler: SchedulerSettings,
     /// Where what the workloads use of the quota is published (for the
@@ -216,6 +219,7 @@ impl RuntimeManager {
             control_interfaces: config.control_interfaces.clone(),
             retention: config.retention,
             finished: finished.clone(),
+            restart_backoff: config.restart_backoff,
         };
         // [impl->swdd~agent-supports-multiple-runtime-connectors~1]
         let facades =
@@ -657,6 +661,8 @@ mod reports;
 mod runtimes;
 mod sched;
 
+#[cfg(test)]
+mod crash_loop_tests;
 #[cfg(test)]
 mod listing_tests;
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::runtime_connectors::Observed;
 use crate::runtime_connectors::fake::{FakeCall, FakeRuntime};
 use crate::workload::policy::RetryPolicy;
 
-const AGENT: &str = "agent_A";
+pub(super) const AGENT: &str = "agent_A";
 
 pub(super) struct Harness {
     pub(super) fake: Arc<FakeRuntime>,
@@ -88,13 +88,38 @@ pub(super) async fn harness_with_retry(fake: FakeRuntime, retry_policy: RetryPol
     harness_full(Arc::new(fake), RuntimeRegistry::new(), io, Default::default(), Default::default(), retry_policy).await
 }
 
+/// A harness whose agent delays restarts as `restart_backoff` says
+/// (`--restart-backoff`), and keeps finished workloads for `retention`.
+pub(super) async fn harness_with_restart_backoff(
+    fake: FakeRuntime,
+    restart_backoff: Option<ank_common::health_spec::BackoffSettings>,
+    retention: crate::workload::retention::Retention,
+) -> Harness {
+    let io = tempfile::tempdir().expect("temp io folder");
+    let registry = RuntimeRegistry::new();
+    harness_backoff(Arc::new(fake), registry, io, retention, Default::default(), limited_retries(), restart_backoff)
+        .await
+}
+
 async fn harness_full(
+    fake: Arc<FakeRuntime>,
+    registry: RuntimeRegistry,
+    io: tempfile::TempDir,
+    retention: crate::workload::retention::Retention,
+    scheduler: SchedulerSettings,
+    retry_policy: RetryPolicy,
+) -> Harness {
+    harness_backoff(fake, registry, io, retention, scheduler, retry_policy, None).await
+}
+
+async fn harness_backoff(
     fake: Arc<FakeRuntime>,
     mut registry: RuntimeRegistry,
     io: tempfile::TempDir,
     retention: crate::workload::retention::Retention,
     scheduler: SchedulerSettings,
     retry_policy: RetryPolicy,
+    restart_backoff: Option<ank_common::health_spec::BackoffSettings>,
 ) -> Harness {
     registry.register(fake.clone());
     let (server, to_server) = crate::server_link::ServerLinkHandle::channel();
@@ -109,6 +134,7 @@ async fn harness_full(
             tokio::sync::mpsc::unbounded_channel().0,
         ),
         retention,
+        restart_backoff,
         scheduler,
         quota_used: quota_tx,
     };

@@ -2,7 +2,8 @@
 //! current instance and its id in the runtime. It executes Create / Resume /
 //! Update / Delete against the runtime connector one at a time (so a
 //! workload never has two operations in flight), retries failed creates on
-//! a timer, restarts exited workloads as their restart policy says, and
+//! a timer, restarts exited workloads as their restart policy says (after
+//! the delay of its crash-loop limits, when set: [`super::crash_loop`]), and
 //! turns observations of the state watcher or checker into reported states.
 //!
 //! In: `WorkloadCommand`s from the `RuntimeManager` (through the
@@ -16,12 +17,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ank_common::execution_state::{Pending, Stopping};
+use ank_common::health_spec::BackoffSettings;
 use ank_common::workload::WorkloadSpec;
 use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
+use super::crash_loop::{CrashLoop, Restart};
 use super::policy::{self, AfterCreateFailure, CreateRetries, RetryPolicy};
 use super::retention::{self, PendingReap, Retention};
 use super::{StateReporter, WorkloadCommand};
@@ -105,6 +108,9 @@ pub(crate) struct LoopContext {
     pub retention: Retention,
     /// The record of reaped workloads, kept across agent restarts.
     pub finished: Arc<FinishedStore>,
+    /// The crash-loop delays of workloads without their own
+    /// `restartBackoff` (`--restart-backoff`); `None`: off.
+    pub restart_backoff: Option<BackoffSettings>,
 }
 
 impl LoopContext {
@@ -145,11 +151,17 @@ pub(crate) struct WorkloadControlLoop {
     /// The workload ended and its container was removed: it is not run
     /// again while its spec stays the same.
     reaped: bool,
+    /// The crash-loop limits of its restarts (off by default).
+    crash_loop: CrashLoop,
+    /// When a restart the crash loop delayed is due, and the state it
+    /// restarts after.
+    restart_at: Option<(Instant, ExecutionState)>,
 }
 
 impl WorkloadControlLoop {
     pub fn new(ctx: LoopContext, commands: mpsc::UnboundedReceiver<WorkloadCommand>) -> Self {
         let retries = CreateRetries::new(ctx.retry_policy);
+        let crash_loop = CrashLoop::new(ctx.restart_backoff);
         Self {
             ctx,
             commands,
@@ -161,6 +173,8 @@ impl WorkloadControlLoop {
             last_reported: None,
             reap: None,
             reaped: false,
+            crash_loop,
+            restart_at: None,
         }
     }
 
@@ -175,6 +189,7 @@ impl WorkloadControlLoop {
                 }
             };
             let reap_due = retention::until(self.reap.as_ref().map(|r| r.at));
+            let restart_due = retention::until(self.restart_at.as_ref().map(|r| r.0));
             tokio::select! {
                 cmd = self.commands.recv() => match cmd {
                     Some(cmd) => self.handle(cmd).await,
@@ -185,6 +200,7 @@ impl WorkloadControlLoop {
                     self.handle_retry().await;
                 }
                 () = reap_due => self.handle_reap().await,
+                () = restart_due => self.handle_restart_due().await,
             }
         }
     }
@@ -218,6 +234,7 @@ impl WorkloadControlLoop {
     // [feature K4: a preempted workload's container is removed]
     async fn handle_preempt(&mut self, state: ExecutionState) {
         self.retry_at = None;
+        self.restart_at = None;
         self.deleting = true;
         if let Some(current) = self.current.take() {
             self.remove_silently(&current.runtime, &current.id).await;
@@ -229,6 +246,7 @@ impl WorkloadControlLoop {
     }
 
     async fn report(&mut self, instance: &WorkloadInstanceName, state: ExecutionState) {
+        let state = self.crash_loop.seen(state, Instant::now());
         let latest = Some((instance.clone(), state));
         if self.last_reported == latest {
             return;
@@ -265,6 +283,8 @@ impl WorkloadControlLoop {
         self.current = None;
         self.retries.reset();
         self.retry_at = None;
+        self.restart_at = None;
+        self.crash_loop.configure(spec.workload.restart_backoff.as_ref());
         self.reap = None;
         self.reaped = false;
         // It runs anew: an earlier reaped run of this workload is history.
@@ -428,6 +448,7 @@ impl WorkloadControlLoop {
             tracing::warn!("workload '{}': {e}", spec.instance_name);
         }
         let started = state.kind == StateKind::Running;
+        self.crash_loop.configure(spec.workload.restart_backoff.as_ref());
         self.current = Some(Current::new(id, runtime, started, checker));
         let instance = spec.instance_name.clone();
         self.spec = Some(spec);
@@ -450,6 +471,7 @@ impl WorkloadControlLoop {
             if self.current.is_some() || self.reaped || self.retry_at.is_some() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
                 self.spec = Some(same.clone());
+                self.restart_backoff_changed().await;
                 return self.report_again().await;
             }
             // Same spec, but nothing runs (its creates gave up, or it was
@@ -459,6 +481,9 @@ impl WorkloadControlLoop {
         }
         self.retry_at = None;
         self.retries.reset();
+        // A new spec starts the crash-loop limits over.
+        self.restart_at = None;
+        self.crash_loop.reset();
         self.deleting = true;
         if !self.delete_current().await {
             // [impl->swdd~agent-workload-control-loop-update-delete-failed-allows-retry~1]
@@ -490,6 +515,7 @@ impl WorkloadControlLoop {
     // [impl->swdd~agent-workload-control-loop-executes-delete~2]
     async fn handle_delete(&mut self) {
         self.retry_at = None;
+        self.restart_at = None;
         self.reap = None;
         self.deleting = true;
         let instance = self.spec.as_ref().map(|s| s.instance_name.clone());
@@ -642,6 +668,10 @@ impl WorkloadControlLoop {
         if !policy::restart_needed(spec.workload.restart_policy, state) {
             // [feature K7: a workload that ended for good is reaped after its retention]
             self.reap = retention::after_state(&self.ctx.retention, self.reap.take(), state);
+            self.restart_at = None;
+            return;
+        }
+        if self.crash_loop_holds_back(&spec, state).await {
             return;
         }
         tracing::info!("restarting workload '{}' after {state}", spec.instance_name);
@@ -657,5 +687,74 @@ impl WorkloadControlLoop {
             }
         });
         self.handle_create(spec, earlier).await;
+    }
+
+    /// Whether the crash-loop limits hold back the restart after `state`:
+    /// a restart waits out its delay (armed now, or still waiting), or the
+    /// restart limit was reached. A due restart is not held back.
+    // [feature issue 39: crash-loop backoff and restart limit]
+    async fn crash_loop_holds_back(&mut self, spec: &WorkloadSpec, state: &ExecutionState) -> bool {
+        let now = Instant::now();
+        match self.restart_at.take() {
+            Some((at, _)) if at <= now => return false,
+            Some(waiting) => {
+                self.restart_at = Some(waiting);
+                return true;
+            }
+            None => {}
+        }
+        let instance = &spec.instance_name;
+        match self.crash_loop.decide(now) {
+            Restart::Now => return false,
+            Restart::After { delay, reason } => {
+                tracing::info!("workload '{instance}' exited ({state}): {reason}");
+                self.ctx.reporter.event(instance, EventKind::CrashLoop, reason).await;
+                self.restart_at = Some((now + delay, state.clone()));
+                return true;
+            }
+            Restart::LimitReached { reason } => {
+                tracing::warn!("workload '{instance}' exited ({state}): {reason}");
+                self.ctx.reporter.event(instance, EventKind::CrashLoop, reason).await;
+                // The same state again, with the reason in its additional info.
+                self.report(instance, state.clone()).await;
+            }
+            Restart::Stopped => {}
+        }
+        // It ended for good.
+        self.reap = retention::after_state(&self.ctx.retention, self.reap.take(), state);
+        true
+    }
+
+    /// The restart the crash loop delayed is due.
+    async fn handle_restart_due(&mut self) {
+        let Some((_, state)) = self.restart_at.clone() else { return };
+        if self.current.is_some() {
+            self.apply_restart_policy(&state).await;
+        }
+        // Not restarted (its container was lost meanwhile: as Ankaios, a
+        // lost workload is not restarted): the timer must not fire again.
+        if self.restart_at.as_ref().is_some_and(|(at, _)| *at <= Instant::now()) {
+            self.restart_at = None;
+        }
+    }
+
+    /// After an unchanged spec was stored: when only its `restartBackoff`
+    /// changed, the crash-loop limits start over under the new settings; a
+    /// restart they held back (waiting, or stopped by the limit) is
+    /// decided anew.
+    async fn restart_backoff_changed(&mut self) {
+        let Some(spec) = &self.spec else { return };
+        let stopped = self.crash_loop.limit_reached();
+        if !self.crash_loop.configure(spec.workload.restart_backoff.as_ref()) {
+            return;
+        }
+        let held_back = match self.restart_at.take() {
+            Some((_, state)) => Some(state),
+            None if stopped && self.current.is_some() => self.last_reported.as_ref().map(|(_, s)| s.clone()),
+            None => None,
+        };
+        if let Some(state) = held_back {
+            self.apply_restart_policy(&state).await;
+        }
     }
 }

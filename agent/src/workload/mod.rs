@@ -4,6 +4,7 @@
 //! (to the `RuntimeManager`).
 
 pub mod control_loop;
+pub mod crash_loop;
 pub mod object;
 pub mod policy;
 pub mod retention;

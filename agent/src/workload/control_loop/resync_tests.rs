@@ -50,6 +50,7 @@ impl OneLoop {
             control_interfaces: ControlInterfaces::new(mpsc::unbounded_channel().0),
             retention: Default::default(),
             finished: Arc::new(FinishedStore::open(io.path())),
+            restart_backoff: None,
         };
         let facade = RuntimeFacade::new(fake.clone(), ctx);
         (Self { fake, reports, _io: io }, facade)
