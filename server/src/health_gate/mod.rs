@@ -52,7 +52,7 @@ pub enum Outcome {
     Passed { workload: String, generation: u64, reason: String },
     /// The deadline passed first; `revert` is the spec to put back (only
     /// with `autoRevert` and a known healthy spec).
-    Failed { workload: String, generation: u64, reason: String, revert: Option<Healthy> },
+    Failed { workload: String, generation: u64, reason: String, revert: Option<Box<Healthy>> },
 }
 
 /// One open gate.
@@ -207,6 +207,11 @@ impl HealthGates {
         self.open.contains_key(workload)
     }
 
+    /// Whether any gate is open.
+    pub fn any_open(&self) -> bool {
+        !self.open.is_empty()
+    }
+
     /// The last healthy spec of `workload`, if one was seen.
     pub fn last_healthy(&self, workload: &str) -> Option<&Healthy> {
         self.healthy.get(workload)
@@ -249,7 +254,7 @@ impl Gate {
     }
 
     /// Why the gate failed at `now`, and the spec to put back.
-    fn failure(self, now: Instant) -> (String, Option<Healthy>) {
+    fn failure(self, now: Instant) -> (String, Option<Box<Healthy>>) {
         let g = self.generation;
         let within = format_duration(self.settings.healthy_deadline);
         let what = match self.ready_since {
@@ -261,7 +266,7 @@ impl Gate {
             None => format!("generation {g} not Ready within {within} ({})", self.not_ready),
         };
         match (self.settings.auto_revert, self.revert_to) {
-            (true, Some(h)) => (format!("{what}; put back generation {}", h.generation), Some(h)),
+            (true, Some(h)) => (format!("{what}; put back generation {}", h.generation), Some(Box::new(h))),
             (true, None) => (format!("{what}; no healthy generation to put back"), None),
             (false, _) => (format!("{what}; autoRevert is off, nothing put back"), None),
         }

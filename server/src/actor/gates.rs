@@ -1,0 +1,155 @@
+//! The actor's side of health-gated updates ([`crate::health_gate`]):
+//! every change tells the gates which workloads got a new generation;
+//! every tick shows them what Ready says and carries out what they
+//! decided: the `UpdateHealthy` / `Reverted` events, the failure of the
+//! job item that brought the spec, and with `autoRevert` the last healthy
+//! spec written back into the desired state (a change like the reaper's:
+//! saved to the state file, a job of its own). The open gates are saved
+//! next to the state file when they change.
+
+use ank_common::conditions::{ConditionStatus, ConditionType};
+use ank_common::workload_events::EventKind;
+use tokio::time::Instant;
+
+use super::AnkaiosServer;
+use crate::desired_state::{self, generations::Generations};
+use crate::health_gate::{Healthy, Outcome, Seen};
+
+impl AnkaiosServer {
+    /// After a switch of the desired state from generations `old`: opens,
+    /// replaces or closes the gates of the workloads whose generation
+    /// changed, forgets those removed, and saves the open gates if they
+    /// changed.
+    pub(super) fn gates_follow_change(&mut self, old: &Generations) {
+        let now = Instant::now();
+        let gates = &mut self.sched.gates;
+        let mut changed = false;
+        for (name, wl) in &self.desired.current.state.workloads {
+            let generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
+            if old.of(name.as_str()) != Some(generation) {
+                changed |= gates.spec_changed(name.as_str(), generation, wl, now);
+            }
+        }
+        for name in old.names() {
+            if !self.desired.current.state.workloads.contains_key(name) {
+                changed |= gates.removed(name);
+            }
+        }
+        if changed {
+            self.save_gates();
+        }
+    }
+
+    /// Writes the open gates next to the state file, if there is one.
+    fn save_gates(&self) {
+        if let Some(file) = &self.sched.gate_file
+            && let Err(e) = file.save(self.sched.gates.saved())
+        {
+            tracing::error!("cannot save the update gates: {e}; a restart forgets them");
+        }
+    }
+
+    /// Every second: what Ready says of each workload's current
+    /// generation, then what the gates decided. Not while hooks run (a
+    /// revert waits for the next tick).
+    pub(super) fn gates_tick(&mut self, now: Instant) {
+        if self.hooks_busy() {
+            return;
+        }
+        self.observe_ready(now);
+        let outcomes = self.sched.gates.due(now);
+        if outcomes.is_empty() {
+            // While gates are open, their jobs show how far they are.
+            if self.sched.gates.any_open() {
+                self.with_events(Self::advance_jobs);
+            }
+            return;
+        }
+        self.save_gates();
+        self.with_events(|s| {
+            for outcome in outcomes {
+                s.carry_out(outcome);
+            }
+            s.advance_jobs();
+        });
+    }
+
+    /// Shows the gates the Ready condition of every scheduled workload at
+    /// its current generation.
+    fn observe_ready(&mut self, now: Instant) {
+        for (name, wl) in &self.desired.current.rendered.workloads {
+            let Some(spec) = desired_state::spec_of(name, wl) else { continue };
+            let Some(user_spec) = self.desired.current.state.workloads.get(name) else { continue };
+            let generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
+            let ready = self.states.status(&spec.instance_name).and_then(|s| s.condition(ConditionType::Ready));
+            let seen = match ready {
+                Some(c) if c.status == ConditionStatus::True && c.observed_generation == generation => Seen::Ready,
+                Some(c) if c.message.is_empty() => Seen::NotReady(c.reason.clone()),
+                Some(c) => Seen::NotReady(format!("{}: {}", c.reason, c.message.trim())),
+                None => Seen::NotReady("no report yet".to_owned()),
+            };
+            self.sched.gates.observe(name.as_str(), generation, seen, user_spec, now);
+        }
+    }
+
+    /// One decision of a gate: its event, the job's item, the revert.
+    // [feature: issue 39 health-gated update with automatic revert]
+    fn carry_out(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Passed { workload, generation, reason } => {
+                tracing::info!("update of '{workload}' to generation {generation} healthy: {reason}");
+                self.states.record_event(&workload, EventKind::UpdateHealthy, &reason);
+            }
+            Outcome::Failed { workload, generation, reason, revert } => {
+                tracing::warn!("update of '{workload}' to generation {generation} not healthy: {reason}");
+                self.states.record_event(&workload, EventKind::Reverted, &reason);
+                self.jobs.fail_gated(&workload, generation, &format!("update gate: {reason}"));
+                // The job ends before the revert's job takes the workload over.
+                self.advance_jobs();
+                if let Some(healthy) = revert {
+                    self.revert(&workload, *healthy);
+                }
+            }
+        }
+    }
+
+    /// Writes `healthy` back as the desired spec of `workload`.
+    fn revert(&mut self, workload: &str, healthy: Healthy) {
+        let mut state = self.desired.current.state.clone();
+        let Some(slot) = state.workloads.get_mut(workload) else { return };
+        *slot = healthy.spec;
+        let next = match self.desired.current.after(state) {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::error!("revert of '{workload}' refused, the new spec stays: {e}");
+                return;
+            }
+        };
+        let what = format!("revert of '{workload}' to generation {}", healthy.generation);
+        if let Err(e) = self.server_change(next, &[], what) {
+            tracing::error!("revert of '{workload}' failed, the new spec stays: {e}");
+        }
+    }
+}
+
+impl AnkaiosServer {
+    /// At start: the gates open when the server stopped open again, with a
+    /// fresh deadline, for the workloads whose spec is still the gated one.
+    pub(super) fn restore_gates(&mut self) {
+        let Some(file) = &self.sched.gate_file else { return };
+        let saved = file.load();
+        if saved.is_empty() {
+            return;
+        }
+        let desired = &self.desired;
+        let current = |name: &str| {
+            let spec = desired.current.state.workloads.iter().find(|(n, _)| n.as_str() == name)?.1.clone();
+            Some((desired.generations.of(name)?, spec))
+        };
+        let count = saved.len();
+        self.sched.gates.restore(saved, current, Instant::now());
+        if self.sched.gates.saved().len() != count {
+            self.save_gates();
+        }
+    }
+}
