@@ -75,15 +75,19 @@ pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String
         }
     }
     let events = events_by_workload(view).remove(name).unwrap_or_default();
-    // The newest decision of an update gate: Reverted (with why and the
-    // generations) or UpdateHealthy.
+    let instances: Vec<_> =
+        view.workload_state_list().into_iter().filter(|s| s.instance_name.workload_name == name).collect();
+    // The server's mark of a failed gated update, else the newest gate
+    // decision among the events (UpdateHealthy).
     // [feature: issue 39 `ank describe` shows Reverted]
-    if let Some(e) = events.iter().rev().find(|e| matches!(e.kind, EventKind::Reverted | EventKind::UpdateHealthy)) {
+    if let Some(mark) = instances.iter().find_map(|s| s.status.reverted.as_ref()) {
+        line("Reverted", format!("{} (at {})", mark.reason, mark.at));
+    } else if let Some(e) =
+        events.iter().rev().find(|e| matches!(e.kind, EventKind::Reverted | EventKind::UpdateHealthy))
+    {
         let label = if e.kind == EventKind::Reverted { "Reverted" } else { "Update healthy" };
         line(label, format!("{} (at {})", e.reason, e.last));
     }
-    let instances: Vec<_> =
-        view.workload_state_list().into_iter().filter(|s| s.instance_name.workload_name == name).collect();
     let _ = writeln!(out, "\nInstances:");
     if instances.is_empty() {
         let _ = writeln!(out, "  (none reported)");
@@ -228,13 +232,14 @@ mod tests {
             "workloadStates": {"A": {"w": {"7": {"state": "Running", "subState": "Ok", "generation": 3,
                 "events": [
                     {"kind": "UpdateHealthy", "reason": "generation 1 Ready for 10s", "count": 1, "firstSeen": "t1", "last": "t1"},
-                    {"kind": "Reverted", "reason": reason, "count": 1, "firstSeen": "t2", "last": "t2"}]}}}}
+                    {"kind": "Reverted", "reason": reason, "count": 1, "firstSeen": "t2", "last": "t2"}],
+                "reverted": {"fromGeneration": 2, "toGeneration": 1, "reason": reason, "at": "t3"}}}}}
         });
         let view = StateView::from_tree(&tree).unwrap();
         let spec: Workload = serde_json::from_value(tree["desiredState"]["workloads"]["w"].clone()).unwrap();
         let text = describe("w", Some(&spec), &view);
         assert!(text.contains("Update gate:      healthyDeadline 20s, minHealthyTime 10s, autoRevert on"), "{text}");
-        assert!(text.contains(&format!("Reverted:         {reason} (at t2)")), "{text}");
+        assert!(text.contains(&format!("Reverted:         {reason} (at t3)")), "{text}");
         assert!(!text.contains("Update healthy:"), "only the newest decision: {text}");
         // A workload without `update` and no gate events shows neither.
         let plain: Workload =

@@ -124,6 +124,15 @@ async fn gate_failure_puts_back_the_last_healthy_spec_and_fails_the_job() {
     assert!(!h.job_of(3).await.is_null(), "the revert is a job of its own");
     h.report(&back, running(), 3).await;
     assert!(h.events("w").await.contains(&("Reverted".to_owned(), why.to_owned())));
+    let entry = h.tree().await["workloadStates"]["A"]["w"][&back.instance_name.id].clone();
+    assert_eq!(entry["reverted"]["fromGeneration"], 2, "{entry}");
+    assert_eq!(entry["reverted"]["toGeneration"], 1);
+    assert_eq!(entry["reverted"]["reason"], why);
+    // The next change of the spec drops the mark.
+    h.apply(state(json!({"w": w("v4", None)}))).await;
+    settle().await;
+    let v4 = h.added_one("w");
+    assert!(h.tree().await["workloadStates"]["A"]["w"][&v4.instance_name.id].get("reverted").is_none());
     h.stop.cancel();
 }
 
@@ -169,6 +178,9 @@ async fn gate_failure_without_auto_revert_keeps_the_new_spec() {
     let job = h.job_of(2).await;
     assert_eq!(job["phase"], "Failed");
     assert!(job["reason"].as_str().unwrap().ends_with("autoRevert is off, nothing put back"), "{job}");
+    let entry = h.tree().await["workloadStates"]["A"]["w"][&v2.instance_name.id].clone();
+    assert_eq!(entry["reverted"]["fromGeneration"], 2, "marked though nothing was put back: {entry}");
+    assert!(entry["reverted"].get("toGeneration").is_none());
     h.stop.cancel();
 }
 

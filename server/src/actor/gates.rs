@@ -7,7 +7,8 @@
 //! saved to the state file, a job of its own). The open gates are saved
 //! next to the state file when they change.
 
-use ank_common::conditions::{ConditionStatus, ConditionType};
+use ank_common::conditions::{ConditionStatus, ConditionType, RevertMark};
+use ank_common::daemon::clock::now_rfc3339;
 use ank_common::workload_events::EventKind;
 use tokio::time::Instant;
 
@@ -27,6 +28,11 @@ impl AnkaiosServer {
         for (name, wl) in &self.desired.current.state.workloads {
             let generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
             if old.of(name.as_str()) != Some(generation) {
+                // A new spec (not the revert, not the healthy one again)
+                // drops the mark of an earlier revert.
+                if !gates.is_last_healthy(name.as_str(), wl) {
+                    self.states.clear_reverted(name.as_str());
+                }
                 changed |= gates.spec_changed(name.as_str(), generation, wl, now);
             }
         }
@@ -103,6 +109,13 @@ impl AnkaiosServer {
             Outcome::Failed { workload, generation, reason, revert } => {
                 tracing::warn!("update of '{workload}' to generation {generation} not healthy: {reason}");
                 self.states.record_event(&workload, EventKind::Reverted, &reason);
+                let mark = RevertMark {
+                    from_generation: generation,
+                    to_generation: revert.as_ref().map_or(0, |h| h.generation),
+                    reason: reason.clone(),
+                    at: now_rfc3339(),
+                };
+                self.states.set_reverted(&workload, mark);
                 self.jobs.fail_gated(&workload, generation, &format!("update gate: {reason}"));
                 // The job ends before the revert's job takes the workload over.
                 self.advance_jobs();

@@ -207,6 +207,11 @@ impl HealthGates {
         self.open.contains_key(workload)
     }
 
+    /// Whether `spec` is the last healthy spec of `workload`.
+    pub fn is_last_healthy(&self, workload: &str, spec: &Workload) -> bool {
+        self.healthy.get(workload).is_some_and(|h| h.spec == *spec)
+    }
+
     /// Whether any gate is open.
     pub fn any_open(&self) -> bool {
         !self.open.is_empty()
