@@ -13,7 +13,9 @@ use ank_common::workload_events::EventKind;
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
-use crate::desired_state::{self, generations::Generations};
+use ank_common::{AgentName, WorkloadInstanceName};
+
+use crate::desired_state::generations::Generations;
 use crate::health_gate::{Healthy, Outcome, Seen};
 
 impl AnkaiosServer {
@@ -84,10 +86,14 @@ impl AnkaiosServer {
     /// its current generation.
     fn observe_ready(&mut self, now: Instant) {
         for (name, wl) in &self.desired.current.rendered.workloads {
-            let Some(spec) = desired_state::spec_of(name, wl) else { continue };
+            // The instance name without a copy of the spec (every second).
+            let Some(agent) = (!wl.agent.is_empty()).then(|| AgentName::new(wl.agent.as_str()).ok()).flatten() else {
+                continue;
+            };
+            let instance = WorkloadInstanceName::new(name, &agent, &wl.runtime_config);
             let Some(user_spec) = self.desired.current.state.workloads.get(name) else { continue };
             let generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
-            let ready = self.states.status(&spec.instance_name).and_then(|s| s.condition(ConditionType::Ready));
+            let ready = self.states.status(&instance).and_then(|s| s.condition(ConditionType::Ready));
             let seen = match ready {
                 Some(c) if c.status == ConditionStatus::True && c.observed_generation == generation => Seen::Ready,
                 Some(c) if c.message.is_empty() => Seen::NotReady(c.reason.clone()),

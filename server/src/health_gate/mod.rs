@@ -155,8 +155,9 @@ impl HealthGates {
         if seen != Seen::Ready {
             return;
         }
-        let known = self.healthy.get(workload).is_some_and(|h| h.generation == generation && h.spec == *spec);
-        if !known {
+        // Within one run of the server a generation names one spec: no
+        // comparison of specs at every tick.
+        if self.healthy.get(workload).is_none_or(|h| h.generation != generation) {
             self.healthy.insert(workload.to_owned(), Healthy { generation, spec: spec.clone() });
         }
     }
