@@ -10,11 +10,10 @@
 use ank_common::conditions::{ConditionStatus, ConditionType, RevertMark};
 use ank_common::daemon::clock::now_rfc3339;
 use ank_common::workload_events::EventKind;
+use ank_common::{AgentName, WorkloadInstanceName};
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
-use ank_common::{AgentName, WorkloadInstanceName};
-
 use crate::desired_state::generations::Generations;
 use crate::health_gate::{Healthy, Outcome, Seen};
 
@@ -149,9 +148,7 @@ impl AnkaiosServer {
             tracing::error!("revert of '{workload}' failed, the new spec stays: {e}");
         }
     }
-}
 
-impl AnkaiosServer {
     /// At start: the gates open when the server stopped open again, with a
     /// fresh deadline, for the workloads whose spec is still the gated one.
     pub(super) fn restore_gates(&mut self) {
@@ -162,7 +159,7 @@ impl AnkaiosServer {
         }
         let desired = &self.desired;
         let current = |name: &str| {
-            let spec = desired.current.state.workloads.iter().find(|(n, _)| n.as_str() == name)?.1.clone();
+            let spec = desired.current.state.workloads.get(name)?.clone();
             Some((desired.generations.of(name)?, spec))
         };
         let count = saved.len();
