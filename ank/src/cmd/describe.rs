@@ -160,14 +160,15 @@ fn state_text(state: &ank_common::ExecutionState) -> String {
     }
 }
 
-/// An `update` block as one line: its settings with the defaults filled in.
+/// An `update` block as one line: its settings as written, the defaults
+/// filled in.
 fn gate_text(gate: &ank_common::health_spec::UpdateGate) -> String {
     use ank_common::duration::format_duration;
     match gate.settings() {
         Ok(s) => format!(
             "healthyDeadline {}, minHealthyTime {}, autoRevert {}",
-            format_duration(s.healthy_deadline),
-            format_duration(s.min_healthy_time),
+            gate.healthy_deadline.clone().unwrap_or_else(|| format_duration(s.healthy_deadline)),
+            gate.min_healthy_time.clone().unwrap_or_else(|| format_duration(s.min_healthy_time)),
             if s.auto_revert { "on" } else { "off" }
         ),
         Err(e) => format!("invalid: {e}"),

@@ -176,8 +176,7 @@ impl HealthGates {
             let Some(gate) = self.open.remove(&workload) else { continue };
             let generation = gate.generation;
             if gate.passed(now) {
-                let reason =
-                    format!("generation {generation} Ready for {}", format_duration(gate.settings.min_healthy_time));
+                let reason = format!("generation {generation} Ready for {}", gate.min_healthy_text());
                 self.healthy.insert(workload.clone(), Healthy { generation, spec: gate.spec });
                 out.push(Outcome::Passed { workload, generation, reason });
             } else {
@@ -192,7 +191,7 @@ impl HealthGates {
     /// a gate is open for it (what `ank get jobs` shows).
     pub fn open_for(&self, workload: &str, generation: u64, now: Instant) -> Option<String> {
         let gate = self.open.get(workload).filter(|g| g.generation == generation)?;
-        let min = format_duration(gate.settings.min_healthy_time);
+        let min = gate.min_healthy_text();
         let left = format_duration(whole_seconds(gate.deadline.saturating_duration_since(now)));
         Some(match gate.ready_since {
             Some(since) => format!(
@@ -255,6 +254,18 @@ impl HealthGates {
 }
 
 impl Gate {
+    /// `healthyDeadline` as the user wrote it (`60s` stays `60s`).
+    fn deadline_text(&self) -> String {
+        let written = self.spec.update.as_ref().and_then(|u| u.healthy_deadline.clone());
+        written.unwrap_or_else(|| format_duration(self.settings.healthy_deadline))
+    }
+
+    /// `minHealthyTime` as the user wrote it.
+    fn min_healthy_text(&self) -> String {
+        let written = self.spec.update.as_ref().and_then(|u| u.min_healthy_time.clone());
+        written.unwrap_or_else(|| format_duration(self.settings.min_healthy_time))
+    }
+
     fn passed(&self, now: Instant) -> bool {
         self.ready_since.is_some_and(|since| now.saturating_duration_since(since) >= self.settings.min_healthy_time)
     }
@@ -262,11 +273,11 @@ impl Gate {
     /// Why the gate failed at `now`, and the spec to put back.
     fn failure(self, now: Instant) -> (String, Option<Box<Healthy>>) {
         let g = self.generation;
-        let within = format_duration(self.settings.healthy_deadline);
+        let within = self.deadline_text();
         let what = match self.ready_since {
             Some(since) => format!(
                 "generation {g} not Ready for {} within {within} (Ready since {})",
-                format_duration(self.settings.min_healthy_time),
+                self.min_healthy_text(),
                 format_duration(whole_seconds(now.saturating_duration_since(since)))
             ),
             None => format!("generation {g} not Ready within {within} ({})", self.not_ready),

@@ -73,7 +73,7 @@ async fn gate_fails_at_the_deadline_and_names_what_to_put_back() {
     assert_eq!((workload.as_str(), *generation), ("w", 2));
     assert_eq!(
         reason,
-        "generation 2 not Ready within 1m (NotAvailable: readinessProbe failed: HTTP 500); put back generation 1"
+        "generation 2 not Ready within 60s (NotAvailable: readinessProbe failed: HTTP 500); put back generation 1"
     );
     assert_eq!(revert.as_ref().unwrap().spec, v1);
     // The revert writes v1 back: known healthy, no gate opens.
@@ -92,7 +92,7 @@ async fn gate_without_auto_revert_or_healthy_spec_only_reports() {
         vec![Outcome::Failed {
             workload: "w".into(),
             generation: 2,
-            reason: "generation 2 not Ready for 10s within 1m (Ready since 5s); autoRevert is off, nothing put back"
+            reason: "generation 2 not Ready for 10s within 60s (Ready since 5s); autoRevert is off, nothing put back"
                 .into(),
             revert: None
         }]
