@@ -96,7 +96,7 @@ impl AnkaiosServer {
             let seen = match ready {
                 Some(c) if c.status == ConditionStatus::True && c.observed_generation == generation => Seen::Ready,
                 Some(c) if c.message.is_empty() => Seen::NotReady(c.reason.clone()),
-                Some(c) => Seen::NotReady(format!("{}: {}", c.reason, c.message.trim())),
+                Some(c) => Seen::NotReady(format!("{}: {}", c.reason, one_line(&c.message))),
                 None => Seen::NotReady("no report yet".to_owned()),
             };
             self.sched.gates.observe(name.as_str(), generation, seen, user_spec, now);
@@ -167,5 +167,36 @@ impl AnkaiosServer {
         if self.sched.gates.saved().len() != count {
             self.save_gates();
         }
+    }
+}
+
+/// The longest part of a condition's message a gate's reason quotes.
+const MESSAGE_CHARS: usize = 200;
+
+/// A message (podman's whole error output, say) on one short line: its
+/// last `Error:` line, or its lines joined, cut to [`MESSAGE_CHARS`].
+fn one_line(message: &str) -> String {
+    let lines: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let line = match lines.iter().rev().find(|l| l.starts_with("Error:")) {
+        Some(error) => (*error).to_owned(),
+        None => lines.join(" "),
+    };
+    if line.chars().count() <= MESSAGE_CHARS {
+        return line;
+    }
+    let cut: String = line.chars().take(MESSAGE_CHARS - 1).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_podman_error_is_quoted_on_one_short_line() {
+        let noise: String = (0..20).map(|i| format!("time=\"2026\" level=warning msg=\"chatter {i}\"\n")).collect();
+        let message = format!("{noise}Error: initializing source docker://nosuch: manifest unknown\n");
+        assert_eq!(super::one_line(&message), "Error: initializing source docker://nosuch: manifest unknown");
+        let long = "x".repeat(500);
+        assert_eq!(super::one_line(&long).chars().count(), super::MESSAGE_CHARS);
+        assert_eq!(super::one_line("Pending(Starting)\n  retry 3"), "Pending(Starting) retry 3");
     }
 }
