@@ -64,6 +64,7 @@ fn e2e_a_gated_update_that_never_becomes_ready_is_reverted() {
     assert!(row.contains("Failed") && row.contains("update gate"), "{jobs}");
 
     let describe = text(&c.ank(&["describe", "workload", "w"]).stdout);
+    eprintln!("{err}\n{jobs}\n{describe}");
     assert!(describe.contains("Reverted:"), "{describe}");
     assert!(describe.contains("generation 2 not Ready within 15s") && describe.contains("put back generation 1"));
     let yaml = text(&c.ank(&["get", "workloads", "-o", "yaml"]).stdout);

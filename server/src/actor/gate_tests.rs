@@ -274,3 +274,27 @@ async fn a_restart_in_the_middle_of_a_gate_opens_it_again_and_reverts() {
     assert_eq!(saved["workloads"]["w"]["runtimeConfig"], "image: v1", "the revert is in the state file");
     h.stop.cancel();
 }
+
+// [test of feature: issue 39 the reason of a gate says why the new generation is not Ready]
+#[tokio::test(start_paused = true)]
+async fn gate_reason_names_the_state_of_a_generation_that_never_replaced_the_old_one() {
+    let mut h = Harness::start().await;
+    v1_ready(&mut h).await;
+    h.apply(state(json!({"w": w("nosuch", Some(("20s", "5s", false)))}))).await;
+    settle().await;
+    let v2 = h.added_one("w");
+    let retrying = ExecutionState::with_info(
+        StateKind::Pending(Pending::Starting),
+        "Retry 2: Error: initializing source docker://nosuch:latest: manifest unknown",
+    );
+    h.report(&v2, retrying, 2).await;
+    pass(21).await;
+    let job = h.job_of(2).await;
+    assert_eq!(
+        job["reason"],
+        "w: update gate: generation 2 not Ready within 20s (GenerationPending: Pending(Starting): 'Retry 2: Error: \
+         initializing source docker://nosuch:latest: manifest unknown'); autoRevert is off, nothing put back",
+        "{job}"
+    );
+    h.stop.cancel();
+}

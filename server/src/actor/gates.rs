@@ -7,7 +7,7 @@
 //! saved to the state file, a job of its own). The open gates are saved
 //! next to the state file when they change.
 
-use ank_common::conditions::{ConditionStatus, ConditionType, RevertMark};
+use ank_common::conditions::{Condition, ConditionStatus, ConditionType, RevertMark};
 use ank_common::daemon::clock::now_rfc3339;
 use ank_common::workload_events::EventKind;
 use ank_common::{AgentName, WorkloadInstanceName};
@@ -95,12 +95,30 @@ impl AnkaiosServer {
             let ready = self.states.status(&instance).and_then(|s| s.condition(ConditionType::Ready));
             let seen = match ready {
                 Some(c) if c.status == ConditionStatus::True && c.observed_generation == generation => Seen::Ready,
-                Some(c) if c.message.is_empty() => Seen::NotReady(c.reason.clone()),
-                Some(c) => Seen::NotReady(format!("{}: {}", c.reason, one_line(&c.message))),
+                // Why is worded only for a gate that may quote it.
+                _ if !self.sched.gates.is_open(name.as_str()) => Seen::NotReady(String::new()),
+                Some(c) => Seen::NotReady(self.not_ready_text(&instance, c)),
                 None => Seen::NotReady("no report yet".to_owned()),
             };
             self.sched.gates.observe(name.as_str(), generation, seen, user_spec, now);
         }
+    }
+
+    /// Why an instance is not Ready, for a gate's reason: the Ready
+    /// condition's reason and message; while the new generation has not
+    /// replaced the old one (`GenerationPending`) its execution state says
+    /// more than the message (`Pending(Starting): 'Retry 3: ...'`).
+    fn not_ready_text(&self, instance: &WorkloadInstanceName, ready: &Condition) -> String {
+        let detail = if ready.reason == "GenerationPending" {
+            let state = self.states.state_of(instance).execution_state;
+            match one_line(&state.additional_info) {
+                info if info.is_empty() => state.kind.to_string(),
+                info => format!("{}: '{info}'", state.kind),
+            }
+        } else {
+            one_line(&ready.message)
+        };
+        if detail.is_empty() { ready.reason.clone() } else { format!("{}: {detail}", ready.reason) }
     }
 
     /// One decision of a gate: its event, the job's item, the revert.
