@@ -217,6 +217,11 @@ async fn itest_server_restart_in_the_middle_of_a_gate_restarts_it_and_reverts() 
     let tree = until(&mut c, 10, "v1 back and running", |t| running_at(t, "w", 2)).await;
     assert_eq!(instances(&tree, "w")[0].0, v1_id);
     assert!(!gates.exists(), "no gate open any more");
+    // The job that brought v2 died with the old server: the restarted
+    // server's first job (its startup state) carries the failure.
+    let job = &tree["jobs"]["1"];
+    assert_eq!(job["phase"], "Failed", "{job}");
+    assert!(job["reason"].as_str().unwrap().starts_with("w: update gate: generation 1 not Ready within 20s"), "{job}");
     assert_eq!(
         tree["workloadStates"]["agent_A"]["w"][&v1_id]["reverted"]["toGeneration"], 1,
         "the spec put back keeps its number from before the restart"
