@@ -188,17 +188,15 @@ impl HealthGates {
     }
 
     /// Why the item of `workload` at `generation` is still in progress, if
-    /// a gate is open for it (what `ank get jobs` shows).
-    pub fn open_for(&self, workload: &str, generation: u64, now: Instant) -> Option<String> {
+    /// a gate is open for it (what `ank get jobs` shows). The text changes
+    /// only when Ready does, not with the clock: event subscribers see no
+    /// change every second.
+    pub fn open_for(&self, workload: &str, generation: u64) -> Option<String> {
         let gate = self.open.get(workload).filter(|g| g.generation == generation)?;
-        let min = gate.min_healthy_text();
-        let left = format_duration(whole_seconds(gate.deadline.saturating_duration_since(now)));
+        let deadline = gate.deadline_text();
         Some(match gate.ready_since {
-            Some(since) => format!(
-                "update gate: Ready for {} of {min}, {left} left",
-                format_duration(whole_seconds(now.saturating_duration_since(since)))
-            ),
-            None => format!("update gate: not Ready ({}), {left} left", gate.not_ready),
+            Some(_) => format!("update gate: Ready, to stay so for {} (deadline {deadline})", gate.min_healthy_text()),
+            None => format!("update gate: not Ready ({}) (deadline {deadline})", gate.not_ready),
         })
     }
 

@@ -36,7 +36,6 @@ struct ServerView<'a> {
     states: &'a WorkloadStateStore,
     conns: &'a Connections,
     gates: &'a HealthGates,
-    now: Instant,
 }
 
 impl JobView for ServerView<'_> {
@@ -63,7 +62,7 @@ impl JobView for ServerView<'_> {
     }
 
     fn gate(&self, workload: &str, generation: u64) -> Option<String> {
-        self.gates.open_for(workload, generation, self.now)
+        self.gates.open_for(workload, generation)
     }
 
     fn gated(&self, workload: &str) -> bool {
@@ -101,7 +100,6 @@ impl Advance<'_> {
                 states: self.states,
                 conns: self.conns,
                 gates: self.gates,
-                now,
             };
             let triggers = self.jobs.step(&view, now);
             if triggers.is_empty() {
