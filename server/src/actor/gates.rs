@@ -63,11 +63,11 @@ impl AnkaiosServer {
         if self.hooks_busy() {
             return;
         }
-        self.observe_ready(now);
+        let seen_changed = self.observe_ready(now);
         let outcomes = self.sched.gates.due(now);
         if outcomes.is_empty() {
-            // While gates are open, their jobs show how far they are.
-            if self.sched.gates.any_open() {
+            // The jobs show where their gates stand.
+            if seen_changed {
                 self.with_events(Self::advance_jobs);
             }
             return;
@@ -82,8 +82,9 @@ impl AnkaiosServer {
     }
 
     /// Shows the gates the Ready condition of every scheduled workload at
-    /// its current generation.
-    fn observe_ready(&mut self, now: Instant) {
+    /// its current generation; returns whether an open gate changed.
+    fn observe_ready(&mut self, now: Instant) -> bool {
+        let mut changed = false;
         for (name, wl) in &self.desired.current.rendered.workloads {
             // The instance name without a copy of the spec (every second).
             let Some(agent) = (!wl.agent.is_empty()).then(|| AgentName::new(wl.agent.as_str()).ok()).flatten() else {
@@ -100,8 +101,9 @@ impl AnkaiosServer {
                 Some(c) => Seen::NotReady(self.not_ready_text(&instance, c)),
                 None => Seen::NotReady("no report yet".to_owned()),
             };
-            self.sched.gates.observe(name.as_str(), generation, seen, user_spec, now);
+            changed |= self.sched.gates.observe(name.as_str(), generation, seen, user_spec, now);
         }
+        changed
     }
 
     /// Why an instance is not Ready, for a gate's reason: the Ready

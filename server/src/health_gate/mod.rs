@@ -135,31 +135,32 @@ impl HealthGates {
 
     /// What a tick saw of `workload` at `generation`, its current spec
     /// being `spec`. A gate follows it; without a gate a Ready spec becomes
-    /// the last healthy one.
-    pub fn observe(&mut self, workload: &str, generation: u64, seen: Seen, spec: &Workload, now: Instant) {
+    /// the last healthy one. Returns whether an open gate changed what it
+    /// shows ([`Self::open_for`]).
+    pub fn observe(&mut self, workload: &str, generation: u64, seen: Seen, spec: &Workload, now: Instant) -> bool {
         if let Some(gate) = self.open.get_mut(workload) {
             if gate.generation != generation {
-                return;
+                return false;
             }
-            match seen {
-                Seen::Ready => {
-                    gate.ready_since.get_or_insert(now);
-                }
+            return match seen {
+                Seen::Ready => gate.ready_since.replace(gate.ready_since.unwrap_or(now)).is_none(),
                 Seen::NotReady(why) => {
+                    let changed = gate.ready_since.is_some() || gate.not_ready != why;
                     gate.ready_since = None;
                     gate.not_ready = why;
+                    changed
                 }
-            }
-            return;
+            };
         }
         if seen != Seen::Ready {
-            return;
+            return false;
         }
         // Within one run of the server a generation names one spec: no
         // comparison of specs at every tick.
         if self.healthy.get(workload).is_none_or(|h| h.generation != generation) {
             self.healthy.insert(workload.to_owned(), Healthy { generation, spec: spec.clone() });
         }
+        false
     }
 
     /// The gates decided at `now`; they close.
@@ -208,11 +209,6 @@ impl HealthGates {
     /// Whether `spec` is the last healthy spec of `workload`.
     pub fn is_last_healthy(&self, workload: &str, spec: &Workload) -> bool {
         self.healthy.get(workload).is_some_and(|h| h.spec == *spec)
-    }
-
-    /// Whether any gate is open.
-    pub fn any_open(&self) -> bool {
-        !self.open.is_empty()
     }
 
     /// The last healthy spec of `workload`, if one was seen.

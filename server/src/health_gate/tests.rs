@@ -40,8 +40,10 @@ fn v1_healthy_then_v2(revert: bool) -> (HealthGates, Workload, Workload, Instant
 #[tokio::test(start_paused = true)]
 async fn gate_passes_after_min_healthy_time_without_a_break() {
     let (mut g, v1, v2, t0) = v1_healthy_then_v2(true);
-    g.observe("w", 2, Seen::NotReady("GenerationPending".into()), &v2, t0 + secs(1));
-    g.observe("w", 2, Seen::Ready, &v2, t0 + secs(2));
+    assert!(g.observe("w", 2, Seen::NotReady("GenerationPending".into()), &v2, t0 + secs(1)));
+    assert!(!g.observe("w", 2, Seen::NotReady("GenerationPending".into()), &v2, t0 + secs(1)), "nothing new");
+    assert!(g.observe("w", 2, Seen::Ready, &v2, t0 + secs(2)));
+    assert!(!g.observe("w", 2, Seen::Ready, &v2, t0 + secs(3)), "still Ready: since 2s");
     assert!(g.due(t0 + secs(11)).is_empty(), "Ready for 9s of 10s");
     g.observe("w", 2, Seen::NotReady("NotAvailable: exit 1".into()), &v2, t0 + secs(11));
     g.observe("w", 2, Seen::Ready, &v2, t0 + secs(12));
