@@ -120,6 +120,25 @@ pub struct InstanceStatus {
     /// complete state: the workload's kept events, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<crate::workload_events::WorkloadEvent>,
+    /// In the complete state: the workload's health-gated update failed
+    /// (and, with `autoRevert`, its last healthy spec was put back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted: Option<RevertMark>,
+}
+
+/// The mark of a workload whose gated update did not become healthy in time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevertMark {
+    /// The generation that failed its gate.
+    pub from_generation: u64,
+    /// The generation whose spec was put back; 0 when nothing was.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub to_generation: u64,
+    /// Why, as the `Reverted` event says it.
+    pub reason: String,
+    /// When (RFC 3339).
+    pub at: String,
 }
 
 impl InstanceStatus {

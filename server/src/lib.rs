@@ -11,6 +11,7 @@ pub mod desired_state;
 mod events;
 pub mod grpc;
 pub mod health;
+pub mod health_gate;
 pub mod hooks;
 pub mod jobs;
 mod logs;

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use ank_common::Workload;
+use ank_common::workload_events::EventKind;
 use anyhow::{Context, bail};
 
 use crate::cmd::workload_events::{event_table, events_by_workload};
@@ -68,10 +69,25 @@ pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String
             line("Dependencies", if deps.is_empty() { "-".to_owned() } else { deps.join(", ") });
             let tags: Vec<String> = w.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
             line("Tags", if tags.is_empty() { "-".to_owned() } else { tags.join(", ") });
+            if let Some(gate) = &w.update {
+                line("Update gate", gate_text(gate));
+            }
         }
     }
+    let events = events_by_workload(view).remove(name).unwrap_or_default();
     let instances: Vec<_> =
         view.workload_state_list().into_iter().filter(|s| s.instance_name.workload_name == name).collect();
+    // The server's mark of a failed gated update, else the newest gate
+    // decision among the events (UpdateHealthy).
+    // [feature: issue 39 `ank describe` shows Reverted]
+    if let Some(mark) = instances.iter().find_map(|s| s.status.reverted.as_ref()) {
+        line("Reverted", format!("{} (at {})", mark.reason, mark.at));
+    } else if let Some(e) =
+        events.iter().rev().find(|e| matches!(e.kind, EventKind::Reverted | EventKind::UpdateHealthy))
+    {
+        let label = if e.kind == EventKind::Reverted { "Reverted" } else { "Update healthy" };
+        line(label, format!("{} (at {})", e.reason, e.last));
+    }
     let _ = writeln!(out, "\nInstances:");
     if instances.is_empty() {
         let _ = writeln!(out, "  (none reported)");
@@ -107,7 +123,6 @@ pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String
             }
         }
     }
-    let events = events_by_workload(view).remove(name).unwrap_or_default();
     let _ = writeln!(out, "\nEvents:");
     if events.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -142,6 +157,21 @@ fn state_text(state: &ank_common::ExecutionState) -> String {
         state.kind.to_string()
     } else {
         format!("{}: '{}'", state.kind, cell(&state.additional_info))
+    }
+}
+
+/// An `update` block as one line: its settings as written, the defaults
+/// filled in.
+fn gate_text(gate: &ank_common::health_spec::UpdateGate) -> String {
+    use ank_common::duration::format_duration;
+    match gate.settings() {
+        Ok(s) => format!(
+            "healthyDeadline {}, minHealthyTime {}, autoRevert {}",
+            gate.healthy_deadline.clone().unwrap_or_else(|| format_duration(s.healthy_deadline)),
+            gate.min_healthy_time.clone().unwrap_or_else(|| format_duration(s.min_healthy_time)),
+            if s.auto_revert { "on" } else { "off" }
+        ),
+        Err(e) => format!("invalid: {e}"),
     }
 }
 
@@ -190,6 +220,34 @@ mod tests {
         assert!(text.contains("agent_C  id 7  Running(Ok)  generation 3 (observed 3)"), "{text}");
         assert!(text.contains("Ready"), "{text}");
         assert!(text.contains("agent_C score 0.83 of 3 candidates"), "{text}");
+    }
+
+    // [test of feature: issue 39 `ank describe` shows Reverted with the reason and the generations]
+    #[test]
+    fn describe_shows_the_update_gate_and_a_revert() {
+        let reason = "generation 2 not Ready within 20s (NotAvailable: exit 1); put back generation 1";
+        let tree = serde_json::json!({
+            "desiredState": {"apiVersion": "v1", "workloads": {"w": {
+                "runtime": "podman", "agent": "A", "runtimeConfig": "image: x",
+                "update": {"healthyDeadline": "20s", "autoRevert": true}}}},
+            "workloadStates": {"A": {"w": {"7": {"state": "Running", "subState": "Ok", "generation": 3,
+                "events": [
+                    {"kind": "UpdateHealthy", "reason": "generation 1 Ready for 10s", "count": 1, "firstSeen": "t1", "last": "t1"},
+                    {"kind": "Reverted", "reason": reason, "count": 1, "firstSeen": "t2", "last": "t2"}],
+                "reverted": {"fromGeneration": 2, "toGeneration": 1, "reason": reason, "at": "t3"}}}}}
+        });
+        let view = StateView::from_tree(&tree).unwrap();
+        let spec: Workload = serde_json::from_value(tree["desiredState"]["workloads"]["w"].clone()).unwrap();
+        let text = describe("w", Some(&spec), &view);
+        assert!(text.contains("Update gate:      healthyDeadline 20s, minHealthyTime 10s, autoRevert on"), "{text}");
+        assert!(text.contains(&format!("Reverted:         {reason} (at t3)")), "{text}");
+        assert!(!text.contains("Update healthy:"), "only the newest decision: {text}");
+        // A workload without `update` and no gate events shows neither.
+        let plain: Workload =
+            serde_json::from_value(serde_json::json!({"runtime": "podman", "agent": "A", "runtimeConfig": ""}))
+                .unwrap();
+        let text = describe("v", Some(&plain), &view);
+        assert!(!text.contains("Update gate") && !text.contains("Reverted"), "{text}");
     }
 
     #[test]

@@ -70,7 +70,7 @@ const RULE: Kind = Kind { order: &["type", "operation", "filterMasks", "workload
 const EXECUTION_STATE: Kind = Kind {
     order: &["additionalInfo", "state", "subState"],
     omit_empty: &[],
-    hidden: &["generation", "observedGeneration", "conditions", "resyncs", "events"],
+    hidden: &["generation", "observedGeneration", "conditions", "resyncs", "events", "reverted"],
 };
 const AGENT: Kind = Kind {
     order: &["status", "tags"],

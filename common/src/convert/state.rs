@@ -4,7 +4,7 @@ use ank_proto::ank_base as pb;
 use pb::execution_state::ExecutionStateEnum as E;
 
 use super::ConvertError;
-use crate::conditions::{Condition, ConditionStatus, ConditionType, InstanceStatus};
+use crate::conditions::{Condition, ConditionStatus, ConditionType, InstanceStatus, RevertMark};
 use crate::execution_state::{ExecutionState, Failed, Pending, StateKind, Stopping};
 use crate::instance_name::WorkloadInstanceName;
 use crate::names::{AgentName, WorkloadName};
@@ -72,6 +72,12 @@ pub fn status_to_proto(s: &ExecutionState, status: &InstanceStatus) -> pb::Execu
         generation: nonzero(status.generation),
         resyncs: nonzero(status.resyncs),
         events: status.events.iter().map(event_to_proto).collect(),
+        reverted: status.reverted.as_ref().map(|r| pb::RevertMark {
+            from_generation: r.from_generation,
+            to_generation: r.to_generation,
+            reason: r.reason.clone(),
+            at: r.at.clone(),
+        }),
         ..execution_state_to_proto(s)
     }
 }
@@ -86,6 +92,12 @@ pub fn status_from_proto(s: Option<pb::ExecutionState>) -> Result<(ExecutionStat
         resyncs: s.resyncs.unwrap_or(0),
         // Kinds this build does not know (a newer peer's) are left out.
         events: s.events.iter().filter_map(event_from_proto).collect(),
+        reverted: s.reverted.as_ref().map(|r| RevertMark {
+            from_generation: r.from_generation,
+            to_generation: r.to_generation,
+            reason: r.reason.clone(),
+            at: r.at.clone(),
+        }),
     };
     Ok((execution_state_from_proto(Some(s))?, status))
 }
@@ -242,6 +254,12 @@ mod tests {
                 first_seen: "2026-11-23T10:00:00.000Z".into(),
                 last: "2026-11-23T10:00:04.000Z".into(),
             }],
+            reverted: Some(crate::conditions::RevertMark {
+                from_generation: 3,
+                to_generation: 1,
+                reason: "generation 3 not Ready within 1m; put back generation 1".into(),
+                at: "2026-11-23T10:01:00.000Z".into(),
+            }),
         };
         let s = WorkloadState::new(
             WorkloadInstanceName { workload_name: "w".into(), agent_name: "A".into(), id: "1".into() },

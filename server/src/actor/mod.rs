@@ -15,6 +15,8 @@ use crate::connections::ConnKind;
 use crate::connections::{ConnId, Connections};
 use crate::desired_state::generations::Generations;
 use crate::desired_state::{self, DesiredState};
+use crate::health_gate::HealthGates;
+use crate::health_gate::file::GateFile;
 use crate::jobs::{JobEngine, JobSettings};
 use crate::placement::Placer;
 use crate::reaper::Reaper;
@@ -25,6 +27,7 @@ use crate::state_file::StateFile;
 use crate::workload_states::WorkloadStateStore;
 
 mod agents;
+mod gates;
 mod handle;
 mod parts;
 mod placement;
@@ -86,7 +89,7 @@ pub struct AnkaiosServer {
     /// The apply jobs and the workloads they hold back.
     pub(crate) jobs: JobEngine,
     /// Placement, `${seq:N}` numbers, the reaper and the resync settings.
-    sched: Scheduling,
+    pub(crate) sched: Scheduling,
     /// The mutating hooks and the chain running.
     pub(crate) hooks: Hooks,
 }
@@ -131,14 +134,21 @@ impl AnkaiosServer {
             io: Io { rx, pings, counts: counts_tx, out: Outbox::default() },
             desired: Desired {
                 current: DesiredState::default(),
-                file: state_file,
+                file: state_file.clone(),
                 generations: Generations::default(),
             },
             states: WorkloadStateStore::default(),
             conns: Connections::default(),
             streams: Streams::default(),
             jobs: JobEngine::new(jobs),
-            sched: Scheduling { resync, seq: sched.seq, reaper: Reaper::new(sched.reaper), placer: Placer::default() },
+            sched: Scheduling {
+                resync,
+                seq: sched.seq,
+                reaper: Reaper::new(sched.reaper),
+                placer: Placer::default(),
+                gates: HealthGates::default(),
+                gate_file: state_file.as_ref().map(GateFile::next_to),
+            },
             hooks: Hooks::default(),
         };
         server.place_update(&mut initial.rendered, &[]);
@@ -146,6 +156,7 @@ impl AnkaiosServer {
         let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
         server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
         server.desired.current = initial;
+        server.restore_gates();
         render::record_escalations(&server.desired.current, &mut server.states, &ank_common::State::default());
         server.record_initial_states(&diff);
         if !diff.added.is_empty() {
@@ -172,6 +183,7 @@ impl AnkaiosServer {
                     self.resync_tick(tokio::time::Instant::now());
                     self.jobs_tick();
                     self.placement_tick(tokio::time::Instant::now());
+                    self.gates_tick(tokio::time::Instant::now());
                 }
                 _ = reap.tick() => self.reaper_tick(),
                 Some(ping) = self.io.pings.recv() => {
@@ -347,6 +359,8 @@ impl AnkaiosServer {
     }
 }
 
+#[cfg(test)]
+mod gate_tests;
 #[cfg(test)]
 mod job_tests;
 #[cfg(test)]

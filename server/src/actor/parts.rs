@@ -11,6 +11,8 @@ use crate::connections::Outbox;
 use crate::desired_state::DesiredState;
 use crate::desired_state::generations::Generations;
 use crate::events::EventSubscriptions;
+use crate::health_gate::HealthGates;
+use crate::health_gate::file::GateFile;
 use crate::hooks::HooksRegistry;
 use crate::hooks::flow::HookFlow;
 use crate::logs::campaigns::LogCampaigns;
@@ -49,7 +51,7 @@ pub(super) struct Streams {
 }
 
 /// The scheduling features on the desired state.
-pub(super) struct Scheduling {
+pub(crate) struct Scheduling {
     /// When the server re-sends a spec nobody confirmed.
     pub(super) resync: ResyncSettings,
     /// The `${seq:N}` numbers of the workloads.
@@ -58,6 +60,10 @@ pub(super) struct Scheduling {
     pub(super) reaper: Reaper,
     /// Placement of the workloads with an agent selector.
     pub(super) placer: Placer,
+    /// The health gates of updated workloads and their last healthy specs.
+    pub(crate) gates: HealthGates,
+    /// Where the open gates are saved (next to the state file), if anywhere.
+    pub(super) gate_file: Option<GateFile>,
 }
 
 /// The mutating hooks and the chain of them running.

@@ -142,10 +142,12 @@ impl AnkaiosServer {
         }
         let diff = desired_state::diff(&self.desired.current.rendered, &next.rendered);
         let states = &self.states;
+        let generations = self.desired.generations.clone();
         self.desired
             .generations
             .advance(&self.desired.current.rendered, &next.rendered, |name| states.max_generation(name));
         let old = std::mem::replace(&mut self.desired.current, next);
+        self.gates_follow_change(&generations);
         let workloads = &self.desired.current.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
         render::record_escalations(&self.desired.current, &mut self.states, &old.rendered);

@@ -26,6 +26,11 @@ impl Generations {
         self.map.get(workload).copied()
     }
 
+    /// The workloads that have a generation.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.map.keys().map(String::as_str)
+    }
+
     /// Moves from rendered state `old` to `new`: unchanged workloads keep
     /// their generation, changed ones go up by one, new ones start after
     /// `floor(name)` (the highest generation an instance of that name still

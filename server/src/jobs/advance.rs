@@ -17,6 +17,7 @@ use super::{JobEngine, JobView, Trigger};
 use crate::actor::Desired;
 use crate::connections::{Connections, Outbox};
 use crate::desired_state;
+use crate::health_gate::HealthGates;
 use crate::workload_states::WorkloadStateStore;
 
 /// What one advance reads and writes.
@@ -25,6 +26,7 @@ pub(crate) struct Advance<'a> {
     pub(crate) states: &'a mut WorkloadStateStore,
     pub(crate) conns: &'a Connections,
     pub(crate) desired: &'a Desired,
+    pub(crate) gates: &'a HealthGates,
     pub(crate) out: Outbox,
 }
 
@@ -33,6 +35,7 @@ struct ServerView<'a> {
     desired: &'a State,
     states: &'a WorkloadStateStore,
     conns: &'a Connections,
+    gates: &'a HealthGates,
 }
 
 impl JobView for ServerView<'_> {
@@ -47,12 +50,23 @@ impl JobView for ServerView<'_> {
         };
         let Some(spec) = desired_state::spec_of(name, wl) else { return Err(format!("{dep} (not scheduled)")) };
         let kind = self.states.kind_of(&spec.instance_name);
+        if self.gates.is_open(dep) {
+            return Err(format!("{dep} (update gate open)"));
+        }
         if crate::jobs::meets(condition, kind) {
             return Ok(());
         }
         let now = kind.map_or_else(|| "no state yet".to_owned(), |k| k.to_string());
         let away = self.away(&wl.agent).map(|a| format!(", {a}")).unwrap_or_default();
         Err(format!("{dep} ({now}, needs {}{away})", condition_name(condition)))
+    }
+
+    fn gate(&self, workload: &str, generation: u64) -> Option<String> {
+        self.gates.open_for(workload, generation)
+    }
+
+    fn gated(&self, workload: &str) -> bool {
+        self.gates.is_open(workload)
     }
 
     fn away(&self, agent: &str) -> Option<String> {
@@ -81,7 +95,12 @@ impl Advance<'_> {
     pub(crate) fn run(mut self, now: Instant) -> Outbox {
         let mut changed = self.cancel_failed_pipelines();
         for _ in 0..64 {
-            let view = ServerView { desired: &self.desired.current.rendered, states: self.states, conns: self.conns };
+            let view = ServerView {
+                desired: &self.desired.current.rendered,
+                states: self.states,
+                conns: self.conns,
+                gates: self.gates,
+            };
             let triggers = self.jobs.step(&view, now);
             if triggers.is_empty() {
                 break;

@@ -102,6 +102,7 @@ impl AnkaiosServer {
             states: &mut self.states,
             conns: &self.conns,
             desired: &self.desired,
+            gates: &self.sched.gates,
             out: Outbox::default(),
         };
         let out = advance.run(Instant::now());

@@ -82,6 +82,17 @@ pub trait JobView {
     /// Why nothing can happen on `agent` now ("agent 'Z' never connected"),
     /// or `None` while it is connected.
     fn away(&self, agent: &str) -> Option<String>;
+    /// Why the result of `workload` at `generation` is not known yet while
+    /// its update gate is open ("update gate: Ready for 3s of 10s, 50s
+    /// left"); `None` without a gate.
+    fn gate(&self, _workload: &str, _generation: u64) -> Option<String> {
+        None
+    }
+    /// Whether `workload` is under an open update gate: whatever depends on
+    /// it is held at the server until the gate passes.
+    fn gated(&self, _workload: &str) -> bool {
+        false
+    }
 }
 
 /// Whether a dependency in state `kind` meets an add condition.
@@ -127,6 +138,9 @@ struct Item {
     frozen: Option<(ItemClass, String)>,
     /// Superseded items no longer count for the phase.
     superseded: bool,
+    /// Failed by its update gate: a later job (the revert) does not
+    /// supersede the failure.
+    gate_failed: bool,
     shown: JobItem,
 }
 
@@ -181,7 +195,8 @@ impl JobEngine {
                 self.held.insert(name.clone(), id);
             }
             let shown = JobItem { delete: is_deletion(&new), ..JobItem::default() };
-            run_items.insert(name, Item { new, generation, frozen: None, superseded: false, shown });
+            run_items
+                .insert(name, Item { new, generation, frozen: None, superseded: false, gate_failed: false, shown });
         }
         let delete_only = !run_items.is_empty() && run_items.values().all(|i| is_deletion(&i.new));
         let phase = if delete_only { JobPhase::InitDelete } else { JobPhase::Init };
@@ -197,6 +212,9 @@ impl JobEngine {
         let mut taken = self.canceled.remove(name).map(|(item, _)| item);
         for (id, run) in self.runs.iter_mut().filter(|(id, _)| **id != by) {
             let Some(item) = run.items.get_mut(name) else { continue };
+            if item.gate_failed {
+                continue;
+            }
             if Some(*id) == held_by {
                 taken = Some(item.new.clone());
             }
@@ -234,6 +252,22 @@ impl JobEngine {
         }
         self.canceled.insert(name, (NewItem { add: Some(spec), ..NewItem::default() }, reason.to_owned()));
         held.is_some()
+    }
+
+    /// Fails the item that handed out `workload` at `generation` in every
+    /// unfinished job: its update gate failed with `reason`.
+    // [feature: issue 39 the job of a gated update fails with the gate]
+    pub fn fail_gated(&mut self, workload: &str, generation: u64, reason: &str) {
+        for run in self.runs.values_mut().filter(|r| !r.job.phase.is_final()) {
+            let Some(item) = run.items.get_mut(workload) else { continue };
+            if item.superseded || item.generation != generation || item.new.add.is_none() {
+                continue;
+            }
+            item.gate_failed = true;
+            item.shown.class = ItemClass::Failed;
+            item.shown.reason = reason.to_owned();
+            item.frozen = Some((ItemClass::Failed, reason.to_owned()));
+        }
     }
 
     /// Whether `n` is the instance of a canceled workload.
@@ -384,7 +418,7 @@ fn classify(item: &Item, view: &dyn JobView, hold: bool) -> JobItem {
     let now = target.and_then(|n| view.instance(n));
     shown.state = now.as_ref().map(|(s, _)| s.to_string()).unwrap_or_default();
     if !item.new.triggered {
-        let waits = if hold { waiting_for(item, view) } else { Vec::new() };
+        let waits = if hold || depends_on_gated(item, view) { waiting_for(item, view) } else { Vec::new() };
         if waits.is_empty() {
             shown.class = ItemClass::Ready;
         } else {
@@ -418,6 +452,15 @@ fn classify(item: &Item, view: &dyn JobView, hold: bool) -> JobItem {
             _ => ItemClass::InProgress,
         },
     };
+    // Under an open update gate the result is the gate's: a failure may
+    // still heal, and running is not yet healthy.
+    if matches!(shown.class, ItemClass::Succeeded | ItemClass::Failed)
+        && let Some(spec) = &item.new.add
+        && let Some(why) = view.gate(spec.name(), item.generation)
+    {
+        shown.class = ItemClass::InProgress;
+        shown.reason = why;
+    }
     // Handed to an agent that is not there: nothing is in flight.
     if shown.class == ItemClass::InProgress
         && let Some(away) = target.and_then(|n| view.away(&n.agent_name))
@@ -437,6 +480,11 @@ fn classify(item: &Item, view: &dyn JobView, hold: bool) -> JobItem {
         }
     }
     shown
+}
+
+/// Whether an item to add depends on a workload under an open update gate.
+fn depends_on_gated(item: &Item, view: &dyn JobView) -> bool {
+    item.new.add.as_ref().is_some_and(|spec| spec.workload.dependencies.keys().any(|d| view.gated(d.as_str())))
 }
 
 /// What an untriggered item waits for, as "db (Pending(Initial))" parts.

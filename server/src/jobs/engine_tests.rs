@@ -40,6 +40,8 @@ struct View {
     states: RefCell<BTreeMap<String, StateKind>>,
     /// Agents that are not connected.
     absent: RefCell<Vec<String>>,
+    /// Workloads under an open update gate.
+    gated: RefCell<Vec<String>>,
 }
 
 impl View {
@@ -58,7 +60,16 @@ impl JobView for View {
     fn instance(&self, n: &WorkloadInstanceName) -> Option<(StateKind, u64)> {
         self.states.borrow().get(n.workload_name.as_str()).map(|k| (*k, 1))
     }
+    fn gate(&self, workload: &str, _generation: u64) -> Option<String> {
+        self.gated(workload).then(|| "update gate: not Ready".to_owned())
+    }
+    fn gated(&self, workload: &str) -> bool {
+        self.gated.borrow().iter().any(|g| g == workload)
+    }
     fn dependency(&self, dep: &str, condition: AddCondition) -> Result<(), String> {
+        if self.gated(dep) {
+            return Err(format!("{dep} (update gate open)"));
+        }
         let kind = self.states.borrow().get(dep).copied();
         if meets(condition, kind) {
             Ok(())
@@ -397,4 +408,38 @@ async fn a_handed_out_item_in_pending_canceled_is_failed() {
     engine.step(&view, now);
     let j = job(&engine, 1);
     assert_eq!((j.phase, j.workloads["log"].reason.as_str()), (JobPhase::Failed, "Pending(Canceled)"));
+}
+
+// [test of feature: issue 39 the job follows the update gate; dependents wait for it]
+#[tokio::test(start_paused = true)]
+async fn a_gated_item_waits_for_its_gate_and_fails_with_it_and_holds_its_dependents() {
+    let view = View::default();
+    let mut engine = JobEngine::new(JobSettings::default());
+    let now = Instant::now();
+    engine.create(adds(&["db", "api"]));
+    view.gated.borrow_mut().push("db".into());
+    assert_eq!(triggered(&engine.step(&view, now)), ["db"], "api waits, without --hold-dependents");
+    assert_eq!(job(&engine, 1).workloads["api"].reason, "waits for db (update gate open)");
+    view.set("db", StateKind::Failed(Failed::ExecFailed));
+    assert!(engine.step(&view, now).is_empty());
+    let j = job(&engine, 1);
+    assert_eq!((j.phase, j.workloads["db"].class), (JobPhase::Progressing, ItemClass::InProgress), "the gate decides");
+    assert_eq!(j.workloads["db"].reason, "update gate: not Ready");
+    // The gate fails; the revert is a new job over db, which does not
+    // supersede the failure.
+    engine.fail_gated("db", 1, "update gate: generation 1 not Ready within 20s");
+    view.gated.borrow_mut().clear();
+    engine.create(adds(&["db"]));
+    view.set("db", StateKind::Running);
+    let out = engine.step(&view, now);
+    assert_eq!(triggered(&out), ["api", "db"], "api is released, the revert goes out");
+    let j = job(&engine, 1);
+    assert_eq!(j.workloads["db"].class, ItemClass::Failed);
+    assert_eq!(j.workloads["db"].reason, "update gate: generation 1 not Ready within 20s");
+    view.set("api", StateKind::Running);
+    engine.step(&view, now);
+    let j = job(&engine, 1);
+    assert_eq!(j.phase, JobPhase::Failed);
+    assert_eq!(j.reason, "db: update gate: generation 1 not Ready within 20s");
+    assert_eq!(job(&engine, 2).phase, JobPhase::Succeeded);
 }

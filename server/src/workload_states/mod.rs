@@ -13,7 +13,9 @@ pub use resync::ResyncSettings;
 
 use std::collections::HashMap;
 
-use ank_common::conditions::{self, Condition, ConditionStatus, ConditionType, InstanceStatus, RuntimeHealth};
+use ank_common::conditions::{
+    self, Condition, ConditionStatus, ConditionType, InstanceStatus, RevertMark, RuntimeHealth,
+};
 use ank_common::daemon::clock::now_rfc3339;
 use ank_common::execution_state::Pending;
 use ank_common::workload_events::{EventKind, EventRing, WorkloadEvent};
@@ -71,6 +73,9 @@ pub struct WorkloadStateStore {
     /// Each workload's events, by workload name (they outlive instances:
     /// a rescheduled workload keeps its history).
     events: HashMap<String, EventRing>,
+    /// The workloads whose gated update failed, by workload name (shown on
+    /// each of their instances until their spec changes again).
+    reverted: HashMap<String, RevertMark>,
 }
 
 impl WorkloadStateStore {
@@ -406,9 +411,13 @@ impl WorkloadStateStore {
         let mut map = self.map.clone();
         for by_name in map.values_mut() {
             for (name, by_id) in by_name.iter_mut() {
-                let Some(ring) = self.events.get(name) else { continue };
+                let mark = self.reverted.get(name);
+                let ring = self.events.get(name);
                 for entry in by_id.values_mut() {
-                    entry.status.events = ring.to_vec();
+                    if let Some(ring) = ring {
+                        entry.status.events = ring.to_vec();
+                    }
+                    entry.status.reverted = mark.cloned();
                 }
             }
         }
@@ -434,9 +443,20 @@ impl WorkloadStateStore {
         true
     }
 
-    /// Drops the events of workloads `keep` says are gone.
+    /// Drops the events (and revert marks) of workloads `keep` says are gone.
     pub fn retain_events(&mut self, keep: impl Fn(&str) -> bool) {
         self.events.retain(|name, _| keep(name));
+        self.reverted.retain(|name, _| keep(name));
+    }
+
+    /// Marks `workload`: its gated update failed.
+    pub fn set_reverted(&mut self, workload: &str, mark: RevertMark) {
+        self.reverted.insert(workload.to_owned(), mark);
+    }
+
+    /// Drops the revert mark of `workload` (its spec changed again).
+    pub fn clear_reverted(&mut self, workload: &str) -> bool {
+        self.reverted.remove(workload).is_some()
     }
 }
 
