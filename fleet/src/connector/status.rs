@@ -40,7 +40,7 @@ fn workload_status(state: &PartialCompleteState, name: &str, agent: &str) -> Wor
                 observed_generation: entry.status.observed_generation,
                 ready: entry.status.status_of(ConditionType::Ready) == ConditionStatus::True,
                 available: entry.status.status_of(ConditionType::Available) == ConditionStatus::True,
-                reverted: String::new(),
+                reverted: entry.status.reverted.as_ref().map(|r| r.reason.clone()).unwrap_or_default(),
             };
             // The instance on the desired agent wins; among equals the newest generation.
             let better = match &best {
@@ -204,6 +204,19 @@ mod tests {
         let mut st = state("True", "Succeeded");
         st.workload_states = None;
         assert_eq!(compute("v01", 1, &st, None, None).workloads["app"].state, "Unknown");
+    }
+
+    #[test]
+    fn a_workload_whose_gated_update_was_reverted_says_why() {
+        let mut json = state("True", "Failed").to_json().unwrap();
+        json["workloadStates"]["v01"]["app"]["abc"]["reverted"] = json!({
+            "fromGeneration": 2, "toGeneration": 1, "at": "t2",
+            "reason": "generation 2 not Ready within 15s; put back generation 1"
+        });
+        let st = PartialCompleteState::from_json(&json).unwrap();
+        let s = compute("v01", 1, &st, None, None);
+        assert_eq!(s.workloads["app"].reverted, "generation 2 not Ready within 15s; put back generation 1");
+        assert!(compute("v01", 1, &state("True", "Failed"), None, None).workloads["app"].reverted.is_empty());
     }
 
     #[test]
