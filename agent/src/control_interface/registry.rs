@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::fifo;
 use super::pipes::{ControlInterface, ControlInterfaceHandle};
 use super::session::route_response;
+use crate::probes::self_report::SelfReports;
 
 #[derive(Debug)]
 struct Entry {
@@ -28,12 +29,19 @@ struct Entry {
 pub struct ControlInterfaces {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
     to_server: mpsc::UnboundedSender<ToServer>,
+    /// The health the workloads report themselves.
+    self_reports: SelfReports,
 }
 
 impl ControlInterfaces {
     /// Requests of workloads go to `to_server`.
     pub fn new(to_server: mpsc::UnboundedSender<ToServer>) -> Self {
-        Self { entries: Arc::default(), to_server }
+        Self { entries: Arc::default(), to_server, self_reports: SelfReports::default() }
+    }
+
+    /// The health the workloads reported themselves (`HealthReport`).
+    pub fn self_reports(&self) -> SelfReports {
+        self.self_reports.clone()
     }
 
     /// Opens (or keeps) the control interface of `instance` when `access`

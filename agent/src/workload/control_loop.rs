@@ -24,9 +24,10 @@ use tokio::time::Instant;
 
 use super::policy::{self, AfterCreateFailure, CreateRetries, RetryPolicy};
 use super::retention::{self, PendingReap, Retention};
-use super::{StateReporter, WorkloadCommand};
+use super::{StateReporter, WorkloadCommand, WorkloadCommandSender};
 use crate::control_interface::registry::ControlInterfaces;
 use crate::finished_store::FinishedStore;
+use crate::probes::runner::ProbeRunner;
 use crate::runtime_connectors::{
     CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
     StateChecker, WorkloadId, lost_state,
@@ -41,6 +42,10 @@ pub const SLOW_CREATE: std::time::Duration = std::time::Duration::from_secs(2);
 
 // [feature K7: the reaping half of the control loop]
 mod reaping;
+// [feature H6: the probes of a running workload]
+mod probing;
+#[cfg(test)]
+mod probing_tests;
 #[cfg(test)]
 mod resync_tests;
 
@@ -62,6 +67,8 @@ struct Current {
     exit_ahead: Option<Instant>,
     /// The connector's per-workload checker, if it has one; dropping stops it.
     _checker: Option<StateChecker>,
+    /// The probes of the running container; dropping stops them.
+    probes: Option<ProbeRunner>,
 }
 
 impl Current {
@@ -75,6 +82,7 @@ impl Current {
             started,
             exit_ahead: None,
             _checker: checker,
+            probes: None,
         }
     }
 }
@@ -145,11 +153,15 @@ pub(crate) struct WorkloadControlLoop {
     /// The workload ended and its container was removed: it is not run
     /// again while its spec stays the same.
     reaped: bool,
+    /// Commands of the loop's own probe runner (a liveness failure).
+    own: WorkloadCommandSender,
+    own_commands: mpsc::UnboundedReceiver<WorkloadCommand>,
 }
 
 impl WorkloadControlLoop {
     pub fn new(ctx: LoopContext, commands: mpsc::UnboundedReceiver<WorkloadCommand>) -> Self {
         let retries = CreateRetries::new(ctx.retry_policy);
+        let (own, own_commands) = WorkloadCommandSender::channel();
         Self {
             ctx,
             commands,
@@ -161,6 +173,8 @@ impl WorkloadControlLoop {
             last_reported: None,
             reap: None,
             reaped: false,
+            own,
+            own_commands,
         }
     }
 
@@ -180,6 +194,7 @@ impl WorkloadControlLoop {
                     Some(cmd) => self.handle(cmd).await,
                     None => break,
                 },
+                Some(cmd) = self.own_commands.recv() => self.handle(cmd).await,
                 () = retry_due => {
                     self.retry_at = None;
                     self.handle_retry().await;
@@ -209,6 +224,9 @@ impl WorkloadControlLoop {
                 self.handle_snapshot(&runtime, taken_at, &workloads).await
             }
             WorkloadCommand::Preempt { state } => self.handle_preempt(state).await,
+            WorkloadCommand::LivenessFailed { workload_id, reason } => {
+                self.handle_liveness_failed(&workload_id, reason).await
+            }
         }
     }
 
@@ -234,8 +252,10 @@ impl WorkloadControlLoop {
             return;
         }
         self.last_reported = latest;
-        if let Some((instance, state)) = &self.last_reported {
-            self.ctx.reporter.report(instance, state.clone()).await;
+        if let Some((instance, state)) = self.last_reported.clone() {
+            // First, so that the readiness is known when the state arrives.
+            self.follow_probes(&instance, &state).await;
+            self.ctx.reporter.report(&instance, state).await;
         }
     }
 
@@ -449,7 +469,8 @@ impl WorkloadControlLoop {
             // backoff is neither reset nor doubled by a parallel create).
             if self.current.is_some() || self.reaped || self.retry_at.is_some() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
-                self.spec = Some(same.clone());
+                let old = self.spec.replace(same.clone());
+                self.probes_changed(old.as_ref()).await;
                 return self.report_again().await;
             }
             // Same spec, but nothing runs (its creates gave up, or it was
