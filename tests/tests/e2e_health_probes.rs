@@ -1,0 +1,119 @@
+//! End to end with the built binaries and real podman: the agent's probes
+//! (issue 39). A readiness `httpGet` probe reached in the container's
+//! network namespace (no published port) keeps Ready False until the
+//! server in the container answers; a failing liveness `exec` probe
+//! restarts the container under restartPolicy ALWAYS, with an Unhealthy
+//! event that carries the probe's output.
+
+use std::time::{Duration, Instant};
+
+use ank_tests::binaries::Cluster;
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The `-o wide` row of workload `name`: state, READY, AVAILABLE.
+fn row(c: &Cluster, name: &str) -> Option<(String, String, String)> {
+    let table = text(&c.ank(&["get", "workloads", "-o", "wide"]).stdout);
+    table.lines().skip(1).find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        (cols.first() == Some(&name) && cols.len() >= 6)
+            .then(|| (cols[3].to_owned(), cols[4].to_owned(), cols[5].to_owned()))
+    })
+}
+
+/// Polls `f` every 200 ms until it gives `Some`, failing after `limit`.
+fn poll<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let began = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(began.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+// [stest of feature H6]
+#[test]
+fn e2e_an_http_readiness_probe_keeps_ready_false_until_the_server_in_the_container_answers() {
+    ank_tests::require_podman();
+    let agent = format!("e2e_probe_ready_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    let manifest = format!(
+        r#"apiVersion: v1
+workloads:
+  web:
+    runtime: podman
+    agent: {agent}
+    restartPolicy: NEVER
+    readinessProbe:
+      httpGet: {{path: /index.html, port: 8080}}
+      periodSeconds: 1
+    runtimeConfig: |
+      image: localhost/busybox:latest
+      commandArgs: ["sh", "-c", "sleep 4; mkdir /www; echo ok > /www/index.html; exec httpd -f -p 8080 -h /www"]
+"#
+    );
+    let o = c.ank_stdin(&["--no-wait", "apply", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply failed: {}", text(&o.stderr));
+    // Running, but not Ready: the server in the container does not answer yet.
+    let (ready, available) = poll(Duration::from_secs(60), "web Running", || {
+        row(&c, "web").filter(|(state, ..)| state == "Running(Ok)").map(|(_, r, a)| (r, a))
+    });
+    assert_eq!(ready, "False", "Ready while httpd is not up yet");
+    assert_ne!(available, "True");
+    let began = Instant::now();
+    let o = c.ank(&["wait", "workload/web", "--for", "Ready", "--timeout", "60s"]);
+    assert!(o.status.success(), "wait failed: {}", text(&o.stderr));
+    assert!(began.elapsed() >= Duration::from_secs(1), "Ready came before httpd could answer");
+    let (state, ready, _) = row(&c, "web").expect("a row of web");
+    assert_eq!((state.as_str(), ready.as_str()), ("Running(Ok)", "True"), "Ankaios' state stays Running(Ok)");
+    let d = text(&c.ank(&["describe", "workload", "web"]).stdout);
+    assert!(d.contains("readinessProbe passed"), "{d}");
+    // No port was published: the probe went into the container's namespace.
+    let ports = c.containers().iter().map(|j| j["Ports"].to_string()).collect::<Vec<_>>();
+    assert!(ports.iter().all(|p| p == "null" || p == "[]"), "{ports:?}");
+}
+
+// [stest of feature H6]
+#[test]
+fn e2e_a_failing_liveness_exec_probe_restarts_the_container_with_an_unhealthy_event() {
+    ank_tests::require_podman();
+    let agent = format!("e2e_probe_live_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    let manifest = format!(
+        r#"apiVersion: v1
+workloads:
+  worker:
+    runtime: podman
+    agent: {agent}
+    restartPolicy: ALWAYS
+    livenessProbe:
+      exec: {{command: [cat, /tmp/alive]}}
+      periodSeconds: 1
+      failureThreshold: 2
+    runtimeConfig: |
+      image: localhost/busybox:latest
+      commandArgs: ["sh", "-c", "trap 'exit 0' TERM; echo yes > /tmp/alive; sleep 3; rm /tmp/alive; sleep 100000 & wait"]
+"#
+    );
+    let o = c.ank_stdin(&["--no-wait", "apply", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply failed: {}", text(&o.stderr));
+    let first = poll(Duration::from_secs(60), "the first container", || {
+        c.containers().first().and_then(|j| j["Id"].as_str().map(str::to_owned))
+    });
+    let second = poll(Duration::from_secs(90), "a new container after the liveness failure", || {
+        c.containers().iter().filter_map(|j| j["Id"].as_str()).find(|id| *id != first).map(str::to_owned)
+    });
+    assert_ne!(first, second);
+    let d = poll(Duration::from_secs(30), "the Unhealthy and Restarted events", || {
+        let d = text(&c.ank(&["describe", "workload", "worker"]).stdout);
+        (d.contains("Unhealthy") && d.contains("Restarted")).then_some(d)
+    });
+    assert!(
+        d.contains("livenessProbe failed 2 times: exec [cat /tmp/alive] exit 1: cat: can't open '/tmp/alive'"),
+        "{d}"
+    );
+}
