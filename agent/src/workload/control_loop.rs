@@ -27,6 +27,7 @@ use super::retention::{self, PendingReap, Retention};
 use super::{StateReporter, WorkloadCommand, WorkloadCommandSender};
 use crate::control_interface::registry::ControlInterfaces;
 use crate::finished_store::FinishedStore;
+use crate::probes::ProbeSet;
 use crate::probes::runner::ProbeRunner;
 use crate::runtime_connectors::{
     CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
@@ -402,12 +403,13 @@ impl WorkloadControlLoop {
         Ok(CreateOptions { control_interface, files })
     }
 
-    /// Starts (or keeps) the workload's control interface if it has allow rules.
+    /// Starts (or keeps) the workload's control interface if it has allow
+    /// rules or a `selfReport` probe.
     fn open_control_interface(&self, spec: &WorkloadSpec) -> Result<Option<PathBuf>, RuntimeError> {
         let access = &spec.workload.control_interface_access;
         self.ctx
             .control_interfaces
-            .open(&self.ctx.io_folder, &spec.instance_name, access)
+            .open_for(&self.ctx.io_folder, &spec.instance_name, access, ProbeSet::of(spec).wants_self_report())
             .map_err(|e| RuntimeError::InvalidConfig(format!("cannot create the control interface pipes: {e}")))
     }
 
