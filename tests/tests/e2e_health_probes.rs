@@ -72,6 +72,7 @@ workloads:
     assert_eq!((state.as_str(), ready.as_str()), ("Running(Ok)", "True"), "Ankaios' state stays Running(Ok)");
     let d = text(&c.ank(&["describe", "workload", "web"]).stdout);
     assert!(d.contains("readinessProbe passed"), "{d}");
+    assert!(d.contains("Probes:           readiness httpGet 127.0.0.1:8080/index.html every 1s"), "{d}");
     // No port was published: the probe went into the container's namespace.
     let ports = c.containers().iter().map(|j| j["Ports"].to_string()).collect::<Vec<_>>();
     assert!(ports.iter().all(|p| p == "null" || p == "[]"), "{ports:?}");
@@ -116,4 +117,71 @@ workloads:
         d.contains("livenessProbe failed 2 times: exec [cat /tmp/alive] exit 1: cat: can't open '/tmp/alive'"),
         "{d}"
     );
+}
+
+/// A container of this test, removed when dropped.
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("podman").args(["rm", "-f", "-t", "0", &self.0]).output();
+    }
+}
+
+// [stest of feature H6: the podman probe executor on its own]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_the_podman_probe_executor_runs_exec_tcp_and_http_in_the_container() {
+    use ank_agent::probes::podman::PodmanProbes;
+    use ank_agent::probes::{ProbeAction, ProbeExecutor, ProbeTarget};
+    use ank_agent::runtime_connectors::WorkloadId;
+    use ank_agent::runtime_connectors::podman::PodmanCli;
+    use ank_common::health_spec::{ExecAction, HttpGetAction, TcpSocketAction};
+
+    ank_tests::require_podman();
+    let name = format!("e2e_probe_exec_{}", std::process::id());
+    let run = std::process::Command::new("podman")
+        .args(["run", "-d", "--name", &name, "localhost/busybox:latest", "sh", "-c"])
+        .arg("trap 'exit 0' TERM; sleep 2; mkdir /www; echo ok > /www/index.html; httpd -f -p 8080 -h /www & wait")
+        .output()
+        .expect("podman run");
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let c = Container(name);
+    let id = text(&run.stdout).trim().to_owned();
+    let probes = PodmanProbes::new(PodmanCli::default());
+    let target = ProbeTarget::new(WorkloadId(id));
+    let t = Duration::from_secs(2);
+    let exec = |cmd: &[&str]| ProbeAction::Exec(ExecAction { command: cmd.iter().map(|s| s.to_string()).collect() });
+    let tcp = ProbeAction::TcpSocket(TcpSocketAction { port: 8080, host: None });
+    let http = |path: &str| ProbeAction::HttpGet(HttpGetAction { path: path.into(), port: 8080, host: None });
+
+    let o = probes.probe(&target, &exec(&["cat", "/nope"]), t).await;
+    assert!(!o.passed);
+    assert_eq!(o.output, "exec [cat /nope] exit 1: cat: can't open '/nope': No such file or directory");
+    assert!(probes.probe(&target, &exec(&["true"]), t).await.passed);
+    // Nothing listens yet: refused, in the container's namespace.
+    let o = probes.probe(&target, &tcp, t).await;
+    assert!(!o.passed && o.output.contains("127.0.0.1:8080") && o.output.contains("refused"), "{o:?}");
+    assert!(target.pid.lock().unwrap().is_some(), "the pid is cached");
+    let o = poll(Duration::from_secs(30), "httpd in the container", || {
+        let rt = tokio::runtime::Handle::current();
+        let o = tokio::task::block_in_place(|| rt.block_on(probes.probe(&target, &tcp, t)));
+        o.passed.then_some(o)
+    });
+    assert_eq!(o.output, "tcp 127.0.0.1:8080: connected");
+    let o = probes.probe(&target, &http("/index.html"), t).await;
+    assert!(o.passed && o.output.starts_with("HTTP/1.") && o.output.contains("200"), "{o:?}");
+    let o = probes.probe(&target, &http("/missing"), t).await;
+    assert!(!o.passed && o.output.contains("404"), "{o:?}");
+
+    // Restarted: a new pid; the cached one is stale and asked for again.
+    let old = *target.pid.lock().unwrap();
+    let r = std::process::Command::new("podman").args(["restart", "-t", "2", &c.0]).output().expect("restart");
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let o = poll(Duration::from_secs(30), "httpd after the restart", || {
+        let rt = tokio::runtime::Handle::current();
+        let o = tokio::task::block_in_place(|| rt.block_on(probes.probe(&target, &http("/index.html"), t)));
+        o.passed.then_some(o)
+    });
+    assert!(o.output.contains("200"));
+    assert_ne!(*target.pid.lock().unwrap(), old);
 }
