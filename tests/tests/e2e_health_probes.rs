@@ -119,6 +119,44 @@ workloads:
     );
 }
 
+// [stest of feature H6: self-reported health over the control interface]
+#[test]
+fn e2e_a_self_report_readiness_probe_follows_the_workloads_own_health_reports() {
+    ank_tests::require_podman();
+    let agent = format!("e2e_probe_self_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    // busybox has no protobuf: the frames are written byte by byte (octal).
+    // Hello{protocolVersion: "1.0.0"}: 09 | 0a 07 | 12 05 "1.0.0".
+    // HealthReport{healthy: true, message: "ok"}: 09 | a2 06 06 | 08 01 12 02 "ok".
+    // No allow rules: the selfReport probe alone gets the workload its pipes.
+    let script = r#"sleep 3; exec 3>/run/ankaios/control_interface/output; printf "\011\012\007\022\0051.0.0" >&3; while true; do printf "\011\242\006\006\010\001\022\002ok" >&3; sleep 1; done"#;
+    let manifest = format!(
+        r#"apiVersion: v1
+workloads:
+  selfie:
+    runtime: podman
+    agent: {agent}
+    restartPolicy: NEVER
+    readinessProbe:
+      selfReport: {{}}
+      periodSeconds: 2
+    runtimeConfig: |
+      image: localhost/busybox:latest
+      commandArgs: ["sh", "-c", '{script}']
+"#
+    );
+    let o = c.ank_stdin(&["--no-wait", "apply", "-"], Some(&manifest));
+    assert!(o.status.success(), "apply failed: {}", text(&o.stderr));
+    let ready = poll(Duration::from_secs(60), "selfie Running", || {
+        row(&c, "selfie").filter(|(state, ..)| state == "Running(Ok)").map(|(_, r, _)| r)
+    });
+    assert_eq!(ready, "False", "Ready before any health report");
+    let o = c.ank(&["wait", "workload/selfie", "--for", "Ready", "--timeout", "60s"]);
+    assert!(o.status.success(), "wait failed: {}", text(&o.stderr));
+    let d = text(&c.ank(&["describe", "workload", "selfie"]).stdout);
+    assert!(d.contains("readinessProbe passed") && d.contains("readiness selfReport every 2s"), "{d}");
+}
+
 /// A container of this test, removed when dropped.
 struct Container(String);
 
