@@ -26,10 +26,10 @@ HTTP_ARGS = '["sh", "-c", "mkdir -p /www; echo ok > /www/index.html; exec httpd 
 EXEC_ARGS = '["sh", "-c", "trap \'exit 0\' TERM; touch /tmp/alive; sleep 1000000 & wait"]'
 
 
-def manifest(agent, image, probes, n=20):
+def manifest(agent, image, probes, kinds="mixed", n=20):
     out = ["apiVersion: v1", "workloads:"]
     for i in range(n):
-        http = i % 2 == 0
+        http = {"mixed": i % 2 == 0, "http": True, "exec": False}[kinds]
         out += [f"  pc{i}:", "    runtime: podman", f"    agent: {agent}", "    restartPolicy: NEVER"]
         if probes and http:
             out += ["    readinessProbe:", "      httpGet: {port: 8080, path: /index.html}", "      periodSeconds: 2"]
@@ -58,7 +58,7 @@ def measure(a, probes):
         time.sleep(2)
         fd, path = tempfile.mkstemp(suffix=".yaml", dir=a.workdir)
         with os.fdopen(fd, "w") as f:
-            f.write(manifest(a.agent_name, a.image, probes))
+            f.write(manifest(a.agent_name, a.image, probes, a.kinds))
         rc, out, _ = c.cli("--no-wait", "apply", path, timeout=120)
         if rc != 0:
             raise RuntimeError(f"apply failed: {out}")
@@ -94,6 +94,9 @@ def main():
     p.add_argument("--agent", default=e("ANK_AGENT_BIN"))
     p.add_argument("--cli", default=e("ANK_CLI_BIN"))
     p.add_argument("--window", type=float, default=60.0)
+    p.add_argument("--kinds", choices=["mixed", "http", "exec"], default="mixed",
+                   help="mixed: 10 httpGet + 10 exec probes; http or exec: 20 of one kind")
+    p.add_argument("--only-probes", action="store_true", help="skip the run without probes")
     p.add_argument("--settle", type=float, default=5.0)
     p.add_argument("--port", type=int, default=25571)
     p.add_argument("--agent-name", default="probecost")
@@ -111,11 +114,14 @@ def main():
     ankbench.OWN["agent"] = a.agent_name
     os.makedirs(a.workdir, exist_ok=True)
     results = {}
-    for name, probes in (("without probes", False), ("with probes", True)):
+    runs = (("with probes", True),) if a.only_probes else (("without probes", False), ("with probes", True))
+    for name, probes in runs:
         r = measure(a, probes)
         results[name] = r
         log(f"{name:15}: agent {r['agent_ms']:7.0f} ms, agent+children {r['agent_children_ms']:7.0f} ms,"
             f" machine {r['system_ms']:8.0f} ms CPU over {r['secs']:.0f} s")
+    if a.only_probes:
+        return
     base, probed = results["without probes"], results["with probes"]
     tries = 20 * a.window / 2
     log(f"probes cost: agent {probed['agent_ms'] - base['agent_ms']:.0f} ms,"
