@@ -97,7 +97,7 @@ workloads:
       failureThreshold: 2
     runtimeConfig: |
       image: localhost/busybox:latest
-      commandArgs: ["sh", "-c", "trap 'exit 0' TERM; echo yes > /tmp/alive; sleep 3; rm /tmp/alive; sleep 100000 & wait"]
+      commandArgs: ["sh", "-c", "trap 'exit 0' TERM; mkdir -p /tmp; echo yes > /tmp/alive; sleep 5; rm /tmp/alive; sleep 100000 & wait"]
 "#
     );
     let o = c.ank_stdin(&["--no-wait", "apply", "-"], Some(&manifest));
@@ -105,6 +105,11 @@ workloads:
     let first = poll(Duration::from_secs(60), "the first container", || {
         c.containers().first().and_then(|j| j["Id"].as_str().map(str::to_owned))
     });
+    // The probe passes at first (busybox has no /tmp: the workload makes it).
+    let alive = std::process::Command::new("podman").args(["exec", &first, "cat", "/tmp/alive"]).output().unwrap();
+    assert_eq!(text(&alive.stdout), "yes\n", "{}", text(&alive.stderr));
+    let d = text(&c.ank(&["describe", "workload", "worker"]).stdout);
+    assert!(!d.contains("Unhealthy"), "unhealthy while /tmp/alive exists: {d}");
     let second = poll(Duration::from_secs(90), "a new container after the liveness failure", || {
         c.containers().iter().filter_map(|j| j["Id"].as_str()).find(|id| *id != first).map(str::to_owned)
     });

@@ -23,7 +23,7 @@ import ankbench  # noqa: E402
 from ankbench import CLK_TCK, Cluster, log, proc_cpu_ticks, system_busy_ticks  # noqa: E402
 
 HTTP_ARGS = '["sh", "-c", "mkdir -p /www; echo ok > /www/index.html; exec httpd -f -p 8080 -h /www"]'
-EXEC_ARGS = '["sh", "-c", "trap \'exit 0\' TERM; touch /tmp/alive; sleep 1000000 & wait"]'
+EXEC_ARGS = '["sh", "-c", "trap \'exit 0\' TERM; mkdir -p /tmp; touch /tmp/alive; sleep 1000000 & wait"]'
 
 
 def manifest(agent, image, probes, kinds="mixed", n=20):
