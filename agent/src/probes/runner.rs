@@ -75,13 +75,18 @@ fn action(p: &Probe) -> Option<ProbeAction> {
 impl Runner {
     async fn run(self) {
         let started = Instant::now();
-        if let Some(p) = &self.probes.startup
+        // A probe the runtime cannot run never restarts the workload: the
+        // startup gate opens and the liveness probe is left out (logged);
+        // a readiness probe fails (the workload is not known to be ready).
+        let startup = self.probes.startup.as_ref().filter(|p| self.can_run(p, "startupProbe"));
+        let liveness = self.probes.liveness.as_ref().filter(|p| self.can_run(p, "livenessProbe"));
+        if let Some(p) = startup
             && let Err(reason) = self.until_passing(p, "startupProbe", started).await
         {
             return self.control_loop.liveness_failed(self.target.workload_id.clone(), reason);
         }
         let liveness = async {
-            match &self.probes.liveness {
+            match liveness {
                 Some(p) => self.until_failing(p, started).await,
                 None => std::future::pending().await,
             }
@@ -96,6 +101,15 @@ impl Runner {
             reason = liveness => self.control_loop.liveness_failed(self.target.workload_id.clone(), reason),
             () = readiness => {}
         }
+    }
+
+    /// Whether this runtime can run `p` (logs when not).
+    fn can_run(&self, p: &Probe, name: &str) -> bool {
+        let can = self.executor.is_some() || p.kind() == Ok(ProbeKind::SelfReport);
+        if !can {
+            tracing::warn!("workload '{}': its runtime cannot run its {name}; it is left out", self.instance);
+        }
+        can
     }
 
     /// One try of `p`, cut off after its timeout.

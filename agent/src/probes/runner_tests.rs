@@ -47,6 +47,10 @@ impl Harness {
     }
 
     fn with(probes: ProbeSet, fake: Arc<FakeProbes>) -> Self {
+        Self::with_executor(probes, fake.clone(), Some(fake))
+    }
+
+    fn with_executor(probes: ProbeSet, fake: Arc<FakeProbes>, executor: Option<Arc<FakeProbes>>) -> Self {
         let (reporter, reports) = StateReporter::channel(64);
         let (control_loop, commands) = WorkloadCommandSender::channel();
         let self_reports = SelfReports::default();
@@ -54,7 +58,7 @@ impl Harness {
             instance: WorkloadInstanceName::parse("web.abc.agent_A").unwrap(),
             target: ProbeTarget::new(WorkloadId("c1".into())),
             probes,
-            executor: Some(fake.clone()),
+            executor: executor.map(|e| e as Arc<dyn super::ProbeExecutor>),
             self_reports: self_reports.clone(),
             reporter,
             control_loop,
@@ -206,4 +210,20 @@ async fn a_self_report_probe_takes_the_latest_report_within_its_period() {
     assert_eq!(h.next().await, Said::Readiness(5, Readiness::Ready));
     // The report of 0 s no longer counts at 10 s: a failure again.
     assert!(matches!(h.next().await, Said::Unhealthy(10, r) if r.ends_with("no health report for 5s")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn probes_a_runtime_cannot_run_never_restart_the_workload_and_readiness_fails() {
+    let probes = ProbeSet {
+        startup: Some(probe("tcpSocket: {port: 5432}\nfailureThreshold: 1")),
+        liveness: Some(probe("exec: {command: [true]}\nfailureThreshold: 1\nperiodSeconds: 1")),
+        readiness: Some(probe("httpGet: {port: 80}\nfailureThreshold: 1")),
+    };
+    let mut h = Harness::with_executor(probes, Arc::default(), None);
+    let cannot = "the runtime of this workload cannot run this probe";
+    assert_eq!(h.next().await, Said::Unhealthy(0, format!("readinessProbe failed once: {cannot}")));
+    assert_eq!(h.next().await, Said::Readiness(0, Readiness::NotReady(cannot.into())));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(h.commands.try_recv().is_err(), "no liveness failure");
+    assert!(h.reports.try_recv().is_err(), "the readiness stays as it is");
 }
