@@ -224,3 +224,30 @@ async fn a_workload_without_probes_reports_what_it_always_did() {
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(t.reports.try_recv().is_err());
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_probes_stop_when_the_workload_is_deleted_or_exits() {
+    let mut t = Probed::new();
+    let live = |w: &mut Workload| w.liveness_probe = Some(probe("tcpSocket: {port: 1}\nperiodSeconds: 1"));
+    let mut deleted = t.start(&spec("gone", RestartPolicy::Never, live));
+    let exits = t.start(&spec("ends", RestartPolicy::Never, live));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(t.fake.probes().tries_of("tcp:1").len(), 6, "two containers, three tries each");
+    deleted.delete();
+    // The state watcher sees `ends` exit (this harness has no watcher: told directly).
+    let ends = spec("ends", RestartPolicy::Never, live).instance_name;
+    let id = t.fake.workload_id_of(&ends).expect("the container of ends");
+    let exited = crate::runtime_connectors::podman::events::exit_state(1);
+    exits.sender().observed(ends, id, crate::runtime_connectors::Observed::State(exited));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let tries = t.fake.probes().tries_of("tcp:1").len();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(t.fake.probes().tries_of("tcp:1").len(), tries, "no tries after the delete and the exit");
+    let seen: Vec<R> = std::iter::from_fn(|| t.reports.try_recv().ok())
+        .filter_map(|r| match r {
+            LoopReport::Event(e) => Some(R::Event(e.kind, e.reason)),
+            _ => None,
+        })
+        .collect();
+    assert!(!seen.iter().any(|r| matches!(r, R::Event(EventKind::Unhealthy, _))), "{seen:?}");
+}
