@@ -16,12 +16,13 @@
 
 use std::collections::HashMap;
 
-use ank_common::conditions::{self, InstanceStatus, RuntimeHealth};
+use ank_common::conditions::{self, ConditionType, InstanceStatus, RuntimeHealth};
 use ank_common::workload::WorkloadSpec;
 use ank_common::workload_events::{EventRing, WorkloadEvent};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 
 use crate::hysteresis;
+use crate::probes::Readiness;
 use crate::workload::EventReport;
 use crate::workload_state_store::WorkloadStateStore;
 
@@ -39,6 +40,11 @@ struct Record {
     retiring: bool,
     /// Event entries changed since the last report, sent with the next.
     unsent: Vec<WorkloadEvent>,
+    /// The readiness by its readiness probe (`None`: it has none); while
+    /// it runs, the Available condition follows it.
+    readiness: Option<Readiness>,
+    /// The readiness changed since the last report.
+    readiness_unsent: bool,
 }
 
 /// How many workloads of this agent there are, and how many run.
@@ -167,6 +173,12 @@ impl InstanceTable {
             None => return None,
         };
         let removed = passed.kind == StateKind::Removed;
+        if passed.kind != StateKind::Running
+            && let Some(r) = self.own.get_mut(&name).and_then(|r| r.readiness.as_mut())
+        {
+            // A probe's verdict is about the run that ended.
+            *r = Readiness::Unknown;
+        }
         self.states.update(&WorkloadState::new(name.clone(), passed.clone()));
         // Stamped before a removal forgets the generation.
         let reported = self.reported(WorkloadState::new(name.clone(), passed), health);
@@ -198,6 +210,7 @@ impl InstanceTable {
                 || r.answer_due
                 || r.retiring
                 || !r.unsent.is_empty()
+                || r.readiness.is_some()
                 || states.state_of_instance(n).is_some()
         });
     }
@@ -213,9 +226,28 @@ impl InstanceTable {
         self.own_state(&ev.instance_name).is_some().then_some(ev.instance_name)
     }
 
-    /// Whether `instance` has events not sent yet.
+    /// Whether `instance` has events or a readiness not sent yet.
     pub fn has_unsent(&self, instance: &WorkloadInstanceName) -> bool {
-        self.own.get(instance).is_some_and(|r| !r.unsent.is_empty())
+        self.own.get(instance).is_some_and(|r| !r.unsent.is_empty() || r.readiness_unsent)
+    }
+
+    /// Takes the readiness of an instance by its probe; returns the
+    /// instance when that changes what it reports (it is running), so
+    /// that its state goes to the server again.
+    // [feature H6: readiness probes drive Available]
+    pub fn readiness(
+        &mut self,
+        instance: &WorkloadInstanceName,
+        readiness: Option<Readiness>,
+    ) -> Option<WorkloadInstanceName> {
+        let running = self.own_state(instance).is_some_and(|s| s.kind == StateKind::Running);
+        let record = self.own.entry(instance.clone()).or_default();
+        if record.readiness == readiness {
+            return None;
+        }
+        record.readiness = readiness;
+        record.readiness_unsent |= running;
+        running.then(|| instance.clone())
     }
 
     /// Every stated instance of this agent, each bringing its workload's
@@ -246,11 +278,19 @@ impl InstanceTable {
     // [feature H4: an agent reports Applied, Available and Health]
     fn reported(&mut self, state: WorkloadState, health: &RuntimeHealth) -> WorkloadState {
         let record = self.own.get_mut(&state.instance_name);
-        let (generation, events) = match record {
-            Some(r) => (r.generation.unwrap_or(0), std::mem::take(&mut r.unsent)),
-            None => (0, Vec::new()),
+        let (generation, events, readiness) = match record {
+            Some(r) => {
+                r.readiness_unsent = false;
+                (r.generation.unwrap_or(0), std::mem::take(&mut r.unsent), r.readiness.as_ref())
+            }
+            None => (0, Vec::new(), None),
         };
-        let conditions = conditions::agent_conditions(&state.execution_state, generation, health);
+        let mut conditions = conditions::agent_conditions(&state.execution_state, generation, health);
+        if let Some(r) = readiness.filter(|_| state.execution_state.kind == StateKind::Running) {
+            for c in conditions.iter_mut().filter(|c| c.kind == ConditionType::Available) {
+                *c = r.available(generation);
+            }
+        }
         state.with_status(InstanceStatus { observed_generation: generation, conditions, events, ..Default::default() })
     }
 }

@@ -144,3 +144,58 @@ fn conditions_follow_the_runtime_health() {
     let down = t.reports(vec![n], &RuntimeHealth::Unreachable("runtime 'podman': gone".into()));
     assert_ne!(up.status.conditions, down[0].status.conditions);
 }
+
+fn available(w: &WorkloadState) -> (ank_common::conditions::ConditionStatus, String, String) {
+    let c = w.status.condition(ConditionType::Available).expect("an Available condition");
+    (c.status, c.reason.clone(), c.message.clone())
+}
+
+// [test of feature H6]
+#[test]
+fn a_readiness_probe_drives_available_while_running_and_a_verdict_is_news() {
+    use ank_common::conditions::ConditionStatus::{False, True, Unknown};
+    let mut t = InstanceTable::new(AGENT);
+    let s = spec("web", 2);
+    let n = s.instance_name.clone();
+    t.added(std::slice::from_ref(&s));
+    // Announced before the Running state: that is Unknown, not True.
+    assert_eq!(t.readiness(&n, Some(Readiness::Unknown)), None, "not running yet: nothing to send");
+    let running = t.accept(state(&n, ExecutionState::running()), &ok()).unwrap();
+    assert_eq!(available(&running).0, Unknown);
+    assert_eq!(available(&running).1, "ReadinessProbePending");
+    assert_eq!(running.execution_state, ExecutionState::running(), "Ankaios' state stays Running(Ok)");
+    // A verdict changes no execution state, but it is sent.
+    assert_eq!(t.readiness(&n, Some(Readiness::Ready)), Some(n.clone()));
+    assert!(t.has_unsent(&n));
+    let ready = t.reports(vec![n.clone()], &ok()).remove(0);
+    assert_eq!(available(&ready), (True, "Running".into(), "readinessProbe passed".into()));
+    assert!(!t.has_unsent(&n));
+    assert_eq!(t.readiness(&n, Some(Readiness::Ready)), None, "the same verdict is no news");
+    t.readiness(&n, Some(Readiness::NotReady("HTTP GET 127.0.0.1:8080/: HTTP/1.1 503".into())));
+    let failing = t.reports(vec![n.clone()], &ok()).remove(0);
+    assert_eq!(
+        available(&failing),
+        (False, "ReadinessProbeFailed".into(), "HTTP GET 127.0.0.1:8080/: HTTP/1.1 503".into())
+    );
+    assert_eq!(ank_common::conditions::ready(&failing.status, 2).reason, "NotAvailable");
+    // The run ends: its verdict goes with it; the next run starts Unknown.
+    let failed = ExecutionState::new(StateKind::Failed(ank_common::execution_state::Failed::ExecFailed));
+    let f = t.accept(state(&n, failed), &ok()).unwrap();
+    assert_eq!(available(&f).0, False, "a failed container is not available, whatever the probe said");
+    let again = t.accept(state(&n, ExecutionState::running()), &ok()).unwrap();
+    assert_eq!(available(&again).0, Unknown);
+    // Without a readiness probe Available follows the state, as always.
+    t.readiness(&n, None);
+    let plain = t.reports(vec![n.clone()], &ok()).remove(0);
+    assert_eq!(available(&plain).0, True);
+}
+
+#[test]
+fn without_a_readiness_probe_the_conditions_are_exactly_the_states() {
+    let mut t = InstanceTable::new(AGENT);
+    let s = spec("plain", 1);
+    let n = s.instance_name.clone();
+    t.added(std::slice::from_ref(&s));
+    let r = t.accept(state(&n, ExecutionState::running()), &ok()).unwrap();
+    assert_eq!(r.status.conditions, conditions::agent_conditions(&ExecutionState::running(), 1, &ok()));
+}

@@ -20,6 +20,7 @@ mod hysteresis;
 pub mod instances;
 pub mod logs;
 mod orphans;
+pub mod probes;
 pub mod resource_monitor;
 pub mod run_folder;
 pub mod runtime_connectors;

@@ -11,4 +11,6 @@ pub use ank_proto::framing;
 pub mod input_pipe;
 pub mod pipes;
 pub mod registry;
+#[cfg(test)]
+mod self_report_tests;
 pub mod session;

@@ -22,6 +22,7 @@ use super::fifo;
 use super::framing::FrameDecoder;
 use super::input_pipe::InputPipe;
 use super::session::{Action, Session, response_message};
+use crate::probes::self_report::SelfReports;
 
 /// Responses for one workload's `input` pipe (request ids without the
 /// prefix); stopping ends the task.
@@ -60,12 +61,13 @@ impl ControlInterface {
         folder: PathBuf,
         access: ControlInterfaceAccess,
         to_server: mpsc::UnboundedSender<ToServer>,
+        self_reports: SelfReports,
     ) -> std::io::Result<ControlInterfaceHandle> {
         fifo::create_pipes(&folder)?;
         let (reader, writer) = fifo::open_pipes(&folder)?;
         let (tx, rx) = mpsc::channel(256);
         let cancel = CancellationToken::new();
-        let session = Session::new(workload, Authorizer::new(access));
+        let session = Session::new(workload, Authorizer::new(access)).with_self_reports(self_reports);
         let input = InputPipe::new(writer, workload);
         tokio::spawn(serve(session, reader, input, rx, to_server, cancel.clone(), workload.to_owned()));
         Ok(ControlInterfaceHandle { tx, cancel, folder })
@@ -203,7 +205,7 @@ mod tests {
         let rule = AccessRule::StateRule { operation: ReadWrite::Read, filter_masks: vec!["desiredState".into()] };
         let access = ControlInterfaceAccess { allow_rules: vec![rule], deny_rules: vec![] };
         let (to_server, mut server) = mpsc::unbounded_channel();
-        let handle = ControlInterface::start("app", folder.clone(), access, to_server).unwrap();
+        let handle = ControlInterface::start("app", folder.clone(), access, to_server, SelfReports::default()).unwrap();
         let mut wl = Workload::open(&folder);
 
         wl.send(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: "1.0.0".into() })).await;
@@ -243,7 +245,8 @@ mod tests {
         let rule = AccessRule::StateRule { operation: ReadWrite::Read, filter_masks: vec!["*".into()] };
         let access = ControlInterfaceAccess { allow_rules: vec![rule], deny_rules: vec![] };
         let (to_server, mut server) = mpsc::unbounded_channel();
-        let handle = ControlInterface::start("lazy", folder.clone(), access, to_server).unwrap();
+        let handle =
+            ControlInterface::start("lazy", folder.clone(), access, to_server, SelfReports::default()).unwrap();
         let mut wl = Workload::open(&folder);
         wl.send(ToAnkaiosEnum::Hello(ci::Hello { protocol_version: "1.0.0".into() })).await;
         let subscribe = pb::Request {

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::fifo;
 use super::pipes::{ControlInterface, ControlInterfaceHandle};
 use super::session::route_response;
+use crate::probes::self_report::SelfReports;
 
 #[derive(Debug)]
 struct Entry {
@@ -28,12 +29,19 @@ struct Entry {
 pub struct ControlInterfaces {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
     to_server: mpsc::UnboundedSender<ToServer>,
+    /// The health the workloads report themselves.
+    self_reports: SelfReports,
 }
 
 impl ControlInterfaces {
     /// Requests of workloads go to `to_server`.
     pub fn new(to_server: mpsc::UnboundedSender<ToServer>) -> Self {
-        Self { entries: Arc::default(), to_server }
+        Self { entries: Arc::default(), to_server, self_reports: SelfReports::default() }
+    }
+
+    /// The health the workloads reported themselves (`HealthReport`).
+    pub fn self_reports(&self) -> SelfReports {
+        self.self_reports.clone()
     }
 
     /// Opens (or keeps) the control interface of `instance` when `access`
@@ -46,8 +54,21 @@ impl ControlInterfaces {
         instance: &WorkloadInstanceName,
         access: &ControlInterfaceAccess,
     ) -> std::io::Result<Option<PathBuf>> {
+        self.open_for(io_folder, instance, access, false)
+    }
+
+    /// [`Self::open`], also without allow rules when `self_report`: a
+    /// workload with a `selfReport` probe reports its health there (every
+    /// other request is denied by its empty rules).
+    pub fn open_for(
+        &self,
+        io_folder: &Path,
+        instance: &WorkloadInstanceName,
+        access: &ControlInterfaceAccess,
+        self_report: bool,
+    ) -> std::io::Result<Option<PathBuf>> {
         let name = instance.workload_name.clone();
-        if access.allow_rules.is_empty() {
+        if access.allow_rules.is_empty() && !self_report {
             self.close(&name);
             return Ok(None);
         }
@@ -67,13 +88,20 @@ impl ControlInterfaces {
                 fifo::remove_pipes(old.handle.folder());
             }
         }
-        let handle = ControlInterface::start(&name, folder.clone(), access.clone(), self.to_server.clone())?;
+        let handle = ControlInterface::start(
+            &name,
+            folder.clone(),
+            access.clone(),
+            self.to_server.clone(),
+            self.self_reports.clone(),
+        )?;
         entries.insert(name, Entry { handle, access: access.clone() });
         Ok(Some(folder))
     }
 
     /// Stops the control interface of a deleted workload and removes its pipes.
     pub fn close(&self, workload: &str) {
+        self.self_reports.forget(workload);
         let removed = self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(workload);
         if let Some(e) = removed {
             e.handle.stop();
@@ -195,5 +223,29 @@ mod tests {
         // Deleting the workload removes its pipes.
         registry.close("app");
         assert!(!folder.exists());
+    }
+
+    // [test of feature H6: self-reported health]
+    #[tokio::test]
+    async fn a_self_report_workload_gets_pipes_without_rules_and_its_reports_are_recorded() {
+        let io = tempfile::tempdir().unwrap();
+        let registry = ControlInterfaces::new(mpsc::unbounded_channel().0);
+        let instance = WorkloadInstanceName::parse("app.abc.agent_A").unwrap();
+        let none = ControlInterfaceAccess::default();
+        let folder = registry.open_for(io.path(), &instance, &none, true).unwrap().expect("pipes for selfReport");
+        let mut to_agent = pipe::OpenOptions::new().read_write(true).open_sender(fifo::output_pipe(&folder)).unwrap();
+        send(&mut to_agent, ToAnkaiosEnum::Hello(ci::Hello { protocol_version: "1.0.0".into() })).await;
+        let report = ci::HealthReport { healthy: true, message: "up".into(), request_id: String::new() };
+        send(&mut to_agent, ToAnkaiosEnum::HealthReport(report)).await;
+        let reports = registry.self_reports();
+        for _ in 0..100 {
+            if reports.latest("app").is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(reports.latest("app").map(|r| (r.healthy, r.message)), Some((true, "up".into())));
+        registry.close("app");
+        assert_eq!(reports.latest("app"), None, "a deleted workload's reports go");
     }
 }

@@ -14,6 +14,7 @@ use ank_proto::control_api::{self as ci, from_ankaios::FromAnkaiosEnum, to_ankai
 use prost::Message;
 
 use super::authorizer::Authorizer;
+use crate::probes::self_report::SelfReports;
 
 /// The error a workload gets for a request its rules do not allow (the
 /// reason goes to the agent's log only), as Ankaios words it.
@@ -57,11 +58,25 @@ pub struct Session {
     phase: Phase,
     /// Open streams by the workload's request id (without the prefix).
     streams: HashMap<String, Stream>,
+    /// Where the workload's own health reports go.
+    self_reports: SelfReports,
 }
 
 impl Session {
     pub fn new(workload: impl Into<String>, authorizer: Authorizer) -> Self {
-        Self { workload: workload.into(), authorizer, phase: Phase::AwaitingHello, streams: HashMap::new() }
+        Self {
+            workload: workload.into(),
+            authorizer,
+            phase: Phase::AwaitingHello,
+            streams: HashMap::new(),
+            self_reports: SelfReports::default(),
+        }
+    }
+
+    /// Records the workload's health reports in `reports`.
+    pub fn with_self_reports(mut self, reports: SelfReports) -> Self {
+        self.self_reports = reports;
+        self
     }
 
     /// Whether requests are accepted now.
@@ -93,6 +108,7 @@ impl Session {
             (_, Some(ToAnkaiosEnum::Hello(hello))) => self.hello(&hello.protocol_version),
             (Phase::AwaitingHello, _) => self.close(HELLO_MISSING.to_owned()),
             (_, Some(ToAnkaiosEnum::Request(request))) => self.request(request),
+            (_, Some(ToAnkaiosEnum::HealthReport(report))) => self.health(report),
             (_, None) => {
                 tracing::warn!("workload '{}': skipping a message of a kind this agent does not know", self.workload);
                 Vec::new()
@@ -120,6 +136,22 @@ impl Session {
             })),
             Action::StopReading,
         ]
+    }
+
+    /// A report of the workload's own health (an extension request; no
+    /// allow rule needed, and it can name no other workload).
+    // [feature H6: self-reported health]
+    fn health(&mut self, report: ci::HealthReport) -> Vec<Action> {
+        match self.self_reports.record(&self.workload, report.healthy, &report.message) {
+            Ok(()) => {
+                tracing::trace!("workload '{}' reports itself healthy: {}", self.workload, report.healthy);
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::info!("workload '{}': refusing its health report: {e}", self.workload);
+                vec![error_reply(&report.request_id, format!("invalid health report: {e}"))]
+            }
+        }
     }
 
     fn request(&mut self, request: ank_proto::ank_base::Request) -> Vec<Action> {

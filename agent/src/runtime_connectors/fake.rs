@@ -66,6 +66,8 @@ pub struct FakeRuntime {
     like_podman: bool,
     /// Why it cannot mount workload files (like podman-kube), if it cannot.
     files_unsupported: Option<&'static str>,
+    /// The scripted probes of its containers.
+    probes: std::sync::Arc<crate::probes::fake::FakeProbes>,
 }
 
 impl Default for FakeRuntime {
@@ -82,7 +84,13 @@ impl FakeRuntime {
 
     /// A fake registered under `name`.
     pub fn named(name: &str) -> Self {
-        Self { name: name.to_owned(), inner: Mutex::new(Inner::default()), like_podman: false, files_unsupported: None }
+        Self {
+            name: name.to_owned(),
+            inner: Mutex::new(Inner::default()),
+            like_podman: false,
+            files_unsupported: None,
+            probes: Default::default(),
+        }
     }
 
     /// A fake whose creates return running containers and whose events
@@ -100,6 +108,11 @@ impl FakeRuntime {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panicking test thread must not hide the fake's state from others.
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The scripted probes of its containers.
+    pub fn probes(&self) -> &crate::probes::fake::FakeProbes {
+        &self.probes
     }
 
     /// Every create of `workload` fails with `message` until cleared.
@@ -302,6 +315,10 @@ impl RuntimeConnector for FakeRuntime {
 
     fn create_returns_running(&self) -> bool {
         self.like_podman
+    }
+
+    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::probes::ProbeExecutor>> {
+        Some(self.probes.clone())
     }
 
     fn files_unsupported(&self) -> Option<&'static str> {

@@ -202,6 +202,12 @@ pub trait RuntimeConnector: Send + Sync {
     /// Stops and removes a workload; one that is already gone is a success.
     async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError>;
 
+    /// What runs the `exec`, `httpGet` and `tcpSocket` probes of this
+    /// runtime's workloads; `None`: it cannot (each try fails).
+    fn probe_executor(&self) -> Option<Arc<dyn crate::probes::ProbeExecutor>> {
+        None
+    }
+
     /// Starts a per-workload state checker that sends `RuntimeEvent::Changed`
     /// for `instance` to `sink`. Connectors whose agent-wide watcher (see
     /// [`start_state_watcher`](Self::start_state_watcher)) already covers the

@@ -118,13 +118,20 @@ impl RuntimeManager {
                     }
                 }
                 LoopReport::Deleted(instance_name) => self.loop_deleted(&instance_name),
+                LoopReport::Readiness(instance_name, readiness) => {
+                    if let Some(n) = self.outbox.table.readiness(&instance_name, readiness)
+                        && !touched.contains(&n)
+                    {
+                        touched.push(n);
+                    }
+                }
             }
         }
         if !passed.is_empty() {
             self.outbox.publish_counts();
             self.outbox.send(&passed);
         }
-        // Events whose instance's state went out above went along with it.
+        // Events (and readiness) whose instance's state went out above went along with it.
         touched.retain(|n| self.outbox.table.has_unsent(n));
         if !touched.is_empty() {
             self.outbox.send_current(touched, &health);

@@ -27,9 +27,11 @@ use tokio::time::Instant;
 use super::crash_loop::{CrashLoop, Restart};
 use super::policy::{self, AfterCreateFailure, CreateRetries, RetryPolicy};
 use super::retention::{self, PendingReap, Retention};
-use super::{StateReporter, WorkloadCommand};
+use super::{StateReporter, WorkloadCommand, WorkloadCommandSender};
 use crate::control_interface::registry::ControlInterfaces;
 use crate::finished_store::FinishedStore;
+use crate::probes::ProbeSet;
+use crate::probes::runner::ProbeRunner;
 use crate::runtime_connectors::{
     CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
     StateChecker, WorkloadId, lost_state,
@@ -44,6 +46,10 @@ pub const SLOW_CREATE: std::time::Duration = std::time::Duration::from_secs(2);
 
 // [feature K7: the reaping half of the control loop]
 mod reaping;
+// [feature H6: the probes of a running workload]
+mod probing;
+#[cfg(test)]
+mod probing_tests;
 #[cfg(test)]
 mod resync_tests;
 
@@ -65,6 +71,8 @@ struct Current {
     exit_ahead: Option<Instant>,
     /// The connector's per-workload checker, if it has one; dropping stops it.
     _checker: Option<StateChecker>,
+    /// The probes of the running container; dropping stops them.
+    probes: Option<ProbeRunner>,
 }
 
 impl Current {
@@ -78,6 +86,7 @@ impl Current {
             started,
             exit_ahead: None,
             _checker: checker,
+            probes: None,
         }
     }
 }
@@ -156,12 +165,16 @@ pub(crate) struct WorkloadControlLoop {
     /// When a restart the crash loop delayed is due, and the state it
     /// restarts after.
     restart_at: Option<(Instant, ExecutionState)>,
+    /// Commands of the loop's own probe runner (a liveness failure).
+    own: WorkloadCommandSender,
+    own_commands: mpsc::UnboundedReceiver<WorkloadCommand>,
 }
 
 impl WorkloadControlLoop {
     pub fn new(ctx: LoopContext, commands: mpsc::UnboundedReceiver<WorkloadCommand>) -> Self {
         let retries = CreateRetries::new(ctx.retry_policy);
         let crash_loop = CrashLoop::new(ctx.restart_backoff);
+        let (own, own_commands) = WorkloadCommandSender::channel();
         Self {
             ctx,
             commands,
@@ -175,6 +188,8 @@ impl WorkloadControlLoop {
             reaped: false,
             crash_loop,
             restart_at: None,
+            own,
+            own_commands,
         }
     }
 
@@ -195,6 +210,7 @@ impl WorkloadControlLoop {
                     Some(cmd) => self.handle(cmd).await,
                     None => break,
                 },
+                Some(cmd) = self.own_commands.recv() => self.handle(cmd).await,
                 () = retry_due => {
                     self.retry_at = None;
                     self.handle_retry().await;
@@ -225,6 +241,9 @@ impl WorkloadControlLoop {
                 self.handle_snapshot(&runtime, taken_at, &workloads).await
             }
             WorkloadCommand::Preempt { state } => self.handle_preempt(state).await,
+            WorkloadCommand::LivenessFailed { workload_id, reason } => {
+                self.handle_liveness_failed(&workload_id, reason).await
+            }
         }
     }
 
@@ -252,8 +271,10 @@ impl WorkloadControlLoop {
             return;
         }
         self.last_reported = latest;
-        if let Some((instance, state)) = &self.last_reported {
-            self.ctx.reporter.report(instance, state.clone()).await;
+        if let Some((instance, state)) = self.last_reported.clone() {
+            // First, so that the readiness is known when the state arrives.
+            self.follow_probes(&instance, &state).await;
+            self.ctx.reporter.report(&instance, state).await;
         }
     }
 
@@ -402,12 +423,13 @@ impl WorkloadControlLoop {
         Ok(CreateOptions { control_interface, files })
     }
 
-    /// Starts (or keeps) the workload's control interface if it has allow rules.
+    /// Starts (or keeps) the workload's control interface if it has allow
+    /// rules or a `selfReport` probe.
     fn open_control_interface(&self, spec: &WorkloadSpec) -> Result<Option<PathBuf>, RuntimeError> {
         let access = &spec.workload.control_interface_access;
         self.ctx
             .control_interfaces
-            .open(&self.ctx.io_folder, &spec.instance_name, access)
+            .open_for(&self.ctx.io_folder, &spec.instance_name, access, ProbeSet::of(spec).wants_self_report())
             .map_err(|e| RuntimeError::InvalidConfig(format!("cannot create the control interface pipes: {e}")))
     }
 
@@ -470,7 +492,8 @@ impl WorkloadControlLoop {
             // backoff is neither reset nor doubled by a parallel create).
             if self.current.is_some() || self.reaped || self.retry_at.is_some() {
                 tracing::debug!("workload '{}' is unchanged", same.instance_name);
-                self.spec = Some(same.clone());
+                let old = self.spec.replace(same.clone());
+                self.probes_changed(old.as_ref()).await;
                 self.restart_backoff_changed().await;
                 return self.report_again().await;
             }

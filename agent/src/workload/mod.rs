@@ -17,6 +17,7 @@ use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::probes::Readiness;
 use crate::runtime_connectors::{ListedWorkload, Observed, WorkloadId};
 use crate::workload_operation::Earlier;
 
@@ -49,6 +50,9 @@ pub(crate) enum WorkloadCommand {
     /// The scheduler preempted the workload: remove its container without
     /// applying the restart policy and report `state` (`Pending(Preempted)`).
     Preempt { state: ExecutionState },
+    /// The container `workload_id` failed its liveness (or startup) probe
+    /// (from the loop's own probe runner): a failure under the restart policy.
+    LivenessFailed { workload_id: WorkloadId, reason: String },
 }
 
 /// Typed sender to one workload's control loop.
@@ -106,6 +110,10 @@ impl WorkloadCommandSender {
     pub fn preempt(&self, state: ExecutionState) {
         self.send(WorkloadCommand::Preempt { state });
     }
+
+    pub fn liveness_failed(&self, workload_id: WorkloadId, reason: String) {
+        self.send(WorkloadCommand::LivenessFailed { workload_id, reason });
+    }
 }
 
 /// An event of one of this agent's workloads (see [`StateReporter::event`]).
@@ -126,6 +134,9 @@ pub enum LoopReport {
     Event(EventReport),
     /// The explicit delete of the instance finished (successfully or not).
     Deleted(WorkloadInstanceName),
+    /// The readiness of a running instance changed (see
+    /// [`StateReporter::readiness`]).
+    Readiness(WorkloadInstanceName, Option<Readiness>),
 }
 
 /// Reports execution states, events and finished deletes of this agent's
@@ -162,6 +173,14 @@ impl StateReporter {
     pub async fn report(&self, instance_name: &WorkloadInstanceName, state: ExecutionState) {
         tracing::debug!("workload '{instance_name}' is {state}");
         self.send(LoopReport::State(WorkloadState::new(instance_name.clone(), state))).await
+    }
+
+    /// Reports the readiness of `instance_name` by its readiness probe:
+    /// `Some` makes the Available condition of the instance follow it
+    /// while it runs, `None` (no readiness probe) leaves it to the state.
+    pub async fn readiness(&self, instance_name: &WorkloadInstanceName, readiness: Option<Readiness>) {
+        tracing::debug!("workload '{instance_name}' readiness: {readiness:?}");
+        self.send(LoopReport::Readiness(instance_name.clone(), readiness)).await
     }
 
     /// Reports that the explicit delete of `instance_name` finished.

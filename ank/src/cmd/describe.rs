@@ -62,6 +62,10 @@ pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String
             line("Policy", if flags.is_empty() { "-".to_owned() } else { flags.join(", ") });
             line("Migration", w.migration.as_str().to_owned());
             line("Restart policy", format!("{:?}", w.restart_policy));
+            // [feature H6: the probes, only for a workload that has some]
+            if let Some(probes) = probes_text(w) {
+                line("Probes", probes);
+            }
             if let Some(ttl) = &w.ttl_after_finished {
                 line("TTL after finish", ttl.clone());
             }
@@ -175,6 +179,30 @@ fn gate_text(gate: &ank_common::health_spec::UpdateGate) -> String {
     }
 }
 
+/// `readiness httpGet 127.0.0.1:8080/ready every 5s; liveness exec [cat /tmp/alive] every 10s`;
+/// `None` without probes. Their verdicts are in the Available condition.
+fn probes_text(w: &Workload) -> Option<String> {
+    let all = [("startup", &w.startup_probe), ("liveness", &w.liveness_probe), ("readiness", &w.readiness_probe)];
+    let parts: Vec<String> = all
+        .into_iter()
+        .filter_map(|(name, p)| p.as_ref().map(|p| (name, p)))
+        .map(|(name, p)| {
+            let handler = if let Some(e) = &p.exec {
+                format!("exec [{}]", e.command.join(" "))
+            } else if let Some(h) = &p.http_get {
+                let path = if h.path.is_empty() { "/" } else { &h.path };
+                format!("httpGet {}:{}{path}", h.host.as_deref().unwrap_or("127.0.0.1"), h.port)
+            } else if let Some(t) = &p.tcp_socket {
+                format!("tcpSocket {}:{}", t.host.as_deref().unwrap_or("127.0.0.1"), t.port)
+            } else {
+                "selfReport".to_owned()
+            };
+            format!("{name} {handler} every {}s", p.period().as_secs())
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 fn selector_text(sel: &ank_common::scheduling::AgentSelector) -> String {
     let mut parts = Vec::new();
     if !sel.labels.is_empty() {
@@ -220,6 +248,25 @@ mod tests {
         assert!(text.contains("agent_C  id 7  Running(Ok)  generation 3 (observed 3)"), "{text}");
         assert!(text.contains("Ready"), "{text}");
         assert!(text.contains("agent_C score 0.83 of 3 candidates"), "{text}");
+        assert!(!text.contains("Probes:"), "no Probes line without probes: {text}");
+    }
+
+    // [test of feature H6]
+    #[test]
+    fn describe_lists_the_probes_of_a_workload_that_has_some() {
+        let spec: Workload = serde_json::from_value(serde_json::json!({
+            "runtime": "podman", "runtimeConfig": "image: x",
+            "livenessProbe": {"exec": {"command": ["cat", "/tmp/alive"]}},
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 2}}))
+        .unwrap();
+        let view = StateView::from_tree(&serde_json::json!({})).unwrap();
+        let text = describe("web", Some(&spec), &view);
+        assert!(
+            text.contains(
+                "Probes:           liveness exec [cat /tmp/alive] every 10s; readiness httpGet 127.0.0.1:8080/ready every 2s"
+            ),
+            "{text}"
+        );
     }
 
     // [test of feature: issue 39 `ank describe` shows Reverted with the reason and the generations]

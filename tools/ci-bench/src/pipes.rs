@@ -195,7 +195,8 @@ mod tests {
         let rule = AccessRule::StateRule { operation: ReadWrite::Read, filter_masks: vec!["workloadStates".into()] };
         let access = ControlInterfaceAccess { allow_rules: vec![rule], deny_rules: vec![] };
         let (to_server, mut server) = mpsc::unbounded_channel();
-        let agent = ControlInterface::start("app", folder.clone(), access, to_server).unwrap();
+        let reports = ank_agent::probes::self_report::SelfReports::default();
+        let agent = ControlInterface::start("app", folder.clone(), access, to_server, reports).unwrap();
 
         let (tx, mut inbox) = mpsc::unbounded_channel();
         let mut workloads = [Workload::open(&folder, 0, tx).unwrap()];

@@ -139,6 +139,10 @@ impl RuntimeConnector for PodmanRuntime {
         PODMAN
     }
 
+    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::probes::ProbeExecutor>> {
+        Some(std::sync::Arc::new(crate::probes::podman::PodmanProbes::new(self.cli.clone())))
+    }
+
     fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {
         memory::declared(&spec.workload.runtime_config)
     }
