@@ -70,3 +70,60 @@ fn e2e_a_gated_update_that_never_becomes_ready_is_reverted() {
     let yaml = text(&c.ank(&["get", "workloads", "-o", "yaml"]).stdout);
     assert!(yaml.contains("reverted:") && yaml.contains("fromGeneration: 2"), "{yaml}");
 }
+
+/// A web server whose `/cgi-bin/ready` answers `status` with the body `version`;
+/// its readiness probe asks that path, and its update is gated.
+fn web(agent: &str, version: &str, status: &str) -> String {
+    let script = format!(
+        "trap 'exit 0' TERM; mkdir -p /www/cgi-bin; printf '%s\\n' '#!/bin/sh' 'echo Status: {status}' 'echo' 'echo {version}' > /www/cgi-bin/ready; chmod +x /www/cgi-bin/ready; httpd -f -p 8080 -h /www & wait"
+    );
+    format!(
+        "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: {agent}\n    restartPolicy: NEVER\n    readinessProbe:\n      httpGet: {{path: /cgi-bin/ready, port: 8080}}\n      periodSeconds: 1\n      failureThreshold: 2\n    update: {{healthyDeadline: 20s, minHealthyTime: 3s, autoRevert: true}}\n    runtimeConfig: |\n      image: localhost/busybox:latest\n      commandArgs: [\"sh\", \"-c\", {script:?}]\n"
+    )
+}
+
+#[test]
+fn e2e_a_v2_whose_readiness_answers_500_is_reverted_to_v1_which_serves_again() {
+    ank_tests::require_podman();
+    let agent = format!("e2e_gate_web_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    // v1 is gated too: `--wait` returns when its gate passed, so it is the healthy spec to go back to.
+    let o = c.ank_stdin(&["--wait", "apply", "-"], Some(&web(&agent, "v1", "200 OK")));
+    assert!(o.status.success(), "apply v1 failed: {}", text(&o.stderr));
+
+    // v2 runs (Running(Ok)) but answers 500 on its readiness path: it never becomes Ready.
+    let began = Instant::now();
+    let o = c.ank_stdin(&["--wait", "apply", "-"], Some(&web(&agent, "v2", "500 Internal Server Error")));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "the job of v2 fails: {err}");
+    assert!(err.contains("web: update gate: generation 2 not Ready within 20s ("), "{err}");
+    assert!(err.contains("500") && err.contains("put back generation 1"), "names the probe's answer: {err}");
+    assert!(began.elapsed() >= Duration::from_secs(19), "not before the deadline: {:?}", began.elapsed());
+
+    let o = c.ank(&["wait", "workload/web", "--for", "Ready", "--timeout", "30s"]);
+    assert!(o.status.success(), "v1 not Ready again: {}", text(&o.stderr));
+    let running: Vec<String> = c
+        .containers()
+        .iter()
+        .filter(|ct| ct["State"] == "running")
+        .map(|ct| ct["Id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(running.len(), 1, "one container runs: {running:?}");
+    // The container that runs now is v1 and serves.
+    let served = std::process::Command::new("podman")
+        .args(["exec", &running[0], "sh", "-c", "wget -qO- http://127.0.0.1:8080/cgi-bin/ready"])
+        .output()
+        .expect("podman exec");
+    assert_eq!(text(&served.stdout).trim(), "v1", "v1 serves again: {}", text(&served.stderr));
+
+    let jobs = text(&c.ank(&["get", "jobs"]).stdout);
+    let row = jobs.lines().find(|l| l.trim_start().starts_with('2')).unwrap_or_default();
+    assert!(row.contains("Failed") && row.contains("update gate"), "{jobs}");
+    let describe = text(&c.ank(&["describe", "workload", "web"]).stdout);
+    eprintln!("{err}\n{jobs}\n{describe}");
+    assert!(describe.contains("Reverted:") && describe.contains("put back generation 1"), "{describe}");
+    assert!(
+        describe.contains("Probes:") && describe.contains("readiness httpGet 127.0.0.1:8080/cgi-bin/ready"),
+        "{describe}"
+    );
+}
