@@ -29,7 +29,10 @@ vehicles for a while and kills one connector with SIGKILL. Then an idle window
 measures the broker traffic, and the checks: every vehicle on v2 and Ready, no
 duplicate apply (the vehicle's `ank get jobs` counts its apply jobs: startup
 manifest + v1 + v2), no lost status (the fleet's view equals each vehicle's own
-`ank get state`), the halted wave. Each check prints a PASS or FAIL line; a
+`ank get state`), the halted wave; last (e) a v3 that runs but never becomes
+Ready (a readiness probe on a port nothing listens on, a gated update with
+autoRevert) to the `group=broken` vehicles: each vehicle reverts it to v2 and
+the wave halts on health. Each check prints a PASS or FAIL line; a
 JSON summary follows. Exit code 0 only if every check passed.
 
 Everything made here (namespaces, processes, the vehicles' containers, found by
@@ -242,7 +245,7 @@ class Soak:
         self.idle_s = args.idle_seconds if args.idle_seconds is not None else (10 if args.quick else 60)
         self.broken = self.vehicles[1:3]  # two vehicles carry group=broken
         self.run_tag = time.strftime("%H%M%S")
-        self.ids = {k: f"soak-{k}-{self.run_tag}" for k in ("v1", "broken", "v2")}
+        self.ids = {k: f"soak-{k}-{self.run_tag}" for k in ("v1", "broken", "v2", "sick")}
         self.checks: list[dict] = []
         self.timings: dict = {}
         self.idle: dict = {}
@@ -506,6 +509,12 @@ class Soak:
                     f"      image: {APP_IMAGE}\n"
                     f"      commandArgs: {json.dumps(['sh', '-c', script])}\n")
 
+        # Runs, but never becomes Ready (nothing listens on its probed port); its
+        # gated update puts v2 back after 15 s, and the rollout halts on health.
+        (self.workdir / "app-sick.yaml").write_text(
+            app("sick") + "    readinessProbe:\n      tcpSocket: {port: 8099}\n      periodSeconds: 1\n"
+            "      failureThreshold: 1\n"
+            "    update: {healthyDeadline: 15s, minHealthyTime: 2s, autoRevert: true}\n")
         (self.workdir / "app-v1.yaml").write_text(app("v1"))
         (self.workdir / "app-v2.yaml").write_text(app("v2"))
         # Refused as a whole: `bad.name` is no valid workload name ([A-Za-z0-9_-]).
@@ -867,6 +876,30 @@ class Soak:
                    f"Ready in the fleet view: {ready}; results {results}; no job added on any vehicle: "
                    f"{applied_nothing}; ledger without {self.ids['broken']}: {ledger_clean}")
 
+    def phase_sick(self) -> None:
+        """A v3 that runs but never becomes Ready, to the group=broken vehicles:
+        each vehicle's update gate reverts it to v2, and the wave halts on health."""
+        rc, lines, took = self.rollout("sick", "app-sick.yaml", self.ids["sick"],
+                                       ["--selector", "group=broken", "--max-failures", "0", "--wave-timeout", "90s"],
+                                       timeout=150)
+        self.timings["sick"] = {"overallS": round(took, 1)}
+        st = self.fleet("rollout", "status", self.ids["sick"], "-o", "json", check=False)
+        phase, reason, failed = "?", "", {}
+        try:
+            record = json.loads(st.stdout)
+            record = record.get("record", record)
+            phase, reason, failed = record.get("phase", "?"), record.get("reason", ""), record.get("failed", {})
+        except json.JSONDecodeError:
+            reason = (st.stderr or st.stdout).strip()[-300:]
+        back, bad = self.wait_vehicles_on(self.broken, "v2", 30)
+        # The wave halts at the first vehicle counted failed; each failure must be the revert.
+        on_health = bool(failed) and all("reverted" in why for why in failed.values())
+        ok = rc == 1 and phase == "Halted" and back and on_health
+        self.check("unhealthy-wave-halted", ok,
+                   f"exit {rc} (want 1) after {took:.1f} s, rollout phase {phase} (want Halted; reason: "
+                   f"{reason or '-'}); failed on health (reverted): {on_health} {failed}; "
+                   f"{' '.join(self.broken)} back on v2 and Running: {back}{'' if back else ' ' + str(bad)}")
+
     def wave_times(self, lines: list[str]) -> list[dict]:
         waves = []
         for line in lines:
@@ -1127,6 +1160,7 @@ class Soak:
             self.measure_idle()
             self.final_checks()
             self.measure_resources()
+            self.phase_sick()
             failed = not self.passed()
         except Done:
             failed = not self.passed()
