@@ -462,6 +462,28 @@ pub struct ApplyArgs {
     /// with a warning, as Ankaios ignores them)
     #[arg(long = "strict")]
     pub strict: bool,
+    /// Gate the update of every workload without its own `update`: it must
+    /// be Ready within this time (e.g. 60s), see docs/health.md
+    #[arg(long = "healthy-deadline", value_name = "DURATION")]
+    pub healthy_deadline: Option<String>,
+    /// With the gate: how long it must stay Ready (default 10s)
+    #[arg(long = "min-healthy-time", value_name = "DURATION")]
+    pub min_healthy_time: Option<String>,
+    /// With the gate: put the last healthy spec back when it fails
+    #[arg(long = "auto-revert")]
+    pub auto_revert: bool,
+}
+
+impl ApplyArgs {
+    /// The update gate the flags ask for, if any flag does.
+    pub fn update_gate(&self) -> Option<ank_common::health_spec::UpdateGate> {
+        let any = self.healthy_deadline.is_some() || self.min_healthy_time.is_some() || self.auto_revert;
+        any.then(|| ank_common::health_spec::UpdateGate {
+            healthy_deadline: self.healthy_deadline.clone(),
+            min_healthy_time: self.min_healthy_time.clone(),
+            auto_revert: self.auto_revert.then_some(true),
+        })
+    }
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

@@ -183,6 +183,25 @@ impl Merged {
         }
     }
 
+    /// Gives every workload without its own `update` the gate `gate`
+    /// (`ank apply --healthy-deadline ...`); checked as the manifest's own.
+    pub fn gate_updates(&mut self, gate: &ank_common::health_spec::UpdateGate) -> anyhow::Result<()> {
+        gate.settings().map_err(|e| {
+            let flags = [
+                ("field 'update.healthyDeadline'", "option '--healthy-deadline'"),
+                ("field 'update.minHealthyTime'", "option '--min-healthy-time'"),
+                ("'healthyDeadline'", "'--healthy-deadline'"),
+            ];
+            anyhow::anyhow!("{}", flags.iter().fold(e, |e, (field, flag)| e.replace(field, flag)))
+        })?;
+        for (workload, _) in self.workloads.values_mut() {
+            if workload.update.is_none() {
+                workload.update = Some(gate.clone());
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the manifests named nothing.
     pub fn is_empty(&self) -> bool {
         self.workloads.is_empty() && self.configs.is_empty() && self.groups.is_empty()
@@ -225,6 +244,10 @@ pub async fn run(ctx: &mut Ctx<'_>, args: ApplyArgs) -> anyhow::Result<()> {
         // Ankaios refuses a workload without an agent unless --agent names one.
         None if !args.delete && !merged.without_agent.is_empty() => bail!(NO_AGENT),
         None => {}
+    }
+    // [feature: issue 39, a health gate per apply]
+    if let Some(gate) = args.update_gate().filter(|_| !args.delete) {
+        merged.gate_updates(&gate)?;
     }
     if merged.is_empty() {
         // An update without masks would replace the whole desired state.
@@ -273,6 +296,28 @@ mod tests {
         assert_eq!(desired["workloads"]["db"]["agent"], "agent_B");
         assert_eq!(desired["configs"]["port"], "80");
         ank_common::convert::complete_state_from_json(&new_state).unwrap();
+    }
+
+    #[test]
+    fn apply_gate_flags_gate_the_workloads_without_their_own() {
+        const GATED: &str = "apiVersion: v1\nworkloads:\n  db:\n    runtime: podman\n    agent: agent_B\n    runtimeConfig: \"image: pg\"\n    update: {healthyDeadline: 5m}\n";
+        let mut m = merge(vec![manifest("a.yaml", A), manifest("g.yaml", GATED)]).unwrap();
+        let gate = ank_common::health_spec::UpdateGate {
+            healthy_deadline: Some("60s".into()),
+            min_healthy_time: None,
+            auto_revert: Some(true),
+        };
+        m.gate_updates(&gate).unwrap();
+        let web = &m.workloads[&WorkloadName::new("web").unwrap()].0;
+        assert_eq!(web.update.as_ref(), Some(&gate), "the flags gate a workload without its own");
+        let db = &m.workloads[&WorkloadName::new("db").unwrap()].0;
+        assert_eq!(db.update.as_ref().unwrap().healthy_deadline.as_deref(), Some("5m"), "its own gate stays");
+        let bad = ank_common::health_spec::UpdateGate { healthy_deadline: Some("soon".into()), ..gate };
+        let e = m.gate_updates(&bad).unwrap_err().to_string();
+        assert!(e.starts_with("option '--healthy-deadline': ") && e.contains("soon"), "{e}");
+        let short = ank_common::health_spec::UpdateGate { healthy_deadline: Some("5s".into()), ..bad };
+        let e = m.gate_updates(&short).unwrap_err().to_string();
+        assert_eq!(e, "option '--min-healthy-time' must be shorter than '--healthy-deadline'");
     }
 
     #[test]
