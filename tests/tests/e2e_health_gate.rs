@@ -127,3 +127,35 @@ fn e2e_a_v2_whose_readiness_answers_500_is_reverted_to_v1_which_serves_again() {
         "{describe}"
     );
 }
+
+#[test]
+fn e2e_apply_flags_gate_a_manifest_without_update_and_revert_it() {
+    ank_tests::require_podman();
+    let agent = format!("e2e_gate_flags_{}", std::process::id());
+    let c = Cluster::start(&agent, None);
+    let o = c.ank_stdin(&["apply", "-"], Some(&manifest(&agent, "localhost/busybox:latest", "")));
+    assert!(o.status.success(), "apply v1 failed: {}", text(&o.stderr));
+    let o = c.ank(&["wait", "workload/w", "--for", "Ready", "--timeout", "60s"]);
+    assert!(o.status.success(), "v1 not Ready: {}", text(&o.stderr));
+    // The server learns v1 as the healthy spec at its next tick.
+    std::thread::sleep(Duration::from_secs(2));
+
+    // The manifest has no `update`: the flags of this one apply gate it.
+    let v2 = manifest(&agent, "localhost/busybox:no-such-tag-flags", "");
+    let args = ["--wait", "apply", "--healthy-deadline", "10s", "--min-healthy-time", "2s", "--auto-revert", "-"];
+    let o = c.ank_stdin(&args, Some(&v2));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "the job of v2 fails: {err}");
+    assert!(
+        err.contains("w: update gate: generation 2 not Ready within 10s (") && err.contains("put back generation 1")
+    );
+    let o = c.ank(&["wait", "workload/w", "--for", "Ready", "--timeout", "30s"]);
+    assert!(o.status.success(), "v1 not Ready again: {}", text(&o.stderr));
+    let state = text(&c.ank(&["get", "state", "desiredState.workloads.w.runtimeConfig"]).stdout);
+    assert!(state.contains("localhost/busybox:latest"), "v1's spec is desired again: {state}");
+
+    let o = c.ank_stdin(&["apply", "--healthy-deadline", "soon", "-"], Some(&v2));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("option '--healthy-deadline': 'soon' is not a duration"), "{err}");
+}
