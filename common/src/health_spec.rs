@@ -204,12 +204,8 @@ impl RestartBackoff {
     /// The settings, each duration parsed (the defaults where absent).
     pub fn settings(&self) -> Result<BackoffSettings, String> {
         let d = BackoffSettings::default();
-        let parse = |name: &str, v: &Option<String>, default: Duration| {
-            v.as_deref()
-                .map(|t| parse_duration(t).map_err(|e| format!("field 'restartBackoff.{name}': {e}")))
-                .transpose()
-                .map(|v| v.unwrap_or(default))
-        };
+        let parse =
+            |name: &str, v: &Option<String>, default: Duration| field_duration("restartBackoff", name, v, default);
         let s = BackoffSettings {
             initial_delay: parse("initialDelay", &self.initial_delay, d.initial_delay)?,
             max_delay: parse("maxDelay", &self.max_delay, d.max_delay)?,
@@ -255,12 +251,7 @@ pub struct GateSettings {
 
 impl UpdateGate {
     pub fn settings(&self) -> Result<GateSettings, String> {
-        let parse = |name: &str, v: &Option<String>, default: Duration| {
-            v.as_deref()
-                .map(|t| parse_duration(t).map_err(|e| format!("field 'update.{name}': {e}")))
-                .transpose()
-                .map(|v| v.unwrap_or(default))
-        };
+        let parse = |name: &str, v: &Option<String>, default: Duration| field_duration("update", name, v, default);
         let s = GateSettings {
             healthy_deadline: parse("healthyDeadline", &self.healthy_deadline, Duration::from_secs(300))?,
             min_healthy_time: parse("minHealthyTime", &self.min_healthy_time, Duration::from_secs(10))?,
@@ -270,6 +261,15 @@ impl UpdateGate {
             return Err("field 'update.minHealthyTime' must be shorter than 'healthyDeadline'".to_owned());
         }
         Ok(s)
+    }
+}
+
+/// The duration `block.name` as written, or `default` when absent; an
+/// error names the field.
+fn field_duration(block: &str, name: &str, value: &Option<String>, default: Duration) -> Result<Duration, String> {
+    match value.as_deref() {
+        Some(text) => parse_duration(text).map_err(|e| format!("field '{block}.{name}': {e}")),
+        None => Ok(default),
     }
 }
 

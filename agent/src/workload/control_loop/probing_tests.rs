@@ -14,10 +14,8 @@ use ank_common::health_spec::Probe;
 use ank_common::workload::{RestartPolicy, Workload, WorkloadSpec};
 use ank_common::workload_events::EventKind;
 use ank_common::{AgentName, StateKind, WorkloadName};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 
-use crate::control_interface::registry::ControlInterfaces;
-use crate::finished_store::FinishedStore;
 use crate::probes::Readiness;
 use crate::probes::fake::Answer;
 use crate::runtime_connectors::RuntimeRegistry;
@@ -51,18 +49,7 @@ impl Probed {
         registry.register(fake.clone());
         let io = tempfile::tempdir().expect("temp io folder");
         let (reporter, reports) = StateReporter::channel(64);
-        let ctx = LoopContext {
-            registry: Arc::new(registry),
-            reporter,
-            create_permits: Arc::new(Semaphore::new(4)),
-            runtime_events: mpsc::channel(16).0,
-            retry_policy: Default::default(),
-            io_folder: io.path().to_owned(),
-            control_interfaces: ControlInterfaces::new(mpsc::unbounded_channel().0),
-            retention: Default::default(),
-            finished: Arc::new(FinishedStore::open(io.path())),
-            restart_backoff: None,
-        };
+        let ctx = LoopContext::for_tests(registry, reporter, io.path(), Default::default());
         let facade = RuntimeFacade::new(fake.clone(), ctx);
         Self { fake, reports, facade, _io: io }
     }

@@ -9,10 +9,8 @@ use std::time::Duration;
 use ank_common::execution_state::Pending;
 use ank_common::workload::{Workload, WorkloadSpec};
 use ank_common::{AgentName, ExecutionState, StateKind, WorkloadName};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 
-use crate::control_interface::registry::ControlInterfaces;
-use crate::finished_store::FinishedStore;
 use crate::runtime_connectors::RuntimeRegistry;
 use crate::runtime_connectors::fake::FakeRuntime;
 use crate::runtime_facade::RuntimeFacade;
@@ -40,18 +38,7 @@ impl OneLoop {
         registry.register(fake.clone());
         let io = tempfile::tempdir().expect("temp io folder");
         let (reporter, reports) = StateReporter::channel(64);
-        let ctx = LoopContext {
-            registry: Arc::new(registry),
-            reporter,
-            create_permits: Arc::new(Semaphore::new(4)),
-            runtime_events: mpsc::channel(16).0,
-            retry_policy,
-            io_folder: io.path().to_owned(),
-            control_interfaces: ControlInterfaces::new(mpsc::unbounded_channel().0),
-            retention: Default::default(),
-            finished: Arc::new(FinishedStore::open(io.path())),
-            restart_backoff: None,
-        };
+        let ctx = LoopContext::for_tests(registry, reporter, io.path(), retry_policy);
         let facade = RuntimeFacade::new(fake.clone(), ctx);
         (Self { fake, reports, _io: io }, facade)
     }
