@@ -201,6 +201,34 @@ async fn e2e_the_podman_probe_executor_runs_exec_tcp_and_http_in_the_container()
     assert!(!o.passed);
     assert_eq!(o.output, "exec [cat /nope] exit 1: cat: can't open '/nope': No such file or directory");
     assert!(probes.probe(&target, &exec(&["true"]), t).await.passed);
+    // Exec probes go through the container's OCI runtime (a quarter of
+    // podman exec's CPU), confined as podman exec confines: same user,
+    // capabilities, seccomp mode, cgroup and namespaces.
+    let runtime = target.oci.lock().unwrap().clone().expect("looked up");
+    let runtime = runtime.expect("the OCI runtime of a podman container is found");
+    let podman_runtime = text(
+        &std::process::Command::new("podman")
+            .args(["info", "--format", "{{.Host.OCIRuntime.Path}}"])
+            .output()
+            .expect("podman info")
+            .stdout,
+    );
+    assert_eq!(runtime.binary, std::path::PathBuf::from(podman_runtime.trim()));
+    // A digest of who and where the command is: user, capabilities,
+    // seccomp, no_new_privs, cgroups and namespaces.
+    let confinement = "{ id; grep -E '^(CapEff|CapBnd|Seccomp|NoNewPrivs):' /proc/self/status; cat /proc/self/cgroup; \
+        for n in mnt pid net ipc uts; do readlink /proc/self/ns/$n; done; } | md5sum";
+    let by_podman = std::process::Command::new("podman")
+        .args(["exec", &c.0, "sh", "-c", confinement])
+        .output()
+        .expect("podman exec");
+    let digest = text(&by_podman.stdout).split_whitespace().next().expect("a digest").to_owned();
+    // The probe passes only when its command sees the same digest.
+    let same = format!("{confinement} | grep -q '^{digest} '");
+    let o = probes.probe(&target, &exec(&["sh", "-c", &same]), t).await;
+    assert!(o.passed, "the probe's command is confined as podman exec's: {o:?}");
+    let other = format!("{confinement} | grep -q '^00000000 '");
+    assert!(!probes.probe(&target, &exec(&["sh", "-c", &other]), t).await.passed, "another digest fails");
     // Nothing listens yet: refused, in the container's namespace.
     let o = probes.probe(&target, &tcp, t).await;
     assert!(!o.passed && o.output.contains("127.0.0.1:8080") && o.output.contains("refused"), "{o:?}");

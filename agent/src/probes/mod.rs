@@ -17,6 +17,7 @@
 
 pub mod fake;
 pub mod netns;
+pub mod oci_exec;
 pub mod podman;
 pub mod runner;
 pub mod self_report;
@@ -44,11 +45,14 @@ pub const MAX_OUTPUT: usize = 200;
 pub struct ProbeTarget {
     pub workload_id: WorkloadId,
     pub pid: Arc<Mutex<Option<u32>>>,
+    /// How `exec` probes reach the container, once looked up: through its
+    /// OCI runtime (`Some`), or `podman exec` (`None`).
+    pub oci: Arc<Mutex<Option<Option<oci_exec::OciRuntime>>>>,
 }
 
 impl ProbeTarget {
     pub fn new(workload_id: WorkloadId) -> Self {
-        Self { workload_id, pid: Arc::default() }
+        Self { workload_id, pid: Arc::default(), oci: Arc::default() }
     }
 }
 
