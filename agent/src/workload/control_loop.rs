@@ -19,12 +19,11 @@ use std::sync::Arc;
 use ank_common::execution_state::{Pending, Stopping};
 use ank_common::health_spec::BackoffSettings;
 use ank_common::workload::WorkloadSpec;
-use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::crash_loop::{CrashLoop, Restart};
+use super::crash_loop::CrashLoop;
 use super::policy::{self, AfterCreateFailure, CreateRetries, RetryPolicy};
 use super::retention::{self, PendingReap, Retention};
 use super::{StateReporter, WorkloadCommand, WorkloadCommandSender};
@@ -50,8 +49,11 @@ mod reaping;
 mod probing;
 #[cfg(test)]
 mod probing_tests;
+mod restarts;
 #[cfg(test)]
 mod resync_tests;
+#[cfg(test)]
+mod test_context;
 
 /// The workload as it exists in the runtime.
 #[derive(Debug)]
@@ -137,31 +139,6 @@ impl LoopContext {
     pub async fn remove_workload_files(&self, instance: &WorkloadInstanceName) {
         workload_files::remove(&self.workload_folder(instance)).await;
         workload_files::remove_all(&self.io_folder.join(instance.to_string())).await;
-    }
-}
-
-#[cfg(test)]
-impl LoopContext {
-    /// A context for the loop's tests: `registry`'s runtimes, 4 create
-    /// slots, the agent's defaults otherwise, its files below `io`.
-    pub fn for_tests(
-        registry: RuntimeRegistry,
-        reporter: StateReporter,
-        io: &std::path::Path,
-        retry_policy: RetryPolicy,
-    ) -> Self {
-        Self {
-            registry: Arc::new(registry),
-            reporter,
-            create_permits: Arc::new(Semaphore::new(4)),
-            runtime_events: tokio::sync::mpsc::channel(16).0,
-            retry_policy,
-            io_folder: io.to_owned(),
-            control_interfaces: ControlInterfaces::new(mpsc::unbounded_channel().0),
-            retention: Default::default(),
-            finished: Arc::new(FinishedStore::open(io)),
-            restart_backoff: None,
-        }
     }
 }
 
@@ -700,109 +677,5 @@ impl WorkloadControlLoop {
         };
         self.report(&instance, state.clone()).await;
         self.apply_restart_policy(&state).await;
-    }
-
-    /// Restarts the workload when its restart policy asks for it after
-    /// `state`: after `Succeeded` the same container is started again (its
-    /// logs stay), as Ankaios does; after a failure (whose file system may
-    /// be broken) it is removed silently and created anew.
-    // [impl->swdd~workload-control-loop-handles-workload-restarts~2]
-    // [impl->swdd~workload-control-loop-restarts-workloads-using-update~1]
-    async fn apply_restart_policy(&mut self, state: &ExecutionState) {
-        let Some(spec) = self.spec.clone() else { return };
-        if self.deleting {
-            return;
-        }
-        if !policy::restart_needed(spec.workload.restart_policy, state) {
-            // [feature K7: a workload that ended for good is reaped after its retention]
-            self.reap = retention::after_state(&self.ctx.retention, self.reap.take(), state);
-            self.restart_at = None;
-            return;
-        }
-        if self.crash_loop_holds_back(&spec, state).await {
-            return;
-        }
-        tracing::info!("restarting workload '{}' after {state}", spec.instance_name);
-        let reason = format!("restartPolicy {:?} after {}", spec.workload.restart_policy, state.kind);
-        self.ctx.reporter.event(&spec.instance_name, EventKind::Restarted, reason).await;
-        let earlier = self.current.take().map(|current| {
-            let in_place = state.kind == StateKind::Succeeded
-                && self.connector(&current.runtime).is_some_and(|c| c.supports_start());
-            if in_place {
-                Earlier::Reuse(current.runtime, current.id)
-            } else {
-                Earlier::Replace(current.runtime, current.id)
-            }
-        });
-        self.handle_create(spec, earlier).await;
-    }
-
-    /// Whether the crash-loop limits hold back the restart after `state`:
-    /// a restart waits out its delay (armed now, or still waiting), or the
-    /// restart limit was reached. A due restart is not held back.
-    // [feature issue 39: crash-loop backoff and restart limit]
-    async fn crash_loop_holds_back(&mut self, spec: &WorkloadSpec, state: &ExecutionState) -> bool {
-        let now = Instant::now();
-        match self.restart_at.take() {
-            Some((at, _)) if at <= now => return false,
-            Some(waiting) => {
-                self.restart_at = Some(waiting);
-                return true;
-            }
-            None => {}
-        }
-        let instance = &spec.instance_name;
-        match self.crash_loop.decide(now) {
-            Restart::Now => return false,
-            Restart::After { delay, reason } => {
-                tracing::info!("workload '{instance}' exited ({state}): {reason}");
-                self.ctx.reporter.event(instance, EventKind::CrashLoop, reason).await;
-                self.restart_at = Some((now + delay, state.clone()));
-                return true;
-            }
-            Restart::LimitReached { reason } => {
-                tracing::warn!("workload '{instance}' exited ({state}): {reason}");
-                self.ctx.reporter.event(instance, EventKind::CrashLoop, reason).await;
-                // The same state again, with the reason in its additional info.
-                self.report(instance, state.clone()).await;
-            }
-            Restart::Stopped => {}
-        }
-        // It ended for good.
-        self.reap = retention::after_state(&self.ctx.retention, self.reap.take(), state);
-        true
-    }
-
-    /// The restart the crash loop delayed is due.
-    async fn handle_restart_due(&mut self) {
-        let Some((_, state)) = self.restart_at.clone() else { return };
-        if self.current.is_some() {
-            self.apply_restart_policy(&state).await;
-        }
-        // Not restarted (its container was lost meanwhile: as Ankaios, a
-        // lost workload is not restarted): the timer must not fire again.
-        if self.restart_at.as_ref().is_some_and(|(at, _)| *at <= Instant::now()) {
-            self.restart_at = None;
-        }
-    }
-
-    /// After an unchanged spec was stored: when only its `restartBackoff`
-    /// changed, the crash-loop limits start over under the new settings; a
-    /// restart they held back (waiting, or stopped by the limit) is
-    /// decided anew.
-    async fn restart_backoff_changed(&mut self) {
-        let Some(spec) = &self.spec else { return };
-        let stopped = self.crash_loop.limit_reached();
-        if !self.crash_loop.configure(spec.workload.restart_backoff.as_ref()) {
-            return;
-        }
-        let held_back = match self.restart_at.take() {
-            Some((_, state)) => Some(state),
-            None if stopped && self.current.is_some() => self.last_reported.as_ref().map(|(_, s)| s.clone()),
-            None => None,
-        };
-        if let Some(state) = held_back {
-            self.apply_restart_policy(&state).await;
-        }
     }
 }
