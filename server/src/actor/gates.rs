@@ -86,13 +86,16 @@ impl AnkaiosServer {
     fn observe_ready(&mut self, now: Instant) -> bool {
         let mut changed = false;
         for (name, wl) in &self.desired.current.rendered.workloads {
-            // The instance name without a copy of the spec (every second).
+            let generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
+            if !self.sched.gates.wants_to_see(name.as_str(), generation) {
+                continue;
+            }
+            // The instance name without a copy of the spec.
             let Some(agent) = (!wl.agent.is_empty()).then(|| AgentName::new(wl.agent.as_str()).ok()).flatten() else {
                 continue;
             };
             let instance = WorkloadInstanceName::new(name, &agent, &wl.runtime_config);
             let Some(user_spec) = self.desired.current.state.workloads.get(name) else { continue };
-            let generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
             let ready = self.states.status(&instance).and_then(|s| s.condition(ConditionType::Ready));
             let seen = match ready {
                 Some(c) if c.status == ConditionStatus::True && c.observed_generation == generation => Seen::Ready,

@@ -133,6 +133,15 @@ impl HealthGates {
         self.open.remove(workload).is_some()
     }
 
+    /// Whether a tick's look at `workload` at `generation` can change
+    /// anything: a gate is open, or that generation is not known healthy
+    /// yet. Otherwise [`Self::observe`] would do nothing, and the tick
+    /// skips the workload (no instance name to hash, every second, for
+    /// every workload that is Ready and settled).
+    pub fn wants_to_see(&self, workload: &str, generation: u64) -> bool {
+        self.open.contains_key(workload) || self.healthy.get(workload).is_none_or(|h| h.generation != generation)
+    }
+
     /// What a tick saw of `workload` at `generation`, its current spec
     /// being `spec`. A gate follows it; without a gate a Ready spec becomes
     /// the last healthy one. Returns whether an open gate changed what it

@@ -153,3 +153,19 @@ async fn saved_gates_restart_with_a_fresh_deadline_at_the_new_numbering() {
     other.restore(g.saved(), |_| Some((1, spec("v9", None))), t1);
     assert!(!other.is_open("w"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_settled_healthy_workload_is_not_looked_at_until_its_generation_or_gate_changes() {
+    let mut g = HealthGates::default();
+    let t0 = Instant::now();
+    let v1 = spec("v1", None);
+    assert!(g.wants_to_see("w", 1), "not known healthy yet");
+    g.observe("w", 1, Seen::NotReady(String::new()), &v1, t0);
+    assert!(g.wants_to_see("w", 1), "still not healthy");
+    g.observe("w", 1, Seen::Ready, &v1, t0);
+    assert!(!g.wants_to_see("w", 1), "healthy at its generation: nothing a tick could change");
+    assert!(g.wants_to_see("w", 2), "a new generation is looked at");
+    let v2 = spec("v2", Some(("60s", "10s", true)));
+    g.spec_changed("w", 2, &v2, t0);
+    assert!(g.wants_to_see("w", 2), "an open gate is followed");
+}
