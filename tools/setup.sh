@@ -3,8 +3,11 @@
 # Debian 12 machine, idempotently and without prompts: podman, runc,
 # busybox-static, protoc and python3-venv (the SDK tests), mosquitto and
 # mosquitto-clients (the fleet soak test, tools/fleet-soak.py, starts its own
-# broker; no service is started here), a dev/test podman drop-in and the local
-# image localhost/busybox:latest. Safe to run again; quick when all is there.
+# broker; no service is started here), containerd and the CNI plugins (the
+# containerd runtime; containerd is started when its socket does not answer),
+# a dev/test podman drop-in and the local image localhost/busybox:latest, also
+# imported into containerd's `default` namespace. Safe to run again; quick
+# when all is there.
 set -euo pipefail
 
 SUDO=""
@@ -15,7 +18,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 
 missing=()
-for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv mosquitto mosquitto-clients; do
+for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv mosquitto mosquitto-clients containerd containernetworking-plugins; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -56,9 +59,30 @@ if [ "$rc" -ne 3 ]; then
   exit 1
 fi
 
+# containerd: started here when nothing answers on its socket (no systemd on
+# CI machines); the busybox image saved once for tests to import into their
+# own namespaces.
+if ! ctr version >/dev/null 2>&1; then
+  if [ -d /run/systemd/system ] && systemctl start containerd 2>/dev/null; then
+    :
+  else
+    echo "setup: starting containerd (log: /var/log/ankaios-test-containerd.log)"
+    $SUDO setsid nohup containerd >/var/log/ankaios-test-containerd.log 2>&1 </dev/null &
+  fi
+  for _ in $(seq 1 50); do ctr version >/dev/null 2>&1 && break; sleep 0.2; done
+  ctr version >/dev/null 2>&1 || { echo "setup: containerd does not answer on /run/containerd/containerd.sock" >&2; exit 1; }
+fi
+busybox_tar=/var/tmp/ankaios-busybox.tar
+if [ ! -s "$busybox_tar" ]; then
+  podman save -o "$busybox_tar.part" "$image" >/dev/null && mv "$busybox_tar.part" "$busybox_tar"
+fi
+if ! ctr -n default images check "name==$image" 2>/dev/null | grep -q complete; then
+  ctr -n default images import "$busybox_tar" >/dev/null
+fi
+
 command -v cargo >/dev/null || { echo "setup: cargo not found: install a Rust toolchain >= 1.89 (rustup)" >&2; exit 1; }
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "setup: installing cargo-nextest"
   cargo install --locked cargo-nextest </dev/null
 fi
-echo "setup: podman $(podman --version | awk '{print $3}'), image $image ready"
+echo "setup: podman $(podman --version | awk '{print $3}'), containerd $(containerd --version | awk '{print $3}'), image $image ready"

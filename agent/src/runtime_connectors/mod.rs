@@ -6,6 +6,7 @@
 //! Out: `RuntimeEvent`s (state changes and reconcile snapshots).
 
 mod error;
+pub mod containerd;
 pub mod podman;
 pub mod podman_kube;
 pub mod polling_checker;

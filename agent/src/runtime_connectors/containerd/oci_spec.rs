@@ -1,0 +1,1 @@
+//! The OCI runtime spec of a containerd container.
