@@ -1,1 +1,0 @@
-//! The OCI runtime spec of a containerd container.
