@@ -68,6 +68,25 @@ pub const ALL_CAPABILITIES: &[&str] = &[
     "CAP_CHECKPOINT_RESTORE",
 ];
 
+/// The capabilities in this process's bounding set (`CapBnd` of
+/// `/proc/self/status`; bit n is `ALL_CAPABILITIES[n]`): what `ALL` and
+/// `--privileged` may grant, since runc cannot give a container a
+/// capability the agent lacks. All known ones when the file does not read.
+pub fn agent_capabilities() -> Vec<&'static str> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let bounding =
+        status.lines().find_map(|l| l.strip_prefix("CapBnd:")).and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok());
+    match bounding {
+        Some(mask) => capabilities_in(mask),
+        None => ALL_CAPABILITIES.to_vec(),
+    }
+}
+
+/// The capabilities whose bits are set in `mask`.
+pub fn capabilities_in(mask: u64) -> Vec<&'static str> {
+    ALL_CAPABILITIES.iter().enumerate().filter(|(bit, _)| mask >> bit & 1 == 1).map(|(_, cap)| *cap).collect()
+}
+
 /// `PATH` when the image sets none.
 pub const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 

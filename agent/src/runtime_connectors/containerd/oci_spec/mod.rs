@@ -28,7 +28,7 @@ use super::image_config::ImageConfig;
 use super::run_options::{BindMount, ContainerdRuntimeConfig, RunOptions};
 use crate::runtime_connectors::RuntimeError;
 
-pub use defaults::ALL_CAPABILITIES;
+pub use defaults::{ALL_CAPABILITIES, agent_capabilities};
 pub use user::RootfsFiles;
 
 /// The OCI version containerd 1.6 writes.
@@ -73,6 +73,9 @@ pub struct SpecInput<'a> {
     pub netns: NetNamespace,
     /// The cgroup (`/ankaios/<id>`, or `slice:prefix:name` for systemd).
     pub cgroups_path: String,
+    /// What `--privileged` and `--cap-add ALL` grant: the agent's own
+    /// capabilities, see [`agent_capabilities`] (as containerd does).
+    pub all_capabilities: &'a [&'a str],
     /// Reads a file of the image's root file system (for `/etc/passwd`
     /// and `/etc/group`).
     pub rootfs_files: RootfsFiles<'a>,
@@ -128,7 +131,7 @@ pub fn build_spec(input: &SpecInput<'_>) -> Result<model::Spec, SpecError> {
             .clone()
             .or_else(|| Some(input.image.working_dir.clone()).filter(|w| !w.is_empty()))
             .unwrap_or_else(|| "/".into()),
-        capabilities: capabilities(run),
+        capabilities: capabilities(run, input.all_capabilities),
         rlimits: defaults::rlimits(),
         no_new_privileges: false,
     };
@@ -191,11 +194,11 @@ fn env(image: &ImageConfig, run: &RunOptions, hostname: &str) -> Vec<String> {
     merged
 }
 
-/// containerd's default set, or all when privileged; then `--cap-add`
+/// containerd's default set, or `all` when privileged; then `--cap-add`
 /// and `--cap-drop` (`ALL` in either), a drop winning over an add.
-fn capabilities(run: &RunOptions) -> model::Capabilities {
+fn capabilities(run: &RunOptions, all: &[&str]) -> model::Capabilities {
     let mut caps: Vec<String> = match run.privileged || run.cap_add.iter().any(|c| c == "ALL") {
-        true => owned(ALL_CAPABILITIES),
+        true => owned(all),
         false => owned(defaults::DEFAULT_CAPABILITIES),
     };
     for cap in run.cap_add.iter().filter(|c| *c != "ALL") {

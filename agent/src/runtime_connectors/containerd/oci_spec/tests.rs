@@ -63,6 +63,7 @@ fn spec_with(
         etc_files: None,
         netns,
         cgroups_path: "/ankaios/0123456789abcdef".into(),
+        all_capabilities: ALL_CAPABILITIES,
         rootfs_files: &rootfs,
     };
     build_json(&input).map(|bytes| serde_json::from_slice(&bytes).unwrap())
@@ -170,6 +171,18 @@ fn spec_capabilities_default_add_drop_and_privileged() {
     assert_eq!(caps(&["--cap-add", "ALL"]).len(), ALL_CAPABILITIES.len());
     assert_eq!(caps(&["--privileged"]).len(), ALL_CAPABILITIES.len());
     assert_eq!(caps(&["--privileged", "--cap-drop", "SYS_ADMIN"]).len(), ALL_CAPABILITIES.len() - 1);
+    let run = run(&["--privileged"]);
+    let agents = ["CAP_CHOWN", "CAP_KILL"];
+    assert_eq!(capabilities(&run, &agents).bounding, agents, "privileged grants the agent's own");
+}
+
+#[test]
+fn spec_agent_capabilities_are_the_bits_of_its_bounding_set() {
+    assert_eq!(defaults::capabilities_in(0b10_0001), ["CAP_CHOWN", "CAP_KILL"]);
+    assert_eq!(defaults::capabilities_in(0x1ff_feff_ffff).len(), ALL_CAPABILITIES.len() - 1);
+    assert!(!defaults::capabilities_in(0x1ff_feff_ffff).contains(&"CAP_SYS_RESOURCE"));
+    assert_eq!(defaults::capabilities_in(u64::MAX), ALL_CAPABILITIES);
+    assert!(agent_capabilities().iter().all(|c| ALL_CAPABILITIES.contains(c)));
 }
 
 #[test]
@@ -224,6 +237,7 @@ fn spec_mounts_system_then_etc_files_then_connector_then_user_binds() {
         etc_files: Some(&etc),
         netns: NetNamespace::New,
         cgroups_path: String::new(),
+        all_capabilities: ALL_CAPABILITIES,
         rootfs_files: &rootfs,
     };
     let s = build_spec(&input).unwrap();
