@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use super::*;
 
 const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n# comment\nbroken line\n";
-const GROUP: &str = "root:x:0:\nwheel:x:10:root,app\napp:x:1000:\naudio:x:29:app\nstaff:x:50:\n";
+const GROUP: &str = "root:x:0:\nwheel:x:10:root,app\napp:x:1000:app\naudio:x:29:app\nstaff:x:50:\nwheel2:x:10:app\n";
 
 fn rootfs(path: &str) -> Option<Vec<u8>> {
     match path {

@@ -66,12 +66,12 @@ pub fn resolve(spec: &str, files: RootfsFiles<'_>) -> Result<User, SpecError> {
     let Some(group) = group else {
         let additional_gids = name
             .map(|name| {
-                let mut gids: Vec<u32> = groups
-                    .iter()
-                    .filter(|(g, _)| g.id != primary && g.members.contains(&name))
-                    .map(|(g, _)| g.id)
-                    .collect();
-                gids.dedup();
+                let mut gids: Vec<u32> = Vec::new();
+                for (g, _) in groups.iter().filter(|(g, _)| g.id != primary && g.members.contains(&name)) {
+                    if !gids.contains(&g.id) {
+                        gids.push(g.id);
+                    }
+                }
                 gids
             })
             .unwrap_or_default();
