@@ -1,0 +1,279 @@
+//! Tests of [`Cni`], most of them real: as root, with the CNI plugins of
+//! `/usr/lib/cni`, `ip` and `iptables`, on a network of their own
+//! (`ank-cni-test`, bridge `ankcnitest0`, 10.4.254.0/24) that they remove
+//! at the end. A missing dependency fails them, it does not skip them.
+//! They take a file lock, so that they run one at a time, also against
+//! other test processes of this crate.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use super::*;
+use crate::runtime_connectors::containerd::run_options::{PortMapping, Protocol};
+
+const NET: &str = "ank-cni-test";
+const BRIDGE: &str = "ankcnitest0";
+
+/// Runs `cmd`; panics with its output when it cannot run or fails.
+fn run(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("this test needs `{cmd}` ({e})"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One real test at a time; the test network is removed when dropped.
+struct TestNet {
+    cni: Cni,
+    _state: tempfile::TempDir,
+    _lock: Flock<std::fs::File>,
+}
+
+impl TestNet {
+    fn new() -> TestNet {
+        assert!(nix::unistd::geteuid().is_root(), "the CNI tests need root (network namespaces, iptables)");
+        std::fs::create_dir_all("/run/lock").unwrap();
+        let file = std::fs::File::create("/run/lock/ank-agent-cni-tests.lock").unwrap();
+        let lock = Flock::lock(file, FlockArg::LockExclusive)
+            .unwrap_or_else(|(_, e)| panic!("locking the CNI tests' lock: {e}"));
+        let state = tempfile::tempdir().unwrap();
+        let mut cni = Cni::new(state.path().join("containerd-net"));
+        cni.network =
+            BridgeNetwork { name: NET.into(), bridge: BRIDGE.into(), subnet: "10.4.254.0/24".parse().unwrap() };
+        cni.check().expect("the CNI plugins of Debian's containernetworking-plugins");
+        TestNet { cni, _state: state, _lock: lock }
+    }
+}
+
+impl Drop for TestNet {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", BRIDGE]).output();
+        let _ = std::fs::remove_dir_all(lease_dir());
+    }
+}
+
+fn lease_dir() -> PathBuf {
+    Path::new("/var/lib/cni/networks").join(NET)
+}
+
+/// A network namespace made by `ip netns add`, deleted when dropped.
+struct Netns {
+    name: String,
+    deleted: bool,
+}
+
+impl Netns {
+    fn new() -> Netns {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!("ank-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        run("ip", &["netns", "add", &name]);
+        Netns { name, deleted: false }
+    }
+
+    fn path(&self) -> PathBuf {
+        Path::new("/run/netns").join(&self.name)
+    }
+
+    fn delete(&mut self) {
+        run("ip", &["netns", "del", &self.name]);
+        self.deleted = true;
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if !self.deleted {
+            let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+        }
+    }
+}
+
+fn container_id(tag: &str) -> String {
+    format!("ank-test-{tag}-{}", std::process::id())
+}
+
+fn tcp(host_port: u16, container_port: u16) -> PortMapping {
+    PortMapping { host_ip: None, host_port, container_port, protocol: Protocol::Tcp }
+}
+
+fn nat_rules_of(id: &str) -> Vec<String> {
+    run("iptables", &["-t", "nat", "-S"]).lines().filter(|l| l.contains(id)).map(str::to_string).collect()
+}
+
+/// A TCP server inside `netns` on port 80 answering "hello" to
+/// `connections` clients; it ends after them or 20 s. A thread of its own
+/// (`setns` changes the calling thread's namespace), so std's clock and
+/// sleep, not tokio's.
+#[allow(clippy::disallowed_methods)]
+fn serve_in(netns: &Path, connections: usize) -> std::sync::mpsc::Receiver<()> {
+    let netns = std::fs::File::open(netns).unwrap();
+    let (ready, is_ready) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        nix::sched::setns(netns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).expect("setns into the test namespace");
+        let listener = TcpListener::bind("0.0.0.0:80").expect("listening in the namespace");
+        listener.set_nonblocking(true).unwrap();
+        let _ = ready.send(());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut served = 0;
+        while served < connections && Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut conn, _)) => {
+                    let _ = conn.write_all(b"hello");
+                    served += 1;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    });
+    is_ready
+}
+
+/// What the server at `addr` answers (an error text when it cannot).
+fn fetch(addr: SocketAddr) -> Result<String, String> {
+    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).map_err(|e| e.to_string())?;
+    Ok(text)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The host's address towards its default route.
+fn host_ip() -> Ipv4Addr {
+    let route = run("ip", &["-4", "route", "get", "192.0.2.1"]);
+    let mut words = route.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| *w == "src")
+        .and_then(|_| words.next())
+        .and_then(|ip| ip.parse().ok())
+        .unwrap_or_else(|| panic!("no source address in `ip route get`: {route}"))
+}
+
+#[tokio::test]
+async fn real_add_publishes_a_port_and_del_releases_address_and_rules() {
+    let net = TestNet::new();
+    let ns = Netns::new();
+    let id = container_id("add");
+    let port = free_port();
+    let ports = [tcp(port, 80)];
+    let att = net.cni.add(&id, &ns.path(), &ports).await.unwrap();
+
+    let IpAddr::V4(ip) = att.ip else { panic!("not IPv4: {att:?}") };
+    assert!(net.cni.network.subnet.contains(ip), "{att:?}");
+    assert_eq!(att.prefix_len, 24);
+    assert_eq!(att.gateway, Some(IpAddr::V4(Ipv4Addr::new(10, 4, 254, 1))));
+    assert_eq!(att.interface, "eth0");
+    assert!(att.mac.is_some(), "{att:?}");
+    let inside = run("ip", &["netns", "exec", &ns.name, "ip", "-4", "addr", "show", "eth0"]);
+    assert!(inside.contains(&format!("inet {ip}/24")), "{inside}");
+    assert!(lease_dir().join(ip.to_string()).exists());
+    assert!(!nat_rules_of(&id).is_empty(), "no nat rules for {id}");
+    assert_eq!(net.cni.attachment(&id).await.unwrap(), Some(att.clone()));
+
+    let ready = serve_in(&ns.path(), 3);
+    ready.recv_timeout(Duration::from_secs(5)).unwrap();
+    let direct = fetch(SocketAddr::new(att.ip, 80));
+    let via_host_ip = fetch(SocketAddr::new(IpAddr::V4(host_ip()), port));
+    let via_localhost = fetch(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port));
+    assert_eq!(direct.as_deref(), Ok("hello"), "the container's own address");
+    assert_eq!(via_host_ip.as_deref(), Ok("hello"), "the host's address");
+    assert_eq!(via_localhost.as_deref(), Ok("hello"), "127.0.0.1");
+
+    net.cni.del(&id, &ports).await.unwrap();
+    assert!(!lease_dir().join(ip.to_string()).exists(), "lease kept");
+    assert_eq!(nat_rules_of(&id), Vec::<String>::new());
+    assert!(run("iptables", &["-S"]).lines().all(|l| !l.contains(&ip.to_string())));
+    let after = Command::new("ip").args(["netns", "exec", &ns.name, "ip", "link", "show", "eth0"]).output().unwrap();
+    assert!(!after.status.success(), "eth0 still in the namespace");
+    assert!(fetch(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port)).is_err());
+    assert_eq!(net.cni.attachment(&id).await.unwrap(), None);
+    let leftovers: Vec<_> = std::fs::read_dir(&net.cni.state_dir).unwrap().collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Twice is fine.
+    net.cni.del(&id, &ports).await.unwrap();
+}
+
+#[tokio::test]
+async fn real_del_after_the_namespace_is_gone_and_after_a_restart() {
+    let net = TestNet::new();
+    let mut ns = Netns::new();
+    let id = container_id("gone");
+    let ports = [tcp(free_port(), 8080)];
+    let att = net.cni.add(&id, &ns.path(), &ports).await.unwrap();
+    // The task's path is gone (ADD pinned the namespace); a new agent
+    // (same state folder) deletes it.
+    ns.delete();
+    let restarted = Cni { network: BridgeNetwork::default(), ..net.cni.clone() };
+    restarted.del(&id, &[]).await.unwrap();
+    assert!(!lease_dir().join(att.ip.to_string()).exists(), "lease kept");
+    assert_eq!(nat_rules_of(&id), Vec::<String>::new());
+    restarted.del(&id, &[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn real_del_without_the_pin_releases_the_lease_and_the_ports() {
+    let net = TestNet::new();
+    let mut ns = Netns::new();
+    let id = container_id("nopin");
+    let ports = [tcp(free_port(), 8080)];
+    let att = net.cni.add(&id, &ns.path(), &ports).await.unwrap();
+    // As if the pin were lost (say, unmounted by hand): the namespace is
+    // gone for good, DEL runs with an empty CNI_NETNS.
+    let pin = net.cni.state_dir.join(format!("{id}.netns"));
+    nix::mount::umount2(&pin, nix::mount::MntFlags::MNT_DETACH).unwrap();
+    ns.delete();
+    net.cni.del(&id, &ports).await.unwrap();
+    assert!(!lease_dir().join(att.ip.to_string()).exists(), "lease kept");
+    assert_eq!(nat_rules_of(&id), Vec::<String>::new());
+    let ip = format!("{}/", att.ip);
+    assert!(run("iptables", &["-S"]).lines().all(|l| !l.contains(&ip)));
+    assert!(run("iptables", &["-t", "nat", "-S"]).lines().all(|l| !l.contains(&ip)));
+}
+
+#[tokio::test]
+async fn del_of_a_container_never_added_is_fine() {
+    let net = TestNet::new();
+    net.cni.del(&container_id("never"), &[]).await.unwrap();
+}
+
+#[tokio::test]
+async fn add_refuses_the_agents_own_namespace() {
+    let net = TestNet::new();
+    let err = net.cni.add(&container_id("self"), Path::new("/proc/self/ns/net"), &[]).await.unwrap_err();
+    assert!(err.to_string().contains("agent's own network namespace"), "{err}");
+}
+
+#[test]
+fn check_names_the_missing_plugins() {
+    let empty = tempfile::tempdir().unwrap();
+    let mut cni = Cni::new(empty.path().join("state"));
+    cni.plugin_dirs = vec![empty.path().to_path_buf()];
+    std::fs::write(empty.path().join("portmap"), "").unwrap(); // not executable
+    let err = cni.check().unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, NetworkError::MissingPlugins { missing, .. }
+            if missing == &["bridge", "host-local", "portmap", "firewall"]),
+        "{text}"
+    );
+    assert!(text.contains("missing: bridge, host-local, portmap, firewall"), "{text}");
+    assert!(text.contains("apt install containernetworking-plugins"), "{text}");
+    assert!(text.contains("--net=host or --net=none"), "{text}");
+    assert!(text.contains(&empty.path().display().to_string()), "{text}");
+}
