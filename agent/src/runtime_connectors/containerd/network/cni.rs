@@ -112,7 +112,7 @@ pub struct Attachment {
 impl Attachment {
     /// The attachment a (CNI 1.0.0) result describes: its first IPv4
     /// address, else its first address.
-    fn from_result(result: &Value) -> Result<Attachment, String> {
+    pub(super) fn from_result(result: &Value) -> Result<Attachment, String> {
         let ips = result.get("ips").and_then(Value::as_array).ok_or("no \"ips\"")?;
         let parsed: Vec<(&Value, IpAddr, u8)> = ips
             .iter()

@@ -14,6 +14,13 @@
 //!   is needed.
 //! - `Host`: no network namespace of its own, no CNI call.
 //!
+//! Published ports (portmap, with its default `snat`) answer on the host's
+//! addresses from the host itself (OUTPUT DNAT), from other hosts and
+//! from other containers on the bridge (PREROUTING DNAT, hairpin), and on
+//! 127.0.0.1: portmap sets `route_localnet=1` on the bridge and
+//! masquerades the localhost-sourced connections itself, nothing to do
+//! here. All but "from another host" are checked by the real tests.
+//!
 //! The bridge network defaults to nerdctl's (network `bridge` on the Linux
 //! bridge `nerdctl0`, 10.4.0.0/24), so containers of both share one address
 //! pool (host-local IPAM locks its store) and podman's 10.88.0.0/16 is left

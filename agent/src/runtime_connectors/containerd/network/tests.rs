@@ -185,14 +185,28 @@ async fn real_add_publishes_a_port_and_del_releases_address_and_rules() {
     assert!(!nat_rules_of(&id).is_empty(), "no nat rules for {id}");
     assert_eq!(net.cni.attachment(&id).await.unwrap(), Some(att.clone()));
 
-    let ready = serve_in(&ns.path(), 3);
+    // portmap (snat, its default) lets 127.0.0.1 be DNATed to the bridge.
+    let localnet = format!("/proc/sys/net/ipv4/conf/{BRIDGE}/route_localnet");
+    assert_eq!(std::fs::read_to_string(localnet).unwrap().trim(), "1");
+
+    let ready = serve_in(&ns.path(), 4);
     ready.recv_timeout(Duration::from_secs(5)).unwrap();
+    let host_ip = host_ip().to_string();
     let direct = fetch(SocketAddr::new(att.ip, 80));
-    let via_host_ip = fetch(SocketAddr::new(IpAddr::V4(host_ip()), port));
+    let via_host_ip = fetch(SocketAddr::new(host_ip.parse().unwrap(), port));
     let via_localhost = fetch(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port));
     assert_eq!(direct.as_deref(), Ok("hello"), "the container's own address");
     assert_eq!(via_host_ip.as_deref(), Ok("hello"), "the host's address");
     assert_eq!(via_localhost.as_deref(), Ok("hello"), "127.0.0.1");
+    // From another namespace (another container on the bridge): through
+    // PREROUTING, as from another host, and back over the bridge (hairpin).
+    let other_ns = Netns::new();
+    let other = container_id("client");
+    net.cni.add(&other, &other_ns.path(), &[]).await.unwrap();
+    let port_text = port.to_string();
+    let from_other = run("ip", &["netns", "exec", &other_ns.name, "busybox", "nc", "-w", "3", &host_ip, &port_text]);
+    assert_eq!(from_other, "hello", "the host's address from another container");
+    net.cni.del(&other, &[]).await.unwrap();
 
     net.cni.del(&id, &ports).await.unwrap();
     assert!(!lease_dir().join(ip.to_string()).exists(), "lease kept");
@@ -276,4 +290,122 @@ fn check_names_the_missing_plugins() {
     assert!(text.contains("apt install containernetworking-plugins"), "{text}");
     assert!(text.contains("--net=host or --net=none"), "{text}");
     assert!(text.contains(&empty.path().display().to_string()), "{text}");
+}
+
+/// A plugin folder with the real plugins but `bridge` replaced by `script`.
+fn fake_bridge(script: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    for plugin in REQUIRED_PLUGINS {
+        let path = dir.path().join(plugin);
+        if *plugin == "bridge" {
+            std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        } else {
+            std::os::unix::fs::symlink(Path::new("/usr/lib/cni").join(plugin), path).unwrap();
+        }
+    }
+    dir
+}
+
+#[tokio::test]
+async fn a_plugins_error_object_is_reported_and_add_is_undone() {
+    let mut net = TestNet::new();
+    let plugins = fake_bridge(
+        r#"cat > /dev/null
+if [ "$CNI_COMMAND" = DEL ]; then exit 0; fi
+echo '{"cniVersion":"1.0.0","code":11,"msg":"no bridge today","details":"just a test"}'
+exit 1"#,
+    );
+    net.cni.plugin_dirs = vec![plugins.path().to_path_buf()];
+    let ns = Netns::new();
+    let id = container_id("fails");
+    let err = net.cni.add(&id, &ns.path(), &[tcp(free_port(), 80)]).await.unwrap_err();
+    assert!(
+        matches!(&err, NetworkError::Plugin { plugin, command: "ADD", code: Some(11), msg, details }
+            if plugin == "bridge" && msg == "no bridge today" && details == "just a test"),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "CNI plugin bridge (ADD) failed with code 11: no bridge today (just a test)");
+    // Undone: no state, no pin.
+    let leftovers: Vec<_> = std::fs::read_dir(&net.cni.state_dir).unwrap().collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[tokio::test]
+async fn a_plugin_that_hangs_times_out() {
+    let mut net = TestNet::new();
+    let plugins = fake_bridge(r#"if [ "$CNI_COMMAND" = DEL ]; then exit 0; fi; exec sleep 30"#);
+    net.cni.plugin_dirs = vec![plugins.path().to_path_buf()];
+    net.cni.timeout = Duration::from_millis(300);
+    let ns = Netns::new();
+    let err = net.cni.add(&container_id("hangs"), &ns.path(), &[]).await.unwrap_err();
+    assert!(matches!(&err, NetworkError::Timeout { plugin, command: "ADD", .. } if plugin == "bridge"), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_plugin_without_error_object_is_reported_with_its_stderr() {
+    let mut net = TestNet::new();
+    let plugins = fake_bridge("echo 'plain failure' >&2; exit 3");
+    net.cni.plugin_dirs = vec![plugins.path().to_path_buf()];
+    let ns = Netns::new();
+    let err = net.cni.add(&container_id("stderr"), &ns.path(), &[]).await.unwrap_err();
+    assert!(matches!(&err, NetworkError::Plugin { code: None, msg, .. } if msg == "plain failure"), "{err:?}");
+}
+
+#[test]
+fn attachment_of_a_result_prefers_ipv4_and_finds_its_interface() {
+    let result = serde_json::json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [
+            {"name": "nerdctl0", "mac": "aa:aa:aa:aa:aa:aa"},
+            {"name": "vethx", "mac": "bb:bb:bb:bb:bb:bb"},
+            {"name": "eth0", "mac": "cc:cc:cc:cc:cc:cc", "sandbox": "/proc/1/ns/net"}
+        ],
+        "ips": [
+            {"interface": 2, "address": "fd00::5/64"},
+            {"interface": 2, "address": "10.4.0.5/24", "gateway": "10.4.0.1"}
+        ]
+    });
+    let att = Attachment::from_result(&result).unwrap();
+    assert_eq!(att.ip, "10.4.0.5".parse::<IpAddr>().unwrap());
+    assert_eq!(att.prefix_len, 24);
+    assert_eq!(att.gateway, Some("10.4.0.1".parse().unwrap()));
+    assert_eq!(att.mac.as_deref(), Some("cc:cc:cc:cc:cc:cc"));
+    assert_eq!(att.interface, "eth0");
+    assert!(Attachment::from_result(&serde_json::json!({"ips": []})).is_err());
+}
+
+#[test]
+fn subnets_parse_and_print() {
+    let s: Subnet = "10.4.0.7/24".parse().unwrap();
+    assert_eq!(s.to_string(), "10.4.0.0/24");
+    assert_eq!(s.first_host(), Ipv4Addr::new(10, 4, 0, 1));
+    assert!(s.contains(Ipv4Addr::new(10, 4, 0, 200)));
+    assert!(!s.contains(Ipv4Addr::new(10, 88, 0, 2)));
+    for bad in ["10.4.0.0", "10.4.0.0/33", "10.4.0.0/4", "x/24", "::1/64"] {
+        assert!(bad.parse::<Subnet>().is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn the_default_network_is_nerdctls_and_lists_its_plugins() {
+    let conflist = BridgeNetwork::default().conflist();
+    assert_eq!(conflist["cniVersion"], "1.0.0");
+    assert_eq!(conflist["name"], "bridge");
+    assert_eq!(conflist["plugins"][0]["bridge"], "nerdctl0");
+    assert_eq!(conflist["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.4.0.0/24");
+    let kinds: Vec<_> = conflist["plugins"].as_array().unwrap().iter().map(|p| p["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["bridge", "portmap", "firewall"]);
+}
+
+#[tokio::test]
+async fn bad_container_ids_and_zero_ports_are_refused() {
+    let cni = Cni::new("/nonexistent/state");
+    for bad in ["", "../x", "a/b", "-a", "a b"] {
+        let err = cni.del(bad, &[]).await.unwrap_err();
+        assert!(matches!(err, NetworkError::InvalidContainerId(_)), "{bad:?}");
+    }
+    let err = cni.add("ok", Path::new("/proc/self/ns/net"), &[tcp(0, 80)]).await;
+    assert!(matches!(err, Err(NetworkError::InvalidConfig(_))), "{err:?}");
 }
