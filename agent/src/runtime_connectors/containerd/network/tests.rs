@@ -57,7 +57,31 @@ impl TestNet {
 }
 
 impl Drop for TestNet {
+    /// Detaches what a failed test left attached (with the real plugins),
+    /// unmounts any pin left, removes the bridge and the leases.
     fn drop(&mut self) {
+        let mut cni = self.cni.clone();
+        cni.plugin_dirs = Cni::new("").plugin_dirs;
+        let _ = std::thread::spawn(move || {
+            let entries: Vec<PathBuf> = std::fs::read_dir(&cni.state_dir)
+                .map(|dir| dir.filter_map(|e| Some(e.ok()?.path())).collect())
+                .unwrap_or_default();
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                for path in &entries {
+                    if path.extension().is_some_and(|e| e == "json")
+                        && let Some(id) = path.file_stem().and_then(|s| s.to_str())
+                    {
+                        let _ = rt.block_on(cni.del(id, &[]));
+                    }
+                }
+            }
+            for path in &entries {
+                if path.extension().is_some_and(|e| e == "netns") {
+                    let _ = nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH);
+                }
+            }
+        })
+        .join();
         let _ = Command::new("ip").args(["link", "del", BRIDGE]).output();
         let _ = std::fs::remove_dir_all(lease_dir());
     }
@@ -346,11 +370,13 @@ async fn a_plugin_that_hangs_times_out() {
 #[tokio::test]
 async fn a_plugin_without_error_object_is_reported_with_its_stderr() {
     let mut net = TestNet::new();
-    let plugins = fake_bridge("echo 'plain failure' >&2; exit 3");
+    let plugins = fake_bridge(r#"if [ "$CNI_COMMAND" = DEL ]; then exit 0; fi; echo 'plain failure' >&2; exit 3"#);
     net.cni.plugin_dirs = vec![plugins.path().to_path_buf()];
     let ns = Netns::new();
     let err = net.cni.add(&container_id("stderr"), &ns.path(), &[]).await.unwrap_err();
     assert!(matches!(&err, NetworkError::Plugin { code: None, msg, .. } if msg == "plain failure"), "{err:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(&net.cni.state_dir).unwrap().collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
@@ -408,4 +434,36 @@ async fn bad_container_ids_and_zero_ports_are_refused() {
     }
     let err = cni.add("ok", Path::new("/proc/self/ns/net"), &[tcp(0, 80)]).await;
     assert!(matches!(err, Err(NetworkError::InvalidConfig(_))), "{err:?}");
+}
+
+#[tokio::test]
+async fn real_published_port_answers_another_host() {
+    let net = TestNet::new();
+    let ns = Netns::new();
+    let id = container_id("remote");
+    let port = free_port();
+    net.cni.add(&id, &ns.path(), &[tcp(port, 80)]).await.unwrap();
+    let ready = serve_in(&ns.path(), 1);
+    ready.recv_timeout(Duration::from_secs(5)).unwrap();
+    // "Another host": a namespace on a link of its own to the host
+    // (10.4.253.0/30), not on the bridge; deleting it deletes the link.
+    let remote = Netns::new();
+    let host_end = format!("ankr{}", std::process::id() % 100_000);
+    run("ip", &["link", "add", &host_end, "type", "veth", "peer", "name", "ankpeer"]);
+    run("ip", &["link", "set", "ankpeer", "netns", &remote.name]);
+    run("ip", &["addr", "add", "10.4.253.1/30", "dev", &host_end]);
+    run("ip", &["link", "set", &host_end, "up"]);
+    let in_remote = |args: &[&str]| {
+        let mut all = vec!["netns", "exec", &remote.name];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    };
+    in_remote(&["ip", "addr", "add", "10.4.253.2/30", "dev", "ankpeer"]);
+    in_remote(&["ip", "link", "set", "ankpeer", "up"]);
+    in_remote(&["ip", "link", "set", "lo", "up"]);
+    in_remote(&["ip", "route", "add", "default", "via", "10.4.253.1"]);
+    let port_text = port.to_string();
+    let answer = in_remote(&["busybox", "nc", "-w", "3", "10.4.253.1", &port_text]);
+    assert_eq!(answer, "hello", "the host's address from another host");
+    net.cni.del(&id, &[]).await.unwrap();
 }
