@@ -19,7 +19,11 @@
 //! from other containers on the bridge (PREROUTING DNAT, hairpin), and on
 //! 127.0.0.1: portmap sets `route_localnet=1` on the bridge and
 //! masquerades the localhost-sourced connections itself, nothing to do
-//! here. All but "from another host" are checked by the real tests.
+//! here. The real tests check all four (another host: a namespace on a
+//! veth link of its own to the host).
+//!
+//! nerdctl's list also has `tuning`, which does nothing without sysctls
+//! to set: left out.
 //!
 //! The bridge network defaults to nerdctl's (network `bridge` on the Linux
 //! bridge `nerdctl0`, 10.4.0.0/24), so containers of both share one address
