@@ -1,1 +1,0 @@
-//! Networking of containerd containers.
