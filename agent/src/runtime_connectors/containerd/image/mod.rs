@@ -20,6 +20,10 @@ mod pull;
 pub mod reference;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pull;
+#[cfg(test)]
+mod tests_rich;
 mod unpack;
 
 use std::sync::atomic::{AtomicU64, Ordering};
