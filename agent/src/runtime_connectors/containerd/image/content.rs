@@ -3,7 +3,7 @@
 //! under.
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use containerd_client::services::v1::content_client::ContentClient;
 use containerd_client::services::v1::leases_client::LeasesClient;
@@ -154,8 +154,8 @@ impl Images {
     /// A new lease that expires by itself after [`LEASE_EXPIRY`].
     pub(super) async fn create_lease(&self, image: &str) -> Result<String, ImageError> {
         let id = format!("ank-image-{}", unique_suffix());
-        let expiry = humantime::format_rfc3339_seconds(SystemTime::now() + LEASE_EXPIRY);
-        let labels = HashMap::from([("containerd.io/gc.expire".to_string(), expiry.to_string())]);
+        let expiry = ank_common::timestamp::rfc3339_utc(ank_common::daemon::clock::now() + LEASE_EXPIRY);
+        let labels = HashMap::from([("containerd.io/gc.expire".to_string(), expiry)]);
         let mut client = LeasesClient::new(self.channel.clone());
         client
             .create(self.request(CreateRequest { id: id.clone(), labels }, None))

@@ -215,7 +215,7 @@ impl Images {
 /// (temporary snapshot keys, ingest refs, lease ids).
 fn unique_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
+    let nanos = ank_common::daemon::clock::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or_default();

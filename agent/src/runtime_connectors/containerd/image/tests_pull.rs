@@ -6,7 +6,9 @@
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::tests::{TestNamespace, ctr, images, snapshot_keys};
 
@@ -18,7 +20,7 @@ struct Registry {
 }
 
 impl Registry {
-    fn start() -> Self {
+    async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -42,7 +44,7 @@ impl Registry {
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(address).is_err() {
             assert!(Instant::now() < deadline, "docker-registry does not listen on {address}");
-            std::thread::sleep(Duration::from_millis(50));
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         registry
     }
@@ -57,7 +59,7 @@ impl Drop for Registry {
 
 #[tokio::test]
 async fn containerd_pulls_an_image_from_a_local_registry() {
-    let registry = Registry::start();
+    let registry = Registry::start().await;
     let remote = format!("localhost:{}/ank/busybox", registry.port);
     let status = Command::new("podman")
         .args(["push", "--quiet", "--tls-verify=false", "localhost/busybox:latest"])
