@@ -40,7 +40,7 @@ impl Images {
             |reason: String| ImageError::NotFound { image: name.clone(), namespace: self.namespace.clone(), reason };
         let registry_error = |e: oci_client::errors::OciDistributionError| ImageError::Registry {
             image: name.clone(),
-            reason: e.to_string(),
+            reason: with_sources(&e),
         };
         // reqwest is built without a TLS provider of its own: ring's, as
         // the rest of the agent uses (an error means one is installed).
@@ -50,8 +50,8 @@ impl Images {
         } else {
             ClientProtocol::Https
         };
-        let client =
-            Client::try_from(ClientConfig { protocol, ..Default::default() }).map_err(|e| not_found(e.to_string()))?;
+        let client = Client::try_from(ClientConfig { protocol, ..Default::default() })
+            .map_err(|e| not_found(with_sources(&e)))?;
         let top_ref = match &image.digest {
             Some(digest) => Reference::with_digest(image.domain.clone(), image.repository.clone(), digest.clone()),
             None => Reference::with_tag(
@@ -62,7 +62,7 @@ impl Images {
         };
         let auth = docker_config_auth(&image.domain);
         let (top_bytes, top_digest) =
-            client.pull_manifest_raw(&top_ref, &auth, &media::ALL).await.map_err(|e| not_found(e.to_string()))?;
+            client.pull_manifest_raw(&top_ref, &auth, &media::ALL).await.map_err(|e| not_found(with_sources(&e)))?;
         let top = self.parse(&name, &top_bytes, &top_digest)?;
         let top_descriptor = describe(&top, &top_bytes, &top_digest);
         let (manifest, manifest_bytes, manifest_descriptor) = if top.is_index() {
@@ -93,7 +93,7 @@ impl Images {
                 continue;
             }
             let stream = client.pull_blob_stream(&top_ref, blob.digest.as_str()).await.map_err(registry_error)?;
-            let data = stream.map(|chunk| chunk.map(|b| b.to_vec()).map_err(|e| e.to_string()));
+            let data = stream.map(|chunk| chunk.map(|b| b.to_vec()).map_err(|e| with_sources(&e)));
             self.write_blob(&name, blob, HashMap::new(), data, lease).await?;
         }
         for (n, layer) in manifest.layers.iter().enumerate() {
@@ -158,6 +158,22 @@ impl Images {
             Err(status) => Err(ImageError::containerd(name, "Images.Create", status)),
         }
     }
+}
+
+/// `error` and its sources, `: `-separated (reqwest's own message leaves
+/// out why a request failed, such as a refused connection).
+fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// The descriptor of a manifest or index pulled as `bytes`.
