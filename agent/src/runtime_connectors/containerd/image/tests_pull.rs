@@ -72,26 +72,56 @@ async fn containerd_pulls_an_image_from_a_local_registry() {
 
     let resolved = images.resolve(&remote).await.unwrap_or_else(|e| panic!("{e}"));
 
-    // The image record, under the normalised name, with the pulled target.
     let name = format!("{remote}:latest");
-    let listing = ctr(&ns.0, &["images", "ls"]);
-    let target = listing.lines().find(|l| l.starts_with(&name)).and_then(|l| l.split_whitespace().nth(2));
-    assert_eq!(target, Some(resolved.target_digest.as_str()), "{listing}");
-    assert_eq!(snapshot_keys(&ns.0), vec![resolved.chain_id.clone()]);
-    // The manifest keeps its config and layer, the config its snapshot.
-    let content = ctr(&ns.0, &["content", "ls"]);
-    assert!(content.contains("containerd.io/gc.ref.content.config=sha256:"), "{content}");
-    assert!(content.contains("containerd.io/gc.ref.content.l.0=sha256:"), "{content}");
-    let snapshot_label = format!("containerd.io/gc.ref.snapshot.overlayfs={}", resolved.chain_id);
-    assert!(content.contains(&snapshot_label), "{content}");
-    assert_eq!(ctr(&ns.0, &["leases", "ls", "-q"]).trim(), "");
-    // containerd's garbage collector keeps all of it.
-    let lease = ctr(&ns.0, &["leases", "create"]);
-    ctr(&ns.0, &["leases", "rm", "--sync", lease.trim()]);
-    assert_eq!(ctr(&ns.0, &["content", "ls", "-q"]).lines().count(), 3);
-    assert_eq!(snapshot_keys(&ns.0), vec![resolved.chain_id.clone()]);
+    check_pulled(&ns.0, &name, &resolved.target_digest, &resolved.chain_id, 3);
     // Resolving again finds it (the registry is gone by then).
     drop(registry);
     let again = images.resolve(&remote).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(again, resolved);
+}
+
+/// The image record `name` targets `target`; the blobs (`blobs` of them)
+/// and the snapshot `chain_id` are kept by their labels through a
+/// synchronous garbage collection; no lease is left.
+fn check_pulled(ns: &str, name: &str, target: &str, chain_id: &str, blobs: usize) {
+    let listing = ctr(ns, &["images", "ls"]);
+    let listed = listing.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(2));
+    assert_eq!(listed, Some(target), "{listing}");
+    assert_eq!(snapshot_keys(ns), vec![chain_id.to_string()]);
+    let content = ctr(ns, &["content", "ls"]);
+    assert!(content.contains("containerd.io/gc.ref.content.config=sha256:"), "{content}");
+    assert!(content.contains("containerd.io/gc.ref.content.l.0=sha256:"), "{content}");
+    let snapshot_label = format!("containerd.io/gc.ref.snapshot.overlayfs={chain_id}");
+    assert!(content.contains(&snapshot_label), "{content}");
+    assert_eq!(ctr(ns, &["leases", "ls", "-q"]).trim(), "");
+    let lease = ctr(ns, &["leases", "create"]);
+    ctr(ns, &["leases", "rm", "--sync", lease.trim()]);
+    assert_eq!(ctr(ns, &["content", "ls", "-q"]).lines().count(), blobs, "{content}");
+    assert_eq!(snapshot_keys(ns), vec![chain_id.to_string()]);
+}
+
+#[tokio::test]
+async fn containerd_pulls_an_index_from_a_local_registry() {
+    let registry = Registry::start().await;
+    let remote = format!("localhost:{}/ank/list:1", registry.port);
+    // An OCI index with busybox's manifest, made and pushed by podman.
+    let list = format!("localhost/ank-test-list-{}", std::process::id());
+    let podman =
+        |args: &[&str]| Command::new("podman").args(args).stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+    let pushed = podman(&["manifest", "create", &list])
+        && podman(&["manifest", "add", &list, "containers-storage:localhost/busybox:latest"])
+        && podman(&["manifest", "push", "--all", "--tls-verify=false", &list, &format!("docker://{remote}")]);
+    podman(&["manifest", "rm", &list]);
+    assert!(pushed, "podman could not push an index to {remote}");
+    let ns = TestNamespace::new();
+    let images = images(&ns).await;
+
+    let resolved = images.resolve(&remote).await.unwrap_or_else(|e| panic!("{e}"));
+
+    let listing = ctr(&ns.0, &["images", "ls"]);
+    assert!(listing.contains("application/vnd.oci.image.index.v1+json"), "{listing}");
+    let content = ctr(&ns.0, &["content", "ls"]);
+    assert!(content.contains("containerd.io/gc.ref.content.m.0=sha256:"), "{content}");
+    // Index, manifest, config, layer.
+    check_pulled(&ns.0, &remote, &resolved.target_digest, &resolved.chain_id, 4);
 }
