@@ -5,6 +5,8 @@
 # mosquitto-clients (the fleet soak test, tools/fleet-soak.py, starts its own
 # broker; no service is started here), containerd and the CNI plugins (the
 # containerd runtime; containerd is started when its socket does not answer),
+# docker-registry (the containerd image pull test runs its own on a loopback
+# port; the package's own service is not needed),
 # a dev/test podman drop-in and the local image localhost/busybox:latest, also
 # imported into containerd's `default` namespace. Safe to run again; quick
 # when all is there.
@@ -18,7 +20,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 
 missing=()
-for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv mosquitto mosquitto-clients containerd containernetworking-plugins; do
+for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv mosquitto mosquitto-clients containerd containernetworking-plugins docker-registry; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
