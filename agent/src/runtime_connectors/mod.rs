@@ -5,8 +5,8 @@
 //!
 //! Out: `RuntimeEvent`s (state changes and reconcile snapshots).
 
-pub mod containerd;
 mod error;
+pub mod containerd;
 pub mod podman;
 pub mod podman_kube;
 pub mod polling_checker;

@@ -4,7 +4,8 @@
 //! container is built from and makes sure the image's layers are unpacked
 //! as snapshots of the snapshotter (the chain id is the snapshot a
 //! container's root file system is prepared from). An image that is not in
-//! the namespace is pulled from its registry first.
+//! the namespace is pulled from its registry first (over https; plain http
+//! only for registries on this machine: `localhost`, `127.0.0.1`, `[::1]`).
 //!
 //! Parts: [`reference`] (normalising references as docker does),
 //! [`manifest`] (manifest, index and config JSON, chain ids), `content`

@@ -63,6 +63,14 @@ impl Images {
         let auth = docker_config_auth(&image.domain);
         let (top_bytes, top_digest) =
             client.pull_manifest_raw(&top_ref, &auth, &media::ALL).await.map_err(|e| not_found(with_sources(&e)))?;
+        if image.digest.as_ref().is_some_and(|wanted| *wanted != top_digest) {
+            return Err(ImageError::bad(
+                &name,
+                "manifest",
+                &top_digest,
+                "the registry sent another digest than the reference's",
+            ));
+        }
         let top = self.parse(&name, &top_bytes, &top_digest)?;
         let top_descriptor = describe(&top, &top_bytes, &top_digest);
         let (manifest, manifest_bytes, manifest_descriptor) = if top.is_index() {
