@@ -100,6 +100,17 @@ pub struct Cli {
     #[arg(long, env = "ANKAGENT_PODMAN_RECONCILE_INTERVAL", default_value = "30s", value_name = "DURATION",
           value_parser = ank_common::duration::parse_duration)]
     pub podman_reconcile_interval: std::time::Duration,
+    /// containerd's socket (the `containerd` runtime).
+    #[arg(long, env = "ANKAGENT_CONTAINERD_ADDRESS", default_value = crate::runtime_connectors::containerd::client::DEFAULT_ADDRESS,
+          value_name = "PATH")]
+    pub containerd_address: PathBuf,
+    /// The containerd namespace of the `containerd` runtime's workloads
+    /// (as nerdctl's: `ctr -n default containers ls` lists them).
+    #[arg(long, env = "ANKAGENT_CONTAINERD_NAMESPACE", default_value = "default", value_name = "NAME")]
+    pub containerd_namespace: String,
+    /// containerd's snapshotter for the `containerd` runtime's workloads.
+    #[arg(long, env = "ANKAGENT_CONTAINERD_SNAPSHOTTER", default_value = "overlayfs", value_name = "NAME")]
+    pub containerd_snapshotter: String,
     /// Read podman's events from a long-running `podman events` child even
     /// where podman's event log can be read (tests of that fallback).
     #[arg(long, hide = true)]
@@ -266,7 +277,25 @@ impl Cli {
         let mut podman = PodmanRuntime::new(PodmanCli::default());
         podman.reconcile_interval = self.podman_reconcile_interval;
         podman.events_child = self.podman_events_child;
-        crate::RuntimeRegistry::with_podman_runtime(podman)
+        let mut registry = crate::RuntimeRegistry::with_podman_runtime(podman);
+        // [feature issue 40: the containerd runtime on containerd's gRPC API]
+        registry.register(std::sync::Arc::new(crate::runtime_connectors::containerd::ContainerdRuntime::new(
+            self.containerd_settings(),
+        )));
+        registry
+    }
+
+    /// Where and how the `containerd` runtime works.
+    pub fn containerd_settings(&self) -> crate::runtime_connectors::containerd::ContainerdSettings {
+        let run_folder = self.run_folder.clone().unwrap_or_else(default_run_folder);
+        crate::runtime_connectors::containerd::ContainerdSettings {
+            address: self.containerd_address.clone(),
+            namespace: self.containerd_namespace.clone(),
+            snapshotter: self.containerd_snapshotter.clone(),
+            state_dir: run_folder.join("containerd").join(&self.containerd_namespace),
+            reconcile_interval: self.podman_reconcile_interval,
+            stop_timeout: std::time::Duration::from_secs(10),
+        }
     }
 
     /// Validates the flags into the library's configuration.

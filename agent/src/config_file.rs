@@ -39,6 +39,10 @@ ank_common::config_keys! {
             stop_workloads_on_shutdown: bool,
             #[serde(deserialize_with = "ank_common::duration::optional")]
             podman_reconcile_interval: Duration,
+            /// The `containerd` runtime: socket, namespace, snapshotter.
+            containerd_address: PathBuf,
+            containerd_namespace: String,
+            containerd_snapshotter: String,
             /// The crash-loop delays of workloads without their own (`'1s,5m'` or `'off'`).
             #[serde(deserialize_with = "crate::workload::crash_loop::optional_agent_backoff")]
             restart_backoff: crate::workload::crash_loop::AgentBackoff,

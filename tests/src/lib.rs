@@ -9,6 +9,7 @@ pub mod adversary;
 pub mod ankaios_podman;
 pub mod binaries;
 pub mod commander;
+pub mod containerd;
 pub mod doctest;
 pub mod inprocess;
 pub mod netns;

@@ -5,8 +5,9 @@
 //!
 //! Out: `RuntimeEvent`s (state changes and reconcile snapshots).
 
-mod error;
 pub mod containerd;
+mod error;
+pub(crate) mod inotify;
 pub mod podman;
 pub mod podman_kube;
 pub mod polling_checker;

@@ -14,7 +14,7 @@ use nix::sys::inotify::AddWatchFlags;
 use tokio_util::sync::CancellationToken;
 
 use super::events::exit_state;
-use super::inotify::DirWatch;
+use crate::runtime_connectors::inotify::DirWatch;
 use crate::runtime_connectors::{Observed, RuntimeEvent, RuntimeEventSender, WorkloadId};
 
 /// The exit code in an exit file.

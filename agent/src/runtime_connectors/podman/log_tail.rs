@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use nix::sys::inotify::AddWatchFlags;
 
-use super::inotify::DirWatch;
+use crate::runtime_connectors::inotify::DirWatch;
 
 /// How often a missing log folder is looked for.
 pub const FOLDER_POLL: Duration = Duration::from_secs(1);

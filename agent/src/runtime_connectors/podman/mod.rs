@@ -8,7 +8,7 @@ pub mod cli;
 pub mod containers_conf;
 pub mod events;
 pub mod exit_watcher;
-mod inotify;
+
 pub mod journal;
 pub mod log_tail;
 pub mod logs;

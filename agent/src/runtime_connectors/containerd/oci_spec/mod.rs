@@ -38,13 +38,8 @@ pub const OCI_VERSION: &str = "1.0.2-dev";
 pub const CPU_PERIOD: u64 = 100_000;
 
 /// Host files bound over the image's `/etc/hosts`, `/etc/resolv.conf` and
-/// `/etc/hostname` (written by the connector's network part).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EtcFiles {
-    pub hosts: PathBuf,
-    pub resolv_conf: PathBuf,
-    pub hostname: PathBuf,
-}
+/// `/etc/hostname`, written by the connector's network part.
+pub use super::network::EtcFiles;
 
 /// The network namespace of a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +101,18 @@ impl From<SpecError> for RuntimeError {
 /// nerdctl's host name rule: `--hostname`, else the first 12 characters
 /// of the container id.
 pub fn hostname_of(container_id: &str, run: &RunOptions) -> String {
-    run.hostname.clone().unwrap_or_else(|| container_id.chars().take(12).collect())
+    if let Some(h) = &run.hostname {
+        return h.clone();
+    }
+    // An id is a short name here, not nerdctl's hex: its first 12
+    // characters may end in a dot or hold an `_`, which no host name may.
+    let cut: String = container_id
+        .chars()
+        .take(12)
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+        .collect();
+    let name = cut.trim_end_matches(['.', '-']).trim_start_matches(['.', '-']);
+    if name.is_empty() { "ankaios".to_owned() } else { name.to_owned() }
 }
 
 /// Builds the runtime spec as JSON bytes: the `value` of the `Any` that

@@ -273,6 +273,9 @@ fn spec_hostname_is_nerdctls_rule() {
     assert_eq!(hostname_of("0123456789abcdef", &run(&[])), "0123456789ab");
     assert_eq!(hostname_of("short", &run(&[])), "short");
     assert_eq!(hostname_of("0123456789abcdef", &run(&["--hostname", "box"])), "box");
+    assert_eq!(hostname_of("w10.3d427a6.manA", &run(&[])), "w10.3d427a6", "no trailing dot");
+    assert_eq!(hostname_of("my_app.1234567.a", &run(&[])), "my-app.12345", "no underscore");
+    assert_eq!(hostname_of("__", &run(&[])), "ankaios");
 }
 
 #[test]

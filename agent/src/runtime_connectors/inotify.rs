@@ -1,12 +1,13 @@
-//! [`DirWatch`]: an inotify watch on one folder, readable from tokio. The
-//! exit watcher and the event-log tail both watch a folder of podman's
+//! [`DirWatch`]: an inotify instance watching folders, readable from tokio.
+//! podman's exit watcher and event-log tail each watch a folder of podman's
 //! (`exits/`, `events/`) rather than single files, so that files created,
-//! renamed over or deleted there are seen too.
+//! renamed over or deleted there are seen too; containerd's log clock
+//! watches its state folder and each container's folder in it.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::Path;
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
 
 struct Watch(Inotify);
@@ -26,13 +27,23 @@ impl DirWatch {
     /// Watches `dir` for `flags`; fails when the folder is missing or
     /// inotify cannot watch it (permissions, the instance limit).
     pub fn new(dir: &Path, flags: AddWatchFlags) -> std::io::Result<Self> {
+        Ok(Self::new_with(dir, flags)?.0)
+    }
+
+    /// [`DirWatch::new`], also returning the folder's watch descriptor.
+    pub fn new_with(dir: &Path, flags: AddWatchFlags) -> std::io::Result<(Self, WatchDescriptor)> {
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-        inotify.add_watch(dir, flags)?;
+        let wd = inotify.add_watch(dir, flags)?;
         // SAFETY: `Watch` owns the inotify instance, whose file descriptor stays
         // open and unchanged until the `AsyncFd` (and with it the instance) is dropped.
         let fd = unsafe { AsyncFd::register_with_interest(Watch(inotify), tokio::io::Interest::READABLE) }
             .map_err(std::io::Error::from)?;
-        Ok(Self { fd })
+        Ok((Self { fd }, wd))
+    }
+
+    /// Watches one more folder with the same instance.
+    pub fn add(&self, dir: &Path, flags: AddWatchFlags) -> std::io::Result<WatchDescriptor> {
+        Ok(self.fd.get_ref().0.add_watch(dir, flags)?)
     }
 
     /// The next batch of events (never empty). Cancel-safe: events are only
