@@ -49,6 +49,33 @@ const KILL_WAIT: Duration = Duration::from_secs(5);
 pub struct Lifecycle<'a> {
     pub cd: &'a Containerd,
     pub settings: &'a ContainerdSettings,
+    pub image_cache: &'a ImageCache,
+}
+
+/// Image configs by the digest of their record's target, so that the
+/// creates of many workloads of one image read its manifest and config once.
+#[derive(Debug, Default)]
+pub struct ImageCache {
+    known: std::sync::Mutex<std::collections::HashMap<String, ImageConfig>>,
+}
+
+impl ImageCache {
+    fn get(&self, digest: &str) -> Option<ImageConfig> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).get(digest).cloned()
+    }
+
+    fn put(&self, config: ImageConfig) {
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        // Images come and go; a node runs few: a full cache starts over.
+        if known.len() >= 64 {
+            known.clear();
+        }
+        known.insert(config.target_digest.clone(), config);
+    }
+
+    fn forget(&self, digest: &str) {
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).remove(digest);
+    }
 }
 
 /// The container id of `instance`: its short name when containerd takes
@@ -82,6 +109,21 @@ impl Lifecycle<'_> {
             .with_snapshotter(&self.settings.snapshotter))
     }
 
+    /// The config of image `reference`: from the cache when its record
+    /// still points to the same target (one call), else resolved (and
+    /// unpacked or pulled as needed) and kept.
+    async fn image(&self, reference: &str) -> Result<ImageConfig, RuntimeError> {
+        let images = self.images()?;
+        if let Some(digest) = images.target_digest(reference).await.map_err(create_err)?
+            && let Some(known) = self.image_cache.get(&digest)
+        {
+            return Ok(known);
+        }
+        let resolved = images.resolve(reference).await.map_err(create_err)?;
+        self.image_cache.put(resolved.clone());
+        Ok(resolved)
+    }
+
     fn cni(&self) -> Cni {
         Cni::new(self.settings.state_dir.join("network"))
     }
@@ -107,7 +149,7 @@ impl Lifecycle<'_> {
             self.cni().check().map_err(create_err)?;
         }
         let id = run.name.clone().unwrap_or_else(|| container_id(&spec.instance_name));
-        let image = self.images()?.resolve(&cfg.image).await.map_err(create_err)?;
+        let image = self.image(&cfg.image).await?;
         self.remove_leftover(&id, &spec.instance_name).await?;
         let result = self.create_container(spec, options, &cfg, &run, &image, &id).await;
         if result.is_err() {
@@ -142,7 +184,17 @@ impl Lifecycle<'_> {
         id: &str,
     ) -> Result<(), RuntimeError> {
         let snapshotter = &self.settings.snapshotter;
-        let rootfs = self.cd.prepare_snapshot(snapshotter, id, &image.chain_id).await.map_err(create_err)?;
+        let rootfs = match self.cd.prepare_snapshot(snapshotter, id, &image.chain_id).await {
+            Ok(mounts) => mounts,
+            // The image's snapshots were removed since it was cached:
+            // unpack it again.
+            Err(e) if e.is_not_found() => {
+                self.image_cache.forget(&image.target_digest);
+                self.images()?.resolve(&cfg.image).await.map_err(create_err)?;
+                self.cd.prepare_snapshot(snapshotter, id, &image.chain_id).await.map_err(create_err)?
+            }
+            Err(e) => return Err(create_err(e)),
+        };
         let folder = self.folder(id);
         std::fs::create_dir_all(&folder)
             .map_err(|e| create_err(format!("cannot make the folder '{}': {e}", folder.display())))?;

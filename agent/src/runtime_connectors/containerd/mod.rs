@@ -62,13 +62,14 @@ pub struct ContainerdSettings {
 pub struct ContainerdRuntime {
     cd: Containerd,
     settings: ContainerdSettings,
+    image_cache: std::sync::Arc<lifecycle::ImageCache>,
 }
 
 impl ContainerdRuntime {
     /// A connector as `settings` say; it connects when first used.
     pub fn new(settings: ContainerdSettings) -> Self {
         let cd = Containerd::new(&settings.address, &settings.namespace);
-        Self { cd, settings }
+        Self { cd, settings, image_cache: Default::default() }
     }
 
     /// The containerd client of this connector.
@@ -77,7 +78,7 @@ impl ContainerdRuntime {
     }
 
     fn lifecycle(&self) -> lifecycle::Lifecycle<'_> {
-        lifecycle::Lifecycle { cd: &self.cd, settings: &self.settings }
+        lifecycle::Lifecycle { cd: &self.cd, settings: &self.settings, image_cache: &self.image_cache }
     }
 }
 

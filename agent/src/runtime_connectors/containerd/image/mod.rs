@@ -105,6 +105,14 @@ impl Images {
         result
     }
 
+    /// The digest of the image record's target (manifest or index) of
+    /// `reference`, `None` when the image is not in the namespace: one call,
+    /// for a caller that keeps configs by digest.
+    pub async fn target_digest(&self, reference: &str) -> Result<Option<String>, ImageError> {
+        let image_ref = ImageRef::parse(reference)?;
+        Ok(self.get_image(&image_ref.to_string(), reference).await?.map(|t| t.digest))
+    }
+
     async fn resolve_leased(
         &self,
         image_ref: &ImageRef,

@@ -75,6 +75,15 @@ impl BridgeNetwork {
         })
     }
 
+    /// The list without portmap, for a container that publishes no port.
+    pub fn conflist_without_ports(&self) -> Value {
+        let mut list = self.conflist();
+        if let Some(plugins) = list.get_mut("plugins").and_then(Value::as_array_mut) {
+            plugins.retain(|p| p.get("type").and_then(Value::as_str) != Some("portmap"));
+        }
+        list
+    }
+
     fn validate(&self) -> Result<(), NetworkError> {
         let name_ok =
             !self.name.is_empty() && self.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
@@ -202,7 +211,11 @@ impl Cni {
             // A former attachment of this id that was never deleted.
             self.del(container_id, ports).await?;
         }
-        let mut state = State { conflist: self.network.conflist(), port_mappings, netns_id: None, result: None };
+        // Without ports portmap has nothing to do: one plugin call less per
+        // create. DEL runs what the state says ADD ran.
+        let conflist =
+            if port_mappings.is_empty() { self.network.conflist_without_ports() } else { self.network.conflist() };
+        let mut state = State { conflist, port_mappings, netns_id: None, result: None };
         // Stored before anything is done, so that a DEL after a crash in
         // the middle of ADD knows what to undo.
         paths.store(&state).await?;

@@ -423,6 +423,9 @@ fn the_default_network_is_nerdctls_and_lists_its_plugins() {
     assert_eq!(conflist["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.4.0.0/24");
     let kinds: Vec<_> = conflist["plugins"].as_array().unwrap().iter().map(|p| p["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["bridge", "portmap", "firewall"]);
+    let without = BridgeNetwork::default().conflist_without_ports();
+    let kinds: Vec<_> = without["plugins"].as_array().unwrap().iter().map(|p| p["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["bridge", "firewall"], "no portmap call for a container without ports");
 }
 
 #[tokio::test]
