@@ -66,7 +66,7 @@ fn e2e_containerd_takeover_adopts_a_running_nerdctl_made_task_without_restarting
     }
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(ns.tasks(), before, "the task runs on: same id, pid and status");
-    assert_eq!(ns.ids("containers"), [id.clone()], "no second container");
+    assert_eq!(ns.ids("containers"), std::slice::from_ref(&id), "no second container");
 
     let o = c.ank(&["delete", "workload", "kept"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
