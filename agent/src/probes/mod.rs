@@ -15,6 +15,8 @@
 //! - [`self_report`]: the health a workload reports itself over its
 //!   control interface (`selfReport`).
 
+pub mod container;
+pub mod containerd;
 pub mod fake;
 pub mod netns;
 pub mod oci_exec;

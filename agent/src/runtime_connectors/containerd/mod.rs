@@ -88,6 +88,10 @@ impl RuntimeConnector for ContainerdRuntime {
         CONTAINERD
     }
 
+    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::probes::ProbeExecutor>> {
+        Some(std::sync::Arc::new(crate::probes::containerd::ContainerdProbes::new(self.cd.clone())))
+    }
+
     fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {
         run_options::declared_memory(&spec.workload.runtime_config)
     }
