@@ -170,6 +170,34 @@ impl Cluster {
         }
     }
 
+    /// Makes the server start with `manifest` from its next start on (a
+    /// device that boots with a changed startup manifest).
+    pub fn set_startup_manifest(&mut self, manifest: &Path) {
+        let m = manifest.display().to_string();
+        match self.server_cmd.iter().position(|a| a == "--startup-manifest") {
+            Some(i) => self.server_cmd[i + 1] = m,
+            None => self.server_cmd.extend(["--startup-manifest".into(), m]),
+        }
+    }
+
+    /// One more agent named `name` for this cluster's server, with a run
+    /// folder of its own and `agent_args`; not started yet.
+    pub fn extra_agent(&self, name: &str, agent_args: &[&str]) -> ExtraAgent {
+        let mut argv = self.agent_cmd.clone();
+        let i = argv.iter().position(|a| a == "--name").expect("--name in the agent command") + 1;
+        argv[i] = name.to_owned();
+        // Only the common arguments (up to --server-url URL) are kept.
+        let end = argv.iter().position(|a| a == "--server-url").expect("--server-url in the agent command") + 2;
+        argv.truncate(end);
+        argv.extend(agent_args.iter().map(|a| a.to_string()));
+        ExtraAgent {
+            name: name.to_owned(),
+            run_folder: tempfile::tempdir().expect("temp run folder"),
+            argv,
+            proc: None,
+        }
+    }
+
     /// Runs `ank --insecure --server-url <url> ARGS...`.
     pub fn ank(&self, args: &[&str]) -> Output {
         self.ank_stdin(args, None)
@@ -221,6 +249,44 @@ impl Cluster {
     /// Containers of this cluster's agent, as `podman ps` JSON objects.
     pub fn containers(&self) -> Vec<serde_json::Value> {
         containers_of(&self.agent)
+    }
+}
+
+/// One more agent of a [`Cluster`]'s server (see [`Cluster::extra_agent`]):
+/// killed and its podman containers removed on drop.
+pub struct ExtraAgent {
+    pub name: String,
+    pub run_folder: tempfile::TempDir,
+    argv: Vec<String>,
+    proc: Option<Child>,
+}
+
+impl ExtraAgent {
+    /// Starts the agent (again); a running one is killed first.
+    pub fn start(&mut self) {
+        self.kill();
+        let child = command(&self.argv)
+            .arg("--run-folder")
+            .arg(self.run_folder.path())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ank-agent");
+        self.proc = Some(child);
+    }
+
+    /// Kills the agent with SIGKILL, leaving its workloads as they are.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.proc.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for ExtraAgent {
+    fn drop(&mut self) {
+        self.kill();
+        remove_containers_of(&self.name);
     }
 }
 

@@ -7,8 +7,8 @@
 //! (same pids); an unsupported `commandOptions` entry is refused by name.
 //! Each test has a containerd namespace of its own, removed at its end.
 //!
-//! Also the steps of Ankaios' three system-test suites that use containerd
-//! (they check with `nerdctl`, which Debian lacks; here with `ctr`).
+//! The steps of Ankaios' three system-test suites that use containerd are
+//! in `e2e_containerd_suites.rs`.
 
 use std::time::{Duration, Instant};
 
