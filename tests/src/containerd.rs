@@ -21,6 +21,21 @@ pub fn require_containerd() {
     );
 }
 
+/// Releases the CNI attachments (addresses, port rules) the killed agent
+/// of `run_folder` left: a test's containers are removed with `ctr`
+/// afterwards, which knows nothing of them.
+pub fn release_networks(run_folder: &std::path::Path) {
+    use ank_agent::runtime_connectors::containerd::network::Cni;
+    let Ok(namespaces) = std::fs::read_dir(run_folder.join("containerd")) else { return };
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+    for ns in namespaces.flatten() {
+        let cni = Cni::new(ns.path().join("network"));
+        for id in cni.attached() {
+            let _ = rt.block_on(cni.del(&id, &[]));
+        }
+    }
+}
+
 /// A containerd namespace for one test.
 pub struct Namespace {
     pub name: String,

@@ -145,9 +145,11 @@ impl Containerd {
         Ok(resp.into_inner().version)
     }
 
-    /// The containers matching `filter` (containerd's filter syntax).
+    /// The containers matching `filter` (containerd's filter syntax; all
+    /// of the namespace when empty).
     pub async fn containers(&self, filter: &str) -> Result<Vec<Container>, CallError> {
-        let req = ListContainersRequest { filters: vec![filter.to_owned()] };
+        let filters = if filter.is_empty() { Vec::new() } else { vec![filter.to_owned()] };
+        let req = ListContainersRequest { filters };
         let resp = ContainersClient::new(self.channel())
             .list(self.request(req))
             .await

@@ -278,6 +278,26 @@ impl Lifecycle<'_> {
         self.run_task(id, rootfs, &run).await
     }
 
+    /// Releases the network attachments of containers that are gone (removed
+    /// behind the agent's back, e.g. with `ctr`, or while it was not
+    /// running): their addresses and port rules would be held forever.
+    pub async fn sweep_networks(&self) {
+        let cni = self.cni();
+        let attached = cni.attached();
+        if attached.is_empty() {
+            return;
+        }
+        let Ok(existing) = self.cd.containers("").await else { return };
+        let existing: std::collections::HashSet<String> = existing.into_iter().map(|c| c.id).collect();
+        let no_ports: &[PortMapping] = &[];
+        for id in attached.iter().filter(|id| !existing.contains(*id)) {
+            match cni.del(id, no_ports).await {
+                Ok(()) => tracing::info!("containerd: released the network of the removed container '{id}'"),
+                Err(e) => tracing::warn!("containerd: cannot release the network of the removed container '{id}': {e}"),
+            }
+        }
+    }
+
     /// Stops and removes the workload `id`.
     pub async fn delete(&self, id: &str) -> Result<(), RuntimeError> {
         self.stop(id).await.map_err(|e| RuntimeError::delete(e.to_string()))?;

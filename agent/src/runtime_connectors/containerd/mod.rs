@@ -149,8 +149,13 @@ impl RuntimeConnector for ContainerdRuntime {
                 self.settings.state_dir.display()
             );
         }
-        let watcher =
+        let mut watcher =
             watcher::Watcher::new(self.cd.clone(), CONTAINERD, agent, sink, shutdown, self.settings.reconcile_interval);
+        let me = self.clone();
+        watcher.sweep = Some(Box::new(move || {
+            let me = me.clone();
+            Box::pin(async move { me.lifecycle().sweep_networks().await })
+        }));
         watcher.start().await;
         Ok(())
     }

@@ -45,7 +45,12 @@ pub struct Watcher {
     names: HashMap<String, Option<WorkloadInstanceName>>,
     /// What was last said about reachability (`None`: nothing yet).
     reachable: Option<bool>,
+    /// Run before each listing (the connector's network sweep).
+    pub sweep: Option<Sweep>,
 }
+
+/// A task the watcher runs before each listing.
+pub type Sweep = Box<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 impl Watcher {
     /// A watcher of `agent`'s containers sending to `sink`.
@@ -66,6 +71,7 @@ impl Watcher {
             reconcile_interval,
             names: HashMap::new(),
             reachable: None,
+            sweep: None,
         }
     }
 
@@ -167,8 +173,12 @@ impl Watcher {
         instance
     }
 
-    /// Lists the agent's containers and sends the listing.
+    /// Lists the agent's containers and sends the listing; releases the
+    /// networks of containers removed behind the agent's back.
     async fn reconcile(&mut self) {
+        if let Some(sweep) = &self.sweep {
+            sweep().await;
+        }
         let taken_at = tokio::time::Instant::now();
         match listing::list(&self.cd, &self.agent).await {
             Ok(workloads) => {

@@ -171,6 +171,12 @@ impl Cni {
         }
     }
 
+    /// The containers with an attachment state in the state folder.
+    pub fn attached(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.state_dir) else { return Vec::new() };
+        entries.flatten().filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_owned)).collect()
+    }
+
     /// Whether the configuration is valid and every plugin is installed.
     pub fn check(&self) -> Result<(), NetworkError> {
         self.network.validate()?;
