@@ -149,8 +149,10 @@ impl Lifecycle<'_> {
             self.cni().check().map_err(create_err)?;
         }
         let id = run.name.clone().unwrap_or_else(|| container_id(&spec.instance_name));
+        let began = tokio::time::Instant::now();
         let image = self.image(&cfg.image).await?;
         self.remove_leftover(&id, &spec.instance_name).await?;
+        tracing::debug!("containerd '{id}': image and leftover check {:?}", began.elapsed());
         let result = self.create_container(spec, options, &cfg, &run, &image, &id).await;
         if result.is_err() {
             let _ = self.remove(&id).await;
@@ -183,6 +185,7 @@ impl Lifecycle<'_> {
         image: &ImageConfig,
         id: &str,
     ) -> Result<(), RuntimeError> {
+        let began = tokio::time::Instant::now();
         let snapshotter = &self.settings.snapshotter;
         let rootfs = match self.cd.prepare_snapshot(snapshotter, id, &image.chain_id).await {
             Ok(mounts) => mounts,
@@ -234,6 +237,7 @@ impl Lifecycle<'_> {
             ..Default::default()
         };
         self.cd.create_container(container).await.map_err(create_err)?;
+        tracing::debug!("containerd '{id}': snapshot, files, spec and Containers.Create {:?}", began.elapsed());
         self.run_task(id, rootfs, run).await
     }
 
@@ -252,7 +256,9 @@ impl Lifecycle<'_> {
     /// Creates the task on `rootfs`, attaches it to the network, starts it.
     async fn run_task(&self, id: &str, rootfs: Vec<Mount>, run: &RunOptions) -> Result<(), RuntimeError> {
         let log = log_path(&self.settings.state_dir, id);
+        let began = tokio::time::Instant::now();
         let pid = self.cd.create_task(id, rootfs, &log).await.map_err(create_err)?;
+        let created = began.elapsed();
         if run.network == NetworkMode::Bridge {
             let netns = PathBuf::from(format!("/proc/{pid}/ns/net"));
             let attached = self.cni().add(id, &netns, &run.ports).await.map_err(create_err)?;
@@ -262,7 +268,13 @@ impl Lifecycle<'_> {
             let req = EtcRequest { mode: run.network, hostname: &hostname, ip: Some(attached.ip), extra_hosts: &[] };
             EtcFilesWriter::default().write(&self.folder(id).join("etc"), &req).await.map_err(create_err)?;
         }
+        let attached = began.elapsed();
         self.cd.start_task(id).await.map_err(create_err)?;
+        tracing::debug!(
+            "containerd '{id}': Tasks.Create {created:?}, network {:?}, Tasks.Start {:?}",
+            attached - created,
+            began.elapsed() - attached
+        );
         Ok(())
     }
 

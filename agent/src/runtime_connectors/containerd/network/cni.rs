@@ -1,6 +1,6 @@
 //! [`Cni`]: attaches a container's network namespace to the bridge
 //! network by running the CNI plugins of its configuration list (bridge
-//! with host-local IPAM, portmap, firewall), CNI spec 1.0.0 (which
+//! with host-local IPAM, portmap), CNI spec 1.0.0 (which
 //! Debian's containernetworking-plugins 1.1.1 speak), and detaches it.
 
 use std::net::IpAddr;
@@ -16,7 +16,7 @@ use super::{NetworkError, Subnet};
 use crate::runtime_connectors::containerd::run_options::{PortMapping, Protocol};
 
 /// The plugins the bridge network runs (`host-local` by delegation).
-pub const REQUIRED_PLUGINS: &[&str] = &["bridge", "host-local", "portmap", "firewall"];
+pub const REQUIRED_PLUGINS: &[&str] = &["bridge", "host-local", "portmap"];
 
 /// The CNI spec version of the configurations and results.
 pub const CNI_VERSION: &str = "1.0.0";
@@ -58,7 +58,9 @@ impl BridgeNetwork {
                     "type": "bridge",
                     "bridge": self.bridge,
                     "isGateway": true,
-                    "ipMasq": true,
+                    // Masquerading and forwarding: one set of rules for
+                    // the network (shared_rules), not one per container.
+                    "ipMasq": false,
                     "hairpinMode": true,
                     "ipam": {
                         "type": "host-local",
@@ -70,7 +72,6 @@ impl BridgeNetwork {
                     },
                 },
                 { "type": "portmap", "capabilities": { "portMappings": true } },
-                { "type": "firewall" },
             ],
         })
     }
@@ -200,6 +201,7 @@ impl Cni {
     ) -> Result<Attachment, NetworkError> {
         validate_container_id(container_id)?;
         self.check()?;
+        super::shared_rules::ensure(&self.network.bridge, &self.network.subnet, self.timeout).await?;
         let port_mappings = port_mappings(ports)?;
         if netns_id(netns)? == netns_id(Path::new("/proc/self/ns/net"))? {
             return Err(NetworkError::InvalidConfig(format!(

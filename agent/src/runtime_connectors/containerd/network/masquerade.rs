@@ -52,7 +52,7 @@ pub(super) async fn remove(network: &str, container_id: &str, timeout: Duration)
     Ok(())
 }
 
-async fn iptables(args: &[&str], timeout: Duration) -> Result<String, NetworkError> {
+pub(super) async fn iptables(args: &[&str], timeout: Duration) -> Result<String, NetworkError> {
     let failed = |msg: String| NetworkError::Plugin {
         plugin: "iptables".into(),
         command: "DEL",

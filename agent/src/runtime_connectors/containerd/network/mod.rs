@@ -34,6 +34,7 @@ mod cni;
 mod etc_files;
 mod masquerade;
 mod plugin;
+pub mod shared_rules;
 mod state;
 #[cfg(test)]
 mod tests;

@@ -82,6 +82,7 @@ impl Drop for TestNet {
             }
         })
         .join();
+        super::shared_rules::remove_blocking(BRIDGE, &self.cni.network.subnet);
         let _ = Command::new("ip").args(["link", "del", BRIDGE]).output();
         let _ = std::fs::remove_dir_all(lease_dir());
     }
@@ -307,10 +308,10 @@ fn check_names_the_missing_plugins() {
     let text = err.to_string();
     assert!(
         matches!(&err, NetworkError::MissingPlugins { missing, .. }
-            if missing == &["bridge", "host-local", "portmap", "firewall"]),
+            if missing == &["bridge", "host-local", "portmap"]),
         "{text}"
     );
-    assert!(text.contains("missing: bridge, host-local, portmap, firewall"), "{text}");
+    assert!(text.contains("missing: bridge, host-local, portmap"), "{text}");
     assert!(text.contains("apt install containernetworking-plugins"), "{text}");
     assert!(text.contains("--net=host or --net=none"), "{text}");
     assert!(text.contains(&empty.path().display().to_string()), "{text}");
@@ -422,10 +423,10 @@ fn the_default_network_is_nerdctls_and_lists_its_plugins() {
     assert_eq!(conflist["plugins"][0]["bridge"], "nerdctl0");
     assert_eq!(conflist["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.4.0.0/24");
     let kinds: Vec<_> = conflist["plugins"].as_array().unwrap().iter().map(|p| p["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["bridge", "portmap", "firewall"]);
+    assert_eq!(kinds, ["bridge", "portmap"]);
     let without = BridgeNetwork::default().conflist_without_ports();
     let kinds: Vec<_> = without["plugins"].as_array().unwrap().iter().map(|p| p["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["bridge", "firewall"], "no portmap call for a container without ports");
+    assert_eq!(kinds, ["bridge"], "no portmap call for a container without ports");
 }
 
 #[tokio::test]
