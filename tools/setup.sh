@@ -20,7 +20,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 
 missing=()
-for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv mosquitto mosquitto-clients containerd containernetworking-plugins docker-registry; do
+for pkg in podman runc busybox-static iproute2 protobuf-compiler python3-venv mosquitto mosquitto-clients containerd containernetworking-plugins iptables docker-registry; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -135,6 +135,13 @@ impl Lifecycle<'_> {
     /// Creates and starts the workload; its container id.
     pub async fn create(&self, spec: &WorkloadSpec, options: &CreateOptions) -> Result<WorkloadId, RuntimeError> {
         let cfg = ContainerdRuntimeConfig::parse(&spec.workload.runtime_config).map_err(RuntimeError::from)?;
+        if !self.settings.address.exists() {
+            return Err(create_err(format!(
+                "containerd's socket '{}' does not exist: is containerd installed and running? (the agent's \
+                 --containerd-address)",
+                self.settings.address.display()
+            )));
+        }
         let address = self.settings.address.display().to_string();
         let agent = AgentContainerd {
             namespace: self.cd.namespace(),
@@ -424,6 +431,35 @@ pub fn read_from_mounts(mounts: &[Mount], path: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_create_without_containerd_says_where_its_socket_was_looked_for() {
+        use ank_common::workload::Workload;
+        use ank_common::{AgentName, WorkloadName};
+        let dir = tempfile::tempdir().unwrap();
+        let settings = ContainerdSettings {
+            address: dir.path().join("containerd.sock"),
+            namespace: "default".into(),
+            snapshotter: "overlayfs".into(),
+            state_dir: dir.path().join("state"),
+            reconcile_interval: Duration::from_secs(30),
+            stop_timeout: Duration::from_secs(10),
+        };
+        let cd = Containerd::new(&settings.address, "default");
+        let cache = ImageCache::default();
+        let life = Lifecycle { cd: &cd, settings: &settings, image_cache: &cache };
+        let wl = Workload {
+            agent: "a".into(),
+            runtime: "containerd".into(),
+            runtime_config: "image: localhost/busybox:latest\n".into(),
+            ..Default::default()
+        };
+        let spec = WorkloadSpec::new(&WorkloadName::new("w").unwrap(), &AgentName::new("a").unwrap(), wl);
+        let err = life.create(&spec, &CreateOptions::default()).await.unwrap_err().to_string();
+        assert!(err.contains("containerd's socket"), "{err}");
+        assert!(err.contains(&settings.address.display().to_string()), "{err}");
+        assert!(err.contains("--containerd-address"), "{err}");
+    }
 
     #[test]
     fn container_ids_are_short_names_or_made_valid() {
