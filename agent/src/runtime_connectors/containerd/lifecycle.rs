@@ -294,6 +294,10 @@ impl Lifecycle<'_> {
             self.cni().del(id, &run.ports).await.map_err(create_err)?;
         }
         let rootfs = self.cd.snapshot_mounts(&self.settings.snapshotter, id).await.map_err(create_err)?;
+        // The container's etc files may be gone with the run folder (a
+        // reboot that cleared /tmp): written again, in place.
+        let hostname = oci_spec::hostname_of(id, &run);
+        self.etc_files(&self.folder(id), &hostname, &run).await?;
         self.run_task(id, rootfs, &run).await
     }
 

@@ -15,6 +15,9 @@ use super::state::{Paths, State, netns_id};
 use super::{NetworkError, Subnet};
 use crate::runtime_connectors::containerd::run_options::{PortMapping, Protocol};
 
+/// Where network namespaces are pinned by default.
+pub const PIN_DIR: &str = "/run/netns";
+
 /// The plugins the bridge network runs (`host-local` by delegation).
 pub const REQUIRED_PLUGINS: &[&str] = &["bridge", "host-local", "portmap"];
 
@@ -153,8 +156,13 @@ impl Attachment {
 pub struct Cni {
     /// Where plugins are looked up, in order.
     pub plugin_dirs: Vec<PathBuf>,
-    /// Where each container's DEL state and namespace pin are kept.
+    /// Where each container's DEL state is kept.
     pub state_dir: PathBuf,
+    /// Where each container's network namespace is pinned (bind-mounted):
+    /// not in the state folder, so that a run folder can be removed
+    /// while containers run (`/run/netns`, as `ip netns` and containerd's
+    /// CRI keep theirs; gone at a reboot, as the namespaces are).
+    pub pin_dir: PathBuf,
     pub network: BridgeNetwork,
     /// The time one plugin call may take.
     pub timeout: Duration,
@@ -167,6 +175,7 @@ impl Cni {
         Cni {
             plugin_dirs: vec![PathBuf::from("/usr/lib/cni"), PathBuf::from("/opt/cni/bin")],
             state_dir: state_dir.into(),
+            pin_dir: PathBuf::from(PIN_DIR),
             network: BridgeNetwork::default(),
             timeout: Duration::from_secs(30),
         }
@@ -214,7 +223,12 @@ impl Cni {
             path: self.state_dir.clone(),
             source,
         })?;
-        let paths = Paths::new(&self.state_dir, container_id);
+        tokio::fs::create_dir_all(&self.pin_dir).await.map_err(|source| NetworkError::Io {
+            what: "creating the network namespace pin folder",
+            path: self.pin_dir.clone(),
+            source,
+        })?;
+        let paths = Paths::new(&self.state_dir, &self.pin_dir, container_id);
         if paths.load().await?.is_some() {
             // A former attachment of this id that was never deleted.
             self.del(container_id, ports).await?;
@@ -286,7 +300,7 @@ impl Cni {
     /// nothing to do when `container_id` is not attached.
     pub async fn del(&self, container_id: &str, ports: &[PortMapping]) -> Result<(), NetworkError> {
         validate_container_id(container_id)?;
-        let paths = Paths::new(&self.state_dir, container_id);
+        let paths = Paths::new(&self.state_dir, &self.pin_dir, container_id);
         let Some(mut state) = paths.load().await? else {
             return paths.unpin();
         };
@@ -333,7 +347,7 @@ impl Cni {
     /// container's address after an agent restart).
     pub async fn attachment(&self, container_id: &str) -> Result<Option<Attachment>, NetworkError> {
         validate_container_id(container_id)?;
-        let paths = Paths::new(&self.state_dir, container_id);
+        let paths = Paths::new(&self.state_dir, &self.pin_dir, container_id);
         let Some(result) = paths.load().await?.and_then(|s| s.result) else {
             return Ok(None);
         };

@@ -50,11 +50,15 @@ pub(super) struct Paths {
 }
 
 impl Paths {
-    pub fn new(state_dir: &Path, container_id: &str) -> Self {
-        Paths {
-            state: state_dir.join(format!("{container_id}.json")),
-            pin: state_dir.join(format!("{container_id}.netns")),
-        }
+    /// The state file of `container_id` in `state_dir`, its pin in
+    /// `pin_dir` (named by a hash of the state file's path: one per agent,
+    /// namespace and container, whatever the id's length).
+    pub fn new(state_dir: &Path, pin_dir: &Path, container_id: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        let state = state_dir.join(format!("{container_id}.json"));
+        let digest = Sha256::digest(state.as_os_str().as_encoded_bytes());
+        let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        Paths { state, pin: pin_dir.join(format!("ank-{hash}.netns")) }
     }
 
     /// The stored state; `None` when there is none (never added, or

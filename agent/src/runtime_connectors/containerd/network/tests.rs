@@ -49,6 +49,8 @@ impl TestNet {
             .unwrap_or_else(|(_, e)| panic!("locking the CNI tests' lock: {e}"));
         let state = tempfile::tempdir().unwrap();
         let mut cni = Cni::new(state.path().join("containerd-net"));
+        // Pins next to the state, in the test's own folder.
+        cni.pin_dir = cni.state_dir.clone();
         cni.network =
             BridgeNetwork { name: NET.into(), bridge: BRIDGE.into(), subnet: "10.4.254.0/24".parse().unwrap() };
         cni.check().expect("the CNI plugins of Debian's containernetworking-plugins");
@@ -274,7 +276,7 @@ async fn real_del_without_the_pin_releases_the_lease_and_the_ports() {
     let att = net.cni.add(&id, &ns.path(), &ports).await.unwrap();
     // As if the pin were lost (say, unmounted by hand): the namespace is
     // gone for good, DEL runs with an empty CNI_NETNS.
-    let pin = net.cni.state_dir.join(format!("{id}.netns"));
+    let pin = super::state::Paths::new(&net.cni.state_dir, &net.cni.pin_dir, &id).pin;
     nix::mount::umount2(&pin, nix::mount::MntFlags::MNT_DETACH).unwrap();
     ns.delete();
     net.cni.del(&id, &ports).await.unwrap();
