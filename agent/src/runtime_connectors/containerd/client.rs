@@ -33,8 +33,11 @@ pub const MARKER_TOPIC: &str = "/ankaios/subscribed";
 /// The type of those events (they carry nothing).
 const MARKER_TYPE: &str = "ankaios.io/Subscribed";
 
-/// How long after a subscribe call a marker is published (and again).
-const MARKER_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long after a subscribe call the first marker is published.
+const FIRST_MARKER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// How often a marker is published again until the subscription answers.
+const MARKER_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How long a subscription may take to be answered.
 pub const SUBSCRIBE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -307,9 +310,13 @@ impl Containerd {
         let mut client = EventsClient::new(self.channel());
         let call = client.subscribe(Request::new(SubscribeRequest { filters }));
         let markers = async {
+            // The first one right after the call went out (containerd
+            // registers a subscriber within a millisecond or two), then
+            // again until one is seen: the agent's start waits for this.
+            tokio::time::sleep(FIRST_MARKER).await;
             loop {
-                tokio::time::sleep(MARKER_EVERY).await;
                 let _ = self.publish_marker().await;
+                tokio::time::sleep(MARKER_EVERY).await;
             }
         };
         let answered = tokio::select! {
