@@ -293,6 +293,7 @@ impl Cli {
             namespace: self.containerd_namespace.clone(),
             snapshotter: self.containerd_snapshotter.clone(),
             state_dir: run_folder.join("containerd").join(&self.containerd_namespace),
+            network_dir: crate::runtime_connectors::containerd::network_dir(&self.containerd_namespace),
             reconcile_interval: self.podman_reconcile_interval,
             stop_timeout: std::time::Duration::from_secs(10),
         }

@@ -287,7 +287,6 @@ impl Drop for ExtraAgent {
     fn drop(&mut self) {
         self.kill();
         remove_containers_of(&self.name);
-        crate::containerd::release_networks(self.run_folder.path());
     }
 }
 
@@ -317,6 +316,5 @@ impl Drop for Cluster {
             let _ = child.wait();
         }
         remove_containers_of(&self.agent);
-        crate::containerd::release_networks(self.run_folder.path());
     }
 }

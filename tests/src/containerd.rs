@@ -21,19 +21,18 @@ pub fn require_containerd() {
     );
 }
 
-/// Releases the CNI attachments (addresses, port rules) the killed agent
-/// of `run_folder` left: a test's containers are removed with `ctr`
-/// afterwards, which knows nothing of them.
-pub fn release_networks(run_folder: &std::path::Path) {
-    use ank_agent::runtime_connectors::containerd::network::Cni;
-    let Ok(namespaces) = std::fs::read_dir(run_folder.join("containerd")) else { return };
+/// Releases the CNI attachments (addresses, port rules) of containers of
+/// `namespace` that a killed agent left: a test's containers are removed
+/// with `ctr`, which knows nothing of them.
+pub fn release_networks(namespace: &str) {
+    use ank_agent::runtime_connectors::containerd::{network::Cni, network_dir};
+    let dir = network_dir(namespace);
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-    for ns in namespaces.flatten() {
-        let cni = Cni::new(ns.path().join("network"));
-        for id in cni.attached() {
-            let _ = rt.block_on(cni.del(&id, &[]));
-        }
+    let cni = Cni::new(&dir);
+    for id in cni.attached() {
+        let _ = rt.block_on(cni.del(&id, &[]));
     }
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap_or(&dir));
 }
 
 /// A containerd namespace for one test.
@@ -103,6 +102,7 @@ impl Namespace {
 
 impl Drop for Namespace {
     fn drop(&mut self) {
+        release_networks(&self.name);
         self.clear();
         // Layer snapshots of the image have parents: remove leaves first.
         for _ in 0..5 {

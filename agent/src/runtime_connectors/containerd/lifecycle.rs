@@ -125,7 +125,7 @@ impl Lifecycle<'_> {
     }
 
     fn cni(&self) -> Cni {
-        Cni::new(self.settings.state_dir.join("network"))
+        Cni::new(&self.settings.network_dir)
     }
 
     fn folder(&self, id: &str) -> PathBuf {
@@ -446,6 +446,7 @@ mod tests {
             namespace: "default".into(),
             snapshotter: "overlayfs".into(),
             state_dir: dir.path().join("state"),
+            network_dir: dir.path().join("network"),
             reconcile_interval: Duration::from_secs(30),
             stop_timeout: Duration::from_secs(10),
         };

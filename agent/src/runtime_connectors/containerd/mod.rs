@@ -40,6 +40,15 @@ use client::Containerd;
 /// The runtime name in workload specs.
 pub const CONTAINERD: &str = "containerd";
 
+/// Where the network state of each namespace's containers is kept
+/// (`<this>/<namespace>/network`).
+pub const NETWORK_STATE_ROOT: &str = "/var/lib/ank-agent/containerd";
+
+/// The network state folder of the containers of `namespace`.
+pub fn network_dir(namespace: &str) -> PathBuf {
+    PathBuf::from(NETWORK_STATE_ROOT).join(namespace).join("network")
+}
+
 /// Where and how the connector works.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerdSettings {
@@ -49,8 +58,12 @@ pub struct ContainerdSettings {
     pub namespace: String,
     /// The snapshotter of their root file systems.
     pub snapshotter: String,
-    /// The folder of each container's log, etc files and network state.
+    /// The folder of each container's log and etc files.
     pub state_dir: PathBuf,
+    /// The network attachments' state (what their release needs): kept
+    /// across reboots and apart from the run folder, so that an address
+    /// can be released whatever became of the run folder.
+    pub network_dir: PathBuf,
     /// How often the containers are listed besides the events.
     pub reconcile_interval: Duration,
     /// How long a stopped workload has to exit before it is killed.
