@@ -219,6 +219,18 @@ impl Cluster {
         child.wait_with_output().expect("ank output")
     }
 
+    /// The state of workload `name` as `ank get workloads` shows it.
+    pub fn state_of(&self, name: &str) -> Option<String> {
+        self.workload_rows().into_iter().find(|(n, _)| n == name).map(|(_, s)| s)
+    }
+
+    /// Waits until workload `name` is in state `want`; panics after `limit`.
+    pub fn wait_state(&self, name: &str, want: &str, limit: Duration) {
+        crate::poll(limit, &format!("'{name}' {want}"), || {
+            (self.state_of(name).as_deref() == Some(want)).then_some(())
+        });
+    }
+
     /// `ank get workloads` rows as (name, state) pairs.
     pub fn workload_rows(&self) -> Vec<(String, String)> {
         let o = self.ank(&["get", "workloads"]);

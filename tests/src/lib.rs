@@ -62,6 +62,19 @@ pub async fn eventually<T>(what: &str, limit: std::time::Duration, mut check: im
     }
 }
 
+/// Polls `f` every 100 ms until it returns `Some`, for at most `limit`;
+/// panics saying what never happened. The wait of the end-to-end tests.
+pub fn poll<T>(limit: std::time::Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");

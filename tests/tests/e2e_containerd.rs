@@ -36,22 +36,6 @@ fn apply(c: &Cluster, workloads: &str) {
     assert!(o.status.success(), "apply failed: {}", String::from_utf8_lossy(&o.stderr));
 }
 
-fn state_of(c: &Cluster, name: &str) -> Option<String> {
-    c.workload_rows().into_iter().find(|(n, _)| n == name).map(|(_, s)| s)
-}
-
-fn wait_state(c: &Cluster, name: &str, want: &str, limit: Duration) {
-    let start = Instant::now();
-    loop {
-        let now = state_of(c, name);
-        if now.as_deref() == Some(want) {
-            return;
-        }
-        assert!(start.elapsed() < limit, "'{name}' not {want} within {limit:?}: {now:?}; {:?}", c.workload_rows());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn out(o: &std::process::Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
@@ -64,7 +48,7 @@ fn e2e_containerd_runs_a_workload_streams_its_logs_then_removes_it() {
     let args =
         r#"["sh", "-c", "echo hello from containerd; i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"]"#;
     apply(&c, &workload("talker", &agent, "NEVER", "[\"--net=none\", \"-l\", \"team=a\"]", args));
-    wait_state(&c, "talker", "Running(Ok)", Duration::from_secs(30));
+    c.wait_state("talker", "Running(Ok)", Duration::from_secs(30));
 
     let containers = ns.ids("containers");
     assert_eq!(containers.len(), 1, "{containers:?}");
@@ -99,7 +83,7 @@ fn e2e_containerd_runs_a_workload_streams_its_logs_then_removes_it() {
 
     let o = c.ank(&["delete", "workload", "talker"]);
     assert!(o.status.success(), "{}", out(&o));
-    c.wait_until(Duration::from_secs(30), |c| state_of(c, "talker").is_none());
+    c.wait_until(Duration::from_secs(30), |c| c.state_of("talker").is_none());
     assert!(ns.ids("containers").is_empty(), "container left: {:?}", ns.ids("containers"));
     assert!(ns.tasks().is_empty(), "task left: {:?}", ns.tasks());
     let snapshots = ns.ids("snapshots");
@@ -122,8 +106,8 @@ fn e2e_containerd_exit_codes_give_succeeded_and_failed_and_policies_restart() {
             workload("again", &agent, "ALWAYS", none, "[\"sh\", \"-c\", \"sleep 0.3; exit 1\"]"),
         ),
     );
-    wait_state(&c, "ok", "Succeeded(Ok)", Duration::from_secs(30));
-    wait_state(&c, "bad", "Failed(ExecFailed)", Duration::from_secs(30));
+    c.wait_state("ok", "Succeeded(Ok)", Duration::from_secs(30));
+    c.wait_state("bad", "Failed(ExecFailed)", Duration::from_secs(30));
     let o = c.ank(&["get", "workloads", "-o", "json"]);
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     let bad = rows.as_array().unwrap().iter().find(|r| r["name"] == "bad").expect("bad row");
@@ -155,7 +139,7 @@ fn e2e_containerd_workload_depends_on_a_podman_workload() {
     // Until `first` succeeded, `after` waits and has no container.
     let start = Instant::now();
     loop {
-        let (first, after) = (state_of(&c, "first"), state_of(&c, "after"));
+        let (first, after) = (c.state_of("first"), c.state_of("after"));
         if first.as_deref() == Some("Succeeded(Ok)") {
             break;
         }
@@ -167,7 +151,7 @@ fn e2e_containerd_workload_depends_on_a_podman_workload() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    wait_state(&c, "after", "Running(Ok)", Duration::from_secs(30));
+    c.wait_state("after", "Running(Ok)", Duration::from_secs(30));
     assert_eq!(ns.ids("containers").len(), 1);
 }
 
@@ -178,7 +162,7 @@ fn e2e_containerd_refuses_an_unsupported_command_option_by_name() {
     let c = cluster(&agent, &ns);
     apply(&c, &workload("gpu", &agent, "NEVER", "[\"--gpus\", \"all\"]", "[\"sleep\", \"1\"]"));
     c.wait_until(Duration::from_secs(30), |c| {
-        state_of(c, "gpu").is_some_and(|s| s.starts_with("Pending(StartingFailed)"))
+        c.state_of("gpu").is_some_and(|s| s.starts_with("Pending(StartingFailed)"))
     });
     let o = c.ank(&["get", "workloads", "-o", "json"]);
     let text = String::from_utf8_lossy(&o.stdout);
@@ -195,7 +179,7 @@ fn e2e_containerd_workload_files_and_control_interface_are_mounted() {
         "  reader:\n    runtime: containerd\n    agent: {agent}\n    restartPolicy: NEVER\n    controlInterfaceAccess:\n      allowRules:\n        - type: StateRule\n          operation: Read\n          filterMasks: [\"desiredState\"]\n    files:\n      - mountPoint: /etc/app/conf.txt\n        data: configured by ankaios\n    runtimeConfig: |\n      image: {IMAGE}\n      commandOptions: [\"--net=none\"]\n      commandArgs: [\"sh\", \"-c\", \"cat /etc/app/conf.txt; echo; ls /run/ankaios/control_interface; sleep 1000\"]\n"
     );
     apply(&c, &manifest);
-    wait_state(&c, "reader", "Running(Ok)", Duration::from_secs(30));
+    c.wait_state("reader", "Running(Ok)", Duration::from_secs(30));
     let start = Instant::now();
     loop {
         let logs = out(&c.ank(&["logs", "reader"]));

@@ -5,7 +5,7 @@
 //! agent's back (with `ctr`) has its network released at the next reconcile.
 
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ank_tests::binaries::Cluster;
 use ank_tests::containerd::{IMAGE, Namespace};
@@ -34,17 +34,6 @@ fn get(port: u16) -> Option<String> {
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
     Some(body)
-}
-
-fn wait<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
@@ -76,27 +65,30 @@ workloads:
     );
     let o = c.ank_stdin(&["--no-wait", "apply", "-"], Some(&manifest));
     assert!(o.status.success(), "apply failed: {}", text(&o.stderr));
-    let body =
-        wait(Duration::from_secs(60), "the published port answers", || get(port).filter(|b| b.contains("served")));
+    let body = ank_tests::poll(Duration::from_secs(60), "the published port answers", || {
+        get(port).filter(|b| b.contains("served"))
+    });
     assert!(body.starts_with("HTTP/1.1 200") || body.starts_with("HTTP/1.0 200"), "{body}");
-    let lease = wait(Duration::from_secs(10), "web's lease", || leases_of("web.").into_iter().next());
+    let lease = ank_tests::poll(Duration::from_secs(10), "web's lease", || leases_of("web.").into_iter().next());
     assert!(lease.starts_with("10.4.0."), "{lease}");
     let logs = text(&c.ank(&["logs", "web"]).stdout);
     assert!(logs.contains(&lease), "/etc/hosts names the task's address {lease}: {logs}");
 
     // Removed behind the agent's back: released at the next reconcile.
-    let gone = wait(Duration::from_secs(30), "gone's lease", || leases_of("gone.").into_iter().next());
+    let gone = ank_tests::poll(Duration::from_secs(30), "gone's lease", || leases_of("gone.").into_iter().next());
     let id = ns.ids("containers").into_iter().find(|i| i.starts_with("gone.")).expect("gone's container");
     let _ = ns.ctr(&["tasks", "kill", "-s", "SIGKILL", &id]);
-    wait(Duration::from_secs(10), "gone's task removed", || {
+    ank_tests::poll(Duration::from_secs(10), "gone's task removed", || {
         ns.ctr(&["tasks", "rm", &id]).status.success().then_some(())
     });
     assert!(ns.ctr(&["containers", "rm", &id]).status.success());
-    wait(Duration::from_secs(30), "gone's address released", || (!leases_of("gone.").contains(&gone)).then_some(()));
+    ank_tests::poll(Duration::from_secs(30), "gone's address released", || {
+        (!leases_of("gone.").contains(&gone)).then_some(())
+    });
 
     let o = c.ank(&["delete", "workload", "web", "gone"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    wait(Duration::from_secs(30), "web removed", || ns.ids("containers").is_empty().then_some(()));
+    ank_tests::poll(Duration::from_secs(30), "web removed", || ns.ids("containers").is_empty().then_some(()));
     assert!(leases_of("web.").is_empty(), "web's address released");
     assert!(get(port).is_none(), "the port is closed");
     let nat = std::process::Command::new("iptables").args(["-t", "nat", "-S"]).output().expect("iptables");

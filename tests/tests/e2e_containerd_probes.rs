@@ -4,24 +4,13 @@
 //! `exec` probe (run by runc in containerd's state root) restarts the task
 //! under restartPolicy ALWAYS, with an Unhealthy event carrying the output.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ank_tests::binaries::Cluster;
 use ank_tests::containerd::{IMAGE, Namespace};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn poll<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
@@ -65,17 +54,17 @@ workloads:
     let d = text(&c.ank(&["describe", "workload", "web"]).stdout);
     assert!(d.contains("readinessProbe passed"), "{d}");
 
-    let first = poll(Duration::from_secs(60), "the worker's first task", || {
+    let first = ank_tests::poll(Duration::from_secs(60), "the worker's first task", || {
         ns.tasks().into_iter().find(|(id, _, s)| id.starts_with("worker.") && s == "RUNNING").map(|(_, pid, _)| pid)
     });
-    let second = poll(Duration::from_secs(60), "a new task after the liveness failure", || {
+    let second = ank_tests::poll(Duration::from_secs(60), "a new task after the liveness failure", || {
         ns.tasks()
             .into_iter()
             .find(|(id, pid, s)| id.starts_with("worker.") && s == "RUNNING" && *pid != first)
             .map(|(_, pid, _)| pid)
     });
     assert_ne!(first, second);
-    let d = poll(Duration::from_secs(30), "the Unhealthy event", || {
+    let d = ank_tests::poll(Duration::from_secs(30), "the Unhealthy event", || {
         let d = text(&c.ank(&["describe", "workload", "worker"]).stdout);
         d.contains("Unhealthy").then_some(d)
     });

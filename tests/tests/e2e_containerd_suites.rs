@@ -60,7 +60,7 @@
 
 use std::io::{Read, Write};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ank_tests::binaries::{Cluster, ClusterOptions, containers_of};
 use ank_tests::containerd::{IMAGE, Namespace};
@@ -71,35 +71,6 @@ fn agent_name(test: &str) -> String {
 
 fn out(o: &std::process::Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn state_of(c: &Cluster, name: &str) -> Option<String> {
-    c.workload_rows().into_iter().find(|(n, _)| n == name).map(|(_, s)| s)
-}
-
-fn wait_state(c: &Cluster, name: &str, want: &str, limit: Duration) {
-    let start = Instant::now();
-    loop {
-        let now = state_of(c, name);
-        if now.as_deref() == Some(want) {
-            return;
-        }
-        assert!(start.elapsed() < limit, "'{name}' not {want} within {limit:?}: {now:?}; {:?}", c.workload_rows());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Polls `f` every 100 ms until it returns `Some`; panics saying `what`
-/// after `limit`.
-fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// The podman container of workload `workload` of agent `agent`.
@@ -197,9 +168,9 @@ fn device_restart(test: &str, end: TaskEnd) -> (String, [(serde_json::Value, u32
     // The runtimes assigned ids; web_service (after filesystem_init
     // succeeded) runs in a task.
     let limit = Duration::from_secs(30);
-    let fs_init = poll("filesystem_init container", limit, || podman_container(&a, "filesystem_init"));
-    let ws_init = poll("web_service_init container", limit, || podman_container(&a, "web_service_init"));
-    wait_state(&c, "web_service", "Running(Ok)", limit);
+    let fs_init = ank_tests::poll(limit, "filesystem_init container", || podman_container(&a, "filesystem_init"));
+    let ws_init = ank_tests::poll(limit, "web_service_init container", || podman_container(&a, "web_service_init"));
+    c.wait_state("web_service", "Running(Ok)", limit);
     let ws = containerd_container(&ns, "web_service").expect("web_service container");
     let fs_init_id = fs_init["Id"].as_str().expect("Id").to_owned();
     let ws_init_id = ws_init["Id"].as_str().expect("Id").to_owned();
@@ -220,7 +191,7 @@ fn device_restart(test: &str, end: TaskEnd) -> (String, [(serde_json::Value, u32
         let o = ns.ctr(&["tasks", "kill", "-s", signal, &id]);
         assert!(o.status.success() || out(&o).contains("not running"), "ctr tasks kill {id}: {}", out(&o));
     }
-    poll("every containerd task stopped", Duration::from_secs(10), || {
+    ank_tests::poll(Duration::from_secs(10), "every containerd task stopped", || {
         ns.tasks().iter().all(|t| t.2 == "STOPPED").then_some(())
     });
     assert_eq!(ns.ids("containers"), vec![ws.clone()], "the containerd container stays");
@@ -231,17 +202,19 @@ fn device_restart(test: &str, end: TaskEnd) -> (String, [(serde_json::Value, u32
     agent_b.start();
     c.wait_for_agent_named(&b, Duration::from_secs(20));
     // agent_A is not there yet, so filesystem_init cannot succeed.
-    wait_state(&c, "web_service", "Pending(WaitingToStart)", Duration::from_secs(20));
+    c.wait_state("web_service", "Pending(WaitingToStart)", Duration::from_secs(20));
     c.start_agent();
     c.wait_for_agent(Duration::from_secs(20));
-    wait_state(&c, "web_service", "Running(Ok)", Duration::from_secs(30));
+    c.wait_state("web_service", "Running(Ok)", Duration::from_secs(30));
 
     // filesystem_init: succeeded before, so started again in its container.
-    let now = poll("filesystem_init container", Duration::from_secs(20), || podman_container(&a, "filesystem_init"));
+    let now = ank_tests::poll(Duration::from_secs(20), "filesystem_init container", || {
+        podman_container(&a, "filesystem_init")
+    });
     assert_eq!(now["Id"].as_str(), Some(fs_init_id.as_str()), "filesystem_init has a new container");
     assert_eq!(podman_inspect(&fs_init_id), fs_init_config, "filesystem_init's configuration changed");
     // web_service_init: changed, so replaced.
-    poll("web_service_init with a new container id", Duration::from_secs(20), || {
+    ank_tests::poll(Duration::from_secs(20), "web_service_init with a new container id", || {
         podman_container(&a, "web_service_init").filter(|x| x["Id"].as_str() != Some(ws_init_id.as_str()))
     });
     // web_service: the container of the same id, running a new task.
@@ -343,12 +316,12 @@ fn e2e_suite_workload_files_text_and_binary_on_podman_and_containerd() {
     let c = Cluster::start_with(&agent, Some(&path), &["--containerd-namespace", &ns.name]);
 
     let limit = Duration::from_secs(30);
-    wait_state(&c, "podman_workload_with_mounted_text_file", "Running(Ok)", limit);
-    wait_state(&c, "podman_workload_with_mounted_binary_file", "Succeeded(Ok)", limit);
-    wait_state(&c, "containerd_workload_with_mounted_text_file", "Running(Ok)", limit);
-    wait_state(&c, "containerd_workload_with_mounted_binary_file", "Succeeded(Ok)", limit);
+    c.wait_state("podman_workload_with_mounted_text_file", "Running(Ok)", limit);
+    c.wait_state("podman_workload_with_mounted_binary_file", "Succeeded(Ok)", limit);
+    c.wait_state("containerd_workload_with_mounted_text_file", "Running(Ok)", limit);
+    c.wait_state("containerd_workload_with_mounted_binary_file", "Succeeded(Ok)", limit);
     for port in [p_port, c_port] {
-        let body = poll(&format!("GET /custom on port {port}"), Duration::from_secs(10), || http_get(port));
+        let body = ank_tests::poll(Duration::from_secs(10), &format!("GET /custom on port {port}"), || http_get(port));
         assert_eq!(body, format!("{page}\n"), "the mounted text file on port {port}");
     }
     for name in ["podman_workload_with_mounted_binary_file", "containerd_workload_with_mounted_binary_file"] {
@@ -393,8 +366,8 @@ workloads:
     agent_b.start();
     c.wait_for_agent_named(&b, Duration::from_secs(20));
 
-    wait_state(&c, "count_to_five", "Succeeded(Ok)", Duration::from_secs(30));
-    wait_state(&c, "count_to_three", "Succeeded(Ok)", Duration::from_secs(30));
+    c.wait_state("count_to_five", "Succeeded(Ok)", Duration::from_secs(30));
+    c.wait_state("count_to_three", "Succeeded(Ok)", Duration::from_secs(30));
     let names: Vec<String> = c.workload_rows().into_iter().map(|(n, _)| n).collect();
     let mut args = vec!["logs"];
     args.extend(names.iter().map(String::as_str));

@@ -34,7 +34,6 @@ use super::image_config::ImageConfig;
 use super::logs::log_path;
 use super::network::{Cni, EtcFilesWriter, EtcRequest};
 use super::oci_spec::{self, EtcFiles, NetNamespace, SpecInput};
-use super::run_options::PortMapping;
 use super::run_options::{self, AgentContainerd, BindMount, ContainerdRuntimeConfig, NetworkMode, RunOptions};
 use crate::runtime_connectors::podman::CONTROL_INTERFACE_MOUNT;
 use crate::runtime_connectors::{CreateOptions, RuntimeError, WorkloadId};
@@ -312,9 +311,8 @@ impl Lifecycle<'_> {
         }
         let Ok(existing) = self.cd.containers("").await else { return };
         let existing: std::collections::HashSet<String> = existing.into_iter().map(|c| c.id).collect();
-        let no_ports: &[PortMapping] = &[];
         for id in attached.iter().filter(|id| !existing.contains(*id)) {
-            match cni.del(id, no_ports).await {
+            match cni.del(id, &[]).await {
                 Ok(()) => tracing::info!("containerd: released the network of the removed container '{id}'"),
                 Err(e) => tracing::warn!("containerd: cannot release the network of the removed container '{id}': {e}"),
             }
@@ -324,7 +322,7 @@ impl Lifecycle<'_> {
     /// Stops and removes the workload `id`.
     pub async fn delete(&self, id: &str) -> Result<(), RuntimeError> {
         self.stop(id).await.map_err(|e| RuntimeError::delete(e.to_string()))?;
-        self.remove(id).await.map_err(|e| RuntimeError::delete(e.to_string()))
+        self.remove_stopped(id).await.map_err(|e| RuntimeError::delete(e.to_string()))
     }
 
     /// SIGTERM, then after the stop timeout SIGKILL to all its processes.
@@ -356,16 +354,22 @@ impl Lifecycle<'_> {
         Ok(())
     }
 
-    /// Removes the (stopped) task, the network attachment, the container,
-    /// its snapshot and its folder; each is a success when already gone.
+    /// Kills the task if it still runs (a failed create, a leftover), then
+    /// [`remove_stopped`](Self::remove_stopped).
     async fn remove(&self, id: &str) -> Result<(), CallError> {
-        if self.cd.task(id).await?.is_some() {
+        let task = self.cd.task(id).await?;
+        if task.is_some_and(|t| !matches!(Status::try_from(t.status), Ok(Status::Stopped))) {
             self.kill(id).await?;
         }
+        self.remove_stopped(id).await
+    }
+
+    /// Removes the stopped task, the network attachment, the container,
+    /// its snapshot and its folder; each is a success when already gone.
+    async fn remove_stopped(&self, id: &str) -> Result<(), CallError> {
         self.cd.delete_task(id).await?;
         // The network state keeps the ports of the attachment.
-        let no_ports: &[PortMapping] = &[];
-        if let Err(e) = self.cni().del(id, no_ports).await {
+        if let Err(e) = self.cni().del(id, &[]).await {
             tracing::warn!("container '{id}': releasing its network failed: {e}");
         }
         self.cd.delete_container(id).await?;

@@ -85,11 +85,6 @@ impl ContainerdRuntime {
         Self { cd, settings, image_cache: Default::default() }
     }
 
-    /// The containerd client of this connector.
-    pub fn client(&self) -> &Containerd {
-        &self.cd
-    }
-
     fn lifecycle(&self) -> lifecycle::Lifecycle<'_> {
         lifecycle::Lifecycle { cd: &self.cd, settings: &self.settings, image_cache: &self.image_cache }
     }

@@ -94,7 +94,7 @@ impl Watcher {
             let mut stream = first.ok();
             loop {
                 if let Some(s) = stream.take() {
-                    self.set_reachable(true).await;
+                    self.set_reachable().await;
                     self.follow(s).await;
                 }
                 if self.shutdown.is_cancelled() {
@@ -186,7 +186,7 @@ impl Watcher {
                 for w in &workloads {
                     self.names.insert(w.workload_id.0.clone(), Some(w.instance_name.clone()));
                 }
-                self.set_reachable(true).await;
+                self.set_reachable().await;
                 let ev = RuntimeEvent::Snapshot { runtime: self.runtime.clone(), taken_at, workloads };
                 if self.sink.send(ev).await.is_err() {
                     self.shutdown.cancel();
@@ -206,8 +206,8 @@ impl Watcher {
         self.report(false, RuntimeHealth::Unreachable(why)).await;
     }
 
-    async fn set_reachable(&mut self, yes: bool) {
-        if yes && self.reachable != Some(true) {
+    async fn set_reachable(&mut self) {
+        if self.reachable != Some(true) {
             self.report(true, RuntimeHealth::Reachable).await;
         }
     }
