@@ -63,8 +63,9 @@ fn e2e_containerd_runs_a_workload_streams_its_logs_then_removes_it() {
     assert_eq!(tasks[0].2, "RUNNING");
 
     // Logs: all, the last two lines, and following.
-    std::thread::sleep(Duration::from_millis(700));
-    let logs = out(&c.ank(&["logs", "talker"]));
+    let logs = ank_tests::poll(Duration::from_secs(10), "the first ticks in the log", || {
+        Some(out(&c.ank(&["logs", "talker"]))).filter(|l| l.contains("tick 1"))
+    });
     assert!(logs.contains("hello from containerd") && logs.contains("tick 1"), "{logs}");
     let tail = out(&c.ank(&["logs", "--tail", "2", "talker"]));
     assert_eq!(tail.lines().count(), 2, "{tail}");
