@@ -1,0 +1,1 @@
+"""ecubench's parts: the ECU envelope, a system under test, manifests, scenarios."""
