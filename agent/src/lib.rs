@@ -211,7 +211,11 @@ pub async fn run_supervised(
     let manager = AgentManager::new(runtime, logs, control_interfaces, link_events, supervision);
     let am_task = tokio::spawn(manager.run());
     let link_task = tokio::spawn(link.run());
-    tracing::info!("agent '{}' started", config.name);
+    tracing::info!(
+        "agent '{}' started; at most {} creates at a time (--max-parallel-creates)",
+        config.name,
+        config.max_parallel_creates.max(1)
+    );
 
     shutdown.cancelled().await;
     let deadline = tokio::time::Instant::now() + config.shutdown_grace;

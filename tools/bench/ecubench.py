@@ -57,7 +57,7 @@ def parse():
     p.add_argument("--concurrency", default="1,2,4,8,0", help="0 = unlimited")
     p.add_argument("--concurrency-workloads", type=int, default=40)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--timeout", type=float, default=600, help="per wait, seconds")
+    p.add_argument("--timeout", type=float, default=300, help="per wait, seconds")
     p.add_argument("--cpu", type=float, default=0.5, help="cores of the envelope")
     p.add_argument("--memory", default="512M")
     p.add_argument("--flash-write", default="10M", help="bytes/s")
@@ -163,6 +163,8 @@ def main():
                           envmod.parse_size(a.flash_size), a.workdir,
                           enabled=not a.no_envelope)
     env.setup(a.image_tar)
+    if "containerd" in a.scenarios.split(","):
+        env.setup_containerd(a.image_tar)
     scratch = tempfile.mkdtemp(prefix="run-", dir=a.workdir)
     ctx = scenarios.Ctx(env, a, scratch)
     want = set(a.scenarios.split(","))
@@ -196,8 +198,13 @@ def main():
             for impl in impls:
                 cycles = a.powercut_cycles if impl == "ours" or a.ref_powercut_cycles is None \
                     else a.ref_powercut_cycles
-                res.powercuts[impl] = powercut.run(ctx, impl, bins[impl], cycles,
-                                                   a.powercut_workloads, a.seed)
+                try:
+                    res.powercuts[impl] = powercut.run(ctx, impl, bins[impl], cycles,
+                                                       a.powercut_workloads, a.seed)
+                except RuntimeError as e:
+                    res.powercuts[impl] = [{"cycle": 0, "in_flight": False,
+                                            "acknowledged": False, "boot_s": None,
+                                            "deviations": [str(e)]}]
     finally:
         env.teardown()
     text = report(res, table_impls, a, env)

@@ -213,6 +213,7 @@ impl RuntimeManager {
             registry: registry.clone(),
             reporter: reporter.clone(),
             create_permits: Arc::new(Semaphore::new(config.max_parallel_creates.max(1))),
+            delete_permits: Arc::new(Semaphore::new(config.max_parallel_creates.max(1))),
             runtime_events: event_tx,
             retry_policy: config.retry_policy,
             io_folder: config.io_folder.clone(),

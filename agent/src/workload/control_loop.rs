@@ -44,6 +44,7 @@ use crate::workload_operation::Earlier;
 pub const SLOW_CREATE: std::time::Duration = std::time::Duration::from_secs(2);
 
 // [feature K7: the reaping half of the control loop]
+mod bounded;
 mod reaping;
 // [feature H6: the probes of a running workload]
 mod probing;
@@ -108,6 +109,8 @@ pub(crate) struct LoopContext {
     pub registry: Arc<RuntimeRegistry>,
     pub reporter: StateReporter,
     pub create_permits: Arc<Semaphore>,
+    /// Bounds the deletes as `create_permits` bounds the creates.
+    pub delete_permits: Arc<Semaphore>,
     /// Where per-workload state checkers send their observations.
     pub runtime_events: RuntimeEventSender,
     pub retry_policy: RetryPolicy,
@@ -378,25 +381,12 @@ impl WorkloadControlLoop {
             Ok(options) => options,
             Err(e) => return self.handle_create_failure(instance, e).await,
         };
-        let result = {
-            // Bounds how many creates run at once (parallel `podman run`s
-            // beyond a few per core only contend for podman's locks and the
-            // CPU); a closed semaphore only happens at shutdown, when
-            // creating unbounded does no harm. A create that takes longer
-            // than SLOW_CREATE (pulling an image, say) waits on something
-            // else and stops holding back the others.
-            let permit = self.ctx.create_permits.acquire().await.ok();
-            let create = connector.create(&spec, &options);
-            tokio::pin!(create);
-            tokio::select! {
-                result = &mut create => result,
-                () = tokio::time::sleep(SLOW_CREATE) => {
-                    drop(permit);
-                    tracing::debug!("workload '{instance}': create slower than {SLOW_CREATE:?}; others may start meanwhile");
-                    create.await
-                }
-            }
-        };
+        // Bounds how many creates run at once (parallel `podman run`s beyond
+        // a few per core only contend for podman's locks, the CPU and the
+        // memory); see `bounded`.
+        let what = format!("workload '{instance}': create");
+        let result =
+            bounded::run(&self.ctx.create_permits, SLOW_CREATE, &what, connector.create(&spec, &options)).await;
         match result {
             Ok(id) => {
                 tracing::info!("workload '{instance}' created as '{id}'");
@@ -570,12 +560,7 @@ impl WorkloadControlLoop {
             self.report(&instance, ExecutionState::removed()).await;
             return true;
         };
-        let result = match self.connector(&current.runtime) {
-            Some(c) => c.delete(&current.id).await,
-            None => Err(RuntimeError::delete(crate::runtime_connectors::RuntimeFailure::NotSupported(
-                current.runtime.clone(),
-            ))),
-        };
+        let result = self.bounded_delete(&current.runtime, &current.id).await;
         match result {
             Ok(()) => {
                 if self.spec.take().is_some_and(|s| !s.workload.files.is_empty()) {
@@ -598,11 +583,20 @@ impl WorkloadControlLoop {
     /// Removes a workload without reporting states for it.
     // [impl->swdd~agent-delete-old-workload-without-sending-workload-states~1]
     async fn remove_silently(&self, runtime: &str, id: &WorkloadId) {
-        if let Some(c) = self.connector(runtime)
-            && let Err(e) = c.delete(id).await
-        {
+        if let Err(e) = self.bounded_delete(runtime, id).await {
             tracing::warn!("removing stale workload '{id}' failed: {e}");
         }
+    }
+
+    /// Deletes `id` holding a delete permit (see `bounded`).
+    pub(super) async fn bounded_delete(&self, runtime: &str, id: &WorkloadId) -> Result<(), RuntimeError> {
+        let Some(c) = self.connector(runtime) else {
+            return Err(RuntimeError::delete(crate::runtime_connectors::RuntimeFailure::NotSupported(
+                runtime.to_owned(),
+            )));
+        };
+        let what = format!("deleting '{id}'");
+        bounded::run(&self.ctx.delete_permits, SLOW_CREATE, &what, c.delete(id)).await
     }
 
     // [impl->swdd~workload-control-loop-receives-workload-states~1]

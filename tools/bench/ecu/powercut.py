@@ -30,7 +30,7 @@ def _expected(s, names):
         print("  check:", sorted(names), states, conts, flush=True)
     by_wl = {}
     for cid, cname, running, pid in conts:
-        wl = cname.split(".")[0] if s.runtime == "podman" else cname.rsplit("-", 1)[0]
+        wl = cname.split(".")[0]
         by_wl.setdefault(wl, []).append((cid, running, pid))
     for n in sorted(names):
         entries = states.get(n) or []

@@ -61,7 +61,35 @@ def wait(pred, timeout):
     return None
 
 
-def finish(s):
+STALL_S = 90
+
+
+def wait_running(s, names, timeout, old_ids=None):
+    """Seconds until all `names` are Running(Ok) (with a new id when `old_ids`), or None at
+    `timeout` or when no workload got there for STALL_S seconds (a create retried forever)."""
+    t0 = last_change = time.monotonic()
+    best = -1
+    while time.monotonic() - t0 < timeout:
+        states = s.states()
+        if all_running(states, names, old_ids):
+            return time.monotonic() - t0
+        done = sum(1 for n in names if all_running(states, [n], old_ids))
+        if done > best:
+            best, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > STALL_S:
+            print(f"  {s.name}: stalled at {best}/{len(names)} Running(Ok)", flush=True)
+            return None
+        time.sleep(POLL)
+    print(f"  {s.name}: {best}/{len(names)} Running(Ok) at the timeout", flush=True)
+    return None
+
+
+def finish(s, manifest=None):
+    """Stops the daemons and removes the run's containers. On containerd the agent deletes
+    them first (with `manifest`), so that their network addresses are released too."""
+    if s.runtime == "containerd" and manifest and s.server and s.agent:
+        s.apply(manifest, delete=True)
+        wait(lambda: s.states() == {}, 120)
     s.stop()
     s.remove_containers()
 
@@ -86,12 +114,12 @@ def cold_boot(ctx, name, bins, n, runtime="podman"):
     s.start_server(m)
     s.start_agent()
     names = manifests.names(n)
-    t = wait(lambda: all_running(s.states(), names), ctx.args.timeout)
+    t = wait_running(s, names, ctx.args.timeout)
     out = {f"cold_boot_{n}_s": (time.monotonic() - t0) if t is not None else None,
            f"cold_boot_{n}_envelope_cpu_s": _env_cpu_s(ctx, c0),
            f"cold_boot_{n}_envelope_peak_mb": _mb(ctx.env.memory_peak()),
            f"cold_boot_{n}_oom_kills": ctx.env.oom_kills() - oom0}
-    finish(s)
+    finish(s, m)
     return out
 
 
@@ -113,10 +141,15 @@ def burst(ctx, name, bins, n, runtime="podman", idle_s=30, agent_args=(), tag="b
     r = s.apply(ctx.manifest(s, n, gen=0))
     if r.returncode != 0:
         raise RuntimeError(f"{name}: apply failed: {r.stderr}")
-    t = wait(lambda: all_running(s.states(), names), ctx.args.timeout)
+    t = wait_running(s, names, ctx.args.timeout)
     out[f"{tag}_apply_{n}_s"] = time.monotonic() - t0 if t is not None else None
     out[f"{tag}_apply_{n}_envelope_cpu_s"] = _env_cpu_s(ctx, c0)
     out[f"{tag}_apply_{n}_envelope_peak_mb"] = _mb(ctx.env.memory_peak())
+    if t is None:
+        # Nothing to measure after an apply that did not finish.
+        out[f"{tag}_{n}_oom_kills"] = ctx.env.oom_kills() - oom0
+        finish(s)
+        return out
     if idle_s:
         out.update(idle(ctx, s, n, idle_s))
     if tag == "burst":
@@ -124,7 +157,7 @@ def burst(ctx, name, bins, n, runtime="podman", idle_s=30, agent_args=(), tag="b
         c0 = _env_cpu(ctx)
         t0 = time.monotonic()
         s.apply(ctx.manifest(s, n, gen=1))
-        t = wait(lambda: all_running(s.states(), names, before), ctx.args.timeout)
+        t = wait_running(s, names, ctx.args.timeout, before)
         out[f"update_{n}_s"] = time.monotonic() - t0 if t is not None else None
         out[f"update_{n}_envelope_cpu_s"] = _env_cpu_s(ctx, c0)
         t0 = time.monotonic()
@@ -178,7 +211,7 @@ def server_restart(ctx, name, bins, n, runtime="podman", sig=signal.SIGTERM):
     s.start_agent()
     names = manifests.names(n)
     out = {}
-    if wait(lambda: all_running(s.states(), names), ctx.args.timeout) is None:
+    if wait_running(s, names, ctx.args.timeout) is None:
         finish(s)
         return {f"server_restart_{n}_s": None}
     time.sleep(2)
@@ -187,7 +220,7 @@ def server_restart(ctx, name, bins, n, runtime="podman", sig=signal.SIGTERM):
     s.server.wait(timeout=30)
     t0 = time.monotonic()
     s.start_server(m)
-    t = wait(lambda: all_running(s.states(), names), ctx.args.timeout)
+    t = wait_running(s, names, ctx.args.timeout)
     out[f"server_restart_{n}_s"] = time.monotonic() - t0 if t is not None else None
     time.sleep(2)
     after = {c[1]: (c[0], c[3]) for c in s.containers()}

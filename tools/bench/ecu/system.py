@@ -248,11 +248,17 @@ class System:
         # A container whose processes died with their conmon (a power cut) still counts
         # as running for podman: the first `rm -f` only finds out, the second removes it.
         for _ in range(3):
-            ids = [c[0] for c in self.containers()]
-            if not ids:
-                return
-            subprocess.run(["podman", "rm", "-f", "-t", "0"] + ids, capture_output=True,
-                           env=self.env_.env(), timeout=600)
+            try:
+                ids = [c[0] for c in self.containers()]
+                if not ids:
+                    return
+                subprocess.run(["podman", "rm", "-f", "-t", "0"] + ids, capture_output=True,
+                               env=self.env_.env(), timeout=600)
+            except subprocess.TimeoutExpired:
+                print(f"  {self.name}: podman hangs; renumbering its locks", flush=True)
+                subprocess.run(["podman", "system", "renumber"], capture_output=True,
+                               env=self.env_.env(), timeout=120)
+        raise RuntimeError(f"{self.name}: could not remove the containers of the run")
 
     # ------------------------------------------------------------ resources
     def cpu_ticks(self, with_tree=True):

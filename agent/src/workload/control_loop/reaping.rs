@@ -12,7 +12,6 @@ use ank_common::workload_events::EventKind;
 use tokio::time::Instant;
 
 use super::WorkloadControlLoop;
-use crate::runtime_connectors::RuntimeError;
 use crate::workload::retention::{self, PendingReap};
 
 impl WorkloadControlLoop {
@@ -37,12 +36,7 @@ impl WorkloadControlLoop {
             return;
         }
         let Some(current) = self.current.take() else { return };
-        let result = match self.connector(&current.runtime) {
-            Some(c) => c.delete(&current.id).await,
-            None => Err(RuntimeError::delete(crate::runtime_connectors::RuntimeFailure::NotSupported(
-                current.runtime.clone(),
-            ))),
-        };
+        let result = self.bounded_delete(&current.runtime, &current.id).await;
         if let Err(e) = result {
             tracing::warn!("reaping workload '{instance}' failed, trying again later: {e}");
             self.current = Some(current);

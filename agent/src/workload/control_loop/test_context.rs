@@ -23,6 +23,7 @@ impl LoopContext {
             registry: Arc::new(registry),
             reporter,
             create_permits: Arc::new(Semaphore::new(4)),
+            delete_permits: Arc::new(Semaphore::new(4)),
             runtime_events: tokio::sync::mpsc::channel(16).0,
             retry_policy,
             io_folder: io.to_owned(),
