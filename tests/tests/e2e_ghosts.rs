@@ -118,11 +118,18 @@ fn e2e_ghosts_killed_conmon_and_process_are_failed_restarted_by_policy_and_delet
     assert_eq!(before.len(), 5, "{before:?}");
     kill_conmon_and_process(&before);
 
-    // The NEVER one stays Failed; within seconds, though the reconcile is an hour away.
-    c.wait_state("n0", "Failed(ExecFailed)", Duration::from_secs(10));
-    let o = c.ank(&["get", "workload", "n0", "-o", "json"]);
-    let info = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(info.contains("conmon"), "the additional info names what happened: {info}");
+    // The NEVER one stays Failed; within moments, though the reconcile is an hour away.
+    let killed = std::time::Instant::now();
+    while c.state_of("n0").as_deref() != Some("Failed(ExecFailed)") {
+        assert!(killed.elapsed() < Duration::from_secs(10), "n0 not Failed(ExecFailed) within 10 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("n0 shown Failed {:.0} ms after the kill", killed.elapsed().as_secs_f64() * 1e3);
+    let o = c.ank(&["get", "workloads", "-o", "json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let n0 = rows.as_array().unwrap().iter().find(|r| r["name"] == "n0").expect("n0 row");
+    let info = n0["executionState"]["additionalInfo"].as_str().unwrap_or_default();
+    assert!(info.starts_with("Exit code: '137' (conmon"), "the additional info names what happened: {n0}");
     // The ALWAYS and ON_FAILURE ones run again: a new container with a live process, one each.
     let after = ank_tests::poll(Duration::from_secs(60), "the restarted workloads", || {
         let now = containers(&c);
@@ -192,4 +199,63 @@ fn e2e_ghosts_after_a_kill_of_server_and_agent_are_not_resumed_as_running() {
         assert!(ctrs.len() <= 1, "one container per instance: {ctrs:?}");
     }
     assert_no_running_ghost(&c);
+}
+
+/// The shim of a containerd task: the parent of its process.
+fn shim_of(pid: u32) -> i32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the task's process");
+    let ppid: i32 = status.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|p| p.trim().parse().ok()).unwrap();
+    let comm = std::fs::read_to_string(format!("/proc/{ppid}/comm")).unwrap_or_default();
+    assert!(comm.starts_with("containerd-shim"), "the parent of {pid} is '{comm}', not the shim");
+    ppid
+}
+
+#[test]
+fn e2e_ghosts_containerd_shim_and_task_killed_are_failed_restarted_by_policy_and_deleted() {
+    use ank_tests::containerd::{IMAGE as CD_IMAGE, Namespace};
+    let ns = Namespace::new("ghosts");
+    let agent = format!("e2e_cd_ghosts_{}", std::process::id());
+    let c = Cluster::start_with(&agent, None, &["--containerd-namespace", &ns.name]);
+    let body: String = [("a0", "ALWAYS"), ("n0", "NEVER")]
+        .iter()
+        .map(|(name, policy)| {
+            format!(
+                "  {name}:\n    runtime: containerd\n    agent: {agent}\n    restartPolicy: {policy}\n    runtimeConfig: |\n      image: {CD_IMAGE}\n      commandOptions: [\"--net=none\"]\n      commandArgs: [\"sleep\", \"100000\"]\n"
+            )
+        })
+        .collect();
+    let o = c.ank_stdin(&["apply", "-"], Some(&format!("apiVersion: v1\nworkloads:\n{body}")));
+    assert!(o.status.success(), "apply: {}", String::from_utf8_lossy(&o.stderr));
+    c.wait_state("a0", "Running(Ok)", Duration::from_secs(60));
+    c.wait_state("n0", "Running(Ok)", Duration::from_secs(60));
+    let tasks = ns.tasks();
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    let pid_of = |prefix: &str, tasks: &[(String, u32, String)]| {
+        tasks.iter().find(|(id, pid, s)| id.starts_with(prefix) && *pid > 0 && s == "RUNNING").map(|t| t.1)
+    };
+    let old_a0 = pid_of("a0.", &tasks).expect("a0's task");
+    for (_, pid, _) in &tasks {
+        for p in [shim_of(*pid), i32::try_from(*pid).unwrap()] {
+            let o = std::process::Command::new("kill").args(["-9", &p.to_string()]).output().unwrap();
+            assert!(o.status.success(), "kill -9 {p}");
+        }
+    }
+    // containerd sees its shim die and publishes the task's exit (137) itself.
+    c.wait_state("n0", "Failed(ExecFailed)", Duration::from_secs(10));
+    let o = c.ank(&["get", "workloads", "-o", "json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let n0 = rows.as_array().unwrap().iter().find(|r| r["name"] == "n0").expect("n0 row");
+    assert_eq!(n0["executionState"]["additionalInfo"], "Exit code: '137'", "{n0}");
+    let new_a0 = ank_tests::poll(Duration::from_secs(30), "a0 running again", || {
+        let pid = pid_of("a0.", &ns.tasks())?;
+        (pid != old_a0 && c.state_of("a0").as_deref() == Some("Running(Ok)")).then_some(pid)
+    });
+    assert_ne!(new_a0, old_a0);
+    assert_eq!(c.state_of("n0").as_deref(), Some("Failed(ExecFailed)"), "NEVER: not restarted");
+
+    let o = c.ank(&["delete", "workload", "a0", "n0"]);
+    assert!(o.status.success(), "delete: {}", String::from_utf8_lossy(&o.stderr));
+    ank_tests::poll(Duration::from_secs(30), "no workload, task or container left", || {
+        (c.workload_rows().is_empty() && ns.tasks().is_empty() && ns.ids("containers").is_empty()).then_some(())
+    });
 }
