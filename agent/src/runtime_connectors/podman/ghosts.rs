@@ -206,6 +206,12 @@ impl GhostWatch {
         let id = WorkloadId(target.container_id.clone());
         match guard::open(&*self.procs, &target) {
             Opened::Recorded => None,
+            Opened::Unwatchable(e) => {
+                // Not looked up again at every listing: remembered as watched, with no watch.
+                tracing::warn!("container '{id}' is not watched for a dead process: {e}");
+                self.lock().watching.insert(id, CancellationToken::new());
+                None
+            }
             Opened::Ghost(exit) => Some(self.mark_ghost(&id, exit)),
             Opened::Watching(guard) => {
                 let stop = match self.sink.get() {
@@ -391,6 +397,16 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1)).await;
         let relisted = s.watch.checked(vec![listed("c3", ExecutionState::running())]).await;
         assert_eq!(relisted[0].state.kind, StateKind::Running);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ghosts_containers_that_cannot_be_watched_are_listed_as_podman_says_and_not_looked_up_again() {
+        let s = setup();
+        s.procs.refuse();
+        let running = vec![listed("c1", ExecutionState::running())];
+        assert_eq!(s.watch.checked(running.clone()).await, running);
+        assert_eq!(s.watch.checked(running.clone()).await, running);
+        assert_eq!(s.pids.calls.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -71,8 +71,9 @@ impl PodmanRuntime {
         let user = PodmanUser::current();
         let settings = EngineSettings::load(&user);
         let exits = settings.tmp_dir(&user).join("exits");
+        // The watch looks there even if the folder appears only later.
+        let procs = PidFds { monitor: "conmon", exits_dir: Some(exits.clone()) };
         let exits_dir = exits.is_dir().then_some(exits);
-        let procs = PidFds { monitor: "conmon", exits_dir: exits_dir.clone() };
         let ghosts = GhostWatch::new(Arc::new(procs), Arc::new(cli.clone()));
         Self {
             cli,

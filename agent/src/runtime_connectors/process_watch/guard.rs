@@ -22,14 +22,20 @@ pub trait Watched: Send + Sync {
     fn exit_code(&self) -> Option<i32>;
 }
 
+/// A process that exists but cannot be watched (no `pidfd_open` in this
+/// kernel, no fd left): no verdict, never a ghost.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot watch the process: {0}")]
+pub struct Unwatchable(pub String);
+
 /// Where the watched processes come from, and whether an exit was recorded.
 pub trait Processes: Send + Sync {
     /// The container's main process under `pid`; `None` when the pid is
     /// gone or is not the container's (reused).
-    fn open_main(&self, pid: i32, container_id: &str) -> Option<Box<dyn Watched>>;
+    fn open_main(&self, pid: i32, container_id: &str) -> Result<Option<Box<dyn Watched>>, Unwatchable>;
     /// The container's monitor under `pid`; `None` when it is gone or not
     /// the container's.
-    fn open_monitor(&self, pid: i32, container_id: &str) -> Option<Box<dyn Watched>>;
+    fn open_monitor(&self, pid: i32, container_id: &str) -> Result<Option<Box<dyn Watched>>, Unwatchable>;
     /// Whether the runtime recorded an exit of the container (podman:
     /// conmon's exit file exists).
     fn exit_recorded(&self, container_id: &str) -> bool;
@@ -60,6 +66,8 @@ pub enum Opened {
     Ghost(GhostExit),
     /// Both are gone and the runtime recorded the exit: its report stands.
     Recorded,
+    /// A process could not be watched: no verdict.
+    Unwatchable(Unwatchable),
 }
 
 /// The open processes of one running container.
@@ -72,8 +80,11 @@ pub struct Guard {
 /// Opens the processes of `target`.
 pub fn open(procs: &dyn Processes, target: &Target) -> Opened {
     let id = &target.container_id;
-    let main = procs.open_main(target.pid, id).filter(|m| !m.has_exited());
-    let monitor = procs.open_monitor(target.monitor_pid, id).filter(|m| !m.has_exited());
+    let opened = procs.open_main(target.pid, id).and_then(|m| Ok((m, procs.open_monitor(target.monitor_pid, id)?)));
+    let (main, monitor) = match opened {
+        Ok((main, monitor)) => (main.filter(|m| !m.has_exited()), monitor.filter(|m| !m.has_exited())),
+        Err(e) => return Opened::Unwatchable(e),
+    };
     if main.is_none() && monitor.is_none() {
         if procs.exit_recorded(id) {
             return Opened::Recorded;
@@ -138,6 +149,7 @@ pub mod fake {
     pub struct FakeProcesses {
         procs: Arc<Mutex<BTreeMap<i32, (String, End)>>>,
         recorded: Arc<Mutex<BTreeSet<String>>>,
+        refused: Arc<std::sync::atomic::AtomicBool>,
     }
 
     impl FakeProcesses {
@@ -156,18 +168,25 @@ pub mod fake {
         pub fn record_exit(&self, id: &str) {
             self.recorded.lock().unwrap().insert(id.to_owned());
         }
-        fn open(&self, pid: i32, id: &str) -> Option<Box<dyn Watched>> {
+        /// No process can be watched from now on (a kernel without pidfds).
+        pub fn refuse(&self) {
+            self.refused.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        fn open(&self, pid: i32, id: &str) -> Result<Option<Box<dyn Watched>>, Unwatchable> {
+            if self.refused.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(Unwatchable("refused".into()));
+            }
             let procs = self.procs.lock().unwrap();
-            let (owner, tx) = procs.get(&pid)?;
-            (owner == id).then(|| Box::new(FakeProc { ended: tx.subscribe() }) as Box<dyn Watched>)
+            let Some((owner, tx)) = procs.get(&pid) else { return Ok(None) };
+            Ok((owner == id).then(|| Box::new(FakeProc { ended: tx.subscribe() }) as Box<dyn Watched>))
         }
     }
 
     impl Processes for FakeProcesses {
-        fn open_main(&self, pid: i32, container_id: &str) -> Option<Box<dyn Watched>> {
+        fn open_main(&self, pid: i32, container_id: &str) -> Result<Option<Box<dyn Watched>>, Unwatchable> {
             self.open(pid, container_id)
         }
-        fn open_monitor(&self, pid: i32, container_id: &str) -> Option<Box<dyn Watched>> {
+        fn open_monitor(&self, pid: i32, container_id: &str) -> Result<Option<Box<dyn Watched>>, Unwatchable> {
             self.open(pid, container_id)
         }
         fn exit_recorded(&self, container_id: &str) -> bool {
@@ -192,6 +211,7 @@ mod tests {
             Opened::Watching(g) => g,
             Opened::Ghost(g) => panic!("ghost {g:?}"),
             Opened::Recorded => panic!("recorded"),
+            Opened::Unwatchable(e) => panic!("{e}"),
         }
     }
 
@@ -240,6 +260,13 @@ mod tests {
         // The same with the exit recorded: an ordinary exit in flight.
         procs.record_exit("c1");
         assert!(matches!(open(&procs, &target(10, 0)), Opened::Recorded));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn processes_that_cannot_be_watched_are_never_a_ghost() {
+        let procs = FakeProcesses::default();
+        procs.refuse();
+        assert!(matches!(open(&procs, &target(10, 9)), Opened::Unwatchable(_)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -207,10 +207,12 @@ mod tests {
         assert!(!cgroup_names(me, "0123456789abcdef0123456789abcdef"));
         assert!(!cgroup_names(me, ""));
         assert!(!cmdline_names(me, "conmon", "0123456789abcdef"));
-        let mut child = std::process::Command::new("sleep").arg("30").arg("abc123").spawn().unwrap();
+        // `sleep 31`: "31" stands for the container id among the arguments.
+        let mut child = std::process::Command::new("sleep").arg("31").spawn().unwrap();
         let pid = i32::try_from(child.id()).unwrap();
-        assert!(cmdline_names(pid, "sleep", "abc123"));
-        assert!(!cmdline_names(pid, "conmon", "abc123"));
+        assert!(cmdline_names(pid, "sleep", "31"));
+        assert!(!cmdline_names(pid, "sleep", "3"));
+        assert!(!cmdline_names(pid, "conmon", "31"));
         child.kill().unwrap();
         child.wait().unwrap();
     }
