@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use ank_common::execution_state::Failed;
 use ank_common::{ExecutionState, StateKind};
 use async_trait::async_trait;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cli::PodmanCli;
@@ -94,8 +95,9 @@ pub fn parse_targets(out: &str) -> Vec<Target> {
 /// What is known of the containers' processes.
 #[derive(Default)]
 struct Known {
-    /// Containers whose processes are watched, with the watch's stop.
-    watching: HashMap<WorkloadId, CancellationToken>,
+    /// Containers whose processes are watched, with the watch's stop and
+    /// when it began.
+    watching: HashMap<WorkloadId, (CancellationToken, Instant)>,
     /// Containers found dead, with the state they were reported in.
     ghosts: HashMap<WorkloadId, ExecutionState>,
 }
@@ -140,22 +142,30 @@ impl GhostWatch {
         self.lock().watching.len()
     }
 
-    /// `listed` as the agent is to see it: a running container found dead
-    /// is failed. Starts watching running containers not watched yet, and
-    /// forgets containers no longer listed.
+    /// `listed` (a listing taken at `taken_at`) as the agent is to see it:
+    /// a running container found dead is failed. Starts watching running
+    /// containers not watched yet, and forgets containers no longer listed
+    /// whose watch began before the listing was taken (`None`: the listing
+    /// may be older than any watch, none is forgotten).
     // [impl->swdd~agent-existing-workloads-finds-list~1]
-    pub async fn checked(self: &Arc<Self>, mut listed: Vec<ListedWorkload>) -> Vec<ListedWorkload> {
+    pub async fn checked(
+        self: &Arc<Self>,
+        mut listed: Vec<ListedWorkload>,
+        taken_at: Option<Instant>,
+    ) -> Vec<ListedWorkload> {
         let new: Vec<WorkloadId> = {
             let mut known = self.lock();
             let ids: HashSet<&WorkloadId> = listed.iter().map(|w| &w.workload_id).collect();
-            known.watching.retain(|id, stop| {
-                let keep = ids.contains(id);
+            known.watching.retain(|id, (stop, since)| {
+                let keep = ids.contains(id) || taken_at.is_none_or(|t| *since >= t);
                 if !keep {
                     stop.cancel();
                 }
                 keep
             });
-            known.ghosts.retain(|id, _| ids.contains(id));
+            if taken_at.is_some() {
+                known.ghosts.retain(|id, _| ids.contains(id));
+            }
             listed
                 .iter()
                 .filter(|w| w.state.kind == StateKind::Running)
@@ -194,7 +204,7 @@ impl GhostWatch {
     /// Container `id` is gone: nothing of it is watched or remembered.
     pub fn forget(&self, id: &WorkloadId) {
         let mut known = self.lock();
-        if let Some(stop) = known.watching.remove(id) {
+        if let Some((stop, _)) = known.watching.remove(id) {
             stop.cancel();
         }
         known.ghosts.remove(id);
@@ -209,7 +219,7 @@ impl GhostWatch {
             Opened::Unwatchable(e) => {
                 // Not looked up again at every listing: remembered as watched, with no watch.
                 tracing::warn!("container '{id}' is not watched for a dead process: {e}");
-                self.lock().watching.insert(id, CancellationToken::new());
+                self.lock().watching.insert(id, (CancellationToken::new(), Instant::now()));
                 None
             }
             Opened::Ghost(exit) => Some(self.mark_ghost(&id, exit)),
@@ -218,7 +228,7 @@ impl GhostWatch {
                     Some((_, shutdown)) => shutdown.child_token(),
                     None => CancellationToken::new(),
                 };
-                if let Some(old) = self.lock().watching.insert(id.clone(), stop.clone()) {
+                if let Some((old, _)) = self.lock().watching.insert(id.clone(), (stop.clone(), Instant::now())) {
                     old.cancel();
                 }
                 let me = self.clone();
@@ -327,7 +337,7 @@ mod tests {
     async fn ghosts_a_listed_container_whose_processes_die_unrecorded_is_reported_failed_and_listed_failed() {
         let mut s = setup();
         let running = vec![listed("c1", ExecutionState::running()), listed("c2", ExecutionState::running())];
-        assert_eq!(s.watch.checked(running.clone()).await, running, "alive: as listed");
+        assert_eq!(s.watch.checked(running.clone(), Some(Instant::now())).await, running, "alive: as listed");
         assert_eq!(s.watch.watched(), 2);
         // The OOM killer takes c1's conmon and process: reported within the wake-up.
         s.procs.end(9, Some(137));
@@ -336,20 +346,20 @@ mod tests {
         assert_eq!(ev, ghost_event("c1", Some(137)));
         // podman still lists it running: the next listing says failed, without another lookup.
         let calls = s.pids.calls.load(Ordering::SeqCst);
-        let again = s.watch.checked(running.clone()).await;
+        let again = s.watch.checked(running.clone(), Some(Instant::now())).await;
         assert_eq!(again[0].state, ghost_state(GhostExit { code: Some(137) }));
         assert_eq!(again[1], running[1]);
         assert_eq!(s.pids.calls.load(Ordering::SeqCst), calls, "known containers are not looked up again");
         assert_eq!(s.watch.watched(), 1);
         // Removed (no longer listed): forgotten.
-        assert!(s.watch.checked(vec![running[1].clone()]).await == vec![running[1].clone()]);
+        assert!(s.watch.checked(vec![running[1].clone()], Some(Instant::now())).await == vec![running[1].clone()]);
         assert!(s.rx.try_recv().is_err(), "one report");
     }
 
     #[tokio::test(start_paused = true)]
     async fn ghosts_an_ordinary_exit_is_left_to_podman_and_not_reported() {
         let mut s = setup();
-        s.watch.checked(vec![listed("c1", ExecutionState::running())]).await;
+        s.watch.checked(vec![listed("c1", ExecutionState::running())], Some(Instant::now())).await;
         s.procs.end(10, Some(3));
         tokio::time::sleep(Duration::from_millis(10)).await;
         s.procs.record_exit("c1");
@@ -364,13 +374,13 @@ mod tests {
         let mut s = setup();
         s.procs.end(10, None);
         s.procs.end(9, None);
-        let checked = s.watch.checked(vec![listed("c1", ExecutionState::running())]).await;
+        let checked = s.watch.checked(vec![listed("c1", ExecutionState::running())], Some(Instant::now())).await;
         assert_eq!(checked[0].state, ghost_state(GhostExit { code: None }));
         assert!(s.rx.try_recv().is_err(), "the listing carries it");
         // Exited containers are neither looked up nor changed.
         let calls = s.pids.calls.load(Ordering::SeqCst);
         let exited = listed("c2", ExecutionState::failed("Exit code: '3'"));
-        assert_eq!(s.watch.checked(vec![exited.clone()]).await, vec![exited]);
+        assert_eq!(s.watch.checked(vec![exited.clone()], Some(Instant::now())).await, vec![exited]);
         assert_eq!(s.pids.calls.load(Ordering::SeqCst), calls);
     }
 
@@ -395,7 +405,7 @@ mod tests {
         s.pids.table.lock().unwrap().insert("c3".into(), (30, 29));
         s.watch.started(WorkloadId("c3".into()));
         tokio::time::sleep(Duration::from_millis(1)).await;
-        let relisted = s.watch.checked(vec![listed("c3", ExecutionState::running())]).await;
+        let relisted = s.watch.checked(vec![listed("c3", ExecutionState::running())], Some(Instant::now())).await;
         assert_eq!(relisted[0].state.kind, StateKind::Running);
     }
 
@@ -404,9 +414,25 @@ mod tests {
         let s = setup();
         s.procs.refuse();
         let running = vec![listed("c1", ExecutionState::running())];
-        assert_eq!(s.watch.checked(running.clone()).await, running);
-        assert_eq!(s.watch.checked(running.clone()).await, running);
+        assert_eq!(s.watch.checked(running.clone(), Some(Instant::now())).await, running);
+        assert_eq!(s.watch.checked(running.clone(), Some(Instant::now())).await, running);
         assert_eq!(s.pids.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ghosts_a_watch_begun_after_a_listing_is_not_forgotten_by_it() {
+        let s = setup();
+        let taken_at = Instant::now();
+        tokio::time::advance(Duration::from_millis(50)).await;
+        s.watch.started(WorkloadId("c2".into()));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        // The listing, taken before c2 started, does not have it.
+        s.watch.checked(vec![], Some(taken_at)).await;
+        assert_eq!(s.watch.watched(), 1, "c2's watch stays");
+        s.watch.checked(vec![], None).await;
+        assert_eq!(s.watch.watched(), 1, "a listing of unknown age forgets nothing");
+        s.watch.checked(vec![], Some(Instant::now())).await;
+        assert_eq!(s.watch.watched(), 0, "a newer listing without it: forgotten");
     }
 
     #[test]

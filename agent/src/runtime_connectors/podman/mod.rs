@@ -220,8 +220,9 @@ impl RuntimeConnector for PodmanRuntime {
 
     // [impl->swdd~agent-existing-workloads-finds-list~1]
     async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
+        let taken_at = tokio::time::Instant::now();
         let entries = self.cli.ps_by_label(&EventWatcher::label(agent)).await.map_err(RuntimeError::list)?;
-        Ok(self.ghosts.checked(events::listed_from_ps(&entries, agent)).await)
+        Ok(self.ghosts.checked(events::listed_from_ps(&entries, agent), Some(taken_at)).await)
     }
 
     /// Takes the watcher's first `ps` (see [`cli::FirstListing`]).
@@ -229,7 +230,8 @@ impl RuntimeConnector for PodmanRuntime {
         let entries = self.cli.ps_for_listing(&EventWatcher::label(agent)).await.map_err(RuntimeError::list)?;
         // [impl->swdd~agent-existing-workloads-resume-existing~2]
         // A dead container podman lists as running is listed failed: replaced, not resumed.
-        Ok(self.ghosts.checked(events::listed_from_ps(&entries, agent)).await)
+        // It may be older than this call (the watcher's first ps): it forgets nothing.
+        Ok(self.ghosts.checked(events::listed_from_ps(&entries, agent), None).await)
     }
 
     // [impl->swdd~podman-start-checker-starts-podman-state-checker~1]

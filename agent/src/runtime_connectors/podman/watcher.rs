@@ -274,7 +274,7 @@ impl EventWatcher {
         match self.cli.ps_by_label(&Self::label(&self.agent)).await {
             Ok(entries) => {
                 self.report_health(RuntimeHealth::Reachable).await;
-                let workloads = self.ghosts.checked(listed_from_ps(&entries, &self.agent)).await;
+                let workloads = self.ghosts.checked(listed_from_ps(&entries, &self.agent), Some(taken_at)).await;
                 let _ =
                     self.sink.send(RuntimeEvent::Snapshot { runtime: self.runtime.clone(), taken_at, workloads }).await;
             }

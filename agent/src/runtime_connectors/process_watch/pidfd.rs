@@ -210,7 +210,17 @@ mod tests {
         // `sleep 31`: "31" stands for the container id among the arguments.
         let mut child = std::process::Command::new("sleep").arg("31").spawn().unwrap();
         let pid = i32::try_from(child.id()).unwrap();
-        assert!(cmdline_names(pid, "sleep", "31"));
+        // The child may not have run its exec yet when spawn returns.
+        let mut named = false;
+        for _ in 0..500 {
+            named = cmdline_names(pid, "sleep", "31");
+            if named {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(named, "{:?}", String::from_utf8_lossy(&cmdline));
         assert!(!cmdline_names(pid, "sleep", "3"));
         assert!(!cmdline_names(pid, "conmon", "31"));
         child.kill().unwrap();
