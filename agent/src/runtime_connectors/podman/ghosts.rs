@@ -176,7 +176,7 @@ impl GhostWatch {
         };
         if !new.is_empty() {
             for target in self.pids.targets(&new).await {
-                self.watch(target);
+                self.watch(target).await;
             }
         }
         let known = self.lock();
@@ -194,7 +194,7 @@ impl GhostWatch {
         let me = self.clone();
         tokio::spawn(async move {
             for target in me.pids.targets(std::slice::from_ref(&id)).await {
-                if let Some(state) = me.watch(target) {
+                if let Some(state) = me.watch(target).await {
                     me.send(id.clone(), state).await;
                 }
             }
@@ -212,9 +212,10 @@ impl GhostWatch {
 
     /// Opens the processes of `target` (a running container); returns the
     /// ghost state when both are gone already, else watches them.
-    fn watch(self: &Arc<Self>, target: Target) -> Option<ExecutionState> {
+    async fn watch(self: &Arc<Self>, target: Target) -> Option<ExecutionState> {
         let id = WorkloadId(target.container_id.clone());
-        match guard::open(&*self.procs, &target) {
+        let opened = guard::open(&*self.procs, &target);
+        match opened {
             Opened::Recorded => None,
             Opened::Unwatchable(e) => {
                 // Not looked up again at every listing: remembered as watched, with no watch.
@@ -222,7 +223,7 @@ impl GhostWatch {
                 self.lock().watching.insert(id, (CancellationToken::new(), Instant::now()));
                 None
             }
-            Opened::Ghost(exit) => Some(self.mark_ghost(&id, exit)),
+            Opened::Ghost(exit) => self.confirmed(&id, exit).await,
             Opened::Watching(guard) => {
                 let stop = match self.sink.get() {
                     Some((_, shutdown)) => shutdown.child_token(),
@@ -238,14 +239,25 @@ impl GhostWatch {
                         ended = guard.ended(&*me.procs) => ended,
                     };
                     me.lock().watching.remove(&id);
-                    if let Some(exit) = ended {
-                        let state = me.mark_ghost(&id, exit);
+                    if let Some(exit) = ended
+                        && let Some(state) = me.confirmed(&id, exit).await
+                    {
                         me.send(id, state).await;
                     }
                 });
                 None
             }
         }
+    }
+
+    /// The ghost state of `id`, remembered, unless podman no longer has it
+    /// running (asked only when the verdict is not certain: podman
+    /// recorded the exit and removed conmon's exit file meanwhile).
+    async fn confirmed(&self, id: &WorkloadId, exit: GhostExit) -> Option<ExecutionState> {
+        if !exit.certain && self.pids.targets(std::slice::from_ref(id)).await.is_empty() {
+            return None;
+        }
+        Some(self.mark_ghost(id, exit))
     }
 
     fn mark_ghost(&self, id: &WorkloadId, exit: GhostExit) -> ExecutionState {
@@ -329,7 +341,7 @@ mod tests {
     fn ghost_event(id: &str, code: Option<i32>) -> RuntimeEvent {
         RuntimeEvent::ChangedById {
             workload_id: WorkloadId(id.into()),
-            observed: Observed::State(ghost_state(GhostExit { code })),
+            observed: Observed::State(ghost_state(GhostExit { code, certain: true })),
         }
     }
 
@@ -347,7 +359,7 @@ mod tests {
         // podman still lists it running: the next listing says failed, without another lookup.
         let calls = s.pids.calls.load(Ordering::SeqCst);
         let again = s.watch.checked(running.clone(), Some(Instant::now())).await;
-        assert_eq!(again[0].state, ghost_state(GhostExit { code: Some(137) }));
+        assert_eq!(again[0].state, ghost_state(GhostExit { code: Some(137), certain: true }));
         assert_eq!(again[1], running[1]);
         assert_eq!(s.pids.calls.load(Ordering::SeqCst), calls, "known containers are not looked up again");
         assert_eq!(s.watch.watched(), 1);
@@ -375,7 +387,7 @@ mod tests {
         s.procs.end(10, None);
         s.procs.end(9, None);
         let checked = s.watch.checked(vec![listed("c1", ExecutionState::running())], Some(Instant::now())).await;
-        assert_eq!(checked[0].state, ghost_state(GhostExit { code: None }));
+        assert_eq!(checked[0].state, ghost_state(GhostExit { code: None, certain: false }));
         assert!(s.rx.try_recv().is_err(), "the listing carries it");
         // Exited containers are neither looked up nor changed.
         let calls = s.pids.calls.load(Ordering::SeqCst);
@@ -417,6 +429,21 @@ mod tests {
         assert_eq!(s.watch.checked(running.clone(), Some(Instant::now())).await, running);
         assert_eq!(s.watch.checked(running.clone(), Some(Instant::now())).await, running);
         assert_eq!(s.pids.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ghosts_an_uncertain_verdict_is_dropped_when_podman_no_longer_has_it_running() {
+        let mut s = setup();
+        s.watch.checked(vec![listed("c1", ExecutionState::running())], None).await;
+        // Both end without a readable status and without an exit file, and
+        // podman has it exited by now (its cleanup removed the exit file).
+        s.pids.table.lock().unwrap().remove("c1");
+        s.procs.end(10, None);
+        s.procs.end(9, None);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(s.rx.try_recv().is_err(), "no ghost report");
+        let exited = listed("c1", ExecutionState::succeeded());
+        assert_eq!(s.watch.checked(vec![exited.clone()], None).await, vec![exited]);
     }
 
     #[tokio::test(start_paused = true)]

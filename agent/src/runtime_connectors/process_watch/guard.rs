@@ -4,7 +4,11 @@
 //! records the exit. [`open`] decides at once for what is already gone;
 //! [`Guard::ended`] waits for the end of the main process and then of the
 //! monitor, and calls it a ghost only if no exit was recorded: an ordinary
-//! exit is left to the runtime's own report (exit file, event).
+//! exit is left to the runtime's own report (exit file, event). A monitor
+//! that exited on its own recorded the exit (podman's cleanup may have
+//! removed the exit file by the time the agent looks); one killed by a
+//! signal did not. When the monitor's end cannot be read the verdict is
+//! not [`certain`](GhostExit::certain): the caller asks the runtime.
 //!
 //! The processes come through the [`Processes`] trait: real pidfds in
 //! production ([`super::PidFds`]), scripted fakes in tests.
@@ -20,6 +24,8 @@ pub trait Watched: Send + Sync {
     fn has_exited(&self) -> bool;
     /// Its exit code once it ended, if known.
     fn exit_code(&self) -> Option<i32>;
+    /// Whether it was killed by a signal once it ended, if known.
+    fn killed(&self) -> Option<bool>;
 }
 
 /// A process that exists but cannot be watched (no `pidfd_open` in this
@@ -56,6 +62,22 @@ pub struct Target {
 pub struct GhostExit {
     /// Its exit code, when it could be read.
     pub code: Option<i32>,
+    /// The monitor was seen killed. Otherwise (its end could not be read,
+    /// or it was gone before the watch began) the runtime may have
+    /// recorded the exit and cleaned its record up already: the caller
+    /// confirms with the runtime.
+    pub certain: bool,
+}
+
+/// The verdict on a container whose processes both ended with no exit
+/// recorded now: `None` when the monitor exited on its own (so it
+/// recorded the exit), else the ghost's exit.
+fn verdict(main: Option<&dyn Watched>, monitor: Option<&dyn Watched>) -> Option<GhostExit> {
+    let killed = monitor.and_then(|m| m.killed());
+    if killed == Some(false) {
+        return None;
+    }
+    Some(GhostExit { code: main.and_then(|m| m.exit_code()), certain: killed == Some(true) })
 }
 
 /// What [`open`] found.
@@ -82,32 +104,37 @@ pub fn open(procs: &dyn Processes, target: &Target) -> Opened {
     let id = &target.container_id;
     let opened = procs.open_main(target.pid, id).and_then(|m| Ok((m, procs.open_monitor(target.monitor_pid, id)?)));
     let (main, monitor) = match opened {
-        Ok((main, monitor)) => (main.filter(|m| !m.has_exited()), monitor.filter(|m| !m.has_exited())),
+        Ok(both) => both,
         Err(e) => return Opened::Unwatchable(e),
     };
-    if main.is_none() && monitor.is_none() {
-        if procs.exit_recorded(id) {
-            return Opened::Recorded;
-        }
-        return Opened::Ghost(GhostExit { code: None });
+    let lives = |p: &Option<Box<dyn Watched>>| p.as_ref().is_some_and(|p| !p.has_exited());
+    if lives(&main) || lives(&monitor) {
+        return Opened::Watching(Guard { container_id: id.clone(), main, monitor });
     }
-    Opened::Watching(Guard { container_id: id.clone(), main, monitor })
+    if procs.exit_recorded(id) {
+        return Opened::Recorded;
+    }
+    match verdict(main.as_deref(), monitor.as_deref()) {
+        Some(exit) => Opened::Ghost(exit),
+        None => Opened::Recorded,
+    }
 }
 
 impl Guard {
     /// Waits for the end of the main process, then of the monitor (which
     /// records an ordinary exit before it ends); a ghost when no exit was
-    /// recorded by then.
+    /// recorded by then and the monitor did not end on its own.
     pub async fn ended(self, procs: &dyn Processes) -> Option<GhostExit> {
-        let mut code = None;
         if let Some(main) = &self.main {
             main.exited().await;
-            code = main.exit_code();
         }
         if let Some(monitor) = &self.monitor {
             monitor.exited().await;
         }
-        (!procs.exit_recorded(&self.container_id)).then_some(GhostExit { code })
+        if procs.exit_recorded(&self.container_id) {
+            return None;
+        }
+        verdict(self.main.as_deref(), self.monitor.as_deref())
     }
 }
 
@@ -138,6 +165,9 @@ pub mod fake {
         }
         fn exit_code(&self) -> Option<i32> {
             self.ended.borrow().flatten()
+        }
+        fn killed(&self) -> Option<bool> {
+            self.exit_code().map(|c| c >= 128)
         }
     }
 
@@ -229,7 +259,7 @@ mod tests {
         assert!(!task.is_finished(), "nothing ended: still watching");
         procs.end(9, Some(137));
         procs.end(10, Some(137));
-        assert_eq!(task.await.unwrap(), Some(GhostExit { code: Some(137) }));
+        assert_eq!(task.await.unwrap(), Some(GhostExit { code: Some(137), certain: true }));
     }
 
     #[tokio::test(start_paused = true)]
@@ -255,8 +285,9 @@ mod tests {
         let procs = FakeProcesses::default();
         // pid 10 gone, pid 11 someone else's, no monitor.
         procs.spawn(11, "other");
-        assert!(matches!(open(&procs, &target(10, 0)), Opened::Ghost(GhostExit { code: None })));
-        assert!(matches!(open(&procs, &target(11, 12)), Opened::Ghost(GhostExit { code: None })));
+        let uncertain = GhostExit { code: None, certain: false };
+        assert!(matches!(open(&procs, &target(10, 0)), Opened::Ghost(g) if g == uncertain));
+        assert!(matches!(open(&procs, &target(11, 12)), Opened::Ghost(g) if g == uncertain));
         // The same with the exit recorded: an ordinary exit in flight.
         procs.record_exit("c1");
         assert!(matches!(open(&procs, &target(10, 0)), Opened::Recorded));
@@ -275,6 +306,27 @@ mod tests {
         procs.spawn(9, "c1");
         let guard = watching(open(&procs, &target(10, 9)));
         procs.end(9, None);
-        assert_eq!(guard.ended(&procs).await, Some(GhostExit { code: None }));
+        assert_eq!(guard.ended(&procs).await, Some(GhostExit { code: None, certain: false }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_monitor_that_exited_on_its_own_recorded_the_exit_though_its_record_is_gone() {
+        // podman's cleanup removes conmon's exit file ~150 ms after the exit.
+        let procs = FakeProcesses::default();
+        procs.spawn(10, "c1");
+        procs.spawn(9, "c1");
+        let guard = watching(open(&procs, &target(10, 9)));
+        procs.end(10, Some(0));
+        procs.end(9, Some(0));
+        assert_eq!(guard.ended(&procs).await, None);
+        // The same found at the open: both ended, the monitor on its own.
+        assert!(matches!(open(&procs, &target(10, 9)), Opened::Recorded));
+        // Killed monitor found ended at the open: a certain ghost with the main's code.
+        procs.spawn(20, "c1");
+        procs.spawn(19, "c1");
+        procs.end(20, Some(137));
+        procs.end(19, Some(137));
+        let certain = GhostExit { code: Some(137), certain: true };
+        assert!(matches!(open(&procs, &target(20, 19)), Opened::Ghost(g) if g == certain));
     }
 }

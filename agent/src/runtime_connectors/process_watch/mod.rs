@@ -32,6 +32,9 @@ impl Watched for PidFd {
     fn exit_code(&self) -> Option<i32> {
         PidFd::exit_code(self)
     }
+    fn killed(&self) -> Option<bool> {
+        PidFd::killed(self)
+    }
 }
 
 /// Real processes: pidfds checked against the container after opening.

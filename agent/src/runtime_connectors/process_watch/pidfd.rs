@@ -98,16 +98,24 @@ impl PidFd {
     /// The exit code of the ended process as a shell shows it (128 +
     /// signal for a killed one), if it can be known.
     pub fn exit_code(&self) -> Option<i32> {
+        self.wait_status().map(code_of_wait_status)
+    }
+
+    /// Whether the ended process was killed by a signal (rather than
+    /// exiting), if it can be known.
+    pub fn killed(&self) -> Option<bool> {
+        self.wait_status().map(|status| status & 0x7f != 0)
+    }
+
+    /// The wait status of the ended process, if it can be known.
+    fn wait_status(&self) -> Option<i32> {
         if let Some(status) = self.reaped_status() {
-            return Some(code_of_wait_status(status));
+            return Some(status);
         }
         let status = zombie_status(self.pid)?;
         // Reaped (and the pid perhaps reused) while /proc was read: the
         // kernel now has the status itself.
-        match self.reaped_status() {
-            Some(reaped) => Some(code_of_wait_status(reaped)),
-            None => Some(code_of_wait_status(status)),
-        }
+        Some(self.reaped_status().unwrap_or(status))
     }
 
     /// The wait status `PIDFD_GET_INFO` gives once the process was reaped.
@@ -182,9 +190,20 @@ mod tests {
         assert!(fd.has_exited());
         // Unreaped: the zombie's /proc stat; reaped: PIDFD_INFO_EXIT (or unknown on older kernels).
         assert_eq!(fd.exit_code(), Some(137));
+        assert_eq!(fd.killed(), Some(true));
         child.wait().unwrap();
         let reaped = fd.exit_code();
         assert!(reaped == Some(137) || reaped.is_none(), "{reaped:?}");
+    }
+
+    #[tokio::test]
+    async fn pidfd_of_a_child_that_exits_on_its_own_is_not_killed() {
+        let mut child = std::process::Command::new("sh").args(["-c", "exit 3"]).spawn().expect("spawn sh");
+        let fd = PidFd::open(i32::try_from(child.id()).unwrap()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), fd.exited()).await.expect("a wake-up at the exit");
+        assert_eq!(fd.exit_code(), Some(3));
+        assert_eq!(fd.killed(), Some(false));
+        child.wait().unwrap();
     }
 
     #[tokio::test]
