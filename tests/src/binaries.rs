@@ -127,6 +127,11 @@ impl Cluster {
         }
     }
 
+    /// How the server exited, if it did (e.g. refusing a broken state file).
+    pub fn server_exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.server.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// The process id of the running server.
     pub fn server_pid(&self) -> Option<u32> {
         self.server.as_ref().map(Child::id)

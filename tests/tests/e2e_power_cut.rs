@@ -41,8 +41,11 @@ const FIXED: [&str; 4] = ["p00", "p01", "p02", "p03"];
 /// Desired workloads: name -> runtimeConfig.
 type Workloads = BTreeMap<String, String>;
 
+/// A service that stops at once on SIGTERM (a bare `sleep` as PID 1 ignores
+/// it and waits out podman's stop timeout), so that an `ank apply` changing
+/// one takes about a second and a cut lands in either of a change's steps.
 fn runtime_config(sleep: u64) -> String {
-    format!("image: {IMAGE}\ncommandArgs: [\"sleep\", \"{sleep}\"]")
+    format!("image: {IMAGE}\ncommandArgs: [\"sh\", \"-c\", \"trap 'exit 0' TERM; sleep {sleep} & wait\"]")
 }
 
 /// What `b` has that `a` has not, or has otherwise: `+name`, `-name`,
@@ -231,6 +234,9 @@ fn boot_and_check(c: &mut Cluster, cycle: usize, acked: &Workloads, maybe: Optio
     c.start_agent();
     let first =
         ank_tests::poll(Duration::from_secs(30), &format!("cycle {cycle}: the server answers after the boot"), || {
+            if let Some(status) = c.server_exited() {
+                panic!("cycle {cycle}: the server exited at the boot ({status}): its state file did not load?");
+            }
             state(c)
         });
     let (now, wrong) = desired(&first, &c.agent);
