@@ -11,6 +11,7 @@ pub(crate) mod inotify;
 pub mod podman;
 pub mod podman_kube;
 pub mod polling_checker;
+pub mod process_watch;
 
 pub use error::{RuntimeError, RuntimeFailure};
 

@@ -257,9 +257,21 @@ impl PodmanCli {
     /// after the timeout) and removes in one podman call; a missing
     /// container counts as removed.
     // [impl->swdd~podman-delete-workload-stops-and-removes-workload~1]
+    ///
+    /// A container whose process and conmon are dead but which podman
+    /// still has as running (a "ghost") makes podman wait 5 s for conmon's
+    /// exit file and fail; podman has marked it exited by then, so the
+    /// remove is tried once more (podman's error stands if that fails too).
     pub async fn stop_and_remove(&self, id: &WorkloadId) -> Result<(), PodmanError> {
         let rm = vec!["rm".into(), "--force".into(), "--time".into(), self.stop_timeout_secs.to_string(), id.0.clone()];
-        match self.exec(&rm).await {
+        let mut result = self.exec(&rm).await;
+        if let Err(e) = &result
+            && is_missing_exit_file(e)
+        {
+            tracing::info!("container '{id}' had no exit file (its conmon died): removing it again");
+            result = self.exec(&rm).await;
+        }
+        match result {
             Err(e) if is_no_such_container(&e) => Ok(()),
             other => other.map(|_| ()),
         }
@@ -408,9 +420,27 @@ fn is_no_such_container(e: &PodmanError) -> bool {
     matches!(e, PodmanError::Failed { stderr, .. } if stderr.to_lowercase().contains("no such container"))
 }
 
+/// podman's "timed out waiting for file .../exits/<id>" (a stop of a
+/// container whose conmon is dead).
+fn is_missing_exit_file(e: &PodmanError) -> bool {
+    matches!(e, PodmanError::Failed { stderr, .. } if stderr.contains("timed out waiting for file") && stderr.contains("exits/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stop_without_conmons_exit_file_is_recognised() {
+        let ghost = PodmanError::Failed {
+            command: "rm".into(),
+            stderr: "time=\"x\" level=error msg=\"container not running\"\nError: cannot remove container 3615 as it could not be stopped: timed out waiting for file /run/libpod/exits/3615: internal libpod error".into(),
+        };
+        assert!(is_missing_exit_file(&ghost));
+        let other = PodmanError::Failed { command: "rm".into(), stderr: "Error: no such container x".into() };
+        assert!(!is_missing_exit_file(&other));
+        assert!(is_no_such_container(&other));
+    }
 
     #[test]
     fn a_failed_create_names_its_command_line_as_ankaios_does() {

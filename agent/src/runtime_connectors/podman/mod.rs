@@ -2,12 +2,15 @@
 //! (labels `name=<instance>` and `agent=<agent>`), deletes them with `podman
 //! stop` + `podman rm -f`, lists them with `podman ps` and watches their
 //! states by reading podman's event log and conmon's exit files (see
-//! [`watcher`]), with no podman process left running.
+//! [`watcher`]), with no podman process left running, and the processes of
+//! its running containers with pidfds (see [`ghosts`]): a container whose
+//! process and conmon were killed is reported failed, not left "running".
 
 pub mod cli;
 pub mod containers_conf;
 pub mod events;
 pub mod exit_watcher;
+pub mod ghosts;
 
 pub mod journal;
 pub mod log_tail;
@@ -16,6 +19,7 @@ pub mod memory;
 pub mod ps_cache;
 pub mod watcher;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ank_common::WorkloadInstanceName;
@@ -26,10 +30,12 @@ use tokio_util::sync::CancellationToken;
 
 pub use cli::PodmanCli;
 
+use super::process_watch::PidFds;
 use super::{
     CreateOptions, ListedWorkload, LogLines, LogOptions, RuntimeConnector, RuntimeError, RuntimeEventSender, WorkloadId,
 };
 use containers_conf::{EngineSettings, PodmanUser};
+use ghosts::GhostWatch;
 use watcher::EventWatcher;
 
 /// The runtime name in workload specs.
@@ -54,6 +60,8 @@ pub struct PodmanRuntime {
     pub events_log: std::path::PathBuf,
     /// Use a `podman events` child even where the event log can be read.
     pub events_child: bool,
+    /// The watch on the running containers' processes.
+    ghosts: Arc<GhostWatch>,
 }
 
 impl PodmanRuntime {
@@ -63,10 +71,15 @@ impl PodmanRuntime {
         let user = PodmanUser::current();
         let settings = EngineSettings::load(&user);
         let exits = settings.tmp_dir(&user).join("exits");
+        // The watch looks there even if the folder appears only later.
+        let procs = PidFds { monitor: "conmon", exits_dir: Some(exits.clone()) };
+        let exits_dir = exits.is_dir().then_some(exits);
+        let ghosts = GhostWatch::new(Arc::new(procs), Arc::new(cli.clone()));
         Self {
             cli,
+            ghosts,
             reconcile_interval: DEFAULT_RECONCILE_INTERVAL,
-            exits_dir: exits.is_dir().then_some(exits),
+            exits_dir,
             events_log: settings.events_log(&user),
             events_child: false,
         }
@@ -208,13 +221,15 @@ impl RuntimeConnector for PodmanRuntime {
     // [impl->swdd~agent-existing-workloads-finds-list~1]
     async fn list_workloads(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
         let entries = self.cli.ps_by_label(&EventWatcher::label(agent)).await.map_err(RuntimeError::list)?;
-        Ok(events::listed_from_ps(&entries, agent))
+        Ok(self.ghosts.checked(events::listed_from_ps(&entries, agent)).await)
     }
 
     /// Takes the watcher's first `ps` (see [`cli::FirstListing`]).
     async fn list_workloads_at_start(&self, agent: &str) -> Result<Vec<ListedWorkload>, RuntimeError> {
         let entries = self.cli.ps_for_listing(&EventWatcher::label(agent)).await.map_err(RuntimeError::list)?;
-        Ok(events::listed_from_ps(&entries, agent))
+        // [impl->swdd~agent-existing-workloads-resume-existing~2]
+        // A dead container podman lists as running is listed failed: replaced, not resumed.
+        Ok(self.ghosts.checked(events::listed_from_ps(&entries, agent)).await)
     }
 
     // [impl->swdd~podman-start-checker-starts-podman-state-checker~1]
@@ -240,7 +255,9 @@ impl RuntimeConnector for PodmanRuntime {
         {
             tracing::info!("not watching podman exit files in '{}' ({e}); exits come from events", dir.display());
         }
+        self.ghosts.attach(sink.clone(), shutdown.clone());
         let watcher = EventWatcher {
+            ghosts: self.ghosts.clone(),
             cli: self.cli.clone(),
             runtime: PODMAN.to_owned(),
             agent: agent.to_owned(),

@@ -20,6 +20,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
+use ank_common::StateKind;
 use ank_common::conditions::RuntimeHealth;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
@@ -28,10 +29,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::cli::{PodmanCli, PodmanError};
 use super::events::{event_from, event_from_line, listed_from_ps};
+use super::ghosts::GhostWatch;
 use super::journal::{JournalItem, JournalTail};
 use super::log_tail::{LogTail, TailError, TailItem};
 use crate::backoff::Backoff;
-use crate::runtime_connectors::{RuntimeEvent, RuntimeEventSender};
+use crate::runtime_connectors::{Observed, RuntimeEvent, RuntimeEventSender};
 
 /// How far back a (re)started `podman events` child replays, so that
 /// nothing between spawning it and its subscription is lost.
@@ -110,6 +112,8 @@ async fn next_of(feed: &mut EventSource, agent: &str) -> Result<Option<RuntimeEv
 /// The running watcher.
 pub(super) struct EventWatcher {
     pub cli: PodmanCli,
+    /// Told of starts and removals; checks the reconcile's listing.
+    pub ghosts: std::sync::Arc<GhostWatch>,
     pub runtime: String,
     pub agent: String,
     pub sink: RuntimeEventSender,
@@ -148,9 +152,22 @@ impl EventWatcher {
     /// the receiver is gone.
     async fn forward(&self, line: &str) -> bool {
         match event_from_line(line, &self.agent) {
-            Some(ev) => self.sink.send(ev).await.is_ok(),
+            Some(ev) => self.pass_on(ev).await,
             None => true,
         }
+    }
+
+    /// Sends `ev`, after telling the ghost watch of a start or removal;
+    /// false when the receiver is gone.
+    async fn pass_on(&self, ev: RuntimeEvent) -> bool {
+        if let RuntimeEvent::Changed { workload_id, observed, .. } = &ev {
+            match observed {
+                Observed::State(s) if s.kind == StateKind::Running => self.ghosts.started(workload_id.clone()),
+                Observed::Gone => self.ghosts.forget(workload_id),
+                Observed::State(_) => {}
+            }
+        }
+        self.sink.send(ev).await.is_ok()
     }
 
     /// Follows the event log or the journal until shutdown. No reconcile at
@@ -167,7 +184,7 @@ impl EventWatcher {
                 item = next_of(&mut feed, &self.agent) => match item {
                     Ok(None) => {}
                     Ok(Some(ev)) => {
-                        if self.sink.send(ev).await.is_err() {
+                        if !self.pass_on(ev).await {
                             return;
                         }
                     }
@@ -257,7 +274,7 @@ impl EventWatcher {
         match self.cli.ps_by_label(&Self::label(&self.agent)).await {
             Ok(entries) => {
                 self.report_health(RuntimeHealth::Reachable).await;
-                let workloads = listed_from_ps(&entries, &self.agent);
+                let workloads = self.ghosts.checked(listed_from_ps(&entries, &self.agent)).await;
                 let _ =
                     self.sink.send(RuntimeEvent::Snapshot { runtime: self.runtime.clone(), taken_at, workloads }).await;
             }
@@ -286,7 +303,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::runtime_connectors::Observed;
+    use crate::runtime_connectors::process_watch::PidFds;
 
     const START: &str = r#"{"ID":"2af2","Name":"w","Status":"start","Time":"2026-11-23T03:13:50Z","Type":"container","Attributes":{"agent":"agent_T","name":"y.abc.agent_T"}}"#;
 
@@ -304,7 +321,9 @@ mod tests {
     }
 
     fn watcher(cli: PodmanCli, sink: RuntimeEventSender, shutdown: CancellationToken) -> EventWatcher {
+        let procs = PidFds { monitor: "conmon", exits_dir: None };
         EventWatcher {
+            ghosts: GhostWatch::new(std::sync::Arc::new(procs), std::sync::Arc::new(cli.clone())),
             cli,
             runtime: "podman".into(),
             agent: "agent_T".into(),
@@ -345,14 +364,18 @@ mod tests {
         assert!(matches!(recv(&mut rx).await, RuntimeEvent::Snapshot { .. }), "a reconcile after the gap");
         stop.cancel();
         let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
+        // The start also has the ghost watch inspect the container for its pids (in its own task).
+        let (inspects, others): (Vec<&str>, Vec<&str>) =
+            calls.lines().partition(|l| l.starts_with("container inspect"));
         assert_eq!(
-            calls.lines().collect::<Vec<_>>(),
+            others,
             [
                 "--log-level=debug ps --all --format json --filter label=agent=agent_T",
                 "ps --all --format json --filter label=agent=agent_T"
             ],
             "the backend from the first listing, no podman events child, one reconcile (after the gap)"
         );
+        assert!(inspects.len() <= 1 && inspects.iter().all(|l| l.ends_with(" 2af2")), "{inspects:?}");
     }
 
     #[tokio::test]
