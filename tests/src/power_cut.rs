@@ -1,11 +1,15 @@
-//! A power cut for the end-to-end tests: every process a power loss would
-//! end on the device side of one agent is killed with SIGKILL, as close to
-//! at once as a test can: the server, the agent, every process the agent
-//! started (podman calls in flight), the conmon of each of the agent's
-//! containers and every process in those containers' cgroups. Podman's
-//! state under /run is left as it was (a test cannot wipe it without
-//! touching other tests' containers), so podman still lists the killed
-//! containers as running: ghosts the agent has to see through.
+//! A power cut for the end-to-end tests: the processes a power loss would
+//! end on the device side of one agent are killed with SIGKILL, as close to
+//! at once as a test can: the server, the agent, the conmon of each of the
+//! agent's containers and every process in those containers' cgroups.
+//! Podman's state under /run is left as it was (a test cannot wipe it
+//! without touching other tests' containers), so podman still lists the
+//! killed containers as running: ghosts the agent has to see through.
+//!
+//! The podman calls the agent has in flight (`run`, `rm`) are killed only
+//! on request: podman's locks live in /dev/shm, which a real power cut
+//! clears and this host does not; a podman killed while holding one could
+//! leave every later podman call on the host waiting.
 //!
 //! Only /proc is read while killing (no podman call, which could wait on a
 //! lock a killed podman held). And a small seeded random generator, so that
@@ -121,10 +125,11 @@ pub fn in_container_cgroup(pid: i32, ids: &[String]) -> bool {
 
 /// Cuts the power of `agent`'s device: SIGSTOP to `daemons` (the server's
 /// and agent's pids) so that they start nothing more, then SIGKILL to them,
-/// to everything they started and to every conmon and container process of
-/// `agent`, again until a pass over /proc finds nothing new. Returns how
-/// many processes were killed. The caller reaps its own children.
-pub fn cut_power(agent: &str, daemons: &[u32]) -> usize {
+/// with `children` to everything they started, and to every conmon and
+/// container process of `agent`, again until a pass over /proc finds
+/// nothing new. Returns how many processes were killed. The caller reaps
+/// its own children.
+pub fn cut_power(agent: &str, daemons: &[u32], children: bool) -> usize {
     let daemons: Vec<i32> = daemons.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
     for pid in &daemons {
         let _ = kill(Pid::from_raw(*pid), Signal::SIGSTOP);
@@ -133,7 +138,7 @@ pub fn cut_power(agent: &str, daemons: &[u32]) -> usize {
     for _ in 0..10 {
         let procs = processes();
         let mut targets: BTreeSet<i32> = daemons.iter().copied().collect();
-        for pid in &daemons {
+        for pid in daemons.iter().filter(|_| children) {
             targets.extend(descendants(*pid, &procs));
         }
         let conmons = conmons_of(agent, &procs);
