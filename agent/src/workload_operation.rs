@@ -21,6 +21,18 @@ pub enum Earlier {
     Reuse(String, WorkloadId),
 }
 
+impl Earlier {
+    /// What is left to do with it when the create of `was` is replaced by
+    /// one of `spec`: an exited container is started again in place only
+    /// for the same instance; for another one it is replaced.
+    pub fn for_spec(self, was: &WorkloadSpec, spec: &WorkloadSpec) -> Self {
+        match self {
+            Earlier::Reuse(runtime, id) if was.instance_name != spec.instance_name => Earlier::Replace(runtime, id),
+            other => other,
+        }
+    }
+}
+
 /// A workload to create, possibly replacing or reusing an instance found
 /// at startup.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -111,8 +111,36 @@ impl Cluster {
     /// Starts the server (again); a running one is killed first.
     pub fn start_server(&mut self) {
         self.kill_server();
-        let server = command(&self.server_cmd).stderr(Stdio::null()).spawn().expect("spawn ank-server");
+        let server = command(&self.server_cmd).stderr(self.log("server")).spawn().expect("spawn ank-server");
         self.server = Some(server);
+    }
+
+    /// Where a process' stderr goes: discarded, or appended to
+    /// `$ANK_E2E_LOG_DIR/<agent>.<what>.log` when that variable names a
+    /// folder (to read what the server and agent did in a failed test).
+    fn log(&self, what: &str) -> Stdio {
+        let Some(dir) = std::env::var_os("ANK_E2E_LOG_DIR") else { return Stdio::null() };
+        let path = Path::new(&dir).join(format!("{}.{what}.log", self.agent));
+        match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+            Ok(file) => file.into(),
+            Err(_) => Stdio::null(),
+        }
+    }
+
+    /// How the server exited, if it did (e.g. refusing a broken state file).
+    pub fn server_exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.server.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// The process id of the running server.
+    pub fn server_pid(&self) -> Option<u32> {
+        self.server.as_ref().map(Child::id)
+    }
+
+    /// Stops the server with SIGTERM and returns how it exited; panics if
+    /// it takes longer than `limit`.
+    pub fn terminate_server(&mut self, limit: Duration) -> std::process::ExitStatus {
+        crate::terminate(self.server.take().expect("a running server"), limit)
     }
 
     /// Kills the server with SIGKILL.
@@ -144,7 +172,7 @@ impl Cluster {
         let agent_proc = command(&self.agent_cmd)
             .arg("--run-folder")
             .arg(self.run_folder.path())
-            .stderr(Stdio::null())
+            .stderr(self.log("agent"))
             .spawn()
             .expect("spawn ank-agent");
         self.agent_proc = Some(agent_proc);
@@ -205,6 +233,12 @@ impl Cluster {
 
     /// Runs `ank` with `stdin` as standard input.
     pub fn ank_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.ank_spawn(args, stdin).wait_with_output().expect("ank output")
+    }
+
+    /// Starts `ank` with `stdin` as standard input (its output piped) and
+    /// returns at once: a command in flight.
+    pub fn ank_spawn(&self, args: &[&str], stdin: Option<&str>) -> Child {
         use std::io::Write;
         let mut argv = self.on_server_host.clone();
         argv.extend([bin("ank").display().to_string(), "--insecure".into(), "--server-url".into(), self.url.clone()]);
@@ -216,7 +250,7 @@ impl Cluster {
         if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
             pipe.write_all(text.as_bytes()).expect("write ank stdin");
         }
-        child.wait_with_output().expect("ank output")
+        child
     }
 
     /// The state of workload `name` as `ank get workloads` shows it.
@@ -312,10 +346,16 @@ pub fn containers_of(agent: &str) -> Vec<serde_json::Value> {
     serde_json::from_slice(&out.stdout).unwrap_or_default()
 }
 
-/// Removes every container of the agent `agent` (clean-up, errors ignored).
+/// Removes every container of the agent `agent` (clean-up, errors ignored),
+/// trying again (five times at most) while some are left: one an agent
+/// killed in the middle of a stop left `Stopping` may refuse the first time.
 pub fn remove_containers_of(agent: &str) {
-    let ids: Vec<String> = containers_of(agent).iter().filter_map(|c| c["Id"].as_str().map(str::to_owned)).collect();
-    if !ids.is_empty() {
+    for _ in 0..5 {
+        let ids: Vec<String> =
+            containers_of(agent).iter().filter_map(|c| c["Id"].as_str().map(str::to_owned)).collect();
+        if ids.is_empty() {
+            return;
+        }
         let _ = Command::new("podman").args(["rm", "-f", "-t", "0"]).args(&ids).output();
     }
 }

@@ -3,16 +3,19 @@
 //! cluster of the built binaries (`ank-server`, `ank-agent`, `ank`) with
 //! real podman, cleaned up on drop, optionally on two test hosts in
 //! network namespaces; workloads made on podman as Eclipse Ankaios' agent
-//! makes them, for the takeover tests.
+//! makes them, for the takeover tests; a power cut of one agent's device
+//! and what podman and /proc say about its containers afterwards.
 
 pub mod adversary;
 pub mod ankaios_podman;
 pub mod binaries;
 pub mod commander;
+pub mod container_facts;
 pub mod containerd;
 pub mod doctest;
 pub mod inprocess;
 pub mod netns;
+pub mod power_cut;
 
 /// Panics with a clear message unless `podman` is on PATH: real-podman
 /// tests fail, never skip, when it is missing.
@@ -71,6 +74,20 @@ pub fn poll<T>(limit: std::time::Duration, what: &str, mut f: impl FnMut() -> Op
             return v;
         }
         assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Polls `deviations` every 100 ms until it finds none, for at most
+/// `limit`; panics with `what` and the deviations of the last poll.
+pub fn poll_until_none(limit: std::time::Duration, what: &str, mut deviations: impl FnMut() -> Vec<String>) {
+    let start = std::time::Instant::now();
+    loop {
+        let found = deviations();
+        if found.is_empty() {
+            return;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}; still:\n  {}", found.join("\n  "));
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }

@@ -113,26 +113,36 @@ impl Queue {
 
     /// Queues a create. A create that replaces a queued create of the same
     /// workload keeps its place in the queue (and a preemption's postpone);
-    /// it is shown again unless it is the same spec.
+    /// it is shown again unless it is the same spec. It also keeps what the
+    /// replaced one had to deal with first (a container of an earlier agent
+    /// run, e.g. a dead one after a power cut), unless it brings its own: a
+    /// server resync re-sending a waiting workload must not leave that
+    /// container behind, blocking the name or running beside the new one.
     pub fn insert_create(
         &mut self,
-        r: ReusableWorkloadSpec,
+        mut r: ReusableWorkloadSpec,
         memory: Result<u64, RuntimeError>,
         previous: Option<Entry>,
     ) {
         let name = r.spec.name().to_owned();
-        let mut entry =
-            Entry { seq: 0, op: Queued::Create(r), shown: None, blocked_since: None, preempted_until: None, memory };
-        match previous {
-            Some(p) if matches!(p.op, Queued::Create(_)) => {
-                if p.create_spec() == entry.create_spec() {
-                    entry.shown = p.shown;
-                    entry.blocked_since = p.blocked_since;
+        let (seq, kept) = match previous {
+            Some(Entry { op: Queued::Create(old), seq, shown, blocked_since, preempted_until, .. }) => {
+                let same = old.spec == r.spec;
+                if r.earlier.is_none() {
+                    r.earlier = old.earlier.map(|e| e.for_spec(&old.spec, &r.spec));
                 }
-                entry.seq = p.seq;
-                entry.preempted_until = p.preempted_until;
+                (seq, Some((same.then_some((shown, blocked_since)), preempted_until)))
             }
-            _ => entry.seq = self.next_seq(),
+            _ => (self.next_seq(), None),
+        };
+        let mut entry =
+            Entry { seq, op: Queued::Create(r), shown: None, blocked_since: None, preempted_until: None, memory };
+        if let Some((same, preempted_until)) = kept {
+            if let Some((shown, blocked_since)) = same {
+                entry.shown = shown;
+                entry.blocked_since = blocked_since;
+            }
+            entry.preempted_until = preempted_until;
         }
         self.entries.insert(name, entry);
     }

@@ -343,3 +343,40 @@ fn scheduler_workload_whose_declared_memory_does_not_read_is_starting_failed_und
     let out = scheduler.enqueue_filtered_workload_operations(vec![create(&bad)], &WorkloadStateStore::new());
     assert_eq!(out.ready, vec![create(&bad)]);
 }
+
+#[test]
+// [utest->swdd~agent-existing-workloads-replace-updated~2]
+fn scheduler_keeps_the_earlier_container_of_a_waiting_create_when_a_resync_sends_it_again() {
+    // After a power cut: `web` waits for `db`, and its dead container of
+    // the earlier run is to be removed right before its create. The
+    // server's resync sends `web` again (a plain create) meanwhile.
+    use crate::runtime_connectors::WorkloadId;
+    use crate::workload_operation::Earlier;
+    let db = spec("db", "image: db", &[]);
+    let web = spec("web", "image: web", &[("db", AddCondition::Running)]);
+    let mut store = WorkloadStateStore::new();
+    let mut scheduler = WorkloadScheduler::new();
+    let dead = Earlier::Replace("podman".into(), WorkloadId("dead".into()));
+    let first = ReusableWorkloadSpec { spec: web.clone(), earlier: Some(dead.clone()) };
+    scheduler.enqueue_filtered_workload_operations(vec![WorkloadOperation::Create(first.clone())], &store);
+    scheduler.enqueue_filtered_workload_operations(vec![create(&web)], &store);
+    set(&mut store, &db, ExecutionState::running());
+    let out = scheduler.next_workload_operations(&store);
+    assert_eq!(out.ready, vec![WorkloadOperation::Create(first)], "the dead container is still removed first");
+
+    // An exited container kept for a start in place is replaced instead
+    // when the workload changed while it waited.
+    let exited = Earlier::Reuse("podman".into(), WorkloadId("exited".into()));
+    let changed = spec("web", "image: web2", &[("db", AddCondition::Running)]);
+    set(&mut store, &db, waiting_to_start());
+    let reuse = ReusableWorkloadSpec { spec: web.clone(), earlier: Some(exited) };
+    scheduler.enqueue_filtered_workload_operations(vec![WorkloadOperation::Create(reuse)], &store);
+    scheduler.enqueue_filtered_workload_operations(vec![create(&changed)], &store);
+    set(&mut store, &db, ExecutionState::running());
+    let out = scheduler.next_workload_operations(&store);
+    let replaced = Earlier::Replace("podman".into(), WorkloadId("exited".into()));
+    assert_eq!(
+        out.ready,
+        vec![WorkloadOperation::Create(ReusableWorkloadSpec { spec: changed, earlier: Some(replaced) })]
+    );
+}

@@ -368,4 +368,6 @@ mod placement_tests;
 #[cfg(test)]
 mod sched_tests;
 #[cfg(test)]
+mod state_file_tests;
+#[cfg(test)]
 mod tests;

@@ -33,7 +33,11 @@ fn hello(agent: &str) -> ToServer {
 
 /// A server on `initial` (validated) with agent A connected; returns the
 /// harness and the agent's ServerHello.
-async fn start(initial: State, state_file: Option<StateFile>, sched: SchedOptions) -> (Harness, Vec<WorkloadSpec>) {
+pub(super) async fn start(
+    initial: State,
+    state_file: Option<StateFile>,
+    sched: SchedOptions,
+) -> (Harness, Vec<WorkloadSpec>) {
     start_hooked(initial, state_file, sched, Vec::new()).await
 }
 
@@ -75,7 +79,7 @@ async fn start_with_jobs(
     (Harness { handle, agent_rx, cli_rx, stop }, specs)
 }
 
-fn empty() -> State {
+pub(super) fn empty() -> State {
     State { api_version: "v1".into(), ..Default::default() }
 }
 
@@ -92,7 +96,7 @@ async fn ask(h: &mut Harness, id: &str, content: RequestContent) -> ResponseCont
 }
 
 /// Applies a manifest text with a mask per workload and group.
-async fn apply(h: &mut Harness, yaml: &str) -> ResponseContent {
+pub(super) async fn apply(h: &mut Harness, yaml: &str) -> ResponseContent {
     let state = ank_common::manifest::parse_manifest("test", yaml).expect("valid manifest");
     let masks = state
         .workloads
@@ -147,7 +151,7 @@ fn events_of(tree: &Value, name: &str, kind: &str) -> Vec<Value> {
     entry(tree, name)["events"].as_array().into_iter().flatten().filter(|e| e["kind"] == kind).cloned().collect()
 }
 
-fn wl(name: &str, extra: &str) -> String {
+pub(super) fn wl(name: &str, extra: &str) -> String {
     format!("  {name}:\n    runtime: podman\n    agent: A\n    runtimeConfig: \"image: {name}\"\n{extra}")
 }
 
