@@ -40,7 +40,7 @@ pub enum ScaleError {
     Timeout { what: String, after: Duration },
     #[error("the event subscription ended while waiting for {waiting_for}: {reason}")]
     SubscriptionEnded { waiting_for: String, reason: String },
-    #[error("{error}; the server's last log lines:\n{log}")]
+    #[error("{}; the server's first warnings:\n{log}", crate::run::error_chain(.error.as_ref()))]
     WithServerLog { error: Box<ScaleError>, log: String },
     #[error("the manifest '{}' cannot be turned into a request: {reason}", .path.display())]
     Manifest { path: PathBuf, reason: String },

@@ -64,9 +64,11 @@ pub async fn measure(target: &Target, plan: &Plan) -> Result<Sample> {
 
     let peak_rss_kib = memory(pid)?.hwm_kib;
     cpu.total = cpu_seconds(pid)? - cpu_start;
-    let mut events_per_subscriber = Vec::with_capacity(subscribers.len());
+    let (mut events_per_subscriber, mut resubscriptions) = (Vec::with_capacity(subscribers.len()), 0);
     for subscriber in subscribers {
-        events_per_subscriber.push(subscriber.stop().await);
+        let (events, lost) = subscriber.stop().await;
+        events_per_subscriber.push(events);
+        resubscriptions += lost;
     }
     commander.close().await;
     fleet.shutdown().await;
@@ -91,6 +93,7 @@ pub async fn measure(target: &Target, plan: &Plan) -> Result<Sample> {
         rss_after_apply_kib,
         peak_rss_kib,
         events_per_subscriber,
+        resubscriptions,
         correctness,
     })
 }

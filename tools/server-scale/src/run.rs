@@ -4,6 +4,7 @@
 //! on stdout. A measurement that fails is reported and kept in the JSON
 //! as a failure; the run goes on.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -53,19 +54,29 @@ pub async fn run(options: &RunOptions) -> Result<Outcome> {
         servers.push(("reference", reference.clone()));
     }
     let (mut samples, mut failures) = (Vec::new(), Vec::new());
+    // A server that failed at a size is not tried at that size or above
+    // again: a server that cannot keep up would only time out again.
+    let mut failed_at: HashMap<&str, usize> = HashMap::new();
     for round in 1..=options.rounds {
         for &agents in &options.sizes {
             for (label, path) in &servers {
                 let plan = Plan { server: (*label).to_owned(), agents, round, subscribers: options.subscribers };
                 eprint!("round {round}, {agents} agents, {label}: ");
+                if let Some(&at) = failed_at.get(label).filter(|&&at| agents >= at) {
+                    eprintln!("skipped (failed with {at} agents)");
+                    let error = format!("skipped: failed with {at} agents before");
+                    failures.push(Failure { server: plan.server, agents, round, error });
+                    continue;
+                }
                 match measure_binary(path, &plan).await {
                     Ok(sample) => {
                         eprintln!(
-                            "created {:.3} s, running {:.3} s, cpu {:.2} s, rss {} KiB{}",
+                            "created {:.3} s, running {:.3} s, cpu {:.2} s, rss {} KiB, resubscribed {}{}",
                             sample.apply_created_s,
                             sample.apply_running_s,
                             sample.cpu.total,
                             sample.rss_after_apply_kib,
+                            sample.resubscriptions,
                             if sample.correctness.holds(agents) { "" } else { ", INCORRECT" }
                         );
                         samples.push(sample);
@@ -73,6 +84,7 @@ pub async fn run(options: &RunOptions) -> Result<Outcome> {
                     Err(e) => {
                         let error = error_chain(&e);
                         eprintln!("FAILED: {error}");
+                        failed_at.insert(label, agents);
                         failures.push(Failure { server: plan.server, agents, round, error });
                     }
                 }
@@ -95,7 +107,7 @@ pub async fn run(options: &RunOptions) -> Result<Outcome> {
 async fn measure_binary(path: &Path, plan: &Plan) -> Result<Sample> {
     let server = ServerProcess::start(path).await?;
     let sample = measure(server.target(), plan).await;
-    let tail = server.log_tail(5);
+    let tail = server.log_warnings(5);
     server.stop().await;
     sample.map_err(|error| match tail.is_empty() {
         true => error,

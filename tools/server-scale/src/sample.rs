@@ -29,6 +29,9 @@ pub struct Sample {
     pub peak_rss_kib: u64,
     /// Events each subscriber received.
     pub events_per_subscriber: Vec<u64>,
+    /// Event streams the server ended that were subscribed again (a reader
+    /// too slow for the server's queue, or a missed heartbeat).
+    pub resubscriptions: u64,
     pub correctness: Correctness,
 }
 

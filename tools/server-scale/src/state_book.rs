@@ -16,6 +16,8 @@ pub struct StateBook {
     events: u64,
     /// Why the subscription ended, if it did.
     ended: Option<String>,
+    /// How often the stream was lost and subscribed again.
+    resubscribed: u64,
 }
 
 impl StateBook {
@@ -73,6 +75,18 @@ impl StateBook {
             }
             (None, _, _) => self.agents.clear(),
         }
+    }
+
+    /// Starts over from the first answer of a new subscription.
+    pub fn reload(&mut self, tree: &Value) {
+        self.agents.clear();
+        self.resubscribed += 1;
+        self.load(tree);
+    }
+
+    /// How often the stream was lost and subscribed again.
+    pub fn resubscribed(&self) -> u64 {
+        self.resubscribed
     }
 
     /// Notes that the subscription ended and why.

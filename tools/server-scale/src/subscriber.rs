@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use ank_cli::connection::Connection;
 use ank_common::messages::{RequestContent, ResponseContent};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -30,26 +31,15 @@ pub struct Subscriber {
 impl Subscriber {
     /// Connects to `url` and subscribes to the events under `masks`.
     pub async fn start(url: &str, masks: &[&str]) -> Result<Self> {
-        let connecting = |source| ScaleError::Connection { doing: "subscribing to events", source };
-        let mut conn =
-            Connection::connect_asking_pushes(url, None, RESPONSE_TIMEOUT, false, false).await.map_err(connecting)?;
-        let request_id = conn.new_request_id();
-        let field_mask = masks.iter().map(|m| (*m).to_owned()).collect();
-        let request = RequestContent::CompleteState { field_mask, subscribe_for_events: true };
-        conn.send_request(&request_id, request).await.map_err(connecting)?;
-        let first = tokio::time::timeout(RESPONSE_TIMEOUT, conn.next_response(&request_id))
-            .await
-            .map_err(|_| ScaleError::Timeout { what: "the subscription's answer".into(), after: RESPONSE_TIMEOUT })?
-            .map_err(connecting)?;
+        let masks: Vec<String> = masks.iter().map(|m| (*m).to_owned()).collect();
+        let (conn, request_id, first) = subscribe(url, &masks).await?;
         let mut book = StateBook::default();
-        match first {
-            ResponseContent::CompleteState(tree) => book.load(&tree),
-            other => return Err(ScaleError::Rejected { doing: "the subscription", answer: format!("{other:?}") }),
-        }
+        book.load(&first);
         let book = Arc::new(Mutex::new(book));
         let (changed, changes) = watch::channel(0);
         let stop = CancellationToken::new();
-        let task = tokio::spawn(follow(conn, request_id, book.clone(), changed, stop.clone()));
+        let stream = Stream { conn, request_id, url: url.to_owned(), masks };
+        let task = tokio::spawn(follow(stream, book.clone(), changed, stop.clone()));
         Ok(Self { book, changes, stop, task })
     }
 
@@ -78,11 +68,13 @@ impl Subscriber {
         }
     }
 
-    /// Ends the subscription; the number of events it received.
-    pub async fn stop(self) -> u64 {
+    /// Ends the subscription; the number of events it received and how
+    /// often its stream was lost and subscribed again.
+    pub async fn stop(self) -> (u64, u64) {
         self.stop.cancel();
         let _ = self.task.await;
-        lock(&self.book).events()
+        let book = lock(&self.book);
+        (book.events(), book.resubscribed())
     }
 }
 
@@ -90,18 +82,41 @@ fn lock(book: &Mutex<StateBook>) -> MutexGuard<'_, StateBook> {
     book.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Takes every event into `book` until stopped or the stream ends.
-async fn follow(
-    mut conn: Connection,
+/// A connection, subscribed, and how to subscribe again.
+struct Stream {
+    conn: Connection,
     request_id: String,
-    book: Arc<Mutex<StateBook>>,
-    changed: watch::Sender<u64>,
-    stop: CancellationToken,
-) {
+    url: String,
+    masks: Vec<String>,
+}
+
+/// Connects to `url` and subscribes; the connection, the request id and
+/// the first answer's state.
+async fn subscribe(url: &str, masks: &[String]) -> Result<(Connection, String, Value)> {
+    let connecting = |source| ScaleError::Connection { doing: "subscribing to events", source };
+    let mut conn =
+        Connection::connect_asking_pushes(url, None, RESPONSE_TIMEOUT, false, false).await.map_err(connecting)?;
+    let request_id = conn.new_request_id();
+    let request = RequestContent::CompleteState { field_mask: masks.to_vec(), subscribe_for_events: true };
+    conn.send_request(&request_id, request).await.map_err(connecting)?;
+    let first = tokio::time::timeout(RESPONSE_TIMEOUT, conn.next_response(&request_id))
+        .await
+        .map_err(|_| ScaleError::Timeout { what: "the subscription's answer".into(), after: RESPONSE_TIMEOUT })?
+        .map_err(connecting)?;
+    match first {
+        ResponseContent::CompleteState(tree) => Ok((conn, request_id, *tree)),
+        other => Err(ScaleError::Rejected { doing: "the subscription", answer: format!("{other:?}") }),
+    }
+}
+
+/// Takes every event into `book` until stopped. A stream the server ends
+/// (a reader too slow for its queue, or a heartbeat missed on a loaded
+/// machine) is subscribed again, which the book counts.
+async fn follow(mut stream: Stream, book: Arc<Mutex<StateBook>>, changed: watch::Sender<u64>, stop: CancellationToken) {
     loop {
         let next = tokio::select! {
             _ = stop.cancelled() => break,
-            next = conn.next_response(&request_id) => next,
+            next = stream.conn.next_response(&stream.request_id) => next,
         };
         match next {
             Ok(ResponseContent::Event { complete_state, altered_fields }) => {
@@ -114,9 +129,27 @@ async fn follow(
             }
             Ok(ResponseContent::Error(e)) => return lock(&book).end(format!("the server sent an error: {e}")),
             Ok(_) => {}
-            Err(e) => return lock(&book).end(crate::run::error_chain(&e)),
+            Err(lost) => match subscribe(&stream.url, &stream.masks).await {
+                Ok((conn, request_id, first)) => {
+                    (stream.conn, stream.request_id) = (conn, request_id);
+                    let count = {
+                        let mut book = lock(&book);
+                        book.reload(&first);
+                        book.events()
+                    };
+                    changed.send_replace(count);
+                }
+                Err(e) => {
+                    let reason = format!(
+                        "{}; subscribing again: {}",
+                        crate::run::error_chain(&lost),
+                        crate::run::error_chain(&e)
+                    );
+                    return lock(&book).end(reason);
+                }
+            },
         }
     }
-    let _ = conn.send_request(&request_id, RequestContent::EventsCancel).await;
-    conn.goodbye().await;
+    let _ = stream.conn.send_request(&stream.request_id, RequestContent::EventsCancel).await;
+    stream.conn.goodbye().await;
 }
