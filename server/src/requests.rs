@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::connections::Connections;
 use crate::desired_state::DesiredState;
+use crate::events::sections::Sections;
 use crate::jobs::JobEngine;
 use crate::workload_states::WorkloadStateStore;
 
@@ -56,6 +57,24 @@ pub fn complete_state(
         }
     }
     Ok(field_mask::filter(&tree, &masks))
+}
+
+/// The complete state with only the parts in `sections` (the others
+/// empty) and no workload states, for comparisons of events.
+pub fn complete_state_sections(
+    desired: &DesiredState,
+    conns: &Connections,
+    jobs: &JobEngine,
+    sections: Sections,
+) -> Value {
+    let cs = CompleteState {
+        desired_state: if sections.desired_state { desired.state.clone() } else { Default::default() },
+        workload_states: Default::default(),
+        agents: if sections.agents { conns.agents() } else { Default::default() },
+        effective_state: sections.effective_state.then(|| desired.effective()),
+        jobs: if sections.jobs { jobs.jobs() } else { Default::default() },
+    };
+    serde_json::to_value(&cs).unwrap_or_default()
 }
 
 /// Checks the masks of an update the way Ankaios applies them to its

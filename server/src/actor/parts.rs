@@ -11,6 +11,7 @@ use crate::connections::Outbox;
 use crate::desired_state::DesiredState;
 use crate::desired_state::generations::Generations;
 use crate::events::EventSubscriptions;
+use crate::events::snapshot::StatesSnapshot;
 use crate::health_gate::HealthGates;
 use crate::health_gate::file::GateFile;
 use crate::hooks::HooksRegistry;
@@ -46,6 +47,8 @@ pub(crate) struct Desired {
 #[derive(Default)]
 pub(super) struct Streams {
     pub(super) events: EventSubscriptions,
+    /// The workload states as the events last compared them.
+    pub(super) states_seen: StatesSnapshot,
     pub(super) logs: LogCampaigns,
     pub(super) limits: crate::stream_limits::StreamLimits,
 }

@@ -4,6 +4,8 @@
 //! [`state_diff`](crate::events::state_diff) as Ankaios computes them) and the
 //! complete state under them.
 
+pub mod sections;
+pub mod snapshot;
 pub mod state_diff;
 
 use std::collections::BTreeMap;
@@ -37,6 +39,13 @@ impl EventSubscriptions {
     /// Opens (or with the same id replaces) a subscription.
     pub fn add(&mut self, conn: ConnId, request_id: String, masks: Vec<String>) {
         self.subs.insert((conn, request_id), masks);
+    }
+
+    /// The parts of the complete state the subscriptions' masks can see.
+    pub fn sections(&self) -> sections::Sections {
+        let mut out = sections::Sections::default();
+        self.subs.values().for_each(|masks| out.add(masks));
+        out
     }
 
     /// How many subscriptions connection `conn` has open.

@@ -7,9 +7,13 @@
 //! which the TTL resync reads.
 
 mod resync;
+mod timing;
+mod touched;
 
 pub(crate) use resync::Resync;
 pub use resync::ResyncSettings;
+pub use timing::Timing;
+pub use touched::Touched;
 
 use std::collections::HashMap;
 
@@ -20,6 +24,9 @@ use ank_common::daemon::clock::now_rfc3339;
 use ank_common::execution_state::Pending;
 use ank_common::workload_events::{EventKind, EventRing, WorkloadEvent};
 use ank_common::{ExecutionState, InstanceEntry, StateKind, WorkloadInstanceName, WorkloadState, WorkloadStatesMap};
+
+/// One agent's states: workload -> instance id -> entry.
+pub type AgentStatesMap = std::collections::BTreeMap<String, std::collections::BTreeMap<String, InstanceEntry>>;
 use tokio::time::Instant;
 
 /// The outcome of one agent report.
@@ -39,32 +46,6 @@ pub enum Ingest {
 /// agent is away begins (the state is AgentDisconnected, as in Ankaios).
 pub const DELETED_WHILE_AWAY: &str = "deleted; removed once agent";
 
-/// When an instance was last confirmed and last re-sent, and since when it
-/// has its current kind of state.
-#[derive(Debug, Clone, Copy)]
-pub struct Timing {
-    /// The last report that confirmed or changed its availability (or the
-    /// entry's creation).
-    pub confirmed: Instant,
-    /// The last resync of its spec, if any.
-    pub resent: Option<Instant>,
-    /// When its state last changed kind (or the entry's creation): e.g.
-    /// since when it is Succeeded, which the ttl of a finished workload
-    /// counts from.
-    pub state_since: Instant,
-}
-
-impl Timing {
-    fn new(now: Instant) -> Self {
-        Self { confirmed: now, resent: None, state_since: now }
-    }
-
-    /// The later of the two: a resync is due this long after it.
-    pub fn last_activity(&self) -> Instant {
-        self.resent.map_or(self.confirmed, |r| r.max(self.confirmed))
-    }
-}
-
 /// Reported states of all workload instances.
 #[derive(Debug, Default)]
 pub struct WorkloadStateStore {
@@ -76,6 +57,8 @@ pub struct WorkloadStateStore {
     /// The workloads whose gated update failed, by workload name (shown on
     /// each of their instances until their spec changes again).
     reverted: HashMap<String, RevertMark>,
+    /// The agents whose part of the map changed since last taken.
+    touched: Touched,
 }
 
 impl WorkloadStateStore {
@@ -135,6 +118,7 @@ impl WorkloadStateStore {
     }
 
     fn slot(&mut self, n: &WorkloadInstanceName) -> &mut InstanceEntry {
+        self.touched.agent(&n.agent_name);
         self.map
             .entry(n.agent_name.clone())
             .or_default()
@@ -149,6 +133,7 @@ impl WorkloadStateStore {
     }
 
     fn entry_mut(&mut self, n: &WorkloadInstanceName) -> Option<&mut InstanceEntry> {
+        self.touched.agent(&n.agent_name);
         self.map.get_mut(&n.agent_name)?.get_mut(&n.workload_name)?.get_mut(&n.id)
     }
 
@@ -287,6 +272,7 @@ impl WorkloadStateStore {
     /// Drops an instance's entry; returns whether it existed.
     pub fn remove(&mut self, n: &WorkloadInstanceName) -> bool {
         self.timing.remove(n);
+        self.touched.agent(&n.agent_name);
         let Some(by_name) = self.map.get_mut(&n.agent_name) else { return false };
         let Some(by_id) = by_name.get_mut(&n.workload_name) else { return false };
         let existed = by_id.remove(&n.id).is_some();
@@ -404,30 +390,58 @@ impl WorkloadStateStore {
             .collect()
     }
 
-    /// The whole map, for complete-state responses.
     /// The states with every instance carrying its workload's events, as
     /// the complete state shows them.
     pub fn map_with_events(&self) -> WorkloadStatesMap {
-        let mut map = self.map.clone();
-        for by_name in map.values_mut() {
-            for (name, by_id) in by_name.iter_mut() {
-                let mark = self.reverted.get(name);
-                let ring = self.events.get(name);
-                for entry in by_id.values_mut() {
-                    if let Some(ring) = ring {
-                        entry.status.events = ring.to_vec();
-                    }
-                    entry.status.reverted = mark.cloned();
+        self.map.iter().map(|(agent, by_name)| (agent.clone(), self.with_events(by_name))).collect()
+    }
+
+    /// The agents with states.
+    pub fn agent_names(&self) -> Vec<String> {
+        self.map.keys().cloned().collect()
+    }
+
+    /// One agent's part of [`Self::map_with_events`], if it has any.
+    pub fn agent_map_with_events(&self, agent: &str) -> Option<AgentStatesMap> {
+        self.map.get(agent).map(|by_name| self.with_events(by_name))
+    }
+
+    fn with_events(&self, by_name: &AgentStatesMap) -> AgentStatesMap {
+        let mut by_name = by_name.clone();
+        for (name, by_id) in by_name.iter_mut() {
+            let mark = self.reverted.get(name);
+            let ring = self.events.get(name);
+            for entry in by_id.values_mut() {
+                if let Some(ring) = ring {
+                    entry.status.events = ring.to_vec();
                 }
+                entry.status.reverted = mark.cloned();
             }
         }
-        map
+        by_name
+    }
+
+    /// The agents whose part of [`Self::map_with_events`] may have changed
+    /// since the last call.
+    pub fn take_touched(&mut self) -> Touched {
+        self.touched.take()
+    }
+
+    /// Marks the agents running an instance of `workload` touched (its
+    /// events or revert mark changed).
+    fn touch_workload(&mut self, workload: &str) {
+        for (agent, by_name) in &self.map {
+            if by_name.contains_key(workload) {
+                self.touched.agent(agent);
+            }
+        }
     }
 
     /// Records an event the server observed about `workload`, now.
     // [feature K8: one entry per (kind, reason), count and last bumped]
     pub fn record_event(&mut self, workload: &str, kind: EventKind, reason: &str) -> WorkloadEvent {
         let at = now_rfc3339();
+        self.touch_workload(workload);
         self.events.entry(workload.to_owned()).or_default().record(kind, reason, &at).clone()
     }
 
@@ -436,6 +450,7 @@ impl WorkloadStateStore {
         if events.is_empty() {
             return false;
         }
+        self.touch_workload(workload);
         let ring = self.events.entry(workload.to_owned()).or_default();
         for e in events {
             ring.merge(e.clone());
@@ -445,17 +460,20 @@ impl WorkloadStateStore {
 
     /// Drops the events (and revert marks) of workloads `keep` says are gone.
     pub fn retain_events(&mut self, keep: impl Fn(&str) -> bool) {
+        self.touched.all();
         self.events.retain(|name, _| keep(name));
         self.reverted.retain(|name, _| keep(name));
     }
 
     /// Marks `workload`: its gated update failed.
     pub fn set_reverted(&mut self, workload: &str, mark: RevertMark) {
+        self.touch_workload(workload);
         self.reverted.insert(workload.to_owned(), mark);
     }
 
     /// Drops the revert mark of `workload` (its spec changed again).
     pub fn clear_reverted(&mut self, workload: &str) -> bool {
+        self.touch_workload(workload);
         self.reverted.remove(workload).is_some()
     }
 }
