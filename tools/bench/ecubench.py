@@ -9,10 +9,12 @@ are faster or smaller), the power-cut cycles with every deviation, and writes th
 markdown table (--markdown) and all samples as JSON (--json).
 
 Scenarios (--scenarios, comma-separated; default all but concurrency):
-  cold_boot      server and agent start with a startup manifest of 50 and of 100 workloads
+  cold_boot      server and agent start with a startup manifest of 20, 50 and 100 workloads
                  (every tenth depends on another) until all are Running(Ok)
-  burst          apply of 100 workloads, idle with 100 (CPU, PSS), update of all 100, delete
-  server_restart 100 running, the server restarted (ours with --state-file): time until every
+  burst          apply of 20 and of 100 workloads at once, update of all, delete of all
+  idle           100 running (applied 10 more at a time): CPU and PSS over --idle-seconds
+  server_restart 100 running (applied 10 more at a time), the server restarted (ours with
+                 --state-file; both with the startup manifest of the 100): time until every
                  state is reported again, and how many containers changed (must be 0)
   powercut       SIGKILL of everything in the envelope at a random moment (an apply in flight
                  in half of the cycles), then a boot; checks every cycle (ecu/powercut.py)
@@ -38,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ecu import envelope as envmod  # noqa: E402
 from ecu import powercut, scenarios  # noqa: E402
 
-ALL = "cold_boot,burst,server_restart,powercut"
+ALL = "cold_boot,burst,idle,server_restart,powercut"
 
 
 def parse():
@@ -47,8 +49,11 @@ def parse():
     p.add_argument("--ours", help="folder with our ank-server, ank-agent, ank")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--scenarios", default=ALL)
-    p.add_argument("--workloads", type=int, default=100, help="N of burst and server_restart")
-    p.add_argument("--cold-boot-sizes", default="50,100")
+    p.add_argument("--workloads", type=int, default=100, help="N of idle and server_restart")
+    p.add_argument("--cold-boot-sizes", default="20,50,100")
+    p.add_argument("--burst-sizes", default="20,100")
+    p.add_argument("--batch", type=int, default=10,
+                   help="idle and server_restart bring N up in applies of this many more")
     p.add_argument("--idle-seconds", type=int, default=30)
     p.add_argument("--powercut-cycles", type=int, default=30)
     p.add_argument("--ref-powercut-cycles", type=int, default=None,
@@ -178,10 +183,14 @@ def main():
                     for n in (int(x) for x in a.cold_boot_sizes.split(",")):
                         res.add(impl, scenarios.cold_boot(ctx, impl, b, n), rnd)
                 if "burst" in want:
-                    res.add(impl, scenarios.burst(ctx, impl, b, a.workloads,
-                                                  idle_s=a.idle_seconds), rnd)
+                    for n in (int(x) for x in a.burst_sizes.split(",")):
+                        res.add(impl, scenarios.burst(ctx, impl, b, n, idle_s=0), rnd)
+                if "idle" in want:
+                    res.add(impl, scenarios.idle_scenario(ctx, impl, b, a.workloads,
+                                                          a.idle_seconds, a.batch), rnd)
                 if "server_restart" in want:
-                    res.add(impl, scenarios.server_restart(ctx, impl, b, a.workloads), rnd)
+                    res.add(impl, scenarios.server_restart(ctx, impl, b, a.workloads,
+                                                           a.batch), rnd)
                 if "concurrency" in want:
                     res.add(impl, concurrency(ctx, impl, b, a), rnd)
                 print(f"round {rnd + 1}/{a.rounds} {impl} done", file=sys.stderr, flush=True)
@@ -191,9 +200,9 @@ def main():
                 for n in (int(x) for x in a.cold_boot_sizes.split(",")):
                     res.add("ours_containerd", scenarios.cold_boot(
                         ctx, "ours", a.ours, n, runtime="containerd"), rnd)
-                res.add("ours_containerd", scenarios.burst(
-                    ctx, "ours", a.ours, a.workloads, runtime="containerd",
-                    idle_s=a.idle_seconds), rnd)
+                for n in (int(x) for x in a.burst_sizes.split(",")):
+                    res.add("ours_containerd", scenarios.burst(
+                        ctx, "ours", a.ours, n, runtime="containerd", idle_s=0), rnd)
         if "powercut" in want:
             for impl in impls:
                 cycles = a.powercut_cycles if impl == "ours" or a.ref_powercut_cycles is None \

@@ -61,7 +61,7 @@ def wait(pred, timeout):
     return None
 
 
-STALL_S = 90
+STALL_S = 45
 
 
 def wait_running(s, names, timeout, old_ids=None):
@@ -171,6 +171,30 @@ def burst(ctx, name, bins, n, runtime="podman", idle_s=30, agent_args=(), tag="b
     return out
 
 
+def bring_up(ctx, s, n, batch, restart="NEVER"):
+    """Applies the first `batch`, 2 x `batch`, ... workloads of N, each step until all
+    are Running(Ok): a node that cannot take N creates at once still gets there."""
+    for k in range(batch, n + batch, batch):
+        k = min(k, n)
+        s.apply(ctx.manifest(s, k, restart=restart))
+        if wait_running(s, manifests.names(k), ctx.args.timeout) is None:
+            return False
+    return True
+
+
+def idle_scenario(ctx, name, bins, n, secs, batch):
+    """N running (brought up in batches), then idle: CPU and PSS."""
+    s = ctx.system(name, bins)
+    s.start_server()
+    s.start_agent()
+    wait(lambda: s.states() is not None, 30)
+    out = {}
+    if bring_up(ctx, s, n, batch):
+        out = idle(ctx, s, n, secs)
+    finish(s)
+    return out
+
+
 def idle(ctx, s, n, secs):
     time.sleep(5)
     srv0, ag0 = _ticks(s.server), _ticks(s.agent)
@@ -202,16 +226,18 @@ def _ticks(p):
     return cpu_ticks(p.pid) if p else 0
 
 
-def server_restart(ctx, name, bins, n, runtime="podman", sig=signal.SIGTERM):
-    """N running from a startup manifest (ours also with --state-file), the server
-    restarted: until every state is reported again, and how many containers changed."""
-    s = ctx.system(name, bins, runtime, state_file=(name != "ref"))
+def server_restart(ctx, name, bins, n, batch, sig=signal.SIGTERM):
+    """N running (brought up in batches; ours with --state-file), the server restarted
+    with a startup manifest of the same N: until every state is reported again, and how
+    many containers changed (must be 0)."""
+    s = ctx.system(name, bins, state_file=(name != "ref"))
     m = ctx.manifest(s, n)
-    s.start_server(m)
+    s.start_server()
     s.start_agent()
+    wait(lambda: s.states() is not None, 30)
     names = manifests.names(n)
     out = {}
-    if wait_running(s, names, ctx.args.timeout) is None:
+    if not bring_up(ctx, s, n, batch):
         finish(s)
         return {f"server_restart_{n}_s": None}
     time.sleep(2)
