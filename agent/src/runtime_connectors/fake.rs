@@ -47,6 +47,8 @@ struct Inner {
     /// How long a listing takes (a slow podman at the agent's start).
     list_delay: std::time::Duration,
     failing_deletes: Option<String>,
+    /// How long each delete takes (a stop's grace period, a slow podman).
+    delete_delay: std::time::Duration,
     sink: Option<RuntimeEventSender>,
     next_id: u64,
     /// The options of the last create of each instance.
@@ -124,6 +126,11 @@ impl FakeRuntime {
     /// do anything.
     pub fn delay_creates_of(&self, workload: &str, delay: std::time::Duration) {
         self.lock().create_delays.insert(workload.to_owned(), delay);
+    }
+
+    /// Deletes take `delay` before they remove the container.
+    pub fn delay_deletes(&self, delay: std::time::Duration) {
+        self.lock().delete_delay = delay;
     }
 
     /// Listings take `delay` before they look at the containers.
@@ -407,6 +414,10 @@ impl RuntimeConnector for FakeRuntime {
     }
 
     async fn delete(&self, workload_id: &WorkloadId) -> Result<(), RuntimeError> {
+        let delay = self.lock().delete_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let removed = {
             let mut i = self.lock();
             let instance = i.containers.get(workload_id).map(|c| c.instance_name.clone());

@@ -607,6 +607,27 @@ async fn runtime_manager_delete_stops_retries() {
     assert_eq!(h.fake.created().len(), 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn runtime_manager_runs_at_most_max_parallel_creates_deletes_at_once() {
+    // The harness allows 4 at once: 8 deletes of 500 ms take two waves, 1 s.
+    let fake = FakeRuntime::new();
+    let mut h = harness_with(fake).await;
+    let all: Vec<_> = ["a", "b", "c", "d", "e", "f", "g", "h"].into_iter().map(spec).collect();
+    h.rm.server_hello(all.clone()).await;
+    for s in &all {
+        h.running(s).await;
+    }
+    h.fake.delay_deletes(Duration::from_millis(500));
+    let t0 = tokio::time::Instant::now();
+    h.rm.update_workload(vec![], all.iter().map(deleted).collect()).await;
+    for s in &all {
+        h.wait_for(&s.instance_name, StateKind::Removed).await;
+    }
+    let elapsed = t0.elapsed();
+    assert!(elapsed >= Duration::from_secs(1) && elapsed < Duration::from_millis(1100), "{elapsed:?}");
+    assert!(h.fake.containers().is_empty());
+}
+
 #[tokio::test]
 // [utest->swdd~agent-workload-control-loop-executes-delete~2]
 // [utest->swdd~agent-workload-obj-delete-command~1]
