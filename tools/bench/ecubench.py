@@ -175,24 +175,42 @@ def main():
     want = set(a.scenarios.split(","))
     res = Results()
     table_impls = list(impls)
+
+    def save():
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"samples": res.samples, "powercuts": res.powercuts,
+                           "args": vars(a)}, f, indent=1)
+
+    def guarded(impl, rnd, label, fn):
+        """One scenario; a failure of the tool (a podman call that hangs, say) is recorded
+        and the run goes on."""
+        try:
+            res.add(impl, fn(), rnd)
+        except Exception as e:  # noqa: BLE001 - any failure is reported, the run goes on
+            print(f"  {impl} {label}: failed: {e!r}", flush=True)
+            res.add(impl, {f"{label}_tool_failure": 1}, rnd)
+        save()
     try:
         for rnd in range(a.rounds):
             for impl in impls:
                 b = bins[impl]
                 if "cold_boot" in want:
                     for n in (int(x) for x in a.cold_boot_sizes.split(",")):
-                        res.add(impl, scenarios.cold_boot(ctx, impl, b, n), rnd)
+                        guarded(impl, rnd, f"cold_boot_{n}",
+                                lambda n=n: scenarios.cold_boot(ctx, impl, b, n))
                 if "burst" in want:
                     for n in (int(x) for x in a.burst_sizes.split(",")):
-                        res.add(impl, scenarios.burst(ctx, impl, b, n, idle_s=0), rnd)
+                        guarded(impl, rnd, f"burst_{n}",
+                                lambda n=n: scenarios.burst(ctx, impl, b, n, idle_s=0))
                 if "idle" in want:
-                    res.add(impl, scenarios.idle_scenario(ctx, impl, b, a.workloads,
-                                                          a.idle_seconds, a.batch), rnd)
+                    guarded(impl, rnd, "idle", lambda: scenarios.idle_scenario(
+                        ctx, impl, b, a.workloads, a.idle_seconds, a.batch))
                 if "server_restart" in want:
-                    res.add(impl, scenarios.server_restart(ctx, impl, b, a.workloads,
-                                                           a.batch), rnd)
+                    guarded(impl, rnd, "server_restart", lambda: scenarios.server_restart(
+                        ctx, impl, b, a.workloads, a.batch))
                 if "concurrency" in want:
-                    res.add(impl, concurrency(ctx, impl, b, a), rnd)
+                    guarded(impl, rnd, "concurrency", lambda: concurrency(ctx, impl, b, a))
                 print(f"round {rnd + 1}/{a.rounds} {impl} done", file=sys.stderr, flush=True)
             if "containerd" in want and a.ours:
                 if "ours_containerd" not in table_impls:
@@ -210,20 +228,18 @@ def main():
                 try:
                     res.powercuts[impl] = powercut.run(ctx, impl, bins[impl], cycles,
                                                        a.powercut_workloads, a.seed)
-                except RuntimeError as e:
+                except Exception as e:  # noqa: BLE001 - reported as the cycles' result
                     res.powercuts[impl] = [{"cycle": 0, "in_flight": False,
                                             "acknowledged": False, "boot_s": None,
-                                            "deviations": [str(e)]}]
+                                            "deviations": [repr(e)]}]
+                save()
     finally:
         env.teardown()
     text = report(res, table_impls, a, env)
     if a.markdown:
         with open(a.markdown, "w") as f:
             f.write(text + "\n")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"samples": res.samples, "powercuts": res.powercuts,
-                       "args": vars(a)}, f, indent=1)
+    save()
     if a.keep:
         print(f"logs and files: {scratch}", file=sys.stderr)
     else:

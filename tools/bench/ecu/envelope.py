@@ -63,6 +63,18 @@ class Envelope:
         subprocess.run(["podman", "system", "renumber"], env=self.env(), capture_output=True,
                        timeout=120)
         self._load_image(image_tar)
+        self._remove_leftovers()
+
+    def _remove_leftovers(self):
+        """Containers an interrupted run left in the envelope's storage (it is the tool's
+        own): an agent would otherwise find their names taken."""
+        for _ in range(3):
+            ids = subprocess.run(["podman", "ps", "-aq"], env=self.env(), capture_output=True,
+                                 text=True, timeout=120).stdout.split()
+            if not ids:
+                return
+            subprocess.run(["podman", "rm", "-f", "-t", "0"] + ids, env=self.env(),
+                           capture_output=True, timeout=600)
 
     def _cg(self, controller, *parts):
         return os.path.join(CGROOT, controller, self.name, *parts)
