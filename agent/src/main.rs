@@ -86,6 +86,7 @@ async fn main() -> ExitCode {
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
+    daemon::heap::spawn_trimmer(shutdown.clone());
 
     let (board, health) = ank_agent::health::HealthBoard::new(&config.server_url);
     let (pinger, pings) = Pinger::channel();

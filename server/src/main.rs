@@ -84,6 +84,7 @@ async fn main() -> ExitCode {
     tracing::info!("listening on {listening}");
     let shutdown = CancellationToken::new();
     tokio::spawn(wait_for_signal(shutdown.clone()));
+    daemon::heap::spawn_trimmer(shutdown.clone());
     tokio::spawn(reload_on_sighup(tls.clone()));
     let policy = args.identity_policy();
     let options = ank_server::grpc::ServeOptions {

@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod health;
+pub mod heap;
 pub mod logging;
 pub mod notify;
 pub mod ping;

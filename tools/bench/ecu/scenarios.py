@@ -34,7 +34,8 @@ class Ctx:
     def manifest(self, s, n, gen=0, restart="NEVER", extra=()):
         text = manifests.text(n, self.agent, gen, extra=extra, runtime=s.runtime,
                               restart=restart, cgroup_parent=self.env.cgroup_parent())
-        return manifests.write(os.path.join(s.workdir, f"m{n}-{gen}.yaml"), text)
+        tag = "".join(f"-{name}{g}" for name, g in extra)
+        return manifests.write(os.path.join(s.workdir, f"m{n}-{gen}-{restart}{tag}.yaml"), text)
 
 
 def all_running(states, names, old_ids=None):

@@ -122,11 +122,18 @@ pub struct PodmanCli {
     pub stop_timeout_secs: u32,
     /// The agent's first listing, shared by all clones.
     pub first_listing: FirstListing,
+    /// Where the pids of running containers can be read, shared by all clones.
+    pub pid_files: super::pid_files::PidFiles,
 }
 
 impl Default for PodmanCli {
     fn default() -> Self {
-        Self { binary: PathBuf::from("podman"), stop_timeout_secs: 10, first_listing: FirstListing::default() }
+        Self {
+            binary: PathBuf::from("podman"),
+            stop_timeout_secs: 10,
+            first_listing: FirstListing::default(),
+            pid_files: Default::default(),
+        }
     }
 }
 

@@ -44,33 +44,52 @@ pub trait PidLookup: Send + Sync {
 }
 
 /// `podman container inspect` format of one container's line.
-const INSPECT_FORMAT: &str = "{{.Id}} {{.State.Status}} {{.State.Pid}} {{.State.ConmonPid}}";
+const INSPECT_FORMAT: &str = "{{.Id}} {{.State.Status}} {{.State.Pid}} {{.State.ConmonPid}} {{.ConmonPidFile}}";
 
 #[async_trait]
 impl PidLookup for PodmanCli {
     async fn targets(&self, ids: &[WorkloadId]) -> Vec<Target> {
+        // podman's own pid files first (see `pid_files`); an inspect for the rest.
+        let mut found: Vec<Target> = Vec::new();
+        let mut rest: Vec<WorkloadId> = Vec::new();
+        for id in ids {
+            match self.pid_files.read(&id.0) {
+                Some((pid, monitor_pid)) => found.push(Target { container_id: id.0.clone(), pid, monitor_pid }),
+                None => rest.push(id.clone()),
+            }
+        }
+        if rest.is_empty() {
+            return found;
+        }
         let inspect = |ids: &[WorkloadId]| {
             let mut args: Vec<String> = ["container", "inspect", "--format", INSPECT_FORMAT].map(str::to_owned).into();
             args.extend(ids.iter().map(|i| i.0.clone()));
             args
         };
-        match self.exec(&inspect(ids)).await {
-            Ok(out) => parse_targets(&out),
+        let learn = |out: &str| {
+            for line in out.lines() {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if let [id, _, _, _, pid_file] = f[..] {
+                    self.pid_files.learn(id, pid_file);
+                }
+            }
+            parse_targets(out)
+        };
+        match self.exec(&inspect(&rest)).await {
+            Ok(out) => found.extend(learn(&out)),
             // One of them is gone (podman then fails the whole call): each alone.
-            Err(_) if ids.len() > 1 => {
-                let mut all = Vec::new();
-                for id in ids {
+            Err(_) if rest.len() > 1 => {
+                for id in &rest {
                     if let Ok(out) = self.exec(&inspect(std::slice::from_ref(id))).await {
-                        all.extend(parse_targets(&out));
+                        found.extend(learn(&out));
                     }
                 }
-                all
             }
             Err(e) => {
-                tracing::debug!("cannot inspect container '{}' for its pids: {e}", ids[0]);
-                Vec::new()
+                tracing::debug!("cannot inspect container '{}' for its pids: {e}", rest[0]);
             }
         }
+        found
     }
 }
 

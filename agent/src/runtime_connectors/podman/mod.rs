@@ -11,6 +11,7 @@ pub mod containers_conf;
 pub mod events;
 pub mod exit_watcher;
 pub mod ghosts;
+mod pid_files;
 
 pub mod journal;
 pub mod log_tail;
