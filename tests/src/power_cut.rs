@@ -20,14 +20,12 @@ use std::collections::BTreeSet;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-/// SplitMix64: a tiny, seeded, reproducible random generator.
-pub struct Rng {
-    state: u64,
-}
+/// A seeded, reproducible random source (fastrand's).
+pub struct Rng(fastrand::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Self { state: seed }
+        Self(fastrand::Rng::with_seed(seed))
     }
 
     /// A generator seeded from the environment variable `var` when set (to
@@ -42,17 +40,9 @@ impl Rng {
         Self::new(seed)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     /// A number in `0..n` (`n` > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
+        self.0.u64(0..n)
     }
 }
 
