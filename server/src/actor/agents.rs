@@ -65,6 +65,11 @@ impl AnkaiosServer {
         };
         self.conns.register_agent(conn, agent, attributes);
         self.conns.note_seen(agent, reports_conditions);
+        // [feature: an agent of this orchestrator is sent only the states
+        // its workloads' dependencies need; Ankaios agents get all]
+        if reports_conditions {
+            self.conns.send_needed_states_only(conn);
+        }
         // Specs a job holds back go out when the job hands them out.
         let mut specs = desired_state::specs_for_agent(&self.desired.current.rendered, agent);
         specs.retain(|s| !self.jobs.is_held(s.name()));
@@ -75,9 +80,13 @@ impl AnkaiosServer {
         self.placement_agent_joined(agent);
         let out = self.resync_part().finish_deletions_after_hello(conn, agent, reports_conditions);
         self.io.out.append(out);
-        let others = self.states.all_except(Some(agent));
-        if !others.is_empty() {
-            self.io.out.send(conn, FromServer::UpdateWorkloadState(others));
+        // An agent of ours got the states it needs with the workloads that
+        // need them.
+        if !reports_conditions {
+            let others = self.states.all_except(Some(agent));
+            if !others.is_empty() {
+                self.io.out.send(conn, FromServer::UpdateWorkloadState(others));
+            }
         }
     }
 

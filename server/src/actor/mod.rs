@@ -223,7 +223,7 @@ impl AnkaiosServer {
     /// Sends what the command queued, and publishes the counts.
     fn flush(&mut self) {
         let out = self.io.out.take();
-        self.conns.deliver(out);
+        self.conns.deliver(out, &self.states);
         self.publish_counts();
     }
 

@@ -13,7 +13,7 @@ use ank_common::conditions::{ConditionStatus, ConditionType};
 use ank_common::execution_state::Pending;
 use ank_common::messages::{DeletedWorkload, FromServer};
 use ank_common::workload::WorkloadSpec;
-use ank_common::{StateKind, WorkloadInstanceName, WorkloadState};
+use ank_common::{StateKind, WorkloadInstanceName, WorkloadName, WorkloadState};
 use tokio::time::Instant;
 
 use crate::actor::Desired;
@@ -82,7 +82,7 @@ impl Resync<'_> {
             }
             return out;
         }
-        let deleted = leftovers.into_iter().map(|n| deletion(&n)).collect();
+        let deleted = leftovers.into_iter().map(|n| self.deletion(n)).collect();
         out.send(conn, FromServer::UpdateWorkload { added: Vec::new(), deleted, resync: false });
         out
     }
@@ -141,7 +141,7 @@ impl Resync<'_> {
                 changed.push(self.states.state_of(&n));
                 match spec {
                     Some(spec) => added.push(spec),
-                    None => deleted.push(deletion(&n)),
+                    None => deleted.push(self.deletion(n)),
                 }
             }
             out.send_to_agent(&agent, FromServer::UpdateWorkload { added, deleted, resync: true });
@@ -152,17 +152,22 @@ impl Resync<'_> {
         out
     }
 
+    /// The deletion of `n` sent again, with the delete conditions of the
+    /// current desired state: a dependency still waiting for a running
+    /// dependent keeps waiting (a deletion without them went at once).
+    fn deletion(&self, n: WorkloadInstanceName) -> DeletedWorkload {
+        let dependencies = WorkloadName::new(&n.workload_name)
+            .map(|name| desired_state::delete_conditions(&self.desired.current.rendered, &name))
+            .unwrap_or_default();
+        DeletedWorkload { instance_name: n, dependencies }
+    }
+
     /// The stamped spec of `n` if the desired state wants exactly it.
     fn wanted_spec(&self, n: &WorkloadInstanceName) -> Option<WorkloadSpec> {
         let (name, wl) = self.desired.current.rendered.workloads.get_key_value(n.workload_name.as_str())?;
         let spec = desired_state::spec_of(name, wl).filter(|s| s.instance_name == *n)?;
         Some(self.desired.generations.stamp(spec))
     }
-}
-
-/// A deletion nothing waits for.
-fn deletion(n: &WorkloadInstanceName) -> DeletedWorkload {
-    DeletedWorkload { instance_name: n.clone(), dependencies: BTreeMap::new() }
 }
 
 impl WorkloadStateStore {
