@@ -27,6 +27,7 @@ use crate::state_file::StateFile;
 use crate::workload_states::WorkloadStateStore;
 
 mod agents;
+mod batch;
 mod gates;
 mod handle;
 mod parts;
@@ -195,7 +196,7 @@ impl AnkaiosServer {
                     s.advance_jobs();
                 }),
                 cmd = self.io.rx.recv() => match cmd {
-                    Some(cmd) => self.handle_command(cmd),
+                    Some(cmd) => self.handle_commands(cmd),
                     None => break,
                 },
             }

@@ -164,11 +164,19 @@ pub struct JobEngine {
     /// new job takes them over; the item is what the agent would have got,
     /// with the reason.
     canceled: BTreeMap<String, (NewItem, String)>,
+    /// How often the jobs were stepped (each step looks at every unfinished
+    /// item): what the server's batching of state reports saves.
+    steps: u64,
 }
 
 impl JobEngine {
     pub fn new(settings: JobSettings) -> Self {
         Self { settings, ..Default::default() }
+    }
+
+    /// How often the jobs were stepped so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
     }
 
     /// The settings the engine was made with.
@@ -288,6 +296,7 @@ impl JobEngine {
     /// to hand out; call again after acting on it until nothing comes.
     // [feature L2: dependency-ordered triggering (A-E)]
     pub fn step(&mut self, view: &dyn JobView, now: Instant) -> Vec<Trigger> {
+        self.steps += 1;
         let mut out = Vec::new();
         let mut finished = false;
         for (id, run) in self.runs.iter_mut().filter(|(_, r)| !r.job.phase.is_final()) {
