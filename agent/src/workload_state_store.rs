@@ -1,6 +1,7 @@
 //! [`WorkloadStateStore`]: the execution states the agent knows, of its own
-//! workloads and of every other agent's (as the server forwards them), by
-//! workload name. The `WorkloadScheduler` reads it to decide whether the
+//! workloads and of the other agents' the server forwards (Ankaios' server:
+//! all of them; ours: those this agent's dependencies need), by workload
+//! name. The `WorkloadScheduler` reads it to decide whether the
 //! inter-workload dependencies of a queued operation hold.
 //!
 //! Owned by the `RuntimeManager`; fed by the `AgentManager`.

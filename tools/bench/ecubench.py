@@ -216,11 +216,11 @@ def main():
                 if "ours_containerd" not in table_impls:
                     table_impls.append("ours_containerd")
                 for n in (int(x) for x in a.cold_boot_sizes.split(",")):
-                    res.add("ours_containerd", scenarios.cold_boot(
-                        ctx, "ours", a.ours, n, runtime="containerd"), rnd)
+                    guarded("ours_containerd", rnd, f"cold_boot_{n}", lambda n=n: scenarios.cold_boot(
+                        ctx, "ours", a.ours, n, runtime="containerd"))
                 for n in (int(x) for x in a.burst_sizes.split(",")):
-                    res.add("ours_containerd", scenarios.burst(
-                        ctx, "ours", a.ours, n, runtime="containerd", idle_s=0), rnd)
+                    guarded("ours_containerd", rnd, f"burst_{n}", lambda n=n: scenarios.burst(
+                        ctx, "ours", a.ours, n, runtime="containerd", idle_s=0))
         if "powercut" in want:
             for impl in impls:
                 cycles = a.powercut_cycles if impl == "ours" or a.ref_powercut_cycles is None \

@@ -253,9 +253,15 @@ class System:
                 if not ids:
                     return
                 subprocess.run(["podman", "rm", "-f", "-t", "0"] + ids, capture_output=True,
-                               env=self.env_.env(), timeout=600)
+                               env=self.env_.env(), timeout=180)
             except subprocess.TimeoutExpired:
-                print(f"  {self.name}: podman hangs; renumbering its locks", flush=True)
+                # A run that stalled at the memory limit leaves podman calls in the envelope
+                # that hold the containers' locks and crawl: the daemons are stopped, so
+                # everything still in the envelope is this run's and goes.
+                print(f"  {self.name}: podman hangs; killing what is left in the envelope "
+                      "and renumbering its locks", flush=True)
+                if self.env_.enabled:
+                    self.env_.power_cut()
                 subprocess.run(["podman", "system", "renumber"], capture_output=True,
                                env=self.env_.env(), timeout=120)
         raise RuntimeError(f"{self.name}: could not remove the containers of the run")
