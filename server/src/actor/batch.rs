@@ -4,7 +4,8 @@
 //! of every running job, so with one step per report an apply of N agents
 //! × 20 workloads cost O(N²); with the batches, a busy server steps less
 //! often the more reports wait, and an idle one exactly as before (a lone
-//! report is handled as any other command).
+//! report is handled as any other command). An agent's load status does not
+//! step the jobs at all (it moves no item), unless the placement opened one.
 
 use ank_common::messages::ToServer;
 
@@ -145,6 +146,28 @@ mod tests {
             .collect();
         assert_eq!(running, names);
         assert_eq!(tree["jobs"]["1"]["phase"], "Succeeded", "{tree}");
+    }
+
+    #[tokio::test]
+    async fn an_agents_load_status_does_not_step_the_jobs() {
+        let (handle, mut s) =
+            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), JobSettings::default());
+        let (agent_tx, _agent_rx) = mpsc::channel(64);
+        handle.opened(1, ConnKind::Agent, agent_tx).await;
+        handle.message(1, hello("A")).await;
+        drain(&mut s);
+        let steps = s.jobs.steps();
+        for _ in 0..3 {
+            let load = ToServer::AgentLoadStatus {
+                agent_name: "A".into(),
+                status: Default::default(),
+                metrics: Default::default(),
+                quota_used: Default::default(),
+            };
+            handle.message(1, load).await;
+            drain(&mut s);
+        }
+        assert_eq!(s.jobs.steps(), steps);
     }
 
     #[tokio::test]

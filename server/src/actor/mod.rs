@@ -209,6 +209,12 @@ impl AnkaiosServer {
     fn handle_command(&mut self, cmd: ServerCommand) {
         match cmd {
             ServerCommand::Opened { conn, kind, tx } => self.conns.open(conn, kind, tx),
+            // An agent's load (every 2 s from each agent) moves no job
+            // item: the jobs advance only if the placement opened one.
+            ServerCommand::Message { conn, msg: msg @ ToServer::AgentLoadStatus { .. } } => self.with_events(|s| {
+                s.handle_message(conn, msg);
+                s.advance_jobs_if_opened();
+            }),
             ServerCommand::Message { conn, msg } if changes_state(&msg) => self.with_events(|s| {
                 s.handle_message(conn, msg);
                 s.advance_jobs();
