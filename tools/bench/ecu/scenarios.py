@@ -201,10 +201,11 @@ def idle(ctx, s, n, secs):
     srv0, ag0 = _ticks(s.server), _ticks(s.agent)
     tree0 = s.cpu_ticks_of(s.server) + s.cpu_ticks_of(s.agent)
     c0 = _env_cpu(ctx)
-    pss = []
+    pss, anon = [], []
     t0 = time.monotonic()
     while time.monotonic() - t0 < secs:
         pss.append(s.pss_kb())
+        anon.append(s.pss_anon_kb())
         time.sleep(min(5, secs / 3))
     dt = time.monotonic() - t0
     hz = os.sysconf("SC_CLK_TCK")
@@ -219,6 +220,7 @@ def idle(ctx, s, n, secs):
         f"idle_{n}_envelope_cpu_pct": None if env_cpu is None else 100 * env_cpu / dt,
         f"idle_{n}_daemons_pss_mb": daemons / 1024,
         f"idle_{n}_tree_pss_mb": trees / 1024,
+        f"idle_{n}_daemons_pss_anon_mb": sorted(anon)[len(anon) // 2] / 1024,
     }
 
 

@@ -30,11 +30,13 @@ def cpu_ticks(pid, reaped=False):
         return 0
 
 
-def pss_kb(pid):
+def pss_kb(pid, field="Pss"):
+    """A PSS field of `/proc/PID/smaps_rollup` in KiB: `Pss`, `Pss_Anon` (heap, stacks) or
+    `Pss_File` (the mapped binary and libraries)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Pss:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         pass
@@ -276,6 +278,11 @@ class System:
         daemons = sum(pss_kb(p) for p in self.daemon_pids())
         trees = sum(pss_kb(q) for p in self.daemon_pids() for q in tree(p))
         return daemons, trees
+
+    def pss_anon_kb(self):
+        """The anonymous part of the daemons' PSS (heap and stacks; the rest is their
+        code and libraries)."""
+        return sum(pss_kb(p, "Pss_Anon") for p in self.daemon_pids())
 
 
 def _state_of(st):
