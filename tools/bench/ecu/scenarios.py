@@ -9,6 +9,7 @@ import time
 
 from . import envelope as envmod
 from . import manifests
+from . import pageout
 from .system import System
 
 POLL = 0.1
@@ -221,7 +222,21 @@ def idle(ctx, s, n, secs):
         f"idle_{n}_daemons_pss_mb": daemons / 1024,
         f"idle_{n}_tree_pss_mb": trees / 1024,
         f"idle_{n}_daemons_pss_anon_mb": sorted(anon)[len(anon) // 2] / 1024,
+        **working_set(s, n, secs),
     }
+
+
+def working_set(s, n, secs):
+    """The daemons' PSS once the kernel took back what they do not use: both paged out
+    the same way, then `secs` more of idle, then sampled (the median of 3)."""
+    for p in s.daemon_pids():
+        pageout.page_out(p)
+    time.sleep(secs)
+    samples = []
+    for _ in range(3):
+        samples.append(s.pss_kb()[0])
+        time.sleep(2)
+    return {f"idle_{n}_daemons_pss_working_set_mb": sorted(samples)[1] / 1024}
 
 
 def _ticks(p):
