@@ -19,6 +19,13 @@ use ank_agent::runtime_connectors::fake::FakeRuntime;
 use ank_agent::{AgentConfig, RuntimeRegistry};
 use tokio_util::sync::CancellationToken;
 
+/// An agent started with [`InProcess::spawn_agent`]; stop it with `stop`.
+pub struct OtherAgent {
+    pub fake: Arc<FakeRuntime>,
+    pub stop: CancellationToken,
+    _run_folder: tempfile::TempDir,
+}
+
 /// The running server and agent; stop them with the tokens.
 pub struct InProcess {
     pub url: String,
@@ -56,6 +63,20 @@ impl InProcess {
     /// The agent's run folder (for an agent started again on it).
     pub fn run_folder(&self) -> &std::path::Path {
         self.run_folder.path()
+    }
+
+    /// Starts another agent, `name`, on this server with its own
+    /// FakeRuntime (as `podman`) and run folder.
+    pub fn spawn_agent(&self, name: &str) -> OtherAgent {
+        let fake = Arc::new(FakeRuntime::new());
+        let mut runtimes = RuntimeRegistry::new();
+        runtimes.register(fake.clone());
+        let run_folder = tempfile::tempdir().expect("run folder");
+        let config =
+            AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new(name, self.url.clone()) };
+        let stop = CancellationToken::new();
+        tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
+        OtherAgent { fake, stop, _run_folder: run_folder }
     }
 
     /// Stops the agent and the server.

@@ -3,15 +3,11 @@
 //! and the agent waits for the dependency, however late the dependency's
 //! agent comes; a workload on an absent agent stays `Pending(Initial)`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use ank_agent::runtime_connectors::fake::FakeRuntime;
-use ank_agent::{AgentConfig, RuntimeRegistry};
 use ank_common::messages::ResponseContent;
 use ank_tests::commander::Commander;
 use ank_tests::inprocess::InProcess;
-use tokio_util::sync::CancellationToken;
 
 /// `a` on `agent_Z` (not started yet); `b` on `agent_A` and `c` on
 /// `agent_Z`, both needing `a` running.
@@ -66,21 +62,14 @@ async fn a_dependent_goes_to_its_agent_at_once_and_starts_when_a_late_agent_runs
     assert_eq!(state_of(&mut c, "agent_Z", "c").await, "Pending(Initial)");
 
     // The late agent comes: a runs there, then c there and b on agent_A.
-    let late = Arc::new(FakeRuntime::new());
-    let mut runtimes = RuntimeRegistry::new();
-    runtimes.register(late.clone());
-    let run_folder = tempfile::tempdir().unwrap();
-    let config =
-        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_Z", s.url.clone()) };
-    let late_stop = CancellationToken::new();
-    tokio::spawn(ank_agent::run(config, runtimes, late_stop.clone()));
+    let late = s.spawn_agent("agent_Z");
     c.wait_for_state("a", "Running(Ok)").await;
     c.wait_for_state("b", "Running(Ok)").await;
     c.wait_for_state("c", "Running(Ok)").await;
     assert_eq!(s.fake.created().iter().map(|n| n.workload_name.as_str()).collect::<Vec<_>>(), ["b"]);
     let jobs = c.complete_state(&["jobs"]).await;
     assert_eq!(jobs["jobs"][job_id.to_string()]["phase"], "Succeeded", "{jobs}");
-    late_stop.cancel();
+    late.stop.cancel();
     s.agent_stop.cancel();
     s.server_stop.cancel();
 }

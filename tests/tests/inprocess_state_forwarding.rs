@@ -6,17 +6,13 @@
 //! on its dependency's state, and a dependency's deletion waits while its
 //! dependent on another agent runs.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use ank_agent::runtime_connectors::fake::FakeRuntime;
-use ank_agent::{AgentConfig, RuntimeRegistry};
 use ank_common::messages::{FromServer, RequestContent, ToServer};
 use ank_common::{ExecutionState, WorkloadState};
 use ank_tests::adversary::{self, RawStream, Service, agent_hello};
 use ank_tests::commander::Commander;
 use ank_tests::inprocess::InProcess;
-use tokio_util::sync::CancellationToken;
 
 /// `a` on agent_A; `r` on agent_R; `k` on agent_K; nothing depends on anything.
 const START: &str = "apiVersion: v1
@@ -152,14 +148,8 @@ workloads:
 #[tokio::test(start_paused = true)]
 async fn dependencies_across_agents_hold_both_ways_with_only_the_needed_states_forwarded() {
     let s = InProcess::start().await;
-    let z = Arc::new(FakeRuntime::new());
-    let mut runtimes = RuntimeRegistry::new();
-    runtimes.register(z.clone());
-    let run_folder = tempfile::tempdir().unwrap();
-    let config =
-        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_Z", s.url.clone()) };
-    let z_stop = CancellationToken::new();
-    tokio::spawn(ank_agent::run(config, runtimes, z_stop.clone()));
+    let agent_z = s.spawn_agent("agent_Z");
+    let z = &agent_z.fake;
     let mut c = Commander::connect(&s.url).await;
 
     // `a` runs before anything needs it: agent_A is not sent its state ...
@@ -181,6 +171,6 @@ async fn dependencies_across_agents_hold_both_ways_with_only_the_needed_states_f
     c.wait_for_state("a", "Removed").await;
     assert_eq!(s.fake.deleted().iter().map(|n| n.workload_name.as_str()).collect::<Vec<_>>(), ["b"]);
     assert_eq!(z.deleted().iter().map(|n| n.workload_name.as_str()).collect::<Vec<_>>(), ["a"]);
-    z_stop.cancel();
+    agent_z.stop.cancel();
     s.stop();
 }

@@ -38,8 +38,8 @@ impl AnkaiosServer {
                 Err(_) => break,
             }
         }
-        if batch.len() == 1 {
-            batch.into_iter().for_each(|cmd| self.handle_command(cmd));
+        if let [_] = batch[..] {
+            self.handle_command(batch.remove(0));
         } else {
             for cmd in batch {
                 if let ServerCommand::Message { conn, msg } = cmd {
@@ -61,7 +61,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::actor::{ConnKind, DesiredState, JobSettings, ResyncSettings};
+    use crate::actor::{ConnKind, DesiredState, JobSettings, ResyncSettings, ServerHandle};
 
     /// Handles what is queued, as the actor's loop does, one command (and
     /// the batch behind it) at a time.
@@ -81,6 +81,17 @@ mod tests {
             capabilities: Vec::new(),
             quota: Default::default(),
         }
+    }
+
+    /// A server with (an Ankaios) agent A connected, all handled.
+    async fn with_agent_a() -> (ServerHandle, AnkaiosServer, mpsc::Receiver<FromServer>) {
+        let (handle, mut s) =
+            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), JobSettings::default());
+        let (agent_tx, agent_rx) = mpsc::channel(64);
+        handle.opened(1, ConnKind::Agent, agent_tx).await;
+        handle.message(1, hello("A")).await;
+        drain(&mut s);
+        (handle, s, agent_rx)
     }
 
     fn request(id: &str, content: RequestContent) -> ToServer {
@@ -150,12 +161,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_agents_load_status_does_not_step_the_jobs() {
-        let (handle, mut s) =
-            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), JobSettings::default());
-        let (agent_tx, _agent_rx) = mpsc::channel(64);
-        handle.opened(1, ConnKind::Agent, agent_tx).await;
-        handle.message(1, hello("A")).await;
-        drain(&mut s);
+        let (handle, mut s, _agent_rx) = with_agent_a().await;
         let steps = s.jobs.steps();
         for _ in 0..3 {
             let load = ToServer::AgentLoadStatus {
@@ -172,12 +178,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lone_state_report_is_handled_as_any_command() {
-        let (handle, mut s) =
-            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), JobSettings::default());
-        let (agent_tx, _agent_rx) = mpsc::channel(64);
-        handle.opened(1, ConnKind::Agent, agent_tx).await;
-        handle.message(1, hello("A")).await;
-        drain(&mut s);
+        let (handle, mut s, _agent_rx) = with_agent_a().await;
         let steps = s.jobs.steps();
         handle.message(1, ToServer::UpdateWorkloadState(Vec::new())).await;
         drain(&mut s);

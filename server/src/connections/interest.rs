@@ -40,24 +40,35 @@ impl Interest {
                 new.insert(name.to_owned());
             }
         };
-        match msg {
-            FromServer::ServerHello(added) | FromServer::UpdateWorkload { added, .. } => {
-                for spec in added {
-                    spec.workload.dependencies.keys().for_each(|d| need(d.as_str()));
-                }
-            }
-            _ => {}
+        let (added, deleted) = match msg {
+            FromServer::ServerHello(added) => (added.as_slice(), &[][..]),
+            FromServer::UpdateWorkload { added, deleted, .. } => (added.as_slice(), deleted.as_slice()),
+            _ => return new,
+        };
+        for spec in added {
+            spec.workload.dependencies.keys().for_each(|d| need(d.as_str()));
         }
-        if let FromServer::UpdateWorkload { deleted, .. } = msg {
-            for d in deleted {
-                d.dependencies.keys().for_each(|n| need(n));
-            }
+        for d in deleted {
+            d.dependencies.keys().for_each(|n| need(n));
         }
         new
     }
 
+    /// What a stream with this interest is sent of `msg`: a states message
+    /// with only the needed states (`None` when it needs none of them), any
+    /// other message as it is.
+    pub fn narrow(&self, msg: &FromServer) -> Option<FromServer> {
+        match msg {
+            FromServer::UpdateWorkloadState(states) => match self.filter(states) {
+                None => Some(msg.clone()),
+                Some(kept) => (!kept.is_empty()).then_some(FromServer::UpdateWorkloadState(kept)),
+            },
+            other => Some(other.clone()),
+        }
+    }
+
     /// The states of `states` this agent needs, or `None` if it needs all.
-    pub fn filter(&self, states: &[WorkloadState]) -> Option<Vec<WorkloadState>> {
+    fn filter(&self, states: &[WorkloadState]) -> Option<Vec<WorkloadState>> {
         if states.iter().all(|s| self.needs(&s.instance_name.workload_name)) {
             return None;
         }
@@ -65,7 +76,7 @@ impl Interest {
     }
 
     /// Whether this agent needs the states of `workload`.
-    pub fn needs(&self, workload: &str) -> bool {
+    fn needs(&self, workload: &str) -> bool {
         self.names.contains(workload)
     }
 }

@@ -189,11 +189,9 @@ impl Connections {
     fn deliver_to(&mut self, id: ConnId, msg: FromServer, current: &impl CurrentStates) {
         let Some(c) = self.conns.get_mut(&id) else { return };
         let Some(interest) = c.interest.as_mut() else { return self.send(id, msg) };
-        if let FromServer::UpdateWorkloadState(states) = &msg {
-            match interest.filter(states) {
-                None => self.send(id, msg),
-                Some(kept) if kept.is_empty() => {}
-                Some(kept) => self.send(id, FromServer::UpdateWorkloadState(kept)),
+        if matches!(msg, FromServer::UpdateWorkloadState(_)) {
+            if let Some(narrowed) = interest.narrow(&msg) {
+                self.send(id, narrowed);
             }
             return;
         }
@@ -228,14 +226,11 @@ impl Connections {
             if Some(*id) == except || (c.kind != ConnKind::Commander && self.speaks_for(*id).is_none()) {
                 continue;
             }
-            match (&c.interest, msg) {
-                (Some(interest), FromServer::UpdateWorkloadState(states)) => match interest.filter(states) {
-                    None => sends.push((*id, msg.clone())),
-                    Some(kept) if kept.is_empty() => {}
-                    Some(kept) => sends.push((*id, FromServer::UpdateWorkloadState(kept))),
-                },
-                _ => sends.push((*id, msg.clone())),
-            }
+            let narrowed = match &c.interest {
+                Some(interest) => interest.narrow(msg),
+                None => Some(msg.clone()),
+            };
+            sends.extend(narrowed.map(|m| (*id, m)));
         }
         for (id, msg) in sends {
             self.send(id, msg);

@@ -375,22 +375,6 @@ impl WorkloadStateStore {
         cs.workload_state_list().into_iter().filter(|s| Some(s.instance_name.agent_name.as_str()) != agent).collect()
     }
 
-    /// The states of every instance of the named workloads, except those
-    /// of `agent`.
-    pub fn of_workloads(&self, workloads: &BTreeSet<String>, except_agent: &str) -> Vec<WorkloadState> {
-        let mut out = Vec::new();
-        for (agent, by_name) in self.map.iter().filter(|(a, _)| a.as_str() != except_agent) {
-            for name in workloads {
-                for (id, e) in by_name.get(name).into_iter().flatten() {
-                    let n =
-                        WorkloadInstanceName { workload_name: name.clone(), agent_name: agent.clone(), id: id.clone() };
-                    out.push(WorkloadState::new(n, e.state.clone()).with_status(e.status.clone()));
-                }
-            }
-        }
-        out
-    }
-
     /// The instance names of one agent.
     pub fn instances_of(&self, agent: &str) -> Vec<WorkloadInstanceName> {
         let Some(by_name) = self.map.get(agent) else { return Vec::new() };
@@ -497,8 +481,20 @@ impl WorkloadStateStore {
 #[cfg(test)]
 mod tests;
 
+/// The states of every instance of the named workloads, except those of
+/// `except_agent`.
 impl crate::connections::CurrentStates for WorkloadStateStore {
     fn current_states(&self, workloads: &BTreeSet<String>, except_agent: &str) -> Vec<WorkloadState> {
-        self.of_workloads(workloads, except_agent)
+        let mut out = Vec::new();
+        for (agent, by_name) in self.map.iter().filter(|(a, _)| a.as_str() != except_agent) {
+            for name in workloads {
+                for (id, e) in by_name.get(name).into_iter().flatten() {
+                    let n =
+                        WorkloadInstanceName { workload_name: name.clone(), agent_name: agent.clone(), id: id.clone() };
+                    out.push(WorkloadState::new(n, e.state.clone()).with_status(e.status.clone()));
+                }
+            }
+        }
+        out
     }
 }
