@@ -9,6 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A clean clone in CI never reuses incremental state; writing it would double
+# the build's disk use (the debug target reaches tens of GB with it).
+if [ "${CI:-}" = true ]; then
+    export CARGO_INCREMENTAL=0
+fi
+
 bash tools/setup.sh
 bash tools/build-sdk-image.sh
 bash tools/build-systemd-image.sh
