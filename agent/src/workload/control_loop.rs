@@ -47,6 +47,8 @@ pub const SLOW_CREATE: std::time::Duration = std::time::Duration::from_secs(2);
 mod bounded;
 mod reaping;
 // [feature H6: the probes of a running workload]
+#[cfg(test)]
+mod footprint_tests;
 mod probing;
 #[cfg(test)]
 mod probing_tests;
@@ -199,7 +201,17 @@ impl WorkloadControlLoop {
     }
 
     /// Runs until the `RuntimeManager` drops the command sender.
-    pub async fn run(mut self) {
+    ///
+    /// The loop's state lives in a box of its own and its task holds a
+    /// pointer: an `async fn` taking `self` would keep two copies of it in
+    /// the task (its argument and the moved local), for every workload
+    /// while idle.
+    pub fn run(self) -> impl Future<Output = ()> + Send {
+        let mut this = Box::new(self);
+        async move { this.serve().await }
+    }
+
+    async fn serve(&mut self) {
         loop {
             let retry_at = self.retry_at;
             let retry_due = async move {
@@ -210,18 +222,20 @@ impl WorkloadControlLoop {
             };
             let reap_due = retention::until(self.reap.as_ref().map(|r| r.at));
             let restart_due = retention::until(self.restart_at.as_ref().map(|r| r.0));
+            // The handlers' futures are boxed: inline, the largest of them
+            // (a create with its runtime calls) would size every idle loop.
             tokio::select! {
                 cmd = self.commands.recv() => match cmd {
-                    Some(cmd) => self.handle(cmd).await,
+                    Some(cmd) => Box::pin(self.handle(cmd)).await,
                     None => break,
                 },
-                Some(cmd) = self.own_commands.recv() => self.handle(cmd).await,
+                Some(cmd) = self.own_commands.recv() => Box::pin(self.handle(cmd)).await,
                 () = retry_due => {
                     self.retry_at = None;
-                    self.handle_retry().await;
+                    Box::pin(self.handle_retry()).await;
                 }
-                () = reap_due => self.handle_reap().await,
-                () = restart_due => self.handle_restart_due().await,
+                () = reap_due => Box::pin(self.handle_reap()).await,
+                () = restart_due => Box::pin(self.handle_restart_due()).await,
             }
         }
     }
