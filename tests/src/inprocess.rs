@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub struct OtherAgent {
     pub fake: Arc<FakeRuntime>,
     pub stop: CancellationToken,
-    _run_folder: tempfile::TempDir,
+    run_folder: tempfile::TempDir,
 }
 
 /// The running server and agent; stop them with the tokens.
@@ -48,16 +48,8 @@ impl InProcess {
         let server_stop = CancellationToken::new();
         let initial = ank_common::State { api_version: "v1".into(), ..Default::default() };
         tokio::spawn(ank_server::run(initial, listener, server_stop.clone()));
-        let fake = Arc::new(FakeRuntime::new());
-        let mut runtimes = RuntimeRegistry::new();
-        runtimes.register(fake.clone());
-        let run_folder = tempfile::tempdir().expect("run folder");
-        let mut config =
-            AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new("agent_A", url.clone()) };
-        tweak(&mut config);
-        let agent_stop = CancellationToken::new();
-        tokio::spawn(ank_agent::run(config, runtimes, agent_stop.clone()));
-        Self { url, fake, server_stop, agent_stop, run_folder }
+        let agent = spawn_agent(&url, "agent_A", tweak);
+        Self { url, fake: agent.fake, server_stop, agent_stop: agent.stop, run_folder: agent.run_folder }
     }
 
     /// The agent's run folder (for an agent started again on it).
@@ -68,15 +60,7 @@ impl InProcess {
     /// Starts another agent, `name`, on this server with its own
     /// FakeRuntime (as `podman`) and run folder.
     pub fn spawn_agent(&self, name: &str) -> OtherAgent {
-        let fake = Arc::new(FakeRuntime::new());
-        let mut runtimes = RuntimeRegistry::new();
-        runtimes.register(fake.clone());
-        let run_folder = tempfile::tempdir().expect("run folder");
-        let config =
-            AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new(name, self.url.clone()) };
-        let stop = CancellationToken::new();
-        tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
-        OtherAgent { fake, stop, _run_folder: run_folder }
+        spawn_agent(&self.url, name, |_| {})
     }
 
     /// Stops the agent and the server.
@@ -84,4 +68,19 @@ impl InProcess {
         self.agent_stop.cancel();
         self.server_stop.cancel();
     }
+}
+
+/// Starts agent `name` on the server at `url` with its own FakeRuntime (as
+/// `podman`) and run folder, its config changed by `tweak` first.
+fn spawn_agent(url: &str, name: &str, tweak: impl FnOnce(&mut AgentConfig)) -> OtherAgent {
+    let fake = Arc::new(FakeRuntime::new());
+    let mut runtimes = RuntimeRegistry::new();
+    runtimes.register(fake.clone());
+    let run_folder = tempfile::tempdir().expect("run folder");
+    let mut config =
+        AgentConfig { run_folder: run_folder.path().to_path_buf(), ..AgentConfig::new(name, url.to_owned()) };
+    tweak(&mut config);
+    let stop = CancellationToken::new();
+    tokio::spawn(ank_agent::run(config, runtimes, stop.clone()));
+    OtherAgent { fake, stop, run_folder }
 }

@@ -45,10 +45,10 @@ pub const SLOW_CREATE: std::time::Duration = std::time::Duration::from_secs(2);
 
 // [feature K7: the reaping half of the control loop]
 mod bounded;
-mod reaping;
-// [feature H6: the probes of a running workload]
 #[cfg(test)]
 mod footprint_tests;
+mod reaping;
+// [feature H6: the probes of a running workload]
 mod probing;
 #[cfg(test)]
 mod probing_tests;

@@ -481,9 +481,9 @@ impl WorkloadStateStore {
 #[cfg(test)]
 mod tests;
 
-/// The states of every instance of the named workloads, except those of
-/// `except_agent`.
 impl crate::connections::CurrentStates for WorkloadStateStore {
+    /// The states of every instance of the named workloads, except those
+    /// of `except_agent`.
     fn current_states(&self, workloads: &BTreeSet<String>, except_agent: &str) -> Vec<WorkloadState> {
         let mut out = Vec::new();
         for (agent, by_name) in self.map.iter().filter(|(a, _)| a.as_str() != except_agent) {
