@@ -2,7 +2,7 @@
 # Installs what building, running and testing the orchestrator needs on a
 # Debian 12 machine, idempotently and without prompts: podman, runc,
 # busybox-static, protoc and python3-venv (the SDK tests), mosquitto and
-# mosquitto-clients (the fleet soak test, tools/fleet-soak.py, starts its own
+# mosquitto-clients (the fleet soak test, tests/harness/fleet-soak.py, starts its own
 # broker; no service is started here), containerd and the CNI plugins (the
 # containerd runtime; containerd is started when its socket does not answer),
 # docker-registry (the containerd image pull test runs its own on a loopback

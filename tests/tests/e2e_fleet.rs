@@ -1,5 +1,5 @@
 //! End to end of the MQTT fleet tier with the built binaries: the soak tool
-//! (`tools/fleet-soak.py`) in its short version, three vehicles. Each
+//! (`tests/harness/fleet-soak.py`) in its short version, three vehicles. Each
 //! vehicle is a network namespace with its own `ank-server`, `ank-agent`
 //! and the `ank-fleet-connector` workload (image built by
 //! `tools/build-fleet-image.sh` from the binary under test), behind a
@@ -53,7 +53,7 @@ fn require_tools() {
         assert!(Path::new(tool).exists(), "{tool} not found: install {package} with `bash tools/setup.sh`");
     }
     let python = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
-    assert!(python, "python3 not found: the soak tool tools/fleet-soak.py needs it");
+    assert!(python, "python3 not found: the soak tool tests/harness/fleet-soak.py needs it");
     let root = Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     assert!(root.unwrap_or(false), "the fleet soak makes network namespaces: run the tests as root");
 }
@@ -68,7 +68,7 @@ fn e2e_fleet_soak_with_three_vehicles_passes_every_check() {
     let bin_dir = ank_tests::binaries::bin_dir();
     let out = tempfile::NamedTempFile::new().expect("temporary output file");
     let mut child = Command::new("python3")
-        .arg(repo_root().join("tools/fleet-soak.py"))
+        .arg(repo_root().join("tests/harness/fleet-soak.py"))
         .args(["--vehicles", "3", "--quick", "--bin-dir"])
         .arg(&bin_dir)
         .current_dir(repo_root())
@@ -76,7 +76,7 @@ fn e2e_fleet_soak_with_three_vehicles_passes_every_check() {
         .stdout(out.reopen().expect("output file"))
         .stderr(out.reopen().expect("output file"))
         .spawn()
-        .expect("start python3 tools/fleet-soak.py");
+        .expect("start python3 tests/harness/fleet-soak.py");
     let start = Instant::now();
     let mut stopped = false;
     let status = loop {

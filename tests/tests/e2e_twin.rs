@@ -1,7 +1,7 @@
 //! End to end with the built binaries and real podman: the short scenarios
 //! of the twin harness (tests/twin/*.twin) run against our binaries and are
 //! compared with the goldens recorded from Eclipse Ankaios
-//! (`tools/twin.sh --check target/debug`). Each scenario starts its own
+//! (`tests/harness/twin.sh --check target/debug`). Each scenario starts its own
 //! server and agents on a free port and removes only the containers of its
 //! agents. The long set (`--long`) is run by hand before a release, see
 //! tests/twin/README.md.
@@ -19,13 +19,13 @@ fn twin_short_scenarios_match_the_reference_goldens() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = tempfile::tempdir().expect("temp dir");
     let run = Command::new("bash")
-        .arg(root.join("tools/twin.sh"))
+        .arg(root.join("tests/harness/twin.sh"))
         .arg("--check")
         .arg(bin_dir())
         .arg("--out")
         .arg(out.path())
         .output()
-        .expect("run tools/twin.sh");
+        .expect("run tests/harness/twin.sh");
     let stdout = String::from_utf8_lossy(&run.stdout);
     let mut diffs = String::new();
     for entry in std::fs::read_dir(out.path()).expect("twin output folder").flatten() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Eclipse Ankaios' system tests against the ank-server, ank-agent and ank in BIN_DIR.
-# usage: tools/conformance/run.sh [--dry-run] WORKDIR BIN_DIR [SUITE...]
-#   WORKDIR: the folder tools/conformance/prepare.sh prepared
+# usage: tests/harness/conformance/run.sh [--dry-run] WORKDIR BIN_DIR [SUITE...]
+#   WORKDIR: the folder tests/harness/conformance/prepare.sh prepared
 #   SUITE:   a path under tests/stests (workloads/list_workloads.robot) or a substring of
 #            one; default: every suite below
 #   --dry-run: check WORKDIR and BIN_DIR and print the suites and commands, running nothing
@@ -51,7 +51,7 @@ for b in ank ank-server ank-agent; do
   [ -x "$bin/$b" ] || { echo "run: '$bin/$b' is missing" >&2; missing=1; }
 done
 for f in suite/tools/setup_robot_tests.sh venv/bin/robot; do
-  [ -e "$work/$f" ] || { echo "run: '$work/$f' is missing: run tools/conformance/prepare.sh first" >&2; missing=1; }
+  [ -e "$work/$f" ] || { echo "run: '$work/$f' is missing: run tests/harness/conformance/prepare.sh first" >&2; missing=1; }
 done
 [ "$missing" = 0 ] || [ "$dry" = 1 ] || exit 1
 export ANK_BIN_DIR="$bin" PATH="$work/venv/bin:$PATH"

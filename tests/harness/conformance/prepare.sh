@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares Eclipse Ankaios' own system-test suites (Robot Framework, tests/stests of the
 # Ankaios repository) to run offline against any build of ank-server, ank-agent and ank.
-# usage: tools/conformance/prepare.sh [--dry-run] ANKAIOS_SOURCE WORKDIR
+# usage: tests/harness/conformance/prepare.sh [--dry-run] ANKAIOS_SOURCE WORKDIR
 #   ANKAIOS_SOURCE: a git directory (bare or a checkout) of the Ankaios repository, or an
 #                   exported source tree of it
 #   WORKDIR:        a scratch folder outside the project, kept between runs
@@ -9,7 +9,7 @@
 # Needs: podman with localhost/busybox:latest and localhost/ankpy:latest (tools/setup.sh
 # and tools/build-sdk-image.sh make them), the package registries (apt, PyPI) the first
 # time, and CONTROL_INTERFACE_TESTER=PATH of Ankaios' control_interface_tester binary unless
-# the image localhost/control_interface_tester:latest exists. Re-running is quick. See tools/conformance/README.md.
+# the image localhost/control_interface_tester:latest exists. Re-running is quick. See tests/harness/conformance/README.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dry=0
@@ -109,4 +109,4 @@ if ! podman image exists localhost/control_interface_tester:latest; then
   step podman build -q -t localhost/control_interface_tester:latest "$img/control_interface_tester"
 fi
 if [ "$dry" = 1 ]; then echo "prepare: dry run, nothing changed"
-else echo "prepare: ready in $work (run: tools/conformance/run.sh $work BIN_DIR [SUITE...])"; fi
+else echo "prepare: ready in $work (run: tests/harness/conformance/run.sh $work BIN_DIR [SUITE...])"; fi

@@ -46,8 +46,8 @@ the connectors' logs in logs/) after a failing one.
 vehicles with a busybox stand-in for the connector, then clean-up.
 `--no-broker-restart` leaves the broker alone during rollout v2 (debugging).
 
-    python3 tools/fleet-soak.py --vehicles 20
-    python3 tools/fleet-soak.py --vehicles 3 --quick      # the e2e suite's version
+    python3 tests/harness/fleet-soak.py --vehicles 20
+    python3 tests/harness/fleet-soak.py --vehicles 3 --quick      # the e2e suite's version
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 BROKER_NS = "ankfb"
 BRIDGE = "ankfbr0"
 BROKER_IP = "10.78.0.1"
@@ -389,7 +389,7 @@ class Soak:
             self.save_connector_logs()
         if self.args.keep:
             log(f"--keep: everything left running; work folder {self.workdir}; "
-                "clean up with `python3 tools/fleet-soak.py --cleanup-only`")
+                "clean up with `python3 tests/harness/fleet-soak.py --cleanup-only`")
             return
         log("teardown: stopping agents, containers, servers, broker, namespaces")
         for p in self.agents.values():

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Cross-CLI scenarios of tools/interop.sh (sourced by it; uses its helpers
+# Cross-CLI scenarios of tests/harness/interop.sh (sourced by it; uses its helpers
 # bin, cli, run_server, run_agent, cleanup_agent, make_certs, pass, fail).
 #
 # cli_scenario NAME CLIENT TLS: the `ank` of CLIENT (ref|ours) runs one fixed

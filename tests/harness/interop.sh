@@ -9,10 +9,10 @@
 #   insecure and with mTLS: dependencies across the agents, delete,
 #   notReported, no complaint in Ankaios' logs;
 # - cli: Ankaios' ank against our server and ours against Ankaios'
-#   (tools/interop/cli.sh).
+#   (tests/harness/interop/cli.sh).
 #
-#   bash tools/interop.sh REF_BIN_DIR [OUR_BIN_DIR]
-#   INTEROP_ONLY=REGEX bash tools/interop.sh ...   (only the scenarios whose names match)
+#   bash tests/harness/interop.sh REF_BIN_DIR [OUR_BIN_DIR]
+#   INTEROP_ONLY=REGEX bash tests/harness/interop.sh ...   (only the scenarios whose names match)
 #
 # REF_BIN_DIR holds Ankaios' ank-server, ank-agent and ank (build them from
 # the reference tree with `cargo build --release --target
@@ -24,8 +24,8 @@
 # volumes). See docs/migration.md.
 set -u
 
-REF=${1:?usage: tools/interop.sh REF_BIN_DIR [OUR_BIN_DIR]}
-OURS=${2:-$(dirname "$0")/../target/release}
+REF=${1:?usage: tests/harness/interop.sh REF_BIN_DIR [OUR_BIN_DIR]}
+OURS=${2:-$(dirname "$0")/../../target/release}
 IMAGE=${INTEROP_IMAGE:-localhost/busybox:latest}
 SDK_IMAGE=${INTEROP_SDK_IMAGE:-localhost/ankpy:latest}
 for dir in "$REF" "$OURS"; do

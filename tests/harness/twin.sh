@@ -2,9 +2,9 @@
 # Twin harness: the scenarios of tests/twin/ run against the reference's
 # binaries and ours, what a user observes normalised and compared.
 #
-#   tools/twin.sh REF_BIN_DIR OUR_BIN_DIR [SCENARIO...]   both builds, compared
-#   tools/twin.sh --record REF_BIN_DIR [SCENARIO...]      (re)write the goldens
-#   tools/twin.sh --check OUR_BIN_DIR [SCENARIO...]       ours against the goldens (CI)
+#   tests/harness/twin.sh REF_BIN_DIR OUR_BIN_DIR [SCENARIO...]   both builds, compared
+#   tests/harness/twin.sh --record REF_BIN_DIR [SCENARIO...]      (re)write the goldens
+#   tests/harness/twin.sh --check OUR_BIN_DIR [SCENARIO...]       ours against the goldens (CI)
 #   options: --long (the long set too), --only-long, -j N (parallel runs,
 #            default 4), --out DIR, --keep (keep run folders), -v, --list
 #

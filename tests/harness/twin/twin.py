@@ -31,7 +31,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 SCEN_DIR = os.path.join(ROOT, "tests", "twin")
 
 
@@ -568,7 +568,7 @@ def step_sh(run, args, text):
 
 
 def step_tls(run, args, text):
-    """tls AGENT...: certificates in WORK/certs (tools/twin/make-certs.sh),
+    """tls AGENT...: certificates in WORK/certs (tests/harness/twin/make-certs.sh),
     the agents' one for the agents named; `ank` uses them from now on."""
     agents = [run.agent_name(a) for a in args]
     p = subprocess.run(["bash", os.path.join(HERE, "make-certs.sh"), os.path.join(run.work, "certs")] + agents,
@@ -671,7 +671,7 @@ def golden_path(sc):
 
 
 def header(sc):
-    return [f"# twin golden of {sc.name}: recorded from the reference (tools/twin.sh --record)"]
+    return [f"# twin golden of {sc.name}: recorded from the reference (tests/harness/twin.sh --record)"]
 
 
 def main():
