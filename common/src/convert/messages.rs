@@ -7,13 +7,11 @@ use ank_proto::ank_base as pb;
 use ank_proto::grpc_api as g;
 
 use super::ConvertError;
-use super::partial::{
-    PartialCompleteState, PartialWorkload, complete_state_from_json, complete_state_to_json, workload_from_pb,
-    workload_to_pb,
-};
+use super::partial::{PartialCompleteState, PartialWorkload, complete_state_from_json, complete_state_to_json};
 use super::state::{
     instance_name_from_proto, instance_name_to_proto, workload_state_from_proto, workload_state_to_proto,
 };
+use super::workload::{workload_from_pb, workload_to_pb};
 use crate::complete_state::AgentStatus;
 use crate::messages::{
     AlteredFields, DeleteCondition, DeletedWorkload, FromServer, HookChange, LogEntry, LogsRequest, Request,

@@ -10,6 +10,7 @@ mod partial;
 mod scheduling;
 pub mod size;
 mod state;
+mod workload;
 
 pub use messages::{
     HookAnswer, from_server_from_proto, from_server_to_proto, hook_answer_from_proto, request_from_pb, request_to_pb,
