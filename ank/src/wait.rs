@@ -239,7 +239,7 @@ pub async fn wait_for(
 pub async fn read_state(conn: &mut Connection, masks: Vec<String>, what: &str) -> anyhow::Result<serde_json::Value> {
     let request = RequestContent::CompleteState { field_mask: masks, subscribe_for_events: false };
     match conn.request(request).await.with_context(|| format!("cannot read {what}"))? {
-        ResponseContent::CompleteState(tree) => Ok(*tree),
+        ResponseContent::CompleteState(state) => Ok(state.to_json()?),
         ResponseContent::Error(msg) => bail!("the server refused to send {what}: {msg}"),
         other => bail!("unexpected answer to a state request: {other:?}"),
     }
