@@ -17,11 +17,8 @@ const POLL: Duration = Duration::from_secs(1);
 
 /// The job `id` as the server shows it now, `None` if it keeps no such job.
 pub async fn fetch_job(conn: &mut Connection, id: u64) -> anyhow::Result<Option<Job>> {
-    let tree = read_state(conn, vec![format!("jobs.{id}")], "the job").await?;
-    match tree.get("jobs").and_then(|j| j.get(id.to_string())) {
-        Some(job) => Ok(Some(serde_json::from_value(job.clone()).context("the server sent an unreadable job")?)),
-        None => Ok(None),
-    }
+    let state = read_state(conn, vec![format!("jobs.{id}")], "the job").await?;
+    Ok(state.jobs.and_then(|mut jobs| jobs.remove(&id.to_string())))
 }
 
 /// Follows `tracker` and job `id` until the job is over, or (when not

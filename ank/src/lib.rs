@@ -12,6 +12,7 @@ pub mod config_file;
 pub mod connection;
 pub mod error_text;
 pub mod job_wait;
+pub mod manifest_scan;
 pub mod manifest_schema;
 pub mod output;
 pub mod plain_table;

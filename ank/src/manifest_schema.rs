@@ -44,13 +44,19 @@ fn validator() -> Result<&'static jsonschema::Validator, BrokenSchema> {
 
 /// Checks the manifest `text` against the schema.
 pub fn check(text: &str) -> anyhow::Result<()> {
-    let Ok(instance) = serde_saphyr::from_str_with_options::<Value>(text, ank_common::manifest::yaml_options()) else {
-        return Ok(());
-    };
+    match crate::manifest_scan::scan(text) {
+        Some(scanned) => check_tree(&scanned.tree),
+        None => Ok(()),
+    }
+}
+
+/// Checks the JSON tree of a manifest (see [`crate::manifest_scan`])
+/// against the schema.
+pub fn check_tree(instance: &Value) -> anyhow::Result<()> {
     if instance.get("apiVersion").and_then(Value::as_str) == Some(DEPRECATED_API_VERSION) {
         return Ok(());
     }
-    let evaluation = validator()?.evaluate(&instance);
+    let evaluation = validator()?.evaluate(instance);
     let violations: Vec<String> =
         evaluation.iter_errors().map(|e| format!("'{}': {}", e.instance_location, e.error)).collect();
     if violations.is_empty() { Ok(()) } else { Err(SchemaViolations(violations).into()) }

@@ -236,10 +236,14 @@ pub async fn wait_for(
 
 /// The parts of the complete state under `masks`, on an open connection;
 /// `what` names them in errors.
-pub async fn read_state(conn: &mut Connection, masks: Vec<String>, what: &str) -> anyhow::Result<serde_json::Value> {
+pub async fn read_state(
+    conn: &mut Connection,
+    masks: Vec<String>,
+    what: &str,
+) -> anyhow::Result<ank_common::convert::PartialCompleteState> {
     let request = RequestContent::CompleteState { field_mask: masks, subscribe_for_events: false };
     match conn.request(request).await.with_context(|| format!("cannot read {what}"))? {
-        ResponseContent::CompleteState(tree) => Ok(*tree),
+        ResponseContent::CompleteState(state) => Ok(*state),
         ResponseContent::Error(msg) => bail!("the server refused to send {what}: {msg}"),
         other => bail!("unexpected answer to a state request: {other:?}"),
     }
@@ -249,7 +253,7 @@ pub async fn read_state(conn: &mut Connection, masks: Vec<String>, what: &str) -
 /// the updates that arrived before it.
 pub async fn snapshot(conn: &mut Connection, tracker: &mut WaitTracker) -> anyhow::Result<()> {
     let masks = vec!["workloadStates".to_owned(), "agents".to_owned()];
-    let tree = read_state(conn, masks, "the workload states").await?;
+    let tree = read_state(conn, masks, "the workload states").await?.to_json()?;
     while let Some(states) = conn.take_pushed() {
         tracker.apply_update(&states);
     }

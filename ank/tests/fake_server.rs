@@ -79,7 +79,11 @@ impl Fake {
                     // A script without a state answers an empty one, as a
                     // real server with nothing in it does.
                     let state = if self.script.state.is_null() { json!({}) } else { self.script.state.clone() };
-                    (ResponseContent::CompleteState(Box::new(state)), pushes)
+                    let answer = match ank_common::convert::PartialCompleteState::from_json(&state) {
+                        Ok(state) => ResponseContent::CompleteState(Box::new(state)),
+                        Err(e) => ResponseContent::Error(e.to_string()),
+                    };
+                    (answer, pushes)
                 }
                 RequestContent::UpdateState { .. } => {
                     updated = true;

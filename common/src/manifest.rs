@@ -65,7 +65,19 @@ pub fn parse_manifest_checked(
     // Checked first so a wrong version is reported as such, not as the
     // unknown fields an older schema may carry.
     let probe: VersionProbe = serde_saphyr::from_str(text).map_err(|e| err(describe(&e)))?;
-    match probe.api_version.as_deref() {
+    parse_manifest_of_version(source_name, text, unknown, probe.api_version.as_deref())
+}
+
+/// Like [`parse_manifest_checked`], for a caller that read the manifest's
+/// `apiVersion` (`None`: the key is absent) from the same text already.
+pub fn parse_manifest_of_version(
+    source_name: &str,
+    text: &str,
+    unknown: UnknownFields,
+    api_version: Option<&str>,
+) -> Result<(State, Vec<String>), ManifestError> {
+    let err = |message: String| ManifestError { source_name: source_name.to_owned(), message };
+    match api_version {
         Some(API_VERSION) => {}
         Some(DEPRECATED_API_VERSION) => {
             let mut state = crate::manifest_v01::parse(text).map_err(err)?;

@@ -187,8 +187,9 @@ pub struct HookChange {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResponseContent {
     Error(String),
-    /// The (filtered) complete state as a JSON tree in the camelCase shape.
-    CompleteState(Box<serde_json::Value>),
+    /// The (filtered) complete state, typed; its JSON tree (`to_json`) has
+    /// the camelCase shape of `ank get state`.
+    CompleteState(Box<crate::convert::PartialCompleteState>),
     UpdateStateSuccess {
         added_workloads: Vec<String>,
         deleted_workloads: Vec<String>,

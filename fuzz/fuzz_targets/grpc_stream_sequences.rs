@@ -212,7 +212,7 @@ async fn probe(harness: &StreamHarness) -> serde_json::Value {
             && r.request_id == "probe"
             && let ResponseContent::CompleteState(tree) = r.content
         {
-            return *tree;
+            return tree.to_json().expect("a JSON tree");
         }
     }
 }

@@ -2,9 +2,9 @@
 //! filtered by field masks, and updates of the desired state.
 
 use ank_common::CompleteState;
-use ank_common::convert::PartialCompleteState;
+use ank_common::convert::{PartialCompleteState, PartialState, partial_states, selects_typed};
 use ank_common::field_mask;
-use ank_common::mask_path::MaskPath;
+use ank_common::mask_path::{MaskPath, Segment};
 use ank_common::messages::RequestContent;
 use serde_json::Value;
 
@@ -27,14 +27,55 @@ pub fn check_request_masks(content: &RequestContent) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
-/// The complete state as a JSON tree, filtered by `field_mask`; masks into
-/// the desired or the effective state also select its apiVersion.
+/// The complete state, filtered by `field_mask`; masks into the desired or
+/// the effective state also select its apiVersion. The outer error refuses
+/// the request; the inner one is a filtered state that does not read as a
+/// complete state (a mask deep into a part whose rest is required), which
+/// the answer reports instead of the state.
 pub fn complete_state(
     desired: &DesiredState,
     states: &WorkloadStateStore,
     conns: &Connections,
     jobs: &JobEngine,
     field_mask: &[String],
+) -> Result<Result<PartialCompleteState, String>, String> {
+    let parsed = MaskPath::parse_all(field_mask).map_err(|e| e.to_string())?;
+    let mut masks: Vec<String> = parsed.iter().flat_map(field_mask::read_masks).map(|m| m.to_string()).collect();
+    // As Ankaios: the apiVersion comes with masks into the desired state only,
+    // so a mask that selects nothing else answers with an empty state.
+    for root in ["desiredState", "effectiveState"] {
+        if field_mask.iter().any(|m| m.starts_with(root)) {
+            masks.push(format!("{root}.apiVersion"));
+        }
+    }
+    let masks = MaskPath::parse_all(&masks).map_err(|e| e.to_string())?;
+    if !selects_typed(&masks) {
+        return complete_state_tree(desired, states, conns, jobs, field_mask, &masks)
+            .map(|tree| PartialCompleteState::from_json(&tree).map_err(|e| e.to_string()));
+    }
+    // Only the parts a mask names are built.
+    let wants =
+        |root: &str| masks.is_empty() || masks.iter().any(|m| m.segments().first() == Some(&Segment::Key(root.into())));
+    let cs = PartialCompleteState {
+        desired_state: wants("desiredState").then(|| PartialState::from(&desired.state)),
+        workload_states: wants("workloadStates").then(|| partial_states(states.map_with_events())),
+        agents: wants("agents").then(|| conns.agents().into_iter().map(|(n, a)| (n, a.into())).collect()),
+        effective_state: wants("effectiveState").then(|| PartialState::from(&desired.effective())),
+        jobs: wants("jobs").then(|| jobs.jobs()).filter(|j| !j.is_empty()),
+    };
+    Ok(Ok(cs.select(&masks)))
+}
+
+/// The complete state as a JSON tree, filtered by `masks` (the read masks
+/// of `field_mask`): what [`complete_state`] selects for masks deeper than
+/// one entry.
+fn complete_state_tree(
+    desired: &DesiredState,
+    states: &WorkloadStateStore,
+    conns: &Connections,
+    jobs: &JobEngine,
+    field_mask: &[String],
+    masks: &[MaskPath],
 ) -> Result<Value, String> {
     let cs = CompleteState {
         desired_state: desired.state.clone(),
@@ -47,15 +88,7 @@ pub fn complete_state(
     if field_mask.is_empty() {
         return Ok(tree);
     }
-    let parsed = MaskPath::parse_all(field_mask).map_err(|e| e.to_string())?;
-    let mut masks: Vec<String> = parsed.iter().flat_map(field_mask::read_masks).map(|m| m.to_string()).collect();
-    // As Ankaios: the apiVersion comes with masks into the desired state only,
-    // so a mask that selects nothing else answers with an empty state.
-    for root in ["desiredState", "effectiveState"] {
-        if field_mask.iter().any(|m| m.starts_with(root)) {
-            masks.push(format!("{root}.apiVersion"));
-        }
-    }
+    let masks: Vec<String> = masks.iter().map(ToString::to_string).collect();
     Ok(field_mask::filter(&tree, &masks))
 }
 
@@ -177,6 +210,9 @@ mod tests {
             &JobEngine::default(),
             &["desiredState.workloads.a.agent".into()],
         )
+        .unwrap()
+        .unwrap()
+        .to_json()
         .unwrap();
         assert_eq!(v, serde_json::json!({"desiredState": {"apiVersion": "v1", "workloads": {"a": {"agent": "A"}}}}));
     }
@@ -192,16 +228,23 @@ mod tests {
         states.record(&WorkloadState::new(n, ExecutionState::failed("the secret is s3cr3t")));
         let answer = |mask: &str| {
             complete_state(&desired, &states, &Connections::default(), &JobEngine::default(), &[mask.to_owned()])
+                .map(|state| state.unwrap())
         };
-        let state_only =
-            serde_json::json!({"workloadStates": {"A": {"w": {"1": {"state": "Failed", "subState": "ExecFailed"}}}}});
+        // The filtered trees, as the answers carry them (typed).
+        let tree = |v: serde_json::Value| PartialCompleteState::from_json(&v).unwrap();
+        let state_only = tree(
+            serde_json::json!({"workloadStates": {"A": {"w": {"1": {"state": "Failed", "subState": "ExecFailed"}}}}}),
+        );
         // Before: widened to the whole execution state, additionalInfo included.
         assert_eq!(answer("workloadStates.A.w.1.subState").unwrap(), state_only);
+        assert!(!answer("workloadStates.A.w.1.subState").unwrap().to_json().unwrap().to_string().contains("s3cr3t"));
         assert_eq!(answer("workloadStates.*.*.*.state").unwrap(), state_only);
-        assert_eq!(answer("workloadStates.A.w.1.state.deeper").unwrap(), serde_json::json!({}));
+        assert_eq!(answer("workloadStates.A.w.1.state.deeper").unwrap(), tree(serde_json::json!({})));
         assert_eq!(
             answer("workloadStates.A.w.1.additionalInfo").unwrap(),
-            serde_json::json!({"workloadStates": {"A": {"w": {"1": {"additionalInfo": "the secret is s3cr3t"}}}}})
+            tree(
+                serde_json::json!({"workloadStates": {"A": {"w": {"1": {"additionalInfo": "the secret is s3cr3t"}}}}})
+            )
         );
         assert!(answer("workloadStates.A..1").unwrap_err().contains("empty segment"));
     }
@@ -218,6 +261,9 @@ mod tests {
                 &JobEngine::default(),
                 &[mask.to_owned()],
             )
+            .unwrap()
+            .unwrap()
+            .to_json()
             .unwrap()
         };
         assert_eq!(answer("workloadStates.agent_X"), serde_json::json!({}));
@@ -253,5 +299,55 @@ mod tests {
         );
         assert_eq!(changed, ["A"]);
         assert_eq!(conns.agents()["A"].tags.keys().collect::<Vec<_>>(), ["zone"]);
+    }
+
+    #[test]
+    fn complete_state_selects_typed_what_the_tree_filter_selects() {
+        use ank_common::execution_state::ExecutionState;
+        use ank_common::workload_events::EventKind;
+        use ank_common::{WorkloadInstanceName, WorkloadState};
+        let yaml = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n    \
+                    configs: {c: conf}\n    tags: {k: v}\n  db:\n    runtime: podman\n    agent: B\n    \
+                    runtimeConfig: y\n    dependencies: {web: ADD_COND_RUNNING}\nconfigs:\n  conf: {port: '80'}\n";
+        let desired = DesiredState::new(ank_common::manifest::parse_manifest("t", yaml).unwrap()).unwrap();
+        let mut states = WorkloadStateStore::default();
+        for (w, agent, state) in [("web", "A", ExecutionState::running()), ("db", "B", ExecutionState::failed("x"))] {
+            let n = WorkloadInstanceName { workload_name: w.into(), agent_name: agent.into(), id: "1".into() };
+            states.record(&WorkloadState::new(n, state));
+        }
+        states.record_event("web", EventKind::Escalated, "for db (5)");
+        let (conns, jobs) = (Connections::default(), JobEngine::default());
+        let masks = [
+            "",
+            "desiredState",
+            "desiredState.workloads.web",
+            "desiredState.workloads.*",
+            "desiredState.configs.conf",
+            "desiredState.apiVersion",
+            "effectiveState",
+            "effectiveState.workloads.db",
+            "workloadStates",
+            "workloadStates.A",
+            "workloadStates.*.web",
+            "workloadStates.B.db.1",
+            "agents",
+            "jobs",
+            "desiredStateX",
+        ];
+        for (i, a) in masks.iter().enumerate() {
+            for b in &masks[i..] {
+                let set: Vec<String> = [a, b].iter().filter(|m| !m.is_empty()).map(|m| (**m).to_owned()).collect();
+                let typed = complete_state(&desired, &states, &conns, &jobs, &set).unwrap().unwrap();
+                let mut read: Vec<MaskPath> =
+                    MaskPath::parse_all(&set).unwrap().iter().flat_map(field_mask::read_masks).collect();
+                for root in ["desiredState", "effectiveState"] {
+                    if set.iter().any(|m| m.starts_with(root)) {
+                        read.push(MaskPath::parse(&format!("{root}.apiVersion")).unwrap());
+                    }
+                }
+                let tree = complete_state_tree(&desired, &states, &conns, &jobs, &set, &read).unwrap();
+                assert_eq!(typed, PartialCompleteState::from_json(&tree).unwrap(), "{set:?}");
+            }
+        }
     }
 }

@@ -212,7 +212,7 @@ impl RawStream {
     pub async fn complete_state(&mut self, masks: &[&str]) -> serde_json::Value {
         let field_mask = masks.iter().map(|m| (*m).to_owned()).collect();
         match self.request(RequestContent::CompleteState { field_mask, subscribe_for_events: false }).await.0 {
-            ResponseContent::CompleteState(tree) => *tree,
+            ResponseContent::CompleteState(state) => state.to_json().expect("a JSON tree"),
             other => panic!("no complete state: {other:?}"),
         }
     }

@@ -79,7 +79,7 @@ impl Commander {
             .await
             .expect("send");
         match self.response_to(&id).await {
-            ResponseContent::CompleteState(v) => (id, *v),
+            ResponseContent::CompleteState(v) => (id, v.to_json().expect("a JSON tree")),
             other => panic!("expected the current state, got {other:?}"),
         }
     }
@@ -150,7 +150,7 @@ impl Commander {
     pub async fn complete_state(&mut self, masks: &[&str]) -> serde_json::Value {
         let field_mask = masks.iter().map(|s| (*s).to_owned()).collect();
         match self.request(RequestContent::CompleteState { field_mask, subscribe_for_events: false }).await {
-            ResponseContent::CompleteState(v) => *v,
+            ResponseContent::CompleteState(v) => v.to_json().expect("a JSON tree"),
             other => panic!("expected a complete state, got {other:?}"),
         }
     }

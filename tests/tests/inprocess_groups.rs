@@ -114,6 +114,7 @@ groups:
     else {
         panic!("no rendered state")
     };
+    let rendered = rendered.to_json().unwrap();
     let workloads = &rendered["desiredState"]["workloads"];
     assert_eq!(
         (workloads["m1"]["effectivePriority"].as_u64(), workloads["m2"]["effectivePriority"].as_u64()),

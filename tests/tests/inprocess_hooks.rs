@@ -269,6 +269,7 @@ async fn hooks_others_are_served_while_a_chain_runs_and_updates_queue_in_order()
         })
         .await;
     let ResponseContent::CompleteState(now) = c.response_to(&read).await else { panic!("a complete state") };
+    let now = now.to_json().unwrap();
     let none = now["desiredState"].get("workloads").is_none_or(|w| w.as_object().is_some_and(|m| m.is_empty()));
     assert!(none, "nothing applied yet: {now}");
     let mut other = Commander::connect(&url).await;

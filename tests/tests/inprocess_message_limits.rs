@@ -108,6 +108,7 @@ async fn message_limit_updates_that_would_grow_the_state_beyond_it_are_refused()
     else {
         panic!("the whole state cannot be read")
     };
+    let state = state.to_json().unwrap();
     let names: Vec<&String> = state["desiredState"]["workloads"].as_object().unwrap().keys().collect();
     assert_eq!(names, ["one", "two"]);
     shutdown.cancel();

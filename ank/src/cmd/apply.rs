@@ -9,13 +9,14 @@ use std::io::Read;
 use ank_common::complete_state::ConfigItem;
 use ank_common::convert::{PartialCompleteState, PartialState, PartialWorkload};
 use ank_common::groups::Group;
-use ank_common::manifest::{UnknownFields, parse_manifest_checked};
+use ank_common::manifest::{UnknownFields, parse_manifest_checked, parse_manifest_of_version};
 use ank_common::messages::RequestContent;
 use ank_common::{AgentName, State, Workload, WorkloadName};
 use anyhow::{Context, bail};
 
 use crate::cli::ApplyArgs;
 use crate::cmd::{Ctx, update_and_follow};
+use crate::manifest_scan::Scanned;
 
 /// The name manifests read from standard input go by.
 pub const STDIN_NAME: &str = "<stdin>";
@@ -38,49 +39,13 @@ pub const NO_AGENT: &str = "No agent name specified -> use '--agent' option to s
 /// The workloads of the manifest `text` that have neither an `agent` key
 /// (an empty value counts as one, as in Ankaios) nor our `agentSelector`.
 pub fn workloads_without_agent(text: &str) -> Vec<String> {
-    let Ok(tree) = serde_saphyr::from_str::<serde_json::Value>(text) else { return Vec::new() };
-    let Some(workloads) = tree.get("workloads").and_then(serde_json::Value::as_object) else { return Vec::new() };
-    workloads
-        .iter()
-        .filter(|(_, w)| w.get("agent").is_none() && w.get("agentSelector").is_none())
-        .map(|(name, _)| name.clone())
-        .collect()
+    crate::manifest_scan::scan(text).map(|s| s.without_agent()).unwrap_or_default()
 }
 
 /// The workload names of the manifest `text` in the order it has them
 /// (the parsed state keeps them sorted).
 pub fn workload_order(text: &str) -> Vec<String> {
-    /// A map's keys in order; its values are skipped.
-    #[derive(Default)]
-    struct Keys(Vec<String>);
-    impl<'de> serde::Deserialize<'de> for Keys {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Visit;
-            impl<'de> serde::de::Visitor<'de> for Visit {
-                type Value = Keys;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a map of workloads")
-                }
-                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
-                    let mut keys = Vec::new();
-                    while let Some((key, serde::de::IgnoredAny)) = map.next_entry::<String, serde::de::IgnoredAny>()? {
-                        keys.push(key);
-                    }
-                    Ok(Keys(keys))
-                }
-                fn visit_unit<E: serde::de::Error>(self) -> Result<Keys, E> {
-                    Ok(Keys::default())
-                }
-            }
-            d.deserialize_any(Visit)
-        }
-    }
-    #[derive(serde::Deserialize)]
-    struct Doc {
-        #[serde(default)]
-        workloads: Keys,
-    }
-    serde_saphyr::from_str::<Doc>(text).map(|d| d.workloads.0).unwrap_or_default()
+    crate::manifest_scan::scan(text).map(|s| s.order).unwrap_or_default()
 }
 
 /// Why manifests cannot be combined.
@@ -129,14 +94,22 @@ pub fn read_manifests_checked(files: &[String], unknown: UnknownFields) -> anyho
             };
             (file.clone(), text)
         };
+        // Read once for the schema, the version, the order and the agents;
+        // the typed state is the parser's.
+        let scanned = crate::manifest_scan::scan(&text);
         // Types first, as Ankaios' ank checks its schema before reading the state.
-        crate::manifest_schema::check(&text)?;
-        let (state, warnings) = parse_manifest_checked(&source, &text, unknown)?;
+        if let Some(scanned) = &scanned {
+            crate::manifest_schema::check_tree(&scanned.tree)?;
+        }
+        let (state, warnings) = match scanned.as_ref().and_then(|s| s.api_version()) {
+            Some(version) => parse_manifest_of_version(&source, &text, unknown, version)?,
+            None => parse_manifest_checked(&source, &text, unknown)?,
+        };
         for warning in warnings {
             eprintln!("warning: {warning}");
         }
-        let without_agent = workloads_without_agent(&text);
-        let order = workload_order(&text);
+        let without_agent = scanned.as_ref().map(Scanned::without_agent).unwrap_or_default();
+        let order = scanned.map(|s| s.order).unwrap_or_default();
         manifests.push(Manifest { source, state, without_agent, order });
     }
     Ok(manifests)

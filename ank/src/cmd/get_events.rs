@@ -95,7 +95,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: GetEventsArgs) -> anyhow::Result<()> {
         .await
         .context("no answer to the event subscription")??;
     let initial = match first {
-        ResponseContent::CompleteState(tree) => *tree,
+        ResponseContent::CompleteState(state) => state.to_json()?,
         ResponseContent::Error(e) => bail!("the server rejected the event subscription: {e}"),
         other => bail!("unexpected answer to an event subscription: {other:?}"),
     };

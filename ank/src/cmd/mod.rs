@@ -285,7 +285,7 @@ pub async fn fetch_state(ctx: &Ctx<'_>, masks: Vec<String>) -> anyhow::Result<se
     let response = conn.request(request).await;
     conn.goodbye().await;
     match response.context("the state request failed")? {
-        ResponseContent::CompleteState(tree) => Ok(*tree),
+        ResponseContent::CompleteState(state) => Ok(state.to_json()?),
         ResponseContent::Error(msg) => bail!("the server rejected the request: {msg}"),
         other => bail!("unexpected answer to a state request: {other:?}"),
     }

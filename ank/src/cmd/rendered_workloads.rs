@@ -44,7 +44,7 @@ pub async fn run(
     let response = conn.request(RequestContent::RenderedState { field_mask: masks(names) }).await;
     conn.goodbye().await;
     let tree = match response.context("the rendered-state request failed")? {
-        ResponseContent::CompleteState(tree) => *tree,
+        ResponseContent::CompleteState(state) => state.to_json()?,
         ResponseContent::Error(msg) => bail!("the server rejected the request: {msg}"),
         other => bail!("unexpected answer to a rendered-state request: {other:?}"),
     };

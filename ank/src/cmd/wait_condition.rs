@@ -81,7 +81,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: WaitArgs) -> anyhow::Result<()> {
     let wait = async {
         loop {
             match conn.next_response(&request_id).await? {
-                ResponseContent::CompleteState(tree) => current = CurrentState(*tree),
+                ResponseContent::CompleteState(state) => current = CurrentState(state.to_json()?),
                 ResponseContent::Event { complete_state, altered_fields } => {
                     current.apply(&complete_state, &altered_fields)
                 }

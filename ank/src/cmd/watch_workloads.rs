@@ -86,7 +86,7 @@ impl WatchTable {
 async fn snapshot(conn: &mut Connection) -> anyhow::Result<StateView> {
     let masks = vec!["desiredState.workloads".to_owned(), "workloadStates".to_owned()];
     match conn.request(RequestContent::CompleteState { field_mask: masks, subscribe_for_events: false }).await? {
-        ResponseContent::CompleteState(tree) => StateView::from_tree(&tree),
+        ResponseContent::CompleteState(state) => StateView::from_tree(&state.to_json()?),
         ResponseContent::Error(e) => bail!("the server rejected the request: {e}"),
         other => bail!("unexpected answer to a state request: {other:?}"),
     }

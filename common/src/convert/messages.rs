@@ -7,13 +7,11 @@ use ank_proto::ank_base as pb;
 use ank_proto::grpc_api as g;
 
 use super::ConvertError;
-use super::partial::{
-    PartialCompleteState, PartialWorkload, complete_state_from_json, complete_state_to_json, workload_from_pb,
-    workload_to_pb,
-};
+use super::partial::{PartialCompleteState, PartialWorkload, complete_state_from_json};
 use super::state::{
     instance_name_from_proto, instance_name_to_proto, workload_state_from_proto, workload_state_to_proto,
 };
+use super::workload::{workload_from_pb, workload_to_pb};
 use crate::complete_state::AgentStatus;
 use crate::messages::{
     AlteredFields, DeleteCondition, DeletedWorkload, FromServer, HookChange, LogEntry, LogsRequest, Request,
@@ -360,12 +358,10 @@ pub fn response_to_pb(r: &Response) -> pb::Response {
     use pb::response::ResponseContent as C;
     let content = match &r.content {
         ResponseContent::Error(message) => C::Error(pb::Error { message: message.clone() }),
-        ResponseContent::CompleteState(v) => match complete_state_from_json(v) {
-            Ok(cs) => {
-                C::CompleteStateResponse(pb::CompleteStateResponse { complete_state: Some(cs), altered_fields: None })
-            }
-            Err(e) => C::Error(pb::Error { message: e.to_string() }),
-        },
+        ResponseContent::CompleteState(cs) => C::CompleteStateResponse(pb::CompleteStateResponse {
+            complete_state: Some((**cs).clone().into_proto()),
+            altered_fields: None,
+        }),
         ResponseContent::UpdateStateSuccess { added_workloads, deleted_workloads, job_id, hook_changes } => {
             C::UpdateStateSuccess(pb::UpdateStateSuccess {
                 added_workloads: added_workloads.clone(),
@@ -408,11 +404,11 @@ pub fn response_from_pb(r: pb::Response) -> Result<Response, ConvertError> {
     let content = match r.response_content.ok_or_else(|| ConvertError::missing("responseContent"))? {
         C::Error(e) => ResponseContent::Error(e.message),
         C::CompleteStateResponse(c) => {
-            let state = Box::new(complete_state_to_json(c.complete_state.unwrap_or_default())?);
+            let state = PartialCompleteState::from_proto(c.complete_state.unwrap_or_default())?;
             match c.altered_fields {
-                None => ResponseContent::CompleteState(state),
+                None => ResponseContent::CompleteState(Box::new(state)),
                 Some(a) => ResponseContent::Event {
-                    complete_state: state,
+                    complete_state: Box::new(state.to_json()?),
                     altered_fields: AlteredFields {
                         added_fields: a.added_fields,
                         updated_fields: a.updated_fields,

@@ -8,8 +8,10 @@ mod jobs;
 mod messages;
 mod partial;
 mod scheduling;
+mod select;
 pub mod size;
 mod state;
+mod workload;
 
 pub use messages::{
     HookAnswer, from_server_from_proto, from_server_to_proto, hook_answer_from_proto, request_from_pb, request_to_pb,
@@ -19,6 +21,7 @@ pub use partial::{
     PartialAgent, PartialCompleteState, PartialInstance, PartialState, PartialStatesMap, PartialWorkload,
     complete_state_from_json, complete_state_to_json, state_to_proto,
 };
+pub use select::{partial_states, selects_typed};
 pub use state::{
     execution_state_from_proto, execution_state_to_proto, instance_name_from_proto, instance_name_to_proto,
     workload_state_from_proto, workload_state_to_proto,

@@ -12,19 +12,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ConvertError;
-use super::health::{backoff_from_pb, backoff_to_pb, gate_from_pb, gate_to_pb, probe_from_pb, probe_to_pb};
 use super::jobs::{job_from_pb, job_to_pb};
-use super::scheduling::{
-    migration_from_pb, migration_to_pb, policy_from_pb, policy_to_pb, selector_from_pb, selector_to_pb,
-};
 use super::state::{status_from_proto, status_to_proto};
+use super::workload::{workload_from_pb, workload_to_pb};
 use crate::complete_state::{AgentStatus, ConfigItem, InstanceEntry};
 use crate::health_spec::{Probe, RestartBackoff, UpdateGate};
 use crate::jobs::Job;
 use crate::placement::metrics::Metrics;
 use crate::quota::AgentQuota;
 use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
-use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};
+use crate::workload::{AddCondition, ControlInterfaceAccess, File, RestartPolicy};
 
 /// A complete state of which any part may be absent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -278,7 +275,7 @@ fn quota_to_pb(quota: Option<AgentQuota>, a: &mut pb::AgentAttributes) {
     }
 }
 
-fn tags_to_pb(t: BTreeMap<String, String>) -> pb::Tags {
+pub(super) fn tags_to_pb(t: BTreeMap<String, String>) -> pb::Tags {
     pb::Tags { tags: t.into_iter().collect() }
 }
 
@@ -346,39 +343,31 @@ impl PartialState {
     pub fn current() -> Self {
         PartialState { api_version: crate::API_VERSION.to_owned(), ..PartialState::default() }
     }
+
+    /// The desired state, read by the same rules as its JSON form is read
+    /// into a [`crate::State`] (workloads by [`PartialWorkload::to_workload`],
+    /// names checked); `None` where that reading fails.
+    pub fn to_state(&self) -> Option<crate::State> {
+        let workloads = match &self.workloads {
+            None => Default::default(),
+            Some(w) => w
+                .iter()
+                .map(|(k, w)| Some((crate::WorkloadName::new(k.as_str()).ok()?, w.to_workload()?)))
+                .collect::<Option<_>>()?,
+        };
+        Some(crate::State {
+            api_version: self.api_version.clone(),
+            workloads,
+            configs: self.configs.clone().unwrap_or_default(),
+            groups: self.groups.clone().unwrap_or_default(),
+        })
+    }
 }
 
 impl PartialCompleteState {
     /// A complete state with only a desired state.
     pub fn of_desired(desired: PartialState) -> Self {
         PartialCompleteState { desired_state: Some(desired), ..Self::default() }
-    }
-}
-
-impl From<&crate::Workload> for PartialWorkload {
-    fn from(w: &crate::Workload) -> Self {
-        PartialWorkload {
-            agent: Some(w.agent.clone()),
-            restart_policy: Some(w.restart_policy),
-            dependencies: Some(w.dependencies.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
-            tags: Some(w.tags.clone()),
-            runtime: Some(w.runtime.clone()),
-            runtime_config: Some(w.runtime_config.clone()),
-            control_interface_access: Some(w.control_interface_access.clone()),
-            configs: Some(w.configs.clone()),
-            files: (!w.files.is_empty()).then(|| w.files.clone()),
-            priority: w.priority,
-            effective_priority: w.effective_priority,
-            policy: (!w.policy.is_default()).then_some(w.policy),
-            agent_selector: w.agent_selector.clone(),
-            migration: (!w.migration.is_default()).then_some(w.migration),
-            ttl_after_finished: w.ttl_after_finished.clone(),
-            startup_probe: w.startup_probe.clone(),
-            liveness_probe: w.liveness_probe.clone(),
-            readiness_probe: w.readiness_probe.clone(),
-            restart_backoff: w.restart_backoff.clone(),
-            update: w.update.clone(),
-        }
     }
 }
 
@@ -416,163 +405,6 @@ fn config_to_pb(c: ConfigItem) -> pb::ConfigItem {
         }
     };
     pb::ConfigItem { config_item_enum: Some(e) }
-}
-
-pub(crate) fn workload_from_pb(w: pb::Workload) -> Result<PartialWorkload, ConvertError> {
-    let restart_policy = w
-        .restart_policy
-        .map(|r| match pb::RestartPolicy::try_from(r) {
-            Ok(pb::RestartPolicy::Never) => Ok(RestartPolicy::Never),
-            Ok(pb::RestartPolicy::OnFailure) => Ok(RestartPolicy::OnFailure),
-            Ok(pb::RestartPolicy::Always) => Ok(RestartPolicy::Always),
-            Err(_) => Err(ConvertError(format!("unknown restartPolicy {r}"))),
-        })
-        .transpose()?;
-    let dependencies = w
-        .dependencies
-        .map(|d| {
-            d.dependencies
-                .into_iter()
-                .map(|(k, v)| {
-                    let c = match pb::AddCondition::try_from(v) {
-                        Ok(pb::AddCondition::AddCondRunning) => AddCondition::Running,
-                        Ok(pb::AddCondition::AddCondSucceeded) => AddCondition::Succeeded,
-                        Ok(pb::AddCondition::AddCondFailed) => AddCondition::Failed,
-                        Err(_) => return Err(ConvertError(format!("unknown add condition {v} for '{k}'"))),
-                    };
-                    Ok((k, c))
-                })
-                .collect::<Result<_, _>>()
-        })
-        .transpose()?;
-    Ok(PartialWorkload {
-        agent: w.agent,
-        restart_policy,
-        dependencies,
-        tags: w.tags.map(|t| t.tags.into_iter().collect()),
-        runtime: w.runtime,
-        runtime_config: w.runtime_config,
-        control_interface_access: w.control_interface_access.map(access_from_pb).transpose()?,
-        configs: w.configs.map(|c| c.configs.into_iter().collect()),
-        files: w.files.map(|f| f.files.into_iter().map(file_from_pb).collect::<Result<_, _>>()).transpose()?,
-        priority: w.priority,
-        effective_priority: w.effective_priority,
-        policy: w.policy.map(policy_from_pb),
-        agent_selector: w.agent_selector.map(selector_from_pb),
-        migration: w.migration.map(migration_from_pb).transpose()?,
-        ttl_after_finished: w.ttl_after_finished,
-        startup_probe: w.startup_probe.map(probe_from_pb).transpose()?,
-        liveness_probe: w.liveness_probe.map(probe_from_pb).transpose()?,
-        readiness_probe: w.readiness_probe.map(probe_from_pb).transpose()?,
-        restart_backoff: w.restart_backoff.map(backoff_from_pb),
-        update: w.update.map(gate_from_pb),
-    })
-}
-
-pub(crate) fn workload_to_pb(w: PartialWorkload) -> pb::Workload {
-    pb::Workload {
-        agent: w.agent,
-        restart_policy: w.restart_policy.map(|r| match r {
-            RestartPolicy::Never => pb::RestartPolicy::Never as i32,
-            RestartPolicy::OnFailure => pb::RestartPolicy::OnFailure as i32,
-            RestartPolicy::Always => pb::RestartPolicy::Always as i32,
-        }),
-        dependencies: w.dependencies.map(|d| pb::Dependencies {
-            dependencies: d
-                .into_iter()
-                .map(|(k, c)| {
-                    let v = match c {
-                        AddCondition::Running => pb::AddCondition::AddCondRunning,
-                        AddCondition::Succeeded => pb::AddCondition::AddCondSucceeded,
-                        AddCondition::Failed => pb::AddCondition::AddCondFailed,
-                    };
-                    (k, v as i32)
-                })
-                .collect(),
-        }),
-        tags: w.tags.map(tags_to_pb),
-        runtime: w.runtime,
-        runtime_config: w.runtime_config,
-        control_interface_access: w.control_interface_access.map(access_to_pb),
-        configs: w.configs.map(|c| pb::ConfigMappings { configs: c.into_iter().collect() }),
-        files: w.files.map(|f| pb::Files { files: f.into_iter().map(file_to_pb).collect() }),
-        priority: w.priority,
-        effective_priority: w.effective_priority,
-        // Default values stay off the wire, as Ankaios peers expect.
-        policy: w.policy.filter(|p| !p.is_default()).map(policy_to_pb),
-        agent_selector: w.agent_selector.map(selector_to_pb),
-        migration: w.migration.filter(|m| !m.is_default()).map(migration_to_pb),
-        ttl_after_finished: w.ttl_after_finished,
-        startup_probe: w.startup_probe.map(probe_to_pb),
-        liveness_probe: w.liveness_probe.map(probe_to_pb),
-        readiness_probe: w.readiness_probe.map(probe_to_pb),
-        restart_backoff: w.restart_backoff.map(backoff_to_pb),
-        update: w.update.map(gate_to_pb),
-    }
-}
-
-fn file_from_pb(f: pb::File) -> Result<File, ConvertError> {
-    use pb::file::FileContent as F;
-    let content = match f.file_content.ok_or_else(|| ConvertError::missing("files[].data"))? {
-        F::Data(d) => FileContent::Data(d),
-        F::BinaryData(d) => FileContent::BinaryData(d),
-    };
-    Ok(File { mount_point: f.mount_point, content })
-}
-
-fn file_to_pb(f: File) -> pb::File {
-    use pb::file::FileContent as F;
-    let content = match f.content {
-        FileContent::Data(d) => F::Data(d),
-        FileContent::BinaryData(d) => F::BinaryData(d),
-    };
-    pb::File { mount_point: f.mount_point, file_content: Some(content) }
-}
-
-fn access_from_pb(a: pb::ControlInterfaceAccess) -> Result<ControlInterfaceAccess, ConvertError> {
-    let rules = |v: Vec<pb::AccessRightsRule>| v.into_iter().map(rule_from_pb).collect::<Result<Vec<_>, _>>();
-    Ok(ControlInterfaceAccess { allow_rules: rules(a.allow_rules)?, deny_rules: rules(a.deny_rules)? })
-}
-
-fn access_to_pb(a: ControlInterfaceAccess) -> pb::ControlInterfaceAccess {
-    pb::ControlInterfaceAccess {
-        allow_rules: a.allow_rules.into_iter().map(rule_to_pb).collect(),
-        deny_rules: a.deny_rules.into_iter().map(rule_to_pb).collect(),
-    }
-}
-
-fn rule_from_pb(r: pb::AccessRightsRule) -> Result<AccessRule, ConvertError> {
-    use pb::access_rights_rule::AccessRightsRuleEnum as R;
-    match r.access_rights_rule_enum.ok_or_else(|| ConvertError::missing("accessRightsRule"))? {
-        R::StateRule(s) => {
-            let operation = match pb::ReadWriteEnum::try_from(s.operation) {
-                Ok(pb::ReadWriteEnum::RwNothing) => ReadWrite::Nothing,
-                Ok(pb::ReadWriteEnum::RwRead) => ReadWrite::Read,
-                Ok(pb::ReadWriteEnum::RwWrite) => ReadWrite::Write,
-                Ok(pb::ReadWriteEnum::RwReadWrite) => ReadWrite::ReadWrite,
-                Err(_) => return Err(ConvertError(format!("unknown state rule operation {}", s.operation))),
-            };
-            Ok(AccessRule::StateRule { operation, filter_masks: s.filter_masks })
-        }
-        R::LogRule(l) => Ok(AccessRule::LogRule { workload_names: l.workload_names }),
-    }
-}
-
-fn rule_to_pb(r: AccessRule) -> pb::AccessRightsRule {
-    use pb::access_rights_rule::AccessRightsRuleEnum as R;
-    let e = match r {
-        AccessRule::StateRule { operation, filter_masks } => {
-            let op = match operation {
-                ReadWrite::Nothing => pb::ReadWriteEnum::RwNothing,
-                ReadWrite::Read => pb::ReadWriteEnum::RwRead,
-                ReadWrite::Write => pb::ReadWriteEnum::RwWrite,
-                ReadWrite::ReadWrite => pb::ReadWriteEnum::RwReadWrite,
-            };
-            R::StateRule(pb::StateRule { operation: op as i32, filter_masks })
-        }
-        AccessRule::LogRule { workload_names } => R::LogRule(pb::LogRule { workload_names }),
-    };
-    pb::AccessRightsRule { access_rights_rule_enum: Some(e) }
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@ use ank_proto::ank_base as pb;
 use prost::Message;
 use prost::encoding::{encoded_len_varint, key_len};
 
-use super::partial::{PartialWorkload, workload_to_pb};
+use super::partial::PartialWorkload;
+use super::workload::workload_to_pb;
 use crate::workload::{AddCondition, RestartPolicy};
 use crate::{State, Workload, WorkloadName};
 

@@ -153,9 +153,7 @@ impl ControlApi for FifoControl {
             subscribe_for_events: false,
         };
         match self.call(content).await? {
-            ResponseContent::CompleteState(v) => {
-                PartialCompleteState::from_json(&v).map_err(|e| ControlError::Unexpected(e.to_string()))
-            }
+            ResponseContent::CompleteState(state) => Ok(*state),
             ResponseContent::Error(e) => Err(ControlError::Refused(e)),
             other => Err(ControlError::Unexpected(format!("{other:?}"))),
         }

@@ -143,7 +143,7 @@ mod tests {
             match cli_rx.recv().await {
                 Some(FromServer::UpdateWorkloadState(s)) => states.extend(s),
                 Some(FromServer::Response(r)) if r.request_id == "read" => match r.content {
-                    ResponseContent::CompleteState(tree) => break tree,
+                    ResponseContent::CompleteState(tree) => break tree.to_json().unwrap(),
                     other => panic!("{other:?}"),
                 },
                 Some(_) => {}

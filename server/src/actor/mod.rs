@@ -346,7 +346,9 @@ impl AnkaiosServer {
                                 if subscribe_for_events {
                                     self.streams.events.add(conn, request.request_id.clone(), field_mask);
                                 }
-                                ResponseContent::CompleteState(Box::new(tree))
+                                tree.map_or_else(ResponseContent::Error, |t| {
+                                    ResponseContent::CompleteState(Box::new(t))
+                                })
                             }
                         }
                     }

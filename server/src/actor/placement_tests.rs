@@ -135,7 +135,7 @@ impl Cluster {
 
     async fn tree(&mut self) -> Value {
         match self.ask(RequestContent::CompleteState { field_mask: vec![], subscribe_for_events: false }).await {
-            ResponseContent::CompleteState(tree) => *tree,
+            ResponseContent::CompleteState(tree) => tree.to_json().unwrap(),
             other => panic!("{other:?}"),
         }
     }

@@ -485,6 +485,7 @@ async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a
     else {
         panic!("no rendered state")
     };
+    let rendered = rendered.to_json().unwrap();
     let rc = rendered["desiredState"]["workloads"]["w2"]["runtimeConfig"].as_str().unwrap().to_owned();
     assert_eq!(port_pair(&rc), "8002/8003", "{rc}");
     assert!(rendered["desiredState"]["workloads"].get("w1").is_none(), "filtered by the mask");
@@ -596,6 +597,7 @@ async fn masks_with_empty_segments_are_refused_and_change_nothing() {
         subscribe_for_events: false,
     };
     let ResponseContent::CompleteState(tree) = ask(&mut h, "all", read).await else { panic!("no state") };
+    let tree = tree.to_json().unwrap();
     let names: Vec<&String> = tree["desiredState"]["workloads"].as_object().unwrap().keys().collect();
     assert_eq!(names, ["secret", "web"], "nothing changed");
     h.stop.cancel();

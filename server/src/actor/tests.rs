@@ -127,7 +127,7 @@ impl Harness {
             if let Some(FromServer::Response(r)) = self.cli_rx.recv().await
                 && let ResponseContent::CompleteState(tree) = r.content
             {
-                return *tree;
+                return tree.to_json().unwrap();
             }
         }
     }

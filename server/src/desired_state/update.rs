@@ -2,14 +2,17 @@
 //! masks each name one workload or one config item
 //! (`desiredState.workloads.<name>`, `desiredState.configs.<key>`), what
 //! `ank apply` and `ank delete` send, is merged on the typed state: only
-//! the named entries of the typed request are taken. Any other update (no
-//! mask: replace everything; a deeper or wildcard mask; an entry that is
-//! not a whole workload) is merged on the JSON tree of the state, which
-//! also words the error of an entry that does not read.
+//! the named entries of the typed request are taken, each read into a
+//! `Workload` without JSON ([`PartialWorkload::to_workload`]). So is an
+//! update without a mask (replace everything). Any other update (a deeper
+//! or wildcard mask; an entry that is not a whole workload) is merged on
+//! the JSON tree of the state, which also words the error of an entry
+//! that does not read.
+//!
+//! [`PartialWorkload::to_workload`]: ank_common::convert::PartialWorkload::to_workload
 
 use ank_common::convert::PartialCompleteState;
-use ank_common::{API_VERSION, State, Workload, WorkloadName, field_mask};
-use serde::Deserialize;
+use ank_common::{API_VERSION, State, WorkloadName, field_mask};
 use serde_json::{Value, json};
 
 use super::{DesiredState, InvalidState};
@@ -27,12 +30,25 @@ pub fn apply_update(
     } else if !new_version.is_empty() && new_version != API_VERSION {
         return Err(InvalidState::ApiVersion(new_version.to_owned()));
     }
-    let next = if update_mask.is_empty() {
+    let deprecated = new_version == ank_common::manifest::DEPRECATED_API_VERSION;
+    let replaced = || match &new_state.desired_state {
+        Some(d) => d.to_state(),
+        None => Some(State::default()),
+    };
+    let next = if update_mask.is_empty()
+        && let Some(mut next) = replaced()
+    {
+        if deprecated {
+            next.api_version = API_VERSION.to_owned();
+        }
+        next
+    } else if update_mask.is_empty() {
+        // Read on the JSON tree, which words the error.
         let mut desired = match &new_state.desired_state {
             Some(d) => serde_json::to_value(d).map_err(|e| InvalidState::Unreadable(e.to_string()))?,
             None => json!({}),
         };
-        if new_version == ank_common::manifest::DEPRECATED_API_VERSION {
+        if deprecated {
             desired["apiVersion"] = json!(API_VERSION);
         }
         serde_json::from_value::<State>(desired).map_err(|e| InvalidState::Unreadable(e.to_string()))?
@@ -93,9 +109,7 @@ fn merge_entries(current: &State, new_state: &PartialCompleteState, masks: &[Str
                 let name = WorkloadName::new(key).ok()?;
                 match desired.and_then(|d| d.workloads.as_ref()).and_then(|w| w.get(key)) {
                     // Read by the same rules as a workload of a manifest.
-                    Some(w) => {
-                        next.workloads.insert(name, serde_json::to_value(w).and_then(Workload::deserialize).ok()?)
-                    }
+                    Some(w) => next.workloads.insert(name, w.to_workload()?),
                     None => next.workloads.remove(&name),
                 };
             }

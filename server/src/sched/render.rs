@@ -6,7 +6,9 @@
 //! is a function of the parts it reads and writes; the rendering returns
 //! the pools' table the caller saves and commits with the state.
 
+use ank_common::convert::{PartialCompleteState, PartialState, selects_typed};
 use ank_common::field_mask;
+use ank_common::mask_path::MaskPath;
 use ank_common::messages::ResponseContent;
 use ank_common::workload_events::EventKind;
 use ank_common::{State, WorkloadInstanceName};
@@ -90,21 +92,29 @@ pub(crate) fn record_escalations(current: &DesiredState, states: &mut WorkloadSt
 }
 
 /// The rendered desired state `current`, filtered by masks under
-/// `desiredState`.
+/// `desiredState` (typed for masks at or above one entry, else on the JSON
+/// tree).
 pub(crate) fn rendered_state(current: &DesiredState, field_mask: &[String]) -> ResponseContent {
     if let Some(bad) = field_mask.iter().find(|m| m.split('.').next() != Some("desiredState")) {
         return ResponseContent::Error(format!(
             "the rendered state has only 'desiredState'; mask '{bad}' selects nothing of it"
         ));
     }
+    let mut masks = field_mask.to_vec();
+    if !field_mask.is_empty() {
+        masks.push("desiredState.apiVersion".to_owned());
+    }
+    let paths: Vec<MaskPath> = masks.iter().filter_map(|m| MaskPath::parse(m).ok()).collect();
+    if selects_typed(&paths) {
+        let whole = PartialCompleteState::of_desired(PartialState::from(&current.rendered));
+        return ResponseContent::CompleteState(Box::new(whole.select(&paths)));
+    }
     let tree = match serde_json::to_value(&current.rendered) {
         Ok(v) => json!({ "desiredState": v }),
         Err(e) => return ResponseContent::Error(e.to_string()),
     };
-    if field_mask.is_empty() {
-        return ResponseContent::CompleteState(Box::new(tree));
+    match PartialCompleteState::from_json(&field_mask::filter(&tree, &masks)) {
+        Ok(state) => ResponseContent::CompleteState(Box::new(state)),
+        Err(e) => ResponseContent::Error(e.to_string()),
     }
-    let mut masks = field_mask.to_vec();
-    masks.push("desiredState.apiVersion".to_owned());
-    ResponseContent::CompleteState(Box::new(field_mask::filter(&tree, &masks)))
 }

@@ -4,7 +4,6 @@
 
 use ank_cli::connection::{Connection, ConnectionError};
 use ank_common::messages::{RequestContent, ResponseContent};
-use serde_json::Value;
 
 use crate::error::{Result, ScaleError};
 use crate::subscriber::RESPONSE_TIMEOUT;
@@ -35,9 +34,7 @@ impl Commander {
     pub async fn connected_agents(&mut self) -> Result<usize> {
         let request = RequestContent::CompleteState { field_mask: vec!["agents".into()], subscribe_for_events: false };
         match self.conn.request(request).await.map_err(failed("asking for the agents"))? {
-            ResponseContent::CompleteState(tree) => {
-                Ok(tree.get("agents").and_then(Value::as_object).map_or(0, |a| a.len()))
-            }
+            ResponseContent::CompleteState(state) => Ok(state.agents.as_ref().map_or(0, |a| a.len())),
             other => Err(ScaleError::Rejected { doing: "the agents request", answer: format!("{other:?}") }),
         }
     }

@@ -104,7 +104,12 @@ async fn subscribe(url: &str, masks: &[String]) -> Result<(Connection, String, V
         .map_err(|_| ScaleError::Timeout { what: "the subscription's answer".into(), after: RESPONSE_TIMEOUT })?
         .map_err(connecting)?;
     match first {
-        ResponseContent::CompleteState(tree) => Ok((conn, request_id, *tree)),
+        ResponseContent::CompleteState(state) => {
+            let tree = state
+                .to_json()
+                .map_err(|e| ScaleError::Rejected { doing: "the subscription", answer: e.to_string() })?;
+            Ok((conn, request_id, tree))
+        }
         other => Err(ScaleError::Rejected { doing: "the subscription", answer: format!("{other:?}") }),
     }
 }
