@@ -17,7 +17,7 @@ use crate::desired_state::generations::Generations;
 use crate::desired_state::{self, DesiredState};
 use crate::health_gate::HealthGates;
 use crate::health_gate::file::GateFile;
-use crate::jobs::{JobEngine, JobSettings};
+use crate::jobs::{JobEngine, JobSettings, job_accepted};
 use crate::placement::Placer;
 use crate::reaper::Reaper;
 use crate::requests;
@@ -27,6 +27,7 @@ use crate::state_file::StateFile;
 use crate::workload_states::WorkloadStateStore;
 
 mod agents;
+mod apply_jobs;
 mod batch;
 mod gates;
 mod handle;
@@ -379,8 +380,23 @@ impl AnkaiosServer {
                     ResponseContent::Error(format!("no event subscription with request id '{}'", request.request_id))
                 }
             }
-            RequestContent::JobRerun { failed_only } => self.rerun(failed_only),
-            RequestContent::JobInterrupt { job_id } => self.interrupt(job_id),
+            // [feature L6: re-trigger without spec change]
+            RequestContent::JobRerun { failed_only } => {
+                let agents = self.conns.agents();
+                let current = &self.desired.current;
+                let id = self.jobs.rerun(failed_only, current, &self.desired.generations, &self.states, agents.keys());
+                self.io.out.job_opened();
+                job_accepted(id)
+            }
+            // [feature L7: interrupt]
+            RequestContent::JobInterrupt { job_id } => match self.jobs.interrupt(job_id) {
+                Ok(()) => {
+                    tracing::info!("job {job_id} interrupted");
+                    self.io.out.job_opened();
+                    job_accepted(job_id)
+                }
+                Err(e) => ResponseContent::Error(format!("interrupt rejected: {e}")),
+            },
             RequestContent::RenderedState { field_mask } => render::rendered_state(&self.desired.current, &field_mask),
         };
         self.io.out.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));

@@ -14,8 +14,9 @@ impl AnkaiosServer {
         Resync {
             states: &mut self.states,
             conns: &self.conns,
-            jobs: &self.jobs,
-            desired: &self.desired,
+            held: &self.jobs,
+            current: &self.desired.current,
+            generations: &self.desired.generations,
             settings: self.sched.resync,
         }
     }

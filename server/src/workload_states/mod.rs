@@ -10,8 +10,8 @@ mod resync;
 mod timing;
 mod touched;
 
-pub(crate) use resync::Resync;
 pub use resync::ResyncSettings;
+pub(crate) use resync::{HeldBack, Resync};
 pub use timing::Timing;
 pub use touched::Touched;
 
