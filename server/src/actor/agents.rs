@@ -11,6 +11,7 @@ use ank_common::workload_events::EventKind;
 use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadState};
 
 use super::AnkaiosServer;
+use super::placement::AgentChange;
 use crate::connections::{ConnId, ConnKind};
 use crate::desired_state;
 use crate::workload_states::Ingest;
@@ -77,7 +78,7 @@ impl AnkaiosServer {
         self.io.out.send(conn, FromServer::ServerHello(specs));
         // Before the leftovers are deleted: an instance placed here again
         // is no leftover.
-        self.placement_agent_joined(agent);
+        self.placement_on(AgentChange::Joined(agent));
         let out = self.resync_part().finish_deletions_after_hello(conn, agent, reports_conditions);
         self.io.out.append(out);
         // An agent of ours got the states it needs with the workloads that
@@ -87,13 +88,6 @@ impl AnkaiosServer {
             if !others.is_empty() {
                 self.io.out.send(conn, FromServer::UpdateWorkloadState(others));
             }
-        }
-    }
-
-    pub(crate) fn handle_commander_hello(&mut self, conn: ConnId, version: &str) {
-        if !ank_common::is_compatible_protocol(version) {
-            tracing::warn!("rejecting commander: protocol version '{version}' is not compatible");
-            self.conns.close(conn);
         }
     }
 
@@ -176,9 +170,9 @@ impl AnkaiosServer {
             attrs.metrics = metrics;
             if first {
                 // Its metrics are known from now on.
-                self.placement_agent_changed(agent);
+                self.placement_on(AgentChange::Advertised(agent));
             } else {
-                self.placement_metrics_changed(agent);
+                self.placement_on(AgentChange::Metrics(agent));
             }
         }
     }
@@ -189,7 +183,7 @@ impl AnkaiosServer {
         self.io.out.append(self.streams.logs.connection_closed(conn, agent.as_deref()));
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
-            self.placement_agent_left(&agent);
+            self.placement_on(AgentChange::Left(&agent));
             let desired = &self.desired.current.rendered;
             let mut changed =
                 self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));

@@ -17,6 +17,7 @@ use crate::desired_state::generations::Generations;
 use crate::desired_state::{self, DesiredState};
 use crate::health_gate::HealthGates;
 use crate::health_gate::file::GateFile;
+use crate::health_gate::observe;
 use crate::jobs::{JobEngine, JobSettings, job_accepted};
 use crate::placement::Placer;
 use crate::reaper::Reaper;
@@ -31,6 +32,7 @@ mod apply_jobs;
 mod batch;
 mod gates;
 mod handle;
+mod hooked;
 mod parts;
 mod placement;
 mod ticks;
@@ -158,9 +160,13 @@ impl AnkaiosServer {
         let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
         server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
         server.desired.current = initial;
-        server.restore_gates();
+        let (current, generations) = (&server.desired.current, &server.desired.generations);
+        let gate_file = server.sched.gate_file.as_ref();
+        observe::restore(&mut server.sched.gates, gate_file, current, generations, tokio::time::Instant::now());
         render::record_escalations(&server.desired.current, &mut server.states, &ank_common::State::default());
-        server.record_initial_states(&diff);
+        let (current, placer) = (&server.desired.current, &server.sched.placer);
+        let generations = &server.desired.generations;
+        server.states.record_decided(&diff, &current.rendered, generations, |n| placer.not_scheduled_state(n));
         if !diff.added.is_empty() {
             // The startup manifest is the first job.
             server.open_job(&ank_common::State::default(), &diff, true);
@@ -303,7 +309,12 @@ impl AnkaiosServer {
                 let hello = Hello { tags, reports_conditions, capabilities, quota };
                 self.handle_agent_hello(conn, &agent_name, &protocol_version, hello);
             }
-            ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
+            ToServer::CommanderHello { protocol_version } => {
+                if !ank_common::is_compatible_protocol(&protocol_version) {
+                    tracing::warn!("rejecting commander: protocol version '{protocol_version}' is not compatible");
+                    self.conns.close(conn);
+                }
+            }
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
             ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
                 self.handle_load_status(conn, &agent_name, status, &metrics, quota_used)

@@ -75,5 +75,5 @@ pub(crate) struct Hooks {
     /// Empty: updates never wait for a hook.
     pub(crate) registry: HooksRegistry,
     /// The chain running, and the updates waiting for it.
-    pub(crate) flow: HookFlow,
+    pub(crate) flow: HookFlow<super::Prepared>,
 }

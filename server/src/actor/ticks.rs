@@ -38,7 +38,7 @@ impl AnkaiosServer {
     /// event first, then the change; not while hooks run (reaped at the
     /// next tick, on the state the hooks' chain leaves).
     pub(super) fn reaper_tick(&mut self) {
-        if self.hooks_busy() {
+        if self.hooks.flow.busy() {
             return;
         }
         let due = self.sched.reaper.due(&self.desired.current, &self.states, Instant::now());

@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::desired_state::{self, DesiredState};
 use crate::reaper::ReaperSettings;
 use crate::sched::priorities;
-use crate::sched::seq_pools::{SeqPools, SeqTable};
+use crate::sched::seq_pools::{SeqPools, SeqPoolsError, SeqTable};
 use crate::workload_states::WorkloadStateStore;
 
 /// The parts of the server the scheduling features add.
@@ -38,8 +38,8 @@ pub(crate) fn render_for_agents(
     current: &DesiredState,
     states: &WorkloadStateStore,
     next: &mut DesiredState,
-) -> Result<SeqTable, String> {
-    let table = seq.plan(&mut next.rendered).map_err(|e| e.to_string())?;
+) -> Result<SeqTable, SeqPoolsError> {
+    let table = seq.plan(&mut next.rendered)?;
     let old = current;
     let started = |name: &str| {
         let instance = old

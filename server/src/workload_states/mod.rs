@@ -6,6 +6,7 @@
 //! instance, when its availability was last confirmed and last re-sent,
 //! which the TTL resync reads.
 
+mod decided;
 mod resync;
 mod timing;
 mod touched;
