@@ -37,7 +37,7 @@ impl AnkaiosServer {
             conns: &self.conns,
             current: &self.desired.current,
             generations: &self.desired.generations,
-            gates: &self.sched.gates,
+            gates: &self.lifecycle.gates,
             out: Outbox::default(),
         };
         let out = advance.run(Instant::now());

@@ -22,14 +22,14 @@ impl AnkaiosServer {
     /// gates follow the change, the revert marks of new specs go, and the
     /// open gates are saved if they changed.
     pub(super) fn gates_follow_change(&mut self, old: &Generations) {
-        let gates = &mut self.sched.gates;
+        let gates = &mut self.lifecycle.gates;
         let followed =
             observe::follow_change(gates, &self.desired.current, &self.desired.generations, old, Instant::now());
         for name in &followed.cleared {
             self.states.clear_reverted(name);
         }
         if followed.changed {
-            observe::save(gates, self.sched.gate_file.as_ref());
+            observe::save(gates, self.lifecycle.gate_file.as_ref());
         }
     }
 
@@ -41,8 +41,8 @@ impl AnkaiosServer {
             return;
         }
         let (current, generations) = (&self.desired.current, &self.desired.generations);
-        let seen_changed = observe::observe_ready(&mut self.sched.gates, current, generations, &self.states, now);
-        let outcomes = self.sched.gates.due(now);
+        let seen_changed = observe::observe_ready(&mut self.lifecycle.gates, current, generations, &self.states, now);
+        let outcomes = self.lifecycle.gates.due(now);
         if outcomes.is_empty() {
             // The jobs show where their gates stand.
             if seen_changed {
@@ -50,7 +50,7 @@ impl AnkaiosServer {
             }
             return;
         }
-        observe::save(&self.sched.gates, self.sched.gate_file.as_ref());
+        observe::save(&self.lifecycle.gates, self.lifecycle.gate_file.as_ref());
         self.with_events(|s| {
             for outcome in outcomes {
                 s.carry_out(outcome);

@@ -21,9 +21,9 @@ use crate::health_gate::observe;
 use crate::jobs::{JobEngine, JobSettings, job_accepted};
 use crate::placement::Placer;
 use crate::reaper::Reaper;
+use crate::rendering;
 use crate::requests;
-use crate::sched::render;
-use crate::sched::seq_pools::SeqTable;
+use crate::seq_pools::SeqTable;
 use crate::state_file::StateFile;
 use crate::workload_states::WorkloadStateStore;
 
@@ -41,12 +41,13 @@ mod update;
 use agents::Hello;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
 
+pub use parts::LifecycleOptions;
 pub(crate) use parts::{Desired, Hooks, Io};
-use parts::{Scheduling, Streams};
+use parts::{Lifecycle, Streams};
 
 use crate::connections::Outbox;
 use crate::logs::campaigns::Requester;
-use crate::sched::SchedOptions;
+
 use crate::workload_states::ResyncSettings;
 
 /// The answer to an update the server refuses, worded as Ankaios words it.
@@ -93,7 +94,7 @@ pub struct AnkaiosServer {
     /// The apply jobs and the workloads they hold back.
     pub(crate) jobs: JobEngine,
     /// Placement, `${seq:N}` numbers, the reaper and the resync settings.
-    pub(crate) sched: Scheduling,
+    pub(crate) lifecycle: Lifecycle,
     /// The mutating hooks and the chain running.
     pub(crate) hooks: Hooks,
 }
@@ -117,19 +118,19 @@ impl AnkaiosServer {
         resync: ResyncSettings,
         jobs: JobSettings,
     ) -> (ServerHandle, Self) {
-        Self::new_with(initial, state_file, resync, jobs, SchedOptions::default())
+        Self::new_with(initial, state_file, resync, jobs, LifecycleOptions::default())
     }
 
     /// Creates the actor with an initial, validated desired state; with a
     /// `state_file`, every accepted change is saved there (and the
-    /// `${seq:N}` numbers in `sched.seq`'s file) before it is acknowledged
+    /// `${seq:N}` numbers in `lifecycle.seq`'s file) before it is acknowledged
     /// or sent to an agent.
     pub fn new_with(
         mut initial: DesiredState,
         state_file: Option<StateFile>,
         resync: ResyncSettings,
         jobs: JobSettings,
-        sched: SchedOptions,
+        lifecycle: LifecycleOptions,
     ) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
         let (counts_tx, counts) = watch::channel(ServerCounts::default());
@@ -145,10 +146,10 @@ impl AnkaiosServer {
             conns: Connections::default(),
             streams: Streams::default(),
             jobs: JobEngine::new(jobs),
-            sched: Scheduling {
+            lifecycle: Lifecycle {
                 resync,
-                seq: sched.seq,
-                reaper: Reaper::new(sched.reaper),
+                seq: lifecycle.seq,
+                reaper: Reaper::new(lifecycle.reaper),
                 placer: Placer::default(),
                 gates: HealthGates::default(),
                 gate_file: state_file.as_ref().map(GateFile::next_to),
@@ -156,15 +157,15 @@ impl AnkaiosServer {
             hooks: Hooks::default(),
         };
         server.place_update(&mut initial.rendered, &[]);
-        render::render_initial(&mut server.sched.seq, &server.desired.current, &server.states, &mut initial);
+        rendering::render_initial(&mut server.lifecycle.seq, &server.desired.current, &server.states, &mut initial);
         let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
         server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
         server.desired.current = initial;
         let (current, generations) = (&server.desired.current, &server.desired.generations);
-        let gate_file = server.sched.gate_file.as_ref();
-        observe::restore(&mut server.sched.gates, gate_file, current, generations, tokio::time::Instant::now());
-        render::record_escalations(&server.desired.current, &mut server.states, &ank_common::State::default());
-        let (current, placer) = (&server.desired.current, &server.sched.placer);
+        let gate_file = server.lifecycle.gate_file.as_ref();
+        observe::restore(&mut server.lifecycle.gates, gate_file, current, generations, tokio::time::Instant::now());
+        rendering::record_escalations(&server.desired.current, &mut server.states, &ank_common::State::default());
+        let (current, placer) = (&server.desired.current, &server.lifecycle.placer);
         let generations = &server.desired.generations;
         server.states.record_decided(&diff, &current.rendered, generations, |n| placer.not_scheduled_state(n));
         if !diff.added.is_empty() {
@@ -178,9 +179,9 @@ impl AnkaiosServer {
 
     /// Processes commands until `shutdown` fires or every handle is gone.
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut resync = tokio::time::interval(self.sched.resync.tick());
+        let mut resync = tokio::time::interval(self.lifecycle.resync.tick());
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut reap = tokio::time::interval(self.sched.reaper.settings().tick);
+        let mut reap = tokio::time::interval(self.lifecycle.reaper.settings().tick);
         reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.start_initial_hooks();
         self.flush();
@@ -408,7 +409,9 @@ impl AnkaiosServer {
                 }
                 Err(e) => ResponseContent::Error(format!("interrupt rejected: {e}")),
             },
-            RequestContent::RenderedState { field_mask } => render::rendered_state(&self.desired.current, &field_mask),
+            RequestContent::RenderedState { field_mask } => {
+                rendering::rendered_state(&self.desired.current, &field_mask)
+            }
         };
         self.io.out.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
     }
@@ -419,9 +422,9 @@ mod gate_tests;
 #[cfg(test)]
 mod job_tests;
 #[cfg(test)]
-mod placement_tests;
+mod lifecycle_tests;
 #[cfg(test)]
-mod sched_tests;
+mod placement_tests;
 #[cfg(test)]
 mod state_file_tests;
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The parts the actor's state is grouped into. Each part belongs to one
 //! feature; the actor only holds them side by side. The streams and the
-//! scheduling parts are the actor's own: their features borrow what they
+//! lifecycle parts are the actor's own: their features borrow what they
 //! need from it and return their effects.
 
 use ank_common::daemon::Ping;
@@ -18,8 +18,8 @@ use crate::hooks::HooksRegistry;
 use crate::hooks::flow::HookFlow;
 use crate::logs::campaigns::LogCampaigns;
 use crate::placement::Placer;
-use crate::reaper::Reaper;
-use crate::sched::seq_pools::SeqPools;
+use crate::reaper::{Reaper, ReaperSettings};
+use crate::seq_pools::SeqPools;
 use crate::state_file::StateFile;
 use crate::workload_states::ResyncSettings;
 
@@ -53,8 +53,20 @@ pub(super) struct Streams {
     pub(super) limits: crate::stream_limits::StreamLimits,
 }
 
-/// The scheduling features on the desired state.
-pub(crate) struct Scheduling {
+/// What the lifecycle features start with: the `${seq:N}` pools and the
+/// reaper's settings.
+#[derive(Debug, Default)]
+pub struct LifecycleOptions {
+    /// The `${seq:N}` pools (kept next to the state file, if any).
+    pub seq: SeqPools,
+    /// The reaper of finished workloads.
+    pub reaper: ReaperSettings,
+}
+
+/// The features that look after the desired workloads over their
+/// lifetime: resync, `${seq:N}` numbers, the reaper, placement and the
+/// health gates.
+pub(crate) struct Lifecycle {
     /// When the server re-sends a spec nobody confirmed.
     pub(super) resync: ResyncSettings,
     /// The `${seq:N}` numbers of the workloads.

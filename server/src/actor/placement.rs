@@ -31,14 +31,14 @@ impl AnkaiosServer {
             format_duration(settings.agent_loss_grace),
             settings.seed
         );
-        self.sched.placer.reconfigure(settings);
+        self.lifecycle.placer.reconfigure(settings);
         self
     }
 
     /// What a placement pass borrows.
     fn placement(&mut self) -> Placement<'_> {
         Placement {
-            placer: &mut self.sched.placer,
+            placer: &mut self.lifecycle.placer,
             conns: &self.conns,
             current: &self.desired.current,
             states: &mut self.states,

@@ -17,7 +17,7 @@ impl AnkaiosServer {
             held: &self.jobs,
             current: &self.desired.current,
             generations: &self.desired.generations,
-            settings: self.sched.resync,
+            settings: self.lifecycle.resync,
         }
     }
 
@@ -41,7 +41,7 @@ impl AnkaiosServer {
         if self.hooks.flow.busy() {
             return;
         }
-        let due = self.sched.reaper.due(&self.desired.current, &self.states, Instant::now());
+        let due = self.lifecycle.reaper.due(&self.desired.current, &self.states, Instant::now());
         if due.is_empty() {
             return;
         }

@@ -11,9 +11,9 @@ use super::{AnkaiosServer, Prepared, rejected};
 use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::hooks::HookError;
 use crate::hooks::effect::AnswerError;
+use crate::rendering;
 use crate::requests;
-use crate::sched::render;
-use crate::sched::seq_pools::SeqPoolsError;
+use crate::seq_pools::SeqPoolsError;
 use crate::state_file::StateFileError;
 
 /// Why a new desired state is not accepted (each worded as before:
@@ -110,7 +110,7 @@ impl AnkaiosServer {
     ) -> Result<Prepared, AcceptError> {
         // Placement first: the ${seq:N} pools are per agent.
         self.place_update(&mut next.rendered, moves);
-        let table = render::render_for_agents(&self.sched.seq, &self.desired.current, &self.states, &mut next)
+        let table = rendering::render_for_agents(&self.lifecycle.seq, &self.desired.current, &self.states, &mut next)
             .inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
         Ok(Prepared { next, table })
     }
@@ -119,7 +119,7 @@ impl AnkaiosServer {
     /// then the state file; not saved means not accepted) and opens its job.
     pub(crate) fn commit(&mut self, prepared: Prepared) -> Result<(StateDiff, u64), AcceptError> {
         let Prepared { next, table } = prepared;
-        self.sched.seq.save(&table).inspect_err(|e| tracing::error!("update rejected: {e}"))?;
+        self.lifecycle.seq.save(&table).inspect_err(|e| tracing::error!("update rejected: {e}"))?;
         if next.state != self.desired.current.state
             && let Some(file) = &self.desired.file
             && let Err(e) = file.save(&next.state)
@@ -127,7 +127,7 @@ impl AnkaiosServer {
             tracing::error!("update rejected: {e}");
             return Err(e.into());
         }
-        self.sched.seq.commit(table);
+        self.lifecycle.seq.commit(table);
         Ok(self.switch_to(next))
     }
 
@@ -150,10 +150,10 @@ impl AnkaiosServer {
         self.gates_follow_change(&before);
         let workloads = &self.desired.current.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
-        render::record_escalations(&self.desired.current, &mut self.states, &old.rendered);
+        rendering::record_escalations(&self.desired.current, &mut self.states, &old.rendered);
         // The states the server decides for the change, then its job,
         // which hands the changes to the agents in dependency order.
-        let (current, generations, placer) = (&self.desired.current, &self.desired.generations, &self.sched.placer);
+        let (current, generations, placer) = (&self.desired.current, &self.desired.generations, &self.lifecycle.placer);
         let changed =
             self.states.record_decided(&diff, &current.rendered, generations, |n| placer.not_scheduled_state(n));
         if !changed.is_empty() {

@@ -18,8 +18,8 @@ use ank_common::{ExecutionState, StateKind, WorkloadState};
 
 use super::advance::Advance;
 use crate::desired_state;
+use crate::priorities;
 use crate::reaper::failed_for_good;
-use crate::sched::priorities;
 
 impl Advance<'_> {
     /// Cancels the members of failed pipelines that have not started and

@@ -1,5 +1,4 @@
-//! The server's side of the scheduling features on the desired state: the
-//! last rendering steps before a state goes to the agents (`${seq:N}`
+//! The last rendering steps before a state goes to the agents (`${seq:N}`
 //! numbers from the pools of the workload's agent; start-time changes of
 //! started workloads kept back), the `Escalated` events of K3, and the
 //! rendered state users can read (`ank get workload X --rendered`). Each
@@ -13,19 +12,9 @@ use ank_common::{State, WorkloadInstanceName};
 use serde_json::json;
 
 use crate::desired_state::{self, DesiredState};
-use crate::reaper::ReaperSettings;
-use crate::sched::priorities;
-use crate::sched::seq_pools::{SeqPools, SeqPoolsError, SeqTable};
+use crate::priorities;
+use crate::seq_pools::{SeqPools, SeqPoolsError, SeqTable};
 use crate::workload_states::WorkloadStateStore;
-
-/// The parts of the server the scheduling features add.
-#[derive(Debug, Default)]
-pub struct SchedOptions {
-    /// The `${seq:N}` pools (kept next to the state file, if any).
-    pub seq: SeqPools,
-    /// The reaper of finished workloads.
-    pub reaper: ReaperSettings,
-}
 
 /// Finishes rendering `next` for the agents, against `current`: expands
 /// the `${seq:N}` macros of every workload that has an agent (call it
