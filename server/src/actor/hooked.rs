@@ -15,7 +15,7 @@ use ank_common::State;
 use ank_common::convert::PartialCompleteState;
 use ank_common::messages::{FromServer, HookChange, Response, ResponseContent};
 
-use super::update::AcceptError;
+use super::update::{AcceptError, prepare_update};
 use super::{AnkaiosServer, Prepared, rejected};
 use crate::connections::{ConnId, Outbox};
 use crate::desired_state::DesiredState;
@@ -56,7 +56,7 @@ impl AnkaiosServer {
     /// Prepares `update`; answers at once if it is refused or changes no
     /// workload, else starts its chain.
     fn start_update(&mut self, update: Update) {
-        let next = match self.prepare_update(&update.new_state, &update.update_mask) {
+        let next = match prepare_update(&self.desired.current, &self.conns, &update.new_state, &update.update_mask) {
             Ok(next) => next,
             Err(answer) => return answer_update(&mut self.io.out, &update, answer),
         };

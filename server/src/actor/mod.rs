@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(test)]
 use crate::connections::ConnKind;
-use crate::connections::{ConnId, Connections};
+use crate::connections::{ConnId, Connections, LoadNews};
 use crate::desired_state::generations::Generations;
 use crate::desired_state::{self, DesiredState};
 use crate::health_gate::HealthGates;
@@ -40,6 +40,7 @@ mod update;
 
 use agents::Hello;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
+use placement::AgentChange;
 
 pub use parts::LifecycleOptions;
 pub(crate) use parts::{Desired, Hooks, Io};
@@ -239,10 +240,6 @@ impl AnkaiosServer {
     fn flush(&mut self) {
         let out = self.io.out.take();
         self.conns.deliver(out, &self.states);
-        self.publish_counts();
-    }
-
-    pub(crate) fn publish_counts(&self) {
         let now =
             ServerCounts { agents: self.conns.agent_count(), workloads: self.desired.current.state.workloads.len() };
         self.io.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
@@ -318,7 +315,11 @@ impl AnkaiosServer {
             }
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
             ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
-                self.handle_load_status(conn, &agent_name, status, &metrics, quota_used)
+                match self.conns.record_load(conn, &agent_name, status, &metrics, quota_used) {
+                    Some(LoadNews::First) => self.placement_on(AgentChange::Advertised(&agent_name)),
+                    Some(LoadNews::Metrics) => self.placement_on(AgentChange::Metrics(&agent_name)),
+                    None => {}
+                }
             }
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),

@@ -8,6 +8,7 @@ use ank_common::messages::{FromServer, ResponseContent};
 
 use super::placement::AgentChange;
 use super::{AnkaiosServer, Prepared, rejected};
+use crate::connections::Connections;
 use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::hooks::HookError;
 use crate::hooks::effect::AnswerError;
@@ -36,7 +37,7 @@ pub(crate) enum AcceptError {
 
 impl AnkaiosServer {
     pub(crate) fn update_state(&mut self, new_state: &PartialCompleteState, update_mask: &[String]) -> ResponseContent {
-        let next = match self.prepare_update(new_state, update_mask) {
+        let next = match prepare_update(&self.desired.current, &self.conns, new_state, update_mask) {
             Ok(next) => next,
             Err(answer) => return answer,
         };
@@ -55,25 +56,6 @@ impl AnkaiosServer {
             );
         }
         self.update_answer(new_state, update_mask, result)
-    }
-
-    /// The new desired state an update asks for, or the refusal.
-    pub(crate) fn prepare_update(
-        &self,
-        new_state: &PartialCompleteState,
-        update_mask: &[String],
-    ) -> Result<DesiredState, ResponseContent> {
-        // The effective state is computed, never written; an effectiveState
-        // part of a new state without such a mask is ignored, as in Ankaios.
-        if let Some(mask) = update_mask.iter().find(|m| m.split('.').next() == Some("effectiveState")) {
-            return Err(rejected(format!(
-                "'{mask}' is read-only: the effective state is computed from the desired state; update 'desiredState' instead"
-            )));
-        }
-        if let Err(mask) = requests::check_update_masks(&self.desired.current, &self.conns, new_state, update_mask) {
-            return Err(rejected(format!("Could not find field {mask}")));
-        }
-        desired_state::apply_update(&self.desired.current, new_state, update_mask).map_err(|e| rejected(e.to_string()))
     }
 
     /// The answer to an update whose new state was accepted or not.
@@ -170,4 +152,25 @@ impl AnkaiosServer {
         self.io.out.job_opened();
         (diff, id)
     }
+}
+
+/// The new desired state an update asks to make of `current` (the
+/// masks into the agents checked against `conns`), or the refusal.
+pub(crate) fn prepare_update(
+    current: &DesiredState,
+    conns: &Connections,
+    new_state: &PartialCompleteState,
+    update_mask: &[String],
+) -> Result<DesiredState, ResponseContent> {
+    // The effective state is computed, never written; an effectiveState
+    // part of a new state without such a mask is ignored, as in Ankaios.
+    if let Some(mask) = update_mask.iter().find(|m| m.split('.').next() == Some("effectiveState")) {
+        return Err(rejected(format!(
+            "'{mask}' is read-only: the effective state is computed from the desired state; update 'desiredState' instead"
+        )));
+    }
+    if let Err(mask) = requests::check_update_masks(current, conns, new_state, update_mask) {
+        return Err(rejected(format!("Could not find field {mask}")));
+    }
+    desired_state::apply_update(current, new_state, update_mask).map_err(|e| rejected(e.to_string()))
 }

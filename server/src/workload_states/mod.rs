@@ -7,6 +7,7 @@
 //! which the TTL resync reads.
 
 mod decided;
+mod reports;
 mod resync;
 mod timing;
 mod touched;
