@@ -43,7 +43,7 @@ pub use handle::{ServerCommand, ServerCounts, ServerHandle};
 use placement::AgentChange;
 
 pub use parts::LifecycleOptions;
-pub(crate) use parts::{Desired, Hooks, Io};
+use parts::{Desired, Hooks, Io};
 use parts::{Lifecycle, Streams};
 
 use crate::connections::Outbox;
@@ -82,22 +82,23 @@ fn changes_state(msg: &ToServer) -> bool {
 }
 
 /// The server's state and its command loop: each part is owned by its
-/// feature (see `parts.rs`).
+/// feature (see `parts.rs`); the parts are private to the actor, which
+/// lends the features what they read and applies what they return.
 pub struct AnkaiosServer {
     /// The commands and pings in, the counts and the outbox out.
-    pub(crate) io: Io,
+    io: Io,
     /// The desired state, where it is saved, and the generations.
-    pub(crate) desired: Desired,
-    pub(crate) states: WorkloadStateStore,
-    pub(crate) conns: Connections,
+    desired: Desired,
+    states: WorkloadStateStore,
+    conns: Connections,
     /// Event subscriptions and log campaigns.
     streams: Streams,
     /// The apply jobs and the workloads they hold back.
-    pub(crate) jobs: JobEngine,
+    jobs: JobEngine,
     /// Placement, `${seq:N}` numbers, the reaper and the resync settings.
-    pub(crate) lifecycle: Lifecycle,
+    lifecycle: Lifecycle,
     /// The mutating hooks and the chain running.
-    pub(crate) hooks: Hooks,
+    hooks: Hooks,
 }
 
 /// A new desired state ready to be committed, with the `${seq:N}` numbers
