@@ -1,15 +1,14 @@
 //! The actor's handlers of the agents' connection messages: hellos,
 //! workload-state reports (taken in by the store,
 //! `workload_states/reports.rs`; the actor pushes what changed) and closed
-//! streams. Load reports go to the connections (`connections/load.rs`),
+//! streams (the store decides what a disconnected agent's workloads show). Load reports go to the connections (`connections/load.rs`),
 //! which say when placement must look again.
 
 use std::collections::BTreeMap;
 
 use ank_common::messages::FromServer;
 use ank_common::quota::{AgentQuota, QuotaLimits};
-use ank_common::workload_events::EventKind;
-use ank_common::{AgentAttributes, ExecutionState, StateKind, WorkloadState};
+use ank_common::{AgentAttributes, WorkloadState};
 
 use super::AnkaiosServer;
 use super::placement::AgentChange;
@@ -115,27 +114,7 @@ impl AnkaiosServer {
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
             self.placement_on(AgentChange::Left(&agent));
-            let desired = &self.desired.current.rendered;
-            let mut changed =
-                self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));
-            for spec in desired_state::specs_for_agent(desired, &agent) {
-                self.states.record_event(
-                    spec.name(),
-                    EventKind::AgentDisconnected,
-                    &format!("agent '{agent}' disconnected"),
-                );
-            }
-            // Workloads the server still wants whose rows went with the
-            // agent (it removed them, e.g. stopping at its shutdown) are
-            // shown as AgentDisconnected too, never as gone.
-            for spec in desired_state::specs_for_agent(&self.desired.current.rendered, &agent) {
-                if !self.states.contains(&spec.instance_name) {
-                    let state =
-                        WorkloadState::new(spec.instance_name, ExecutionState::new(StateKind::AgentDisconnected));
-                    self.states.record(&state);
-                    changed.push(state);
-                }
-            }
+            let changed = self.states.agent_disconnected(&agent, &self.desired.current.rendered);
             if !changed.is_empty() {
                 self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
             }

@@ -402,15 +402,13 @@ impl AnkaiosServer {
                 self.io.out.job_opened();
                 job_accepted(id)
             }
-            // [feature L7: interrupt]
-            RequestContent::JobInterrupt { job_id } => match self.jobs.interrupt(job_id) {
-                Ok(()) => {
-                    tracing::info!("job {job_id} interrupted");
+            RequestContent::JobInterrupt { job_id } => {
+                let (answer, ended) = self.jobs.interrupt_request(job_id);
+                if ended {
                     self.io.out.job_opened();
-                    job_accepted(job_id)
                 }
-                Err(e) => ResponseContent::Error(format!("interrupt rejected: {e}")),
-            },
+                answer
+            }
             RequestContent::RenderedState { field_mask } => {
                 rendering::rendered_state(&self.desired.current, &field_mask)
             }

@@ -150,6 +150,21 @@ impl JobEngine {
     }
 }
 
+impl JobEngine {
+    /// Ends job `id` at a user's request: the answer, and whether the job
+    /// ended (the jobs advance then).
+    // [feature L7: interrupt]
+    pub(crate) fn interrupt_request(&mut self, id: u64) -> (ResponseContent, bool) {
+        match self.interrupt(id) {
+            Ok(()) => {
+                tracing::info!("job {id} interrupted");
+                (job_accepted(id), true)
+            }
+            Err(e) => (ResponseContent::Error(format!("interrupt rejected: {e}")), false),
+        }
+    }
+}
+
 /// The answer to a job request: the job's id, no workload names.
 pub(crate) fn job_accepted(job_id: u64) -> ResponseContent {
     ResponseContent::UpdateStateSuccess {

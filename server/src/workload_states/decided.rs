@@ -1,13 +1,15 @@
-//! The states the server decides itself for an accepted change, before
-//! any agent reports: Pending(Initial) for added workloads, NotScheduled
-//! for those no agent was found for, and removal of the NotScheduled rows
-//! of workloads that went away or got an agent.
+//! The states the server decides itself, which no agent reports: for an
+//! accepted change, Pending(Initial) for added workloads, NotScheduled for
+//! those no agent was found for, and removal of the NotScheduled rows of
+//! workloads that went away or got an agent; for an agent that
+//! disconnected, AgentDisconnected for its workloads.
 
-use ank_common::{AgentName, ExecutionState, State, WorkloadInstanceName, WorkloadState};
+use ank_common::workload_events::EventKind;
+use ank_common::{AgentName, ExecutionState, State, StateKind, WorkloadInstanceName, WorkloadState};
 
 use super::WorkloadStateStore;
-use crate::desired_state::StateDiff;
 use crate::desired_state::generations::Generations;
+use crate::desired_state::{self, StateDiff};
 
 impl WorkloadStateStore {
     /// Records the states the server decides for `diff` (to the rendered
@@ -44,6 +46,27 @@ impl WorkloadStateStore {
             s.status.generation = generations.of(name.as_str()).unwrap_or(0);
             if self.record(&s) {
                 changed.push(s);
+            }
+        }
+        changed
+    }
+
+    /// `agent` disconnected: its instances the rendered desired state
+    /// `rendered` wants show AgentDisconnected (with an event), the others
+    /// are deleted while it is away. Returns the states that changed.
+    pub(crate) fn agent_disconnected(&mut self, agent: &str, rendered: &State) -> Vec<WorkloadState> {
+        let mut changed = self.mark_agent_disconnected(agent, |n| desired_state::wants_instance(rendered, n));
+        for spec in desired_state::specs_for_agent(rendered, agent) {
+            self.record_event(spec.name(), EventKind::AgentDisconnected, &format!("agent '{agent}' disconnected"));
+        }
+        // Workloads the server still wants whose rows went with the
+        // agent (it removed them, e.g. stopping at its shutdown) are
+        // shown as AgentDisconnected too, never as gone.
+        for spec in desired_state::specs_for_agent(rendered, agent) {
+            if !self.contains(&spec.instance_name) {
+                let state = WorkloadState::new(spec.instance_name, ExecutionState::new(StateKind::AgentDisconnected));
+                self.record(&state);
+                changed.push(state);
             }
         }
         changed
