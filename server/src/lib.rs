@@ -16,9 +16,11 @@ pub mod hooks;
 pub mod jobs;
 mod logs;
 pub mod placement;
+pub mod priorities;
 pub mod reaper;
+pub(crate) mod rendering;
 mod requests;
-pub mod sched;
+pub mod seq_pools;
 pub mod state_file;
 pub mod stream_limits;
 #[cfg(test)]
@@ -32,8 +34,8 @@ pub use ank_common::manifest::UnknownFields;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+pub use actor::LifecycleOptions;
 pub use actor::{ServerCounts, ServerHandle};
-pub use sched::SchedOptions;
 use state_file::{StateFile, StateFileError};
 pub use workload_states::ResyncSettings;
 
@@ -164,11 +166,11 @@ pub fn start_actor(
     let initial =
         desired_state::DesiredState::new(initial).map_err(|e| anyhow::anyhow!("invalid desired state: {e}"))?;
     let seq = match &state_file {
-        Some(file) => sched::seq_pools::SeqPools::open(file.seq_path())?,
-        None => sched::seq_pools::SeqPools::in_memory(),
+        Some(file) => seq_pools::SeqPools::open(file.seq_path())?,
+        None => seq_pools::SeqPools::in_memory(),
     };
-    let sched = SchedOptions { seq, reaper: options.reaper };
-    let (handle, actor) = actor::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, sched);
+    let lifecycle = LifecycleOptions { seq, reaper: options.reaper };
+    let (handle, actor) = actor::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, lifecycle);
     let actor = actor
         .with_placement(options.placement.clone())
         .with_hooks(options.hooks.clone())

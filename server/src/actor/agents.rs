@@ -1,19 +1,19 @@
-//! The actor's handlers of the agents' and commanders' connection
-//! messages: hellos, workload-state reports, load reports and closed
-//! streams.
+//! The actor's handlers of the agents' connection messages: hellos,
+//! workload-state reports (taken in by the store,
+//! `workload_states/reports.rs`; the actor pushes what changed) and closed
+//! streams (the store decides what a disconnected agent's workloads show). Load reports go to the connections (`connections/load.rs`),
+//! which say when placement must look again.
 
 use std::collections::BTreeMap;
 
 use ank_common::messages::FromServer;
-use ank_common::placement::metrics::Metrics;
-use ank_common::quota::{AgentQuota, QuotaLimits, QuotaUsage};
-use ank_common::workload_events::EventKind;
-use ank_common::{AgentAttributes, AgentStatus, ExecutionState, StateKind, WorkloadState};
+use ank_common::quota::{AgentQuota, QuotaLimits};
+use ank_common::{AgentAttributes, WorkloadState};
 
 use super::AnkaiosServer;
+use super::placement::AgentChange;
 use crate::connections::{ConnId, ConnKind};
 use crate::desired_state;
-use crate::workload_states::Ingest;
 
 /// What an agent's hello says besides its name and version.
 pub(super) struct Hello {
@@ -77,7 +77,7 @@ impl AnkaiosServer {
         self.io.out.send(conn, FromServer::ServerHello(specs));
         // Before the leftovers are deleted: an instance placed here again
         // is no leftover.
-        self.placement_agent_joined(agent);
+        self.placement_on(AgentChange::Joined(agent));
         let out = self.resync_part().finish_deletions_after_hello(conn, agent, reports_conditions);
         self.io.out.append(out);
         // An agent of ours got the states it needs with the workloads that
@@ -90,96 +90,20 @@ impl AnkaiosServer {
         }
     }
 
-    pub(crate) fn handle_commander_hello(&mut self, conn: ConnId, version: &str) {
-        if !ank_common::is_compatible_protocol(version) {
-            tracing::warn!("rejecting commander: protocol version '{version}' is not compatible");
-            self.conns.close(conn);
-        }
-    }
-
     pub(crate) fn handle_workload_states(&mut self, conn: ConnId, states: Vec<WorkloadState>) {
         let Some(agent) = self.conns.agent_of(conn) else {
             tracing::warn!("connection {conn}: workload states from a stream that is no agent ignored");
             return;
         };
-        // An agent speaks only for its own workloads, and only for those the
-        // server wants or still lists: after a partition or a server restart
-        // the agent re-sends states of workloads deleted meanwhile, which it
-        // is about to remove; they must not come back as ghost rows.
-        let mut changed = Vec::new();
-        for s in states.into_iter().filter(|s| s.instance_name.agent_name == agent) {
-            let n = &s.instance_name;
-            if self.jobs.is_canceled(n) {
-                // A canceled member stays Pending(Canceled) whatever its agent says.
-                continue;
-            }
-            let wanted = desired_state::wants_instance(&self.desired.current.rendered, n);
-            // An instance being deleted only goes its way out: a report of
-            // it running that the agent sent before it learnt of the
-            // deletion (a full set after a reconnect) is not news.
-            // An unwanted instance shown Stopping or (deleted while its
-            // agent was away) AgentDisconnected is on its way out.
-            let leaving = matches!(s.execution_state.kind, StateKind::Stopping(_) | StateKind::Removed);
-            let known = match self.states.kind_of(n) {
-                None => false,
-                Some(kind) => leaving || !matches!(kind, StateKind::Stopping(_) | StateKind::AgentDisconnected),
-            };
-            if !wanted && !known {
-                continue;
-            }
-            let generation = wanted.then(|| self.desired.generations.of(&n.workload_name)).flatten();
-            match self.states.ingest(&s, generation) {
-                Ingest::Accepted(true) => changed.push(self.states.state_of(n)),
-                Ingest::Accepted(false) => {}
-                Ingest::Stale | Ingest::Future => {
-                    tracing::debug!(
-                        "report of '{n}' at generation {} dropped (current {generation:?})",
-                        s.status.observed_generation
-                    );
-                    if let Some(attrs) = self.conns.agent_attributes_mut(&agent) {
-                        attrs.dropped_stale_reports += 1;
-                    }
-                }
-                Ingest::Invalid(missing) => tracing::warn!(
-                    "agent '{agent}': report of '{n}' without the {} condition ignored",
-                    missing.as_str()
-                ),
-            }
+        let (rendered, generations, jobs) = (&self.desired.current.rendered, &self.desired.generations, &self.jobs);
+        let ingested = self.states.ingest_reports(&agent, states, rendered, generations, |n| jobs.is_canceled(n));
+        if ingested.stale > 0
+            && let Some(attrs) = self.conns.agent_attributes_mut(&agent)
+        {
+            attrs.dropped_stale_reports += ingested.stale;
         }
-        if !changed.is_empty() {
-            self.io.out.broadcast(Some(&agent), FromServer::UpdateWorkloadState(changed));
-        }
-    }
-
-    pub(crate) fn handle_load_status(
-        &mut self,
-        conn: ConnId,
-        agent: &str,
-        status: AgentStatus,
-        extra: &BTreeMap<String, f64>,
-        used: QuotaUsage,
-    ) {
-        if self.conns.agent_of(conn).as_deref() != Some(agent) {
-            return;
-        }
-        let first = !self.conns.status_reported(agent);
-        self.conns.mark_status_reported(agent);
-        let Some(attrs) = self.conns.agent_attributes_mut(agent) else { return };
-        let metrics = Metrics::from_load(&status, extra);
-        attrs.status = status;
-        // [feature K2: the server shows what an agent uses of its quota]
-        if let Some(quota) = attrs.quota.as_mut() {
-            quota.used_workloads = used.workloads;
-            quota.used_memory = used.memory;
-        }
-        if attrs.metrics != metrics || first {
-            attrs.metrics = metrics;
-            if first {
-                // Its metrics are known from now on.
-                self.placement_agent_changed(agent);
-            } else {
-                self.placement_metrics_changed(agent);
-            }
+        if !ingested.changed.is_empty() {
+            self.io.out.broadcast(Some(&agent), FromServer::UpdateWorkloadState(ingested.changed));
         }
     }
 
@@ -189,28 +113,8 @@ impl AnkaiosServer {
         self.io.out.append(self.streams.logs.connection_closed(conn, agent.as_deref()));
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
-            self.placement_agent_left(&agent);
-            let desired = &self.desired.current.rendered;
-            let mut changed =
-                self.states.mark_agent_disconnected(&agent, |n| desired_state::wants_instance(desired, n));
-            for spec in desired_state::specs_for_agent(desired, &agent) {
-                self.states.record_event(
-                    spec.name(),
-                    EventKind::AgentDisconnected,
-                    &format!("agent '{agent}' disconnected"),
-                );
-            }
-            // Workloads the server still wants whose rows went with the
-            // agent (it removed them, e.g. stopping at its shutdown) are
-            // shown as AgentDisconnected too, never as gone.
-            for spec in desired_state::specs_for_agent(&self.desired.current.rendered, &agent) {
-                if !self.states.contains(&spec.instance_name) {
-                    let state =
-                        WorkloadState::new(spec.instance_name, ExecutionState::new(StateKind::AgentDisconnected));
-                    self.states.record(&state);
-                    changed.push(state);
-                }
-            }
+            self.placement_on(AgentChange::Left(&agent));
+            let changed = self.states.agent_disconnected(&agent, &self.desired.current.rendered);
             if !changed.is_empty() {
                 self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
             }

@@ -12,24 +12,27 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(test)]
 use crate::connections::ConnKind;
-use crate::connections::{ConnId, Connections};
+use crate::connections::{ConnId, Connections, LoadNews};
 use crate::desired_state::generations::Generations;
 use crate::desired_state::{self, DesiredState};
 use crate::health_gate::HealthGates;
 use crate::health_gate::file::GateFile;
-use crate::jobs::{JobEngine, JobSettings};
+use crate::health_gate::observe;
+use crate::jobs::{JobEngine, JobSettings, job_accepted};
 use crate::placement::Placer;
 use crate::reaper::Reaper;
+use crate::rendering;
 use crate::requests;
-use crate::sched::render;
-use crate::sched::seq_pools::SeqTable;
+use crate::seq_pools::SeqTable;
 use crate::state_file::StateFile;
 use crate::workload_states::WorkloadStateStore;
 
 mod agents;
+mod apply_jobs;
 mod batch;
 mod gates;
 mod handle;
+mod hooked;
 mod parts;
 mod placement;
 mod ticks;
@@ -37,13 +40,15 @@ mod update;
 
 use agents::Hello;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
+use placement::AgentChange;
 
-pub(crate) use parts::{Desired, Hooks, Io};
-use parts::{Scheduling, Streams};
+pub use parts::LifecycleOptions;
+use parts::{Desired, Hooks, Io};
+use parts::{Lifecycle, Streams};
 
 use crate::connections::Outbox;
 use crate::logs::campaigns::Requester;
-use crate::sched::SchedOptions;
+
 use crate::workload_states::ResyncSettings;
 
 /// The answer to an update the server refuses, worded as Ankaios words it.
@@ -77,22 +82,23 @@ fn changes_state(msg: &ToServer) -> bool {
 }
 
 /// The server's state and its command loop: each part is owned by its
-/// feature (see `parts.rs`).
+/// feature (see `parts.rs`); the parts are private to the actor, which
+/// lends the features what they read and applies what they return.
 pub struct AnkaiosServer {
     /// The commands and pings in, the counts and the outbox out.
-    pub(crate) io: Io,
+    io: Io,
     /// The desired state, where it is saved, and the generations.
-    pub(crate) desired: Desired,
-    pub(crate) states: WorkloadStateStore,
-    pub(crate) conns: Connections,
+    desired: Desired,
+    states: WorkloadStateStore,
+    conns: Connections,
     /// Event subscriptions and log campaigns.
     streams: Streams,
     /// The apply jobs and the workloads they hold back.
-    pub(crate) jobs: JobEngine,
+    jobs: JobEngine,
     /// Placement, `${seq:N}` numbers, the reaper and the resync settings.
-    pub(crate) sched: Scheduling,
+    lifecycle: Lifecycle,
     /// The mutating hooks and the chain running.
-    pub(crate) hooks: Hooks,
+    hooks: Hooks,
 }
 
 /// A new desired state ready to be committed, with the `${seq:N}` numbers
@@ -114,19 +120,19 @@ impl AnkaiosServer {
         resync: ResyncSettings,
         jobs: JobSettings,
     ) -> (ServerHandle, Self) {
-        Self::new_with(initial, state_file, resync, jobs, SchedOptions::default())
+        Self::new_with(initial, state_file, resync, jobs, LifecycleOptions::default())
     }
 
     /// Creates the actor with an initial, validated desired state; with a
     /// `state_file`, every accepted change is saved there (and the
-    /// `${seq:N}` numbers in `sched.seq`'s file) before it is acknowledged
+    /// `${seq:N}` numbers in `lifecycle.seq`'s file) before it is acknowledged
     /// or sent to an agent.
     pub fn new_with(
         mut initial: DesiredState,
         state_file: Option<StateFile>,
         resync: ResyncSettings,
         jobs: JobSettings,
-        sched: SchedOptions,
+        lifecycle: LifecycleOptions,
     ) -> (ServerHandle, Self) {
         let (tx, rx) = mpsc::channel(256);
         let (counts_tx, counts) = watch::channel(ServerCounts::default());
@@ -142,10 +148,10 @@ impl AnkaiosServer {
             conns: Connections::default(),
             streams: Streams::default(),
             jobs: JobEngine::new(jobs),
-            sched: Scheduling {
+            lifecycle: Lifecycle {
                 resync,
-                seq: sched.seq,
-                reaper: Reaper::new(sched.reaper),
+                seq: lifecycle.seq,
+                reaper: Reaper::new(lifecycle.reaper),
                 placer: Placer::default(),
                 gates: HealthGates::default(),
                 gate_file: state_file.as_ref().map(GateFile::next_to),
@@ -153,13 +159,17 @@ impl AnkaiosServer {
             hooks: Hooks::default(),
         };
         server.place_update(&mut initial.rendered, &[]);
-        render::render_initial(&mut server.sched.seq, &server.desired.current, &server.states, &mut initial);
+        rendering::render_initial(&mut server.lifecycle.seq, &server.desired.current, &server.states, &mut initial);
         let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
         server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
         server.desired.current = initial;
-        server.restore_gates();
-        render::record_escalations(&server.desired.current, &mut server.states, &ank_common::State::default());
-        server.record_initial_states(&diff);
+        let (current, generations) = (&server.desired.current, &server.desired.generations);
+        let gate_file = server.lifecycle.gate_file.as_ref();
+        observe::restore(&mut server.lifecycle.gates, gate_file, current, generations, tokio::time::Instant::now());
+        rendering::record_escalations(&server.desired.current, &mut server.states, &ank_common::State::default());
+        let (current, placer) = (&server.desired.current, &server.lifecycle.placer);
+        let generations = &server.desired.generations;
+        server.states.record_decided(&diff, &current.rendered, generations, |n| placer.not_scheduled_state(n));
         if !diff.added.is_empty() {
             // The startup manifest is the first job.
             server.open_job(&ank_common::State::default(), &diff, true);
@@ -171,9 +181,9 @@ impl AnkaiosServer {
 
     /// Processes commands until `shutdown` fires or every handle is gone.
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut resync = tokio::time::interval(self.sched.resync.tick());
+        let mut resync = tokio::time::interval(self.lifecycle.resync.tick());
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut reap = tokio::time::interval(self.sched.reaper.settings().tick);
+        let mut reap = tokio::time::interval(self.lifecycle.reaper.settings().tick);
         reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.start_initial_hooks();
         self.flush();
@@ -231,10 +241,6 @@ impl AnkaiosServer {
     fn flush(&mut self) {
         let out = self.io.out.take();
         self.conns.deliver(out, &self.states);
-        self.publish_counts();
-    }
-
-    pub(crate) fn publish_counts(&self) {
         let now =
             ServerCounts { agents: self.conns.agent_count(), workloads: self.desired.current.state.workloads.len() };
         self.io.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
@@ -302,10 +308,19 @@ impl AnkaiosServer {
                 let hello = Hello { tags, reports_conditions, capabilities, quota };
                 self.handle_agent_hello(conn, &agent_name, &protocol_version, hello);
             }
-            ToServer::CommanderHello { protocol_version } => self.handle_commander_hello(conn, &protocol_version),
+            ToServer::CommanderHello { protocol_version } => {
+                if !ank_common::is_compatible_protocol(&protocol_version) {
+                    tracing::warn!("rejecting commander: protocol version '{protocol_version}' is not compatible");
+                    self.conns.close(conn);
+                }
+            }
             ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
             ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
-                self.handle_load_status(conn, &agent_name, status, &metrics, quota_used)
+                match self.conns.record_load(conn, &agent_name, status, &metrics, quota_used) {
+                    Some(LoadNews::First) => self.placement_on(AgentChange::Advertised(&agent_name)),
+                    Some(LoadNews::Metrics) => self.placement_on(AgentChange::Metrics(&agent_name)),
+                    None => {}
+                }
             }
             ToServer::Request(request) => self.handle_request(conn, request),
             ToServer::Goodbye => tracing::debug!("connection {conn} says goodbye"),
@@ -381,9 +396,24 @@ impl AnkaiosServer {
                     ResponseContent::Error(format!("no event subscription with request id '{}'", request.request_id))
                 }
             }
-            RequestContent::JobRerun { failed_only } => self.rerun(failed_only),
-            RequestContent::JobInterrupt { job_id } => self.interrupt(job_id),
-            RequestContent::RenderedState { field_mask } => render::rendered_state(&self.desired.current, &field_mask),
+            // [feature L6: re-trigger without spec change]
+            RequestContent::JobRerun { failed_only } => {
+                let agents = self.conns.agents();
+                let current = &self.desired.current;
+                let id = self.jobs.rerun(failed_only, current, &self.desired.generations, &self.states, agents.keys());
+                self.io.out.job_opened();
+                job_accepted(id)
+            }
+            RequestContent::JobInterrupt { job_id } => {
+                let (answer, ended) = self.jobs.interrupt_request(job_id);
+                if ended {
+                    self.io.out.job_opened();
+                }
+                answer
+            }
+            RequestContent::RenderedState { field_mask } => {
+                rendering::rendered_state(&self.desired.current, &field_mask)
+            }
         };
         self.io.out.send(conn, FromServer::Response(Response { request_id: request.request_id, content }));
     }
@@ -394,9 +424,9 @@ mod gate_tests;
 #[cfg(test)]
 mod job_tests;
 #[cfg(test)]
-mod placement_tests;
+mod lifecycle_tests;
 #[cfg(test)]
-mod sched_tests;
+mod placement_tests;
 #[cfg(test)]
 mod state_file_tests;
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The parts the actor's state is grouped into. Each part belongs to one
 //! feature; the actor only holds them side by side. The streams and the
-//! scheduling parts are the actor's own: their features borrow what they
+//! lifecycle parts are the actor's own: their features borrow what they
 //! need from it and return their effects.
 
 use ank_common::daemon::Ping;
@@ -18,28 +18,28 @@ use crate::hooks::HooksRegistry;
 use crate::hooks::flow::HookFlow;
 use crate::logs::campaigns::LogCampaigns;
 use crate::placement::Placer;
-use crate::reaper::Reaper;
-use crate::sched::seq_pools::SeqPools;
+use crate::reaper::{Reaper, ReaperSettings};
+use crate::seq_pools::SeqPools;
 use crate::state_file::StateFile;
 use crate::workload_states::ResyncSettings;
 
 /// What goes into the actor and out of it: the commands, the liveness
 /// pings, the published counts, and the messages of the command at hand.
-pub(crate) struct Io {
-    pub(crate) rx: mpsc::Receiver<ServerCommand>,
-    pub(crate) pings: mpsc::Receiver<Ping>,
-    pub(crate) counts: watch::Sender<ServerCounts>,
+pub(super) struct Io {
+    pub(super) rx: mpsc::Receiver<ServerCommand>,
+    pub(super) pings: mpsc::Receiver<Ping>,
+    pub(super) counts: watch::Sender<ServerCounts>,
     /// Delivered to the connections once per command.
-    pub(crate) out: Outbox,
+    pub(super) out: Outbox,
 }
 
 /// The desired state in force, where it is saved, and the generation of
 /// every desired workload.
-pub(crate) struct Desired {
-    pub(crate) current: DesiredState,
+pub(super) struct Desired {
+    pub(super) current: DesiredState,
     /// Where accepted desired states are saved, if anywhere.
-    pub(crate) file: Option<StateFile>,
-    pub(crate) generations: Generations,
+    pub(super) file: Option<StateFile>,
+    pub(super) generations: Generations,
 }
 
 /// What commanders subscribed to: events and log campaigns, and how many
@@ -53,8 +53,20 @@ pub(super) struct Streams {
     pub(super) limits: crate::stream_limits::StreamLimits,
 }
 
-/// The scheduling features on the desired state.
-pub(crate) struct Scheduling {
+/// What the lifecycle features start with: the `${seq:N}` pools and the
+/// reaper's settings.
+#[derive(Debug, Default)]
+pub struct LifecycleOptions {
+    /// The `${seq:N}` pools (kept next to the state file, if any).
+    pub seq: SeqPools,
+    /// The reaper of finished workloads.
+    pub reaper: ReaperSettings,
+}
+
+/// The features that look after the desired workloads over their
+/// lifetime: resync, `${seq:N}` numbers, the reaper, placement and the
+/// health gates.
+pub(super) struct Lifecycle {
     /// When the server re-sends a spec nobody confirmed.
     pub(super) resync: ResyncSettings,
     /// The `${seq:N}` numbers of the workloads.
@@ -64,16 +76,16 @@ pub(crate) struct Scheduling {
     /// Placement of the workloads with an agent selector.
     pub(super) placer: Placer,
     /// The health gates of updated workloads and their last healthy specs.
-    pub(crate) gates: HealthGates,
+    pub(super) gates: HealthGates,
     /// Where the open gates are saved (next to the state file), if anywhere.
     pub(super) gate_file: Option<GateFile>,
 }
 
 /// The mutating hooks and the chain of them running.
 #[derive(Default)]
-pub(crate) struct Hooks {
+pub(super) struct Hooks {
     /// Empty: updates never wait for a hook.
-    pub(crate) registry: HooksRegistry,
+    pub(super) registry: HooksRegistry,
     /// The chain running, and the updates waiting for it.
-    pub(crate) flow: HookFlow,
+    pub(super) flow: HookFlow<super::Prepared>,
 }

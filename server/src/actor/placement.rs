@@ -9,6 +9,18 @@ use tokio::time::Instant;
 use super::AnkaiosServer;
 use crate::placement::{Moved, Placement, PlacementSettings};
 
+/// What happened to an agent that placement looks at.
+pub(super) enum AgentChange<'a> {
+    /// It connected: it is back, and may run NotScheduled workloads.
+    Joined(&'a str),
+    /// It disconnected: its workloads may move after the grace.
+    Left(&'a str),
+    /// Its advertisement (labels, capabilities, first metrics) changed.
+    Advertised(&'a str),
+    /// Its metrics changed after its first load report.
+    Metrics(&'a str),
+}
+
 impl AnkaiosServer {
     /// Replaces the placement settings (the seed restarts the generator).
     pub fn with_placement(mut self, settings: PlacementSettings) -> Self {
@@ -19,14 +31,14 @@ impl AnkaiosServer {
             format_duration(settings.agent_loss_grace),
             settings.seed
         );
-        self.sched.placer.reconfigure(settings);
+        self.lifecycle.placer.reconfigure(settings);
         self
     }
 
     /// What a placement pass borrows.
     fn placement(&mut self) -> Placement<'_> {
         Placement {
-            placer: &mut self.sched.placer,
+            placer: &mut self.lifecycle.placer,
             conns: &self.conns,
             current: &self.desired.current,
             states: &mut self.states,
@@ -41,27 +53,15 @@ impl AnkaiosServer {
         self.io.out.append(out);
     }
 
-    /// `agent` connected: it is back, and may run NotScheduled workloads.
-    pub(super) fn placement_agent_joined(&mut self, agent: &str) {
-        let moved = self.placement().agent_joined(agent);
-        self.move_workloads(moved);
-    }
-
-    /// `agent` disconnected: its workloads may move after the grace.
-    pub(super) fn placement_agent_left(&mut self, agent: &str) {
-        let moved = self.placement().agent_left(agent);
-        self.move_workloads(moved);
-    }
-
-    /// The advertisement of `agent` changed.
-    pub(super) fn placement_agent_changed(&mut self, agent: &str) {
-        let moved = self.placement().agent_changed(agent);
-        self.move_workloads(moved);
-    }
-
-    /// The metrics of `agent` changed after its first load report.
-    pub(super) fn placement_metrics_changed(&mut self, agent: &str) {
-        let moved = self.placement().metrics_changed(agent);
+    /// Lets placement react to what happened to an agent, and moves what
+    /// it moved.
+    pub(super) fn placement_on(&mut self, change: AgentChange<'_>) {
+        let moved = match change {
+            AgentChange::Joined(agent) => self.placement().agent_joined(agent),
+            AgentChange::Left(agent) => self.placement().agent_left(agent),
+            AgentChange::Advertised(agent) => self.placement().agent_changed(agent),
+            AgentChange::Metrics(agent) => self.placement().metrics_changed(agent),
+        };
         self.move_workloads(moved);
     }
 
@@ -87,7 +87,7 @@ impl AnkaiosServer {
         if moves.is_empty() {
             return;
         }
-        if self.hooks_busy() {
+        if self.hooks.flow.busy() {
             // Not on the base a chain of hooks is working on; placement
             // looks again at its next occasion.
             return tracing::info!("placement of {} workloads waits for the running mutating hooks", moves.len());

@@ -7,14 +7,14 @@ use std::os::unix::fs::MetadataExt;
 
 use ank_common::messages::ResponseContent;
 
-use super::sched_tests::{apply, empty, start, wl};
+use super::lifecycle_tests::{apply, empty, start, wl};
 use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn state_file_holds_an_acknowledged_update_and_is_not_rewritten_without_a_change() {
     let dir = tempfile::tempdir().unwrap();
     let file = StateFile::new(dir.path().join("state.json"));
-    let (mut h, _) = start(empty(), Some(file.clone()), SchedOptions::default()).await;
+    let (mut h, _) = start(empty(), Some(file.clone()), LifecycleOptions::default()).await;
     let one = format!("apiVersion: v1\nworkloads:\n{}", wl("a", ""));
     let answer = apply(&mut h, &one).await;
     assert!(matches!(answer, ResponseContent::UpdateStateSuccess { .. }), "{answer:?}");

@@ -14,9 +14,10 @@ impl AnkaiosServer {
         Resync {
             states: &mut self.states,
             conns: &self.conns,
-            jobs: &self.jobs,
-            desired: &self.desired,
-            settings: self.sched.resync,
+            held: &self.jobs,
+            current: &self.desired.current,
+            generations: &self.desired.generations,
+            settings: self.lifecycle.resync,
         }
     }
 
@@ -37,10 +38,10 @@ impl AnkaiosServer {
     /// event first, then the change; not while hooks run (reaped at the
     /// next tick, on the state the hooks' chain leaves).
     pub(super) fn reaper_tick(&mut self) {
-        if self.hooks_busy() {
+        if self.hooks.flow.busy() {
             return;
         }
-        let due = self.sched.reaper.due(&self.desired.current, &self.states, Instant::now());
+        let due = self.lifecycle.reaper.due(&self.desired.current, &self.states, Instant::now());
         if due.is_empty() {
             return;
         }

@@ -5,21 +5,47 @@
 
 use ank_common::convert::PartialCompleteState;
 use ank_common::messages::{FromServer, ResponseContent};
-use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
 
+use super::placement::AgentChange;
 use super::{AnkaiosServer, Prepared, rejected};
+use crate::connections::Connections;
 use crate::desired_state::{self, DesiredState, StateDiff};
+use crate::hooks::HookError;
+use crate::hooks::effect::AnswerError;
+use crate::rendering;
 use crate::requests;
-use crate::sched::render;
+use crate::seq_pools::SeqPoolsError;
+use crate::state_file::StateFileError;
+
+/// Why a new desired state is not accepted (each worded as before:
+/// the text goes into the update's answer).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AcceptError {
+    /// The `${seq:N}` numbers cannot be taken or saved.
+    #[error(transparent)]
+    SeqPools(#[from] SeqPoolsError),
+    /// The state file cannot be written.
+    #[error(transparent)]
+    StateFile(#[from] StateFileError),
+    /// A chain of mutating hooks refused the change.
+    #[error(transparent)]
+    Hooks(#[from] HookError),
+    /// The hooks' answer cannot be applied.
+    #[error(transparent)]
+    HookAnswer(#[from] AnswerError),
+}
 
 impl AnkaiosServer {
     pub(crate) fn update_state(&mut self, new_state: &PartialCompleteState, update_mask: &[String]) -> ResponseContent {
-        let next = match self.prepare_update(new_state, update_mask) {
+        let next = match prepare_update(&self.desired.current, &self.conns, new_state, update_mask) {
             Ok(next) => next,
             Err(answer) => return answer,
         };
         let began = tokio::time::Instant::now();
-        let result = self.accept(next);
+        // With hooks configured, changes go through `hooked_update` and
+        // `server_change` instead.
+        debug_assert!(self.hooks.registry.is_empty(), "a change bypassed the mutating hooks");
+        let result = self.prepare_accept(next, &[]).and_then(|prepared| self.commit(prepared));
         if let Ok((diff, job)) = &result {
             // With the agent's podman timings, a timeline of a start.
             tracing::debug!(
@@ -32,38 +58,19 @@ impl AnkaiosServer {
         self.update_answer(new_state, update_mask, result)
     }
 
-    /// The new desired state an update asks for, or the refusal.
-    pub(crate) fn prepare_update(
-        &self,
-        new_state: &PartialCompleteState,
-        update_mask: &[String],
-    ) -> Result<DesiredState, ResponseContent> {
-        // The effective state is computed, never written; an effectiveState
-        // part of a new state without such a mask is ignored, as in Ankaios.
-        if let Some(mask) = update_mask.iter().find(|m| m.split('.').next() == Some("effectiveState")) {
-            return Err(rejected(format!(
-                "'{mask}' is read-only: the effective state is computed from the desired state; update 'desiredState' instead"
-            )));
-        }
-        if let Err(mask) = requests::check_update_masks(&self.desired.current, &self.conns, new_state, update_mask) {
-            return Err(rejected(format!("Could not find field {mask}")));
-        }
-        desired_state::apply_update(&self.desired.current, new_state, update_mask).map_err(|e| rejected(e.to_string()))
-    }
-
     /// The answer to an update whose new state was accepted or not.
     pub(crate) fn update_answer(
         &mut self,
         new_state: &PartialCompleteState,
         update_mask: &[String],
-        result: Result<(StateDiff, u64), String>,
+        result: Result<(StateDiff, u64), AcceptError>,
     ) -> ResponseContent {
         match result {
             Ok((diff, job_id)) => {
                 // Agents whose labels changed may now take NotScheduled
                 // workloads, or no longer match theirs.
                 for agent in requests::update_agent_tags(&mut self.conns, new_state, update_mask) {
-                    self.placement_agent_changed(&agent);
+                    self.placement_on(AgentChange::Advertised(&agent));
                 }
                 ResponseContent::UpdateStateSuccess {
                     added_workloads: diff.added_instance_names(),
@@ -76,58 +83,33 @@ impl AnkaiosServer {
         }
     }
 
-    /// Makes `next` the desired state: finishes its rendering, saves it
-    /// (the `${seq:N}` numbers first, then the state file; not saved means
-    /// not accepted: a restart must not lose it) and opens its job.
-    pub(crate) fn accept(&mut self, next: DesiredState) -> Result<(StateDiff, u64), String> {
-        self.accept_moving(next, &[])
-    }
-
-    /// [`accept`](Self::accept), with `moves` (workload, agent) overriding
-    /// where placement would keep selector workloads.
-    pub(crate) fn accept_moving(
-        &mut self,
-        next: DesiredState,
-        moves: &[(String, String)],
-    ) -> Result<(StateDiff, u64), String> {
-        // With hooks configured, changes go through `hooked_update` and
-        // `hooked_server_change` instead.
-        debug_assert!(self.hooks.registry.is_empty(), "a change bypassed the mutating hooks");
-        let prepared = self.prepare_accept(next, moves)?;
-        self.commit(prepared)
-    }
-
     /// The rendering of `next` finished for the agents: placed, `moves`
     /// applied, `${seq:N}` numbers planned.
     pub(crate) fn prepare_accept(
         &mut self,
         mut next: DesiredState,
         moves: &[(String, String)],
-    ) -> Result<Prepared, String> {
+    ) -> Result<Prepared, AcceptError> {
         // Placement first: the ${seq:N} pools are per agent.
         self.place_update(&mut next.rendered, moves);
-        let table = render::render_for_agents(&self.sched.seq, &self.desired.current, &self.states, &mut next)
+        let table = rendering::render_for_agents(&self.lifecycle.seq, &self.desired.current, &self.states, &mut next)
             .inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
         Ok(Prepared { next, table })
     }
 
     /// Saves and applies a prepared state (the `${seq:N}` numbers first,
     /// then the state file; not saved means not accepted) and opens its job.
-    pub(crate) fn commit(&mut self, prepared: Prepared) -> Result<(StateDiff, u64), String> {
+    pub(crate) fn commit(&mut self, prepared: Prepared) -> Result<(StateDiff, u64), AcceptError> {
         let Prepared { next, table } = prepared;
-        self.sched
-            .seq
-            .save(&table)
-            .map_err(|e| e.to_string())
-            .inspect_err(|e| tracing::error!("update rejected: {e}"))?;
+        self.lifecycle.seq.save(&table).inspect_err(|e| tracing::error!("update rejected: {e}"))?;
         if next.state != self.desired.current.state
             && let Some(file) = &self.desired.file
             && let Err(e) = file.save(&next.state)
         {
             tracing::error!("update rejected: {e}");
-            return Err(e.to_string());
+            return Err(e.into());
         }
-        self.sched.seq.commit(table);
+        self.lifecycle.seq.commit(table);
         Ok(self.switch_to(next))
     }
 
@@ -142,27 +124,24 @@ impl AnkaiosServer {
         }
         let diff = desired_state::diff(&self.desired.current.rendered, &next.rendered);
         let states = &self.states;
-        let generations = self.desired.generations.clone();
+        let before = self.desired.generations.clone();
         self.desired
             .generations
             .advance(&self.desired.current.rendered, &next.rendered, |name| states.max_generation(name));
         let old = std::mem::replace(&mut self.desired.current, next);
-        self.gates_follow_change(&generations);
+        self.gates_follow_change(&before);
         let workloads = &self.desired.current.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
-        render::record_escalations(&self.desired.current, &mut self.states, &old.rendered);
-        let job_id = self.dispatch(&old.rendered, &diff);
-        (diff, job_id)
-    }
-
-    /// Records the states the server decides for a diff and opens its job,
-    /// which hands the changes to the agents in dependency order.
-    pub(crate) fn dispatch(&mut self, old: &ank_common::State, diff: &StateDiff) -> u64 {
-        let changed = self.record_initial_states(diff);
+        rendering::record_escalations(&self.desired.current, &mut self.states, &old.rendered);
+        // The states the server decides for the change, then its job,
+        // which hands the changes to the agents in dependency order.
+        let (current, generations, placer) = (&self.desired.current, &self.desired.generations, &self.lifecycle.placer);
+        let changed =
+            self.states.record_decided(&diff, &current.rendered, generations, |n| placer.not_scheduled_state(n));
         if !changed.is_empty() {
             self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
         }
-        let id = self.open_job(old, diff, false);
+        let id = self.open_job(&old.rendered, &diff, false);
         tracing::info!(
             "job {id}: {} workloads to add, {} to delete",
             diff.added.values().map(Vec::len).sum::<usize>(),
@@ -171,37 +150,27 @@ impl AnkaiosServer {
         // The jobs advance once the command was handled; what they hand
         // out goes here, before the answer to the change.
         self.io.out.job_opened();
-        id
+        (diff, id)
     }
+}
 
-    /// Pending(Initial) for added workloads, NotScheduled for unscheduled
-    /// ones, removal of unscheduled workloads that went away.
-    pub(crate) fn record_initial_states(&mut self, diff: &StateDiff) -> Vec<WorkloadState> {
-        let mut changed = Vec::new();
-        for spec in diff.added.values().flatten() {
-            let mut s = WorkloadState::new(spec.instance_name.clone(), ExecutionState::pending_initial());
-            s.status.generation = self.desired.generations.of(spec.name()).unwrap_or(0);
-            if self.states.record(&s) {
-                changed.push(self.states.state_of(&spec.instance_name));
-            }
-        }
-        // Gone first: a changed unscheduled workload is both gone and new.
-        for name in &diff.unscheduled_gone {
-            let unscheduled = self.states.instances_of("");
-            for n in unscheduled.iter().filter(|n| n.workload_name == name.as_str()) {
-                changed.extend(self.states.forget(n));
-            }
-        }
-        for name in &diff.unscheduled {
-            let Some(wl) = self.desired.current.rendered.workloads.get(name) else { continue };
-            let n = WorkloadInstanceName::new(name, &ank_common::AgentName::unscheduled(), &wl.runtime_config);
-            let mut s = WorkloadState::new(n, self.sched.placer.not_scheduled_state(name.as_str()));
-            // Generations start at 1: a NotScheduled instance shows its workload's.
-            s.status.generation = self.desired.generations.of(name.as_str()).unwrap_or(0);
-            if self.states.record(&s) {
-                changed.push(s);
-            }
-        }
-        changed
+/// The new desired state an update asks to make of `current` (the
+/// masks into the agents checked against `conns`), or the refusal.
+pub(crate) fn prepare_update(
+    current: &DesiredState,
+    conns: &Connections,
+    new_state: &PartialCompleteState,
+    update_mask: &[String],
+) -> Result<DesiredState, ResponseContent> {
+    // The effective state is computed, never written; an effectiveState
+    // part of a new state without such a mask is ignored, as in Ankaios.
+    if let Some(mask) = update_mask.iter().find(|m| m.split('.').next() == Some("effectiveState")) {
+        return Err(rejected(format!(
+            "'{mask}' is read-only: the effective state is computed from the desired state; update 'desiredState' instead"
+        )));
     }
+    if let Err(mask) = requests::check_update_masks(current, conns, new_state, update_mask) {
+        return Err(rejected(format!("Could not find field {mask}")));
+    }
+    desired_state::apply_update(current, new_state, update_mask).map_err(|e| rejected(e.to_string()))
 }

@@ -11,9 +11,11 @@ use ank_common::{AgentAttributes, WorkloadState};
 use tokio::sync::mpsc;
 
 mod interest;
+mod load;
 mod outbox;
 
 pub use interest::Interest;
+pub(crate) use load::LoadNews;
 pub use outbox::{Out, Outbox};
 
 /// The current states of the named workloads, except those of the agent

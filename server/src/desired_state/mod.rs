@@ -151,7 +151,7 @@ fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), Inva
     if let Some(cycle) = ank_common::dependency_graph::find_cycle(rendered) {
         return Err(InvalidState::Cycle(cycle));
     }
-    crate::sched::priorities::write(state, rendered);
+    crate::priorities::write(state, rendered);
     Ok(())
 }
 

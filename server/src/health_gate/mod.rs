@@ -17,6 +17,7 @@
 //! file whenever the open gates change ([`file`]).
 
 pub mod file;
+pub(crate) mod observe;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

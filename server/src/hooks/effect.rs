@@ -75,36 +75,41 @@ fn spec(name: &WorkloadName, wl: &Workload) -> WorkloadSpec {
 // Ankaios: swdd~server-applies-mutated-workloads-to-effective-state~1
 // Ankaios: swdd~server-removes-dropped-workloads-from-effective-state~1
 // Ankaios: swdd~server-restores-undeleted-workloads-in-effective-state~1
-pub fn apply(effective: &State, next: &State, input: &HookInput, outcome: HookOutcome) -> Result<State, String> {
+pub fn apply(effective: &State, next: &State, input: &HookInput, outcome: HookOutcome) -> Result<State, AnswerError> {
     if outcome.changed_by.is_empty() {
         return Ok(unhooked(effective, next, input));
     }
-    let (added, deleted) = ank_common::convert::hook_answer_from_proto(outcome.output).map_err(|e| {
-        let hooks: Vec<&str> = outcome.changed_by.iter().map(|(h, _)| h.as_str()).collect();
-        format!("the answer of the mutating hooks {} is invalid: {e}", hooks.join(", "))
-    })?;
     let hooks = || outcome.changed_by.iter().map(|(h, _)| h.as_str()).collect::<Vec<_>>().join(", ");
+    let invalid = |reason: String| AnswerError::Invalid { hooks: hooks(), reason };
+    let (added, deleted) =
+        ank_common::convert::hook_answer_from_proto(outcome.output).map_err(|e| invalid(e.to_string()))?;
     // What a manifest could not hold, an answer cannot either: an agent
     // name that is no agent name (it would name folders and FIFOs on the
     // agent) or access rules that do not validate.
     for (name, wl) in &added {
         if !wl.agent.is_empty() {
-            AgentName::new(wl.agent.as_str()).map_err(|e| {
-                format!(
-                    "the answer of the mutating hooks {} is invalid: workload '{name}': field 'agent': {e}",
-                    hooks()
-                )
-            })?;
+            AgentName::new(wl.agent.as_str()).map_err(|e| invalid(format!("workload '{name}': field 'agent': {e}")))?;
         }
         ank_common::access_rules::validate(&wl.control_interface_access)
-            .map_err(|e| format!("the answer of the mutating hooks {} is invalid: workload '{name}': {e}", hooks()))?;
+            .map_err(|e| invalid(format!("workload '{name}': {e}")))?;
     }
     let deleted: BTreeSet<String> = deleted.into_iter().collect();
     let out = compose(effective, next, input, added, &deleted);
     if let Some(cycle) = ank_common::dependency_graph::find_cycle(&out) {
-        return Err(format!("the mutating hooks' answer has a dependency cycle: {}", cycle.join(" -> ")));
+        return Err(AnswerError::Cycle(cycle.join(" -> ")));
     }
     Ok(out)
+}
+
+/// Why the hooks' answer cannot become the effective state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// The answer does not decode or holds what a manifest could not.
+    #[error("the answer of the mutating hooks {hooks} is invalid: {reason}")]
+    Invalid { hooks: String, reason: String },
+    /// The workloads of the answer depend on each other in a cycle.
+    #[error("the mutating hooks' answer has a dependency cycle: {0}")]
+    Cycle(String),
 }
 
 /// The new effective state for a change no hook ran on (placement moves

@@ -88,11 +88,11 @@ fn hooks_effect_an_answer_with_a_cycle_or_a_bad_name_is_refused() {
             deps.dependencies.insert(other.into(), ank_proto::ank_base::AddCondition::AddCondRunning as i32);
         }
     });
-    let e = apply(&base, &next, &input, outcome).unwrap_err();
+    let e = apply(&base, &next, &input, outcome).unwrap_err().to_string();
     assert!(e.contains("dependency cycle"), "{e}");
     let outcome = answer(&input.message, |u| {
         u.added_workloads[0].instance_name.as_mut().unwrap().workload_name = "a b".into();
     });
-    let e = apply(&base, &next, &input, outcome).unwrap_err();
+    let e = apply(&base, &next, &input, outcome).unwrap_err().to_string();
     assert!(e.starts_with("the answer of the mutating hooks h is invalid: "), "{e}");
 }

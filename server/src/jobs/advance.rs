@@ -14,9 +14,9 @@ use ank_common::{ExecutionState, State, StateKind, WorkloadInstanceName, Workloa
 use tokio::time::Instant;
 
 use super::{JobEngine, JobView, Trigger};
-use crate::actor::Desired;
 use crate::connections::{Connections, Outbox};
-use crate::desired_state;
+use crate::desired_state::generations::Generations;
+use crate::desired_state::{self, DesiredState};
 use crate::health_gate::HealthGates;
 use crate::workload_states::WorkloadStateStore;
 
@@ -25,7 +25,9 @@ pub(crate) struct Advance<'a> {
     pub(crate) jobs: &'a mut JobEngine,
     pub(crate) states: &'a mut WorkloadStateStore,
     pub(crate) conns: &'a Connections,
-    pub(crate) desired: &'a Desired,
+    /// The desired state in force and the generations of its workloads.
+    pub(crate) current: &'a DesiredState,
+    pub(crate) generations: &'a Generations,
     pub(crate) gates: &'a HealthGates,
     pub(crate) out: Outbox,
 }
@@ -96,7 +98,7 @@ impl Advance<'_> {
         let mut changed = self.cancel_failed_pipelines();
         for _ in 0..64 {
             let view = ServerView {
-                desired: &self.desired.current.rendered,
+                desired: &self.current.rendered,
                 states: self.states,
                 conns: self.conns,
                 gates: self.gates,
@@ -139,7 +141,7 @@ impl Advance<'_> {
             }
             if let Some(spec) = t.add {
                 let agent = spec.instance_name.agent_name.clone();
-                per_agent.entry(agent).or_default().0.push(self.desired.generations.stamp(spec));
+                per_agent.entry(agent).or_default().0.push(self.generations.stamp(spec));
             }
         }
         for (agent, (added, deleted)) in per_agent {

@@ -14,12 +14,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ank_common::execution_state::{Pending, Stopping};
 use ank_common::jobs::{ItemClass, Job, JobItem, JobPhase};
 use ank_common::messages::DeletedWorkload;
 use ank_common::workload::{AddCondition, WorkloadSpec};
 use ank_common::{StateKind, WorkloadInstanceName};
 use tokio::time::Instant;
+
+use super::classify::{classify, counts, is_deletion, settled};
+use super::phase::{decide_phase, finish};
 
 /// How jobs behave (configurable). The default is Ankaios' behaviour: every
 /// workload goes to its agent at once and nothing gives up; the server-side
@@ -105,6 +107,15 @@ pub fn meets(condition: AddCondition, kind: Option<StateKind>) -> bool {
     )
 }
 
+/// Why a job cannot be interrupted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InterruptError {
+    #[error("no job {0}")]
+    NoJob(u64),
+    #[error("job {id} is already {phase}")]
+    Finished { id: u64, phase: &'static str },
+}
+
 /// One workload of a new job.
 #[derive(Debug, Clone, Default)]
 pub struct NewItem {
@@ -131,25 +142,25 @@ pub struct Trigger {
 }
 
 #[derive(Debug, Clone)]
-struct Item {
-    new: NewItem,
-    generation: u64,
+pub(super) struct Item {
+    pub(super) new: NewItem,
+    pub(super) generation: u64,
     /// Fixed class and reason (interrupted, superseded).
-    frozen: Option<(ItemClass, String)>,
+    pub(super) frozen: Option<(ItemClass, String)>,
     /// Superseded items no longer count for the phase.
-    superseded: bool,
+    pub(super) superseded: bool,
     /// Failed by its update gate: a later job (the revert) does not
     /// supersede the failure.
-    gate_failed: bool,
-    shown: JobItem,
+    pub(super) gate_failed: bool,
+    pub(super) shown: JobItem,
 }
 
 #[derive(Debug)]
-struct Run {
-    job: Job,
-    items: BTreeMap<String, Item>,
-    delete_only: bool,
-    stuck_since: Option<Instant>,
+pub(super) struct Run {
+    pub(super) job: Job,
+    pub(super) items: BTreeMap<String, Item>,
+    pub(super) delete_only: bool,
+    pub(super) stuck_since: Option<Instant>,
 }
 
 /// All jobs, active and recent.
@@ -327,10 +338,10 @@ impl JobEngine {
 
     /// Ends a running job: its unfinished items count as failed.
     // [feature L7: interrupt]
-    pub fn interrupt(&mut self, id: u64) -> Result<(), String> {
-        let run = self.runs.get_mut(&id).ok_or_else(|| format!("no job {id}"))?;
+    pub fn interrupt(&mut self, id: u64) -> Result<(), InterruptError> {
+        let run = self.runs.get_mut(&id).ok_or(InterruptError::NoJob(id))?;
         if run.job.phase.is_final() {
-            return Err(format!("job {id} is already {}", run.job.phase.as_str()));
+            return Err(InterruptError::Finished { id, phase: run.job.phase.as_str() });
         }
         for item in run.items.values_mut().filter(|i| !i.superseded) {
             if matches!(item.shown.class, ItemClass::InProgress | ItemClass::Ready | ItemClass::Waiting) {
@@ -390,207 +401,6 @@ impl JobEngine {
             self.runs.remove(&id);
         }
     }
-}
-
-/// Whether an item was handed out and reached a result.
-fn settled(item: &Item) -> bool {
-    item.frozen.is_none() && item.new.triggered && matches!(item.shown.class, ItemClass::Succeeded | ItemClass::Failed)
-}
-
-/// Whether an item counts for its job's phase.
-fn counts(item: &Item) -> bool {
-    !item.superseded
-}
-
-/// Whether the item removes its workload (an unplaced one is to be added).
-fn is_deletion(item: &NewItem) -> bool {
-    item.add.is_none() && !item.unplaced
-}
-
-/// The class of an item now; `hold`: an untriggered item waits for its
-/// dependencies (else it is ready at once and its agent waits).
-fn classify(item: &Item, view: &dyn JobView, hold: bool) -> JobItem {
-    let mut shown = JobItem { delete: is_deletion(&item.new), ..JobItem::default() };
-    if let Some((class, reason)) = &item.frozen {
-        shown.class = *class;
-        shown.reason = reason.clone();
-        shown.state = item.shown.state.clone();
-        return shown;
-    }
-    if item.new.unplaced {
-        shown.class = ItemClass::Waiting;
-        shown.state = "NotScheduled".to_owned();
-        shown.reason = "waits for an agent that matches its agentSelector".to_owned();
-        return shown;
-    }
-    let target = item.new.add.as_ref().map(|s| &s.instance_name).or(item.new.delete.as_ref().map(|d| &d.instance_name));
-    let now = target.and_then(|n| view.instance(n));
-    shown.state = now.as_ref().map(|(s, _)| s.to_string()).unwrap_or_default();
-    if !item.new.triggered {
-        let waits = if hold || depends_on_gated(item, view) { waiting_for(item, view) } else { Vec::new() };
-        if waits.is_empty() {
-            shown.class = ItemClass::Ready;
-        } else {
-            shown.class = ItemClass::Waiting;
-            shown.reason = format!("waits for {}", waits.join(", "));
-        }
-        return shown;
-    }
-    shown.class = match (&item.new.add, now) {
-        (Some(_), None) => ItemClass::InProgress,
-        // A report about an older spec says nothing about this one (0:
-        // an agent that does not report generations).
-        (Some(_), Some((_, observed))) if observed != 0 && observed < item.generation => ItemClass::InProgress,
-        (Some(_), Some((state, _))) => match state {
-            StateKind::Running | StateKind::Succeeded => ItemClass::Succeeded,
-            StateKind::Failed(_)
-            | StateKind::Pending(Pending::StartingFailed | Pending::Canceled)
-            | StateKind::Stopping(Stopping::DeleteFailed) => {
-                shown.reason = state.to_string();
-                ItemClass::Failed
-            }
-            _ => ItemClass::InProgress,
-        },
-        (None, None) => ItemClass::Succeeded,
-        (None, Some((state, _))) => match state {
-            StateKind::Removed => ItemClass::Succeeded,
-            StateKind::Stopping(Stopping::DeleteFailed) => {
-                shown.reason = state.to_string();
-                ItemClass::Failed
-            }
-            _ => ItemClass::InProgress,
-        },
-    };
-    // Under an open update gate the result is the gate's: a failure may
-    // still heal, and running is not yet healthy.
-    if matches!(shown.class, ItemClass::Succeeded | ItemClass::Failed)
-        && let Some(spec) = &item.new.add
-        && let Some(why) = view.gate(spec.name(), item.generation)
-    {
-        shown.class = ItemClass::InProgress;
-        shown.reason = why;
-    }
-    // Handed to an agent that is not there: nothing is in flight.
-    if shown.class == ItemClass::InProgress
-        && let Some(away) = target.and_then(|n| view.away(&n.agent_name))
-    {
-        shown.class = ItemClass::Waiting;
-        shown.reason = format!("waits for {away}");
-    }
-    // Handed out, and its agent holds it for its dependencies: nothing is
-    // in flight either (the job may be stuck, or done after a failure).
-    if shown.class == ItemClass::InProgress
-        && now.is_some_and(|(s, _)| s == StateKind::Pending(Pending::WaitingToStart))
-    {
-        let waits = waiting_for(item, view);
-        if !waits.is_empty() {
-            shown.class = ItemClass::Waiting;
-            shown.reason = format!("waits for {}", waits.join(", "));
-        }
-    }
-    shown
-}
-
-/// Whether an item to add depends on a workload under an open update gate.
-fn depends_on_gated(item: &Item, view: &dyn JobView) -> bool {
-    item.new.add.as_ref().is_some_and(|spec| spec.workload.dependencies.keys().any(|d| view.gated(d.as_str())))
-}
-
-/// What an untriggered item waits for, as "db (Pending(Initial))" parts.
-fn waiting_for(item: &Item, view: &dyn JobView) -> Vec<String> {
-    match &item.new.add {
-        Some(spec) => spec
-            .workload
-            .dependencies
-            .iter()
-            .filter_map(|(dep, cond)| view.dependency(dep.as_str(), *cond).err())
-            .collect(),
-        None => item
-            .new
-            .delete_after
-            .iter()
-            .filter(|n| view.instance(n).is_some_and(|(s, _)| s != StateKind::Removed))
-            .map(|n| format!("{} to stop", n.workload_name))
-            .collect(),
-    }
-}
-
-/// Sets the phase of an unfinished job from its items' classes. A job with
-/// a failed item ends once nothing is in flight, unless it still holds items
-/// it will hand out (`hold_dependents` without `stop_on_failure`).
-// [feature L3: stop on failure, wait for in-flight]
-// [feature L4: stuck detection]
-fn decide_phase(run: &mut Run, settings: &JobSettings, now: Instant) {
-    let counted: Vec<(&String, &Item)> = run.items.iter().filter(|(_, i)| counts(i)).collect();
-    let of = |class: ItemClass| counted.iter().filter(move |(_, i)| i.shown.class == class).map(|(n, i)| (*n, *i));
-    let (failed, active, ready, waiting) = (
-        of(ItemClass::Failed).count(),
-        of(ItemClass::InProgress).count(),
-        of(ItemClass::Ready).count(),
-        of(ItemClass::Waiting).count(),
-    );
-    let (fail_phase, busy_phase) = if run.delete_only {
-        (JobPhase::DeleteFailed, JobPhase::Deleting)
-    } else {
-        (JobPhase::Failed, JobPhase::Progressing)
-    };
-    let holds_more = !settings.stop_on_failure && counted.iter().any(|(_, i)| !i.new.triggered && i.frozen.is_none());
-    if failed > 0 && !holds_more {
-        if active == 0 {
-            let mut parts: Vec<String> =
-                of(ItemClass::Failed).map(|(n, i)| format!("{n}: {}", i.shown.reason)).collect();
-            let unstarted: Vec<&str> =
-                of(ItemClass::Waiting).chain(of(ItemClass::Ready)).map(|(n, _)| n.as_str()).collect();
-            if !unstarted.is_empty() {
-                let verb = if run.delete_only { "not stopped" } else { "not started" };
-                parts.push(format!("{verb}: {}", bounded(unstarted, ", ")));
-            }
-            finish(run, fail_phase, bounded(parts, "; "));
-        } else {
-            run.job.phase = busy_phase;
-        }
-        return;
-    }
-    if active == 0 && ready == 0 && waiting == 0 {
-        let reason = if counted.is_empty() && !run.items.is_empty() { "superseded".to_owned() } else { String::new() };
-        finish(run, JobPhase::Succeeded, reason);
-        return;
-    }
-    if active == 0 && ready == 0 {
-        let since = *run.stuck_since.get_or_insert(now);
-        if let Some(stuck_after) = settings.stuck_after
-            && now.saturating_duration_since(since) >= stuck_after
-        {
-            let chain: Vec<String> = of(ItemClass::Waiting).map(|(n, i)| format!("{n} {}", i.shown.reason)).collect();
-            finish(run, fail_phase, format!("stuck: {}", bounded(chain, "; ")));
-            return;
-        }
-    } else {
-        run.stuck_since = None;
-    }
-    // Everything handed out, only results outstanding: Completing.
-    run.job.phase = if !run.delete_only && ready == 0 && waiting == 0 { JobPhase::Completing } else { busy_phase };
-}
-
-/// Joins at most [`REASON_ITEMS`] parts and says how many more there are:
-/// the items themselves are listed by `ank get job`.
-fn bounded<T: AsRef<str>>(parts: Vec<T>, sep: &str) -> String {
-    let shown: Vec<&str> = parts.iter().take(REASON_ITEMS).map(AsRef::as_ref).collect();
-    let mut text = shown.join(sep);
-    if parts.len() > REASON_ITEMS {
-        text.push_str(&format!("{sep}and {} more", parts.len() - REASON_ITEMS));
-    }
-    text
-}
-
-/// How many items a job's reason names.
-const REASON_ITEMS: usize = 5;
-
-fn finish(run: &mut Run, phase: JobPhase, reason: String) {
-    run.job.phase = phase;
-    run.job.reason = reason;
-    run.job.finished_at = ank_common::daemon::clock::now_rfc3339();
-    run.stuck_since = None;
 }
 
 #[cfg(test)]

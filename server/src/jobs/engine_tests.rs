@@ -9,6 +9,7 @@ use ank_common::workload::AddCondition;
 use ank_common::{StateKind, WorkloadInstanceName};
 
 use super::*;
+use crate::jobs::phase::bounded;
 
 const CHAIN: &str = "apiVersion: v1
 workloads:
@@ -277,8 +278,8 @@ async fn an_interrupt_fails_the_unfinished_items_and_ends_the_job() {
     assert_eq!(j.phase, JobPhase::Failed);
     assert_eq!(j.reason, "interrupted");
     assert_eq!(j.names_in(ItemClass::Failed), ["api", "db"]);
-    assert_eq!(engine.interrupt(1).unwrap_err(), "job 1 is already Failed");
-    assert_eq!(engine.interrupt(7).unwrap_err(), "no job 7");
+    assert_eq!(engine.interrupt(1).unwrap_err().to_string(), "job 1 is already Failed");
+    assert_eq!(engine.interrupt(7).unwrap_err().to_string(), "no job 7");
     // A new job takes the held workload over and may start it.
     view.set("db", StateKind::Running);
     assert_eq!(engine.create(adds(&["api"])), 2);

@@ -18,8 +18,8 @@ use ank_common::{ExecutionState, StateKind, WorkloadState};
 
 use super::advance::Advance;
 use crate::desired_state;
+use crate::priorities;
 use crate::reaper::failed_for_good;
-use crate::sched::priorities;
 
 impl Advance<'_> {
     /// Cancels the members of failed pipelines that have not started and
@@ -28,12 +28,10 @@ impl Advance<'_> {
     // [feature K6: pipeline cancel-on-failure -> Pending(Canceled), never sent to the agent]
     pub(super) fn cancel_failed_pipelines(&mut self) -> Vec<WorkloadState> {
         let mut cancel: Vec<(WorkloadSpec, String)> = Vec::new();
-        for (group_name, group) in
-            self.desired.current.state.groups.iter().filter(|(_, g)| g.mode == GroupMode::Pipeline)
-        {
+        for (group_name, group) in self.current.state.groups.iter().filter(|(_, g)| g.mode == GroupMode::Pipeline) {
             let mut failed: Option<&str> = None;
             for member in &group.members {
-                let Some((name, wl)) = self.desired.current.rendered.workloads.get_key_value(member.as_str()) else {
+                let Some((name, wl)) = self.current.rendered.workloads.get_key_value(member.as_str()) else {
                     continue;
                 };
                 let Some(spec) = desired_state::spec_of(name, wl) else { continue };

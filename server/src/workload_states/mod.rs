@@ -6,12 +6,16 @@
 //! instance, when its availability was last confirmed and last re-sent,
 //! which the TTL resync reads.
 
+mod decided;
+mod reports;
 mod resync;
 mod timing;
 mod touched;
 
-pub(crate) use resync::Resync;
+#[cfg(test)]
+use reports::Ingest;
 pub use resync::ResyncSettings;
+pub(crate) use resync::{HeldBack, Resync};
 pub use timing::Timing;
 pub use touched::Touched;
 
@@ -28,19 +32,6 @@ use ank_common::{ExecutionState, InstanceEntry, StateKind, WorkloadInstanceName,
 /// One agent's states: workload -> instance id -> entry.
 pub type AgentStatesMap = std::collections::BTreeMap<String, std::collections::BTreeMap<String, InstanceEntry>>;
 use tokio::time::Instant;
-
-/// The outcome of one agent report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ingest {
-    /// Stored; `true` if anything visible changed.
-    Accepted(bool),
-    /// observedGeneration below the one already accepted: dropped.
-    Stale,
-    /// observedGeneration above the workload's generation: dropped.
-    Future,
-    /// A condition the agent must report is missing: dropped.
-    Invalid(ConditionType),
-}
 
 /// How the Health condition's message of an instance deleted while its
 /// agent is away begins (the state is AgentDisconnected, as in Ankaios).
@@ -144,67 +135,6 @@ impl WorkloadStateStore {
             .filter_map(|by_name| by_name.get(&n.workload_name))
             .flat_map(|by_id| by_id.values())
             .find_map(|e| e.status.condition(ConditionType::Available).cloned())
-    }
-
-    /// Takes in an agent's report. `generation` is the workload's current
-    /// generation when the desired state still has this instance. Reports
-    /// from the future or older than the last accepted one are dropped, as
-    /// are reports lacking one of Applied / Available / Health; a report
-    /// without any (an Ankaios agent) gets conditions derived from its state.
-    /// Removed is always taken.
-    // [feature H2: generation-guarded status ingestion]
-    pub fn ingest(&mut self, report: &WorkloadState, generation: Option<u64>) -> Ingest {
-        let n = &report.instance_name;
-        let r = &report.status;
-        if let Some(missing) = r.missing_agent_condition() {
-            return Ingest::Invalid(missing);
-        }
-        let observed = r.observed_generation;
-        // A removal is final whatever the generation: an agent confirming
-        // the deletion of an instance it never knew cannot name one.
-        let removed = report.execution_state.kind == StateKind::Removed;
-        if r.is_extended() && !removed {
-            if generation.is_some_and(|g| observed > g) {
-                return Ingest::Future;
-            }
-            if self.entry(n).is_some_and(|e| observed < e.status.observed_generation) {
-                return Ingest::Stale;
-            }
-        }
-        if removed {
-            return Ingest::Accepted(self.remove(n));
-        }
-        let mut changed = self.put(&WorkloadState::new(n.clone(), report.execution_state.clone()));
-        changed |= self.merge_events(&n.workload_name, &r.events);
-        let now = now_rfc3339();
-        let Some(entry) = self.entry_mut(n) else { return Ingest::Accepted(changed) };
-        if let Some(g) = generation
-            && entry.status.generation != g
-        {
-            entry.status.generation = g;
-            changed = true;
-        }
-        let reported = if r.is_extended() {
-            if entry.status.observed_generation != observed {
-                entry.status.observed_generation = observed;
-                changed = true;
-            }
-            r.conditions.clone()
-        } else {
-            let at = entry.status.generation;
-            conditions::agent_conditions(&report.execution_state, at, &RuntimeHealth::Reachable)
-        };
-        let mut confirmed = false;
-        for c in reported.into_iter().filter(|c| c.kind != ConditionType::Ready) {
-            let kind = c.kind;
-            let merged = conditions::merge(&mut entry.status.conditions, c, &now);
-            confirmed |= merged && kind == ConditionType::Available;
-            changed |= merged;
-        }
-        if confirmed && let Some(t) = self.timing.get_mut(n) {
-            t.confirmed = Instant::now();
-        }
-        Ingest::Accepted(changed | self.refresh_ready(n))
     }
 
     /// Recomputes an instance's Ready condition from its Available one and

@@ -16,10 +16,9 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::{StateKind, WorkloadInstanceName, WorkloadName, WorkloadState};
 use tokio::time::Instant;
 
-use crate::actor::Desired;
 use crate::connections::{ConnId, Connections, Outbox};
-use crate::desired_state;
-use crate::jobs::JobEngine;
+use crate::desired_state::generations::Generations;
+use crate::desired_state::{self, DesiredState};
 use crate::workload_states::WorkloadStateStore;
 
 /// When the server re-sends a spec nobody confirmed.
@@ -48,12 +47,21 @@ impl ResyncSettings {
     }
 }
 
+/// Which workloads the apply jobs hold back: the agent is not to know of
+/// them yet.
+pub(crate) trait HeldBack {
+    fn is_held(&self, workload: &str) -> bool;
+}
+
 /// What the TTL resync and the deletions after a hello read and write.
 pub(crate) struct Resync<'a> {
     pub(crate) states: &'a mut WorkloadStateStore,
     pub(crate) conns: &'a Connections,
-    pub(crate) jobs: &'a JobEngine,
-    pub(crate) desired: &'a Desired,
+    /// Which workloads a job holds back (their specs are not re-sent).
+    pub(crate) held: &'a dyn HeldBack,
+    /// The desired state in force and the generations of its workloads.
+    pub(crate) current: &'a DesiredState,
+    pub(crate) generations: &'a Generations,
     pub(crate) settings: ResyncSettings,
 }
 
@@ -70,7 +78,7 @@ impl Resync<'_> {
             .states
             .instances_of(agent)
             .into_iter()
-            .filter(|n| !desired_state::wants_instance(&self.desired.current.rendered, n))
+            .filter(|n| !desired_state::wants_instance(&self.current.rendered, n))
             .collect();
         if leftovers.is_empty() {
             return out;
@@ -104,7 +112,7 @@ impl Resync<'_> {
         for agent in agents {
             for n in self.states.instances_of(&agent) {
                 // A job holds it back: the agent is not to know yet.
-                if self.jobs.is_held(&n.workload_name) {
+                if self.held.is_held(&n.workload_name) {
                     continue;
                 }
                 let (Some(timing), Some(status)) = (self.states.timing(&n), self.states.status(&n)) else { continue };
@@ -157,16 +165,16 @@ impl Resync<'_> {
     /// dependent keeps waiting (a deletion without them went at once).
     fn deletion(&self, n: WorkloadInstanceName) -> DeletedWorkload {
         let dependencies = WorkloadName::new(&n.workload_name)
-            .map(|name| desired_state::delete_conditions(&self.desired.current.rendered, &name))
+            .map(|name| desired_state::delete_conditions(&self.current.rendered, &name))
             .unwrap_or_default();
         DeletedWorkload { instance_name: n, dependencies }
     }
 
     /// The stamped spec of `n` if the desired state wants exactly it.
     fn wanted_spec(&self, n: &WorkloadInstanceName) -> Option<WorkloadSpec> {
-        let (name, wl) = self.desired.current.rendered.workloads.get_key_value(n.workload_name.as_str())?;
+        let (name, wl) = self.current.rendered.workloads.get_key_value(n.workload_name.as_str())?;
         let spec = desired_state::spec_of(name, wl).filter(|s| s.instance_name == *n)?;
-        Some(self.desired.generations.stamp(spec))
+        Some(self.generations.stamp(spec))
     }
 }
 

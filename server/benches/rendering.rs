@@ -1,14 +1,14 @@
-//! The scheduling part of rendering a desired state of 1000 workloads on 10
+//! Rendering a desired state of 1000 workloads on 10
 //! agents, in 100 pipeline groups of 10 members with priorities and two
 //! `${seq:8000}` macros each: validation, templates, group rendering and
 //! effective priorities (`DesiredState::new`), then the `${seq:N}` pools
 //! (`SeqPools::plan`, a re-plan that keeps every number).
 //!
-//! `cargo bench -p ank-server --bench sched`
+//! `cargo bench -p ank-server --bench rendering`
 
 use ank_common::State;
 use ank_server::desired_state::DesiredState;
-use ank_server::sched::seq_pools::SeqPools;
+use ank_server::seq_pools::SeqPools;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const WORKLOADS: usize = 1000;

@@ -1,5 +1,4 @@
-//! The server's side of the scheduling features on the desired state: the
-//! last rendering steps before a state goes to the agents (`${seq:N}`
+//! The last rendering steps before a state goes to the agents (`${seq:N}`
 //! numbers from the pools of the workload's agent; start-time changes of
 //! started workloads kept back), the `Escalated` events of K3, and the
 //! rendered state users can read (`ank get workload X --rendered`). Each
@@ -15,19 +14,9 @@ use ank_common::{State, WorkloadInstanceName};
 use serde_json::json;
 
 use crate::desired_state::{self, DesiredState};
-use crate::reaper::ReaperSettings;
-use crate::sched::priorities;
-use crate::sched::seq_pools::{SeqPools, SeqTable};
+use crate::priorities;
+use crate::seq_pools::{SeqPools, SeqPoolsError, SeqTable};
 use crate::workload_states::WorkloadStateStore;
-
-/// The parts of the server the scheduling features add.
-#[derive(Debug, Default)]
-pub struct SchedOptions {
-    /// The `${seq:N}` pools (kept next to the state file, if any).
-    pub seq: SeqPools,
-    /// The reaper of finished workloads.
-    pub reaper: ReaperSettings,
-}
 
 /// Finishes rendering `next` for the agents, against `current`: expands
 /// the `${seq:N}` macros of every workload that has an agent (call it
@@ -40,8 +29,8 @@ pub(crate) fn render_for_agents(
     current: &DesiredState,
     states: &WorkloadStateStore,
     next: &mut DesiredState,
-) -> Result<SeqTable, String> {
-    let table = seq.plan(&mut next.rendered).map_err(|e| e.to_string())?;
+) -> Result<SeqTable, SeqPoolsError> {
+    let table = seq.plan(&mut next.rendered)?;
     let old = current;
     let started = |name: &str| {
         let instance = old

@@ -1,4 +1,4 @@
-//! The scheduling features of the server through the actor with a fake
+//! The lifecycle features of the server through the actor with a fake
 //! agent stream under paused time: effective priorities and escalation
 //! (K3), groups (K6), ttlAfterFinished (K7) and `${seq:N}` (K9).
 
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::tests::{Harness, settle};
 use super::*;
 use crate::reaper::ReaperSettings;
-use crate::sched::seq_pools::SeqPools;
+use crate::seq_pools::SeqPools;
 
 const AGENT: ConnId = 1;
 const CLI: ConnId = 2;
@@ -36,38 +36,38 @@ fn hello(agent: &str) -> ToServer {
 pub(super) async fn start(
     initial: State,
     state_file: Option<StateFile>,
-    sched: SchedOptions,
+    lifecycle: LifecycleOptions,
 ) -> (Harness, Vec<WorkloadSpec>) {
-    start_hooked(initial, state_file, sched, Vec::new()).await
+    start_hooked(initial, state_file, lifecycle, Vec::new()).await
 }
 
 /// [`start`] with the server holding dependents back (the opt-in
 /// `--hold-dependents --job-stop-on-failure --job-stuck-after-s 300`).
-async fn start_holding(initial: State, sched: SchedOptions) -> (Harness, Vec<WorkloadSpec>) {
+async fn start_holding(initial: State, lifecycle: LifecycleOptions) -> (Harness, Vec<WorkloadSpec>) {
     let jobs = crate::jobs::JobSettings::holding(crate::jobs::JobSettings::EXAMPLE_STUCK_AFTER);
-    start_with_jobs(initial, None, sched, Vec::new(), jobs).await
+    start_with_jobs(initial, None, lifecycle, Vec::new(), jobs).await
 }
 
 /// [`start`] with mutating hooks.
 async fn start_hooked(
     initial: State,
     state_file: Option<StateFile>,
-    sched: SchedOptions,
+    lifecycle: LifecycleOptions,
     hooks: Vec<crate::hooks::HookConfig>,
 ) -> (Harness, Vec<WorkloadSpec>) {
-    start_with_jobs(initial, state_file, sched, hooks, Default::default()).await
+    start_with_jobs(initial, state_file, lifecycle, hooks, Default::default()).await
 }
 
 /// [`start_hooked`] with job settings.
 async fn start_with_jobs(
     initial: State,
     state_file: Option<StateFile>,
-    sched: SchedOptions,
+    lifecycle: LifecycleOptions,
     hooks: Vec<crate::hooks::HookConfig>,
     jobs: crate::jobs::JobSettings,
 ) -> (Harness, Vec<WorkloadSpec>) {
     let initial = DesiredState::new(initial).expect("valid initial state");
-    let (handle, actor) = AnkaiosServer::new_with(initial, state_file, ResyncSettings::default(), jobs, sched);
+    let (handle, actor) = AnkaiosServer::new_with(initial, state_file, ResyncSettings::default(), jobs, lifecycle);
     let stop = CancellationToken::new();
     tokio::spawn(actor.with_hooks(crate::hooks::HooksRegistry::new(hooks)).run(stop.clone()));
     let (agent_tx, mut agent_rx) = mpsc::channel(256);
@@ -168,7 +168,7 @@ fn k3() -> String {
 // [test of feature K3]
 #[tokio::test(start_paused = true)]
 async fn k3_the_spec_of_a_carries_effective_priority_5_and_one_escalated_event() {
-    let (mut h, _) = start_holding(empty(), SchedOptions::default()).await;
+    let (mut h, _) = start_holding(empty(), LifecycleOptions::default()).await;
     apply(&mut h, &k3()).await;
     let (added, _) = drain(&mut h);
     assert_eq!(names(&added), ["A", "C"], "B waits for A");
@@ -194,7 +194,7 @@ async fn k3_the_spec_of_a_carries_effective_priority_5_and_one_escalated_event()
 // [test of feature K3]
 #[tokio::test(start_paused = true)]
 async fn k3_a_later_dependent_escalates_a_waiting_workload_but_never_restarts_a_running_one() {
-    let (mut h, _) = start_holding(empty(), SchedOptions::default()).await;
+    let (mut h, _) = start_holding(empty(), LifecycleOptions::default()).await;
     let base = format!("apiVersion: v1\nworkloads:\n{}{}", wl("A", ""), wl("R", ""));
     apply(&mut h, &base).await;
     let (first, _) = drain(&mut h);
@@ -230,7 +230,7 @@ fn pipeline() -> String {
 // [test of feature K6: pipeline s1 Succeeded, s2 fails -> s3 Pending(Canceled), never sent]
 #[tokio::test(start_paused = true)]
 async fn k6_a_failed_pipeline_step_cancels_the_rest_which_never_reach_the_agent() {
-    let (mut h, _) = start_holding(empty(), SchedOptions::default()).await;
+    let (mut h, _) = start_holding(empty(), LifecycleOptions::default()).await;
     apply(&mut h, &pipeline()).await;
     let (s1, _) = drain(&mut h);
     assert_eq!(names(&s1), ["s1"], "strictly in list order");
@@ -281,7 +281,7 @@ async fn k6_a_failed_pipeline_step_cancels_the_rest_which_never_reach_the_agent(
 #[tokio::test(start_paused = true)]
 async fn k6_a_canceled_member_already_on_its_agent_is_deleted_there() {
     let initial = ank_common::manifest::parse_manifest("m", &pipeline()).unwrap();
-    let (mut h, specs) = start(initial, None, SchedOptions::default()).await;
+    let (mut h, specs) = start(initial, None, LifecycleOptions::default()).await;
     assert_eq!(names(&specs), ["s1", "s2", "s3"], "the startup job hands everything out");
     let s3 = spec(&specs, "s3").clone();
     h.report(spec(&specs, "s1"), ExecutionState::succeeded(), 1).await;
@@ -298,7 +298,7 @@ async fn k6_a_canceled_member_already_on_its_agent_is_deleted_there() {
 // [test of feature K6: batch priority 7, member m2 priority 2 -> m1 effective 7, m2 2]
 #[tokio::test(start_paused = true)]
 async fn k6_batch_defaults_reach_the_members_specs() {
-    let (mut h, _) = start(empty(), None, SchedOptions::default()).await;
+    let (mut h, _) = start(empty(), None, LifecycleOptions::default()).await;
     let batch = "apiVersion: v1\nworkloads:\n  m1:\n    runtime: podman\n    runtimeConfig: \"image: m1\"\n  m2:\n    runtime: podman\n    agent: A\n    priority: 2\n    runtimeConfig: \"image: m2\"\ngroups:\n  nightly:\n    priority: 7\n    agent: A\n    tags:\n      owner: ops\n    members: [m1, m2]\n";
     apply(&mut h, batch).await;
     let (added, _) = drain(&mut h);
@@ -353,7 +353,7 @@ async fn within(h: &mut Harness, limit: Duration, mut check: impl FnMut(&Value) 
 async fn k7_a_finished_workload_is_reaped_after_its_ttl_and_saved_so() {
     let dir = tempfile::tempdir().unwrap();
     let file = StateFile::new(dir.path().join("state.json"));
-    let (mut h, _) = start(empty(), Some(file.clone()), SchedOptions::default()).await;
+    let (mut h, _) = start(empty(), Some(file.clone()), LifecycleOptions::default()).await;
     let text = format!(
         "apiVersion: v1\nworkloads:\n{}{}{}groups:\n  g:\n    members: [job, svc]\n",
         wl("job", "    ttlAfterFinished: 10s\n"),
@@ -406,11 +406,11 @@ async fn k7_a_finished_workload_is_reaped_after_its_ttl_and_saved_so() {
 // [test of feature K7: the server-wide default ttl and its tick]
 #[tokio::test(start_paused = true)]
 async fn k7_the_server_default_ttl_reaps_workloads_without_their_own() {
-    let sched = SchedOptions {
+    let lifecycle = LifecycleOptions {
         reaper: ReaperSettings { tick: Duration::from_secs(5), default_ttl: Some(Duration::from_secs(60)) },
         ..Default::default()
     };
-    let (mut h, _) = start(empty(), None, sched).await;
+    let (mut h, _) = start(empty(), None, lifecycle).await;
     apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}", wl("w", ""))).await;
     let (added, _) = drain(&mut h);
     h.report(&added[0], ExecutionState::failed("Exit code: '2'"), 1).await;
@@ -430,9 +430,9 @@ async fn k7_the_server_default_ttl_reaps_workloads_without_their_own() {
 #[tokio::test(start_paused = true)]
 async fn k7_a_workload_is_reaped_within_its_ttl_and_one_tick_after_it_finished() {
     let tick = Duration::from_secs(5);
-    let sched = SchedOptions { reaper: ReaperSettings { tick, default_ttl: None }, ..Default::default() };
+    let lifecycle = LifecycleOptions { reaper: ReaperSettings { tick, default_ttl: None }, ..Default::default() };
     let t0 = tokio::time::Instant::now();
-    let (mut h, _) = start(empty(), None, sched).await;
+    let (mut h, _) = start(empty(), None, lifecycle).await;
     apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}", wl("job", "    ttlAfterFinished: 7s\n"))).await;
     let (added, _) = drain(&mut h);
     tokio::time::sleep_until(t0 + tick + Duration::from_millis(100)).await;
@@ -472,8 +472,8 @@ fn port_pair(rc: &str) -> String {
 async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a_delete() {
     let dir = tempfile::tempdir().unwrap();
     let file = StateFile::new(dir.path().join("state.json"));
-    let sched = || SchedOptions { seq: SeqPools::open(file.seq_path()).unwrap(), ..Default::default() };
-    let (mut h, _) = start(empty(), Some(file.clone()), sched()).await;
+    let lifecycle = || LifecycleOptions { seq: SeqPools::open(file.seq_path()).unwrap(), ..Default::default() };
+    let (mut h, _) = start(empty(), Some(file.clone()), lifecycle()).await;
     apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}{}", ported("w1"), ported("w2"))).await;
     let (added, _) = drain(&mut h);
     assert_eq!((ports(spec(&added, "w1")), ports(spec(&added, "w2"))), ("8000/8001".into(), "8002/8003".into()));
@@ -501,7 +501,7 @@ async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a
 
     // A new server on the same files hands the agent the same numbers.
     let (initial, _) = crate::initial_state(Some(&file), None).unwrap();
-    let (mut h, specs) = start(initial, Some(file.clone()), sched()).await;
+    let (mut h, specs) = start(initial, Some(file.clone()), lifecycle()).await;
     assert_eq!((ports(spec(&specs, "w1")), ports(spec(&specs, "w2"))), ("8000/8001".into(), "8002/8003".into()));
     let same = |a: &WorkloadSpec| added.iter().any(|b| b.instance_name == a.instance_name);
     assert!(specs.iter().all(same), "same instances: nothing restarts");
@@ -534,12 +534,12 @@ async fn k9_seq_numbers_are_per_agent_stable_across_a_restart_and_reused_after_a
 async fn k7_reaping_goes_through_the_mutating_hooks_whose_veto_keeps_the_workload() {
     let dir = tempfile::tempdir().unwrap();
     let (block, vetoes) = (dir.path().join("block"), dir.path().join("vetoes"));
-    let sched = SchedOptions {
+    let lifecycle = LifecycleOptions {
         reaper: ReaperSettings { tick: Duration::from_millis(20), default_ttl: None },
         ..Default::default()
     };
     let hooks = vec![super::tests::gate_hook(dir.path(), &block, &vetoes)];
-    let (mut h, _) = start_hooked(empty(), None, sched, hooks).await;
+    let (mut h, _) = start_hooked(empty(), None, lifecycle, hooks).await;
     apply(&mut h, &format!("apiVersion: v1\nworkloads:\n{}", wl("job", "    ttlAfterFinished: 10ms\n"))).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut added = Vec::new();
@@ -574,7 +574,7 @@ async fn k7_reaping_goes_through_the_mutating_hooks_whose_veto_keeps_the_workloa
 async fn masks_with_empty_segments_are_refused_and_change_nothing() {
     let yaml = "apiVersion: v1\nworkloads:\n  secret:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n  web:\n    runtime: podman\n    agent: A\n    runtimeConfig: x\n";
     let initial = ank_common::manifest::parse_manifest("t", yaml).unwrap();
-    let (mut h, _) = start(initial, None, SchedOptions::default()).await;
+    let (mut h, _) = start(initial, None, LifecycleOptions::default()).await;
     for (i, mask) in ["desiredState.workloads.", "desiredState.workloads..tags", ".desiredState"].iter().enumerate() {
         let update = RequestContent::UpdateState { new_state: Box::default(), update_mask: vec![(*mask).to_owned()] };
         let ResponseContent::Error(e) = ask(&mut h, &format!("u{i}"), update).await else {

@@ -1,0 +1,213 @@
+//! The actor's side of mutating hooks: an update that changes workloads
+//! is prepared here and handed with its chain to the [`HookFlow`]
+//! (`hooks/flow.rs`), which runs the chain in a task of its own and queues
+//! the updates that arrive meanwhile; when the chain is done, the update
+//! is committed with the effect of the hooks' answer or refused, and
+//! answered. The server's own changes (placement moves, reaped workloads)
+//! go through the hooks too, so that a moved workload keeps what the hooks
+//! enforce; while a chain runs they wait for their next occasion. The state
+//! the server starts with (startup manifest or state file) goes through the
+//! hooks once the loop runs.
+//!
+//! [`HookFlow`]: crate::hooks::flow::HookFlow
+
+use ank_common::State;
+use ank_common::convert::PartialCompleteState;
+use ank_common::messages::{FromServer, HookChange, Response, ResponseContent};
+
+use super::update::{AcceptError, prepare_update};
+use super::{AnkaiosServer, Prepared, rejected};
+use crate::connections::{ConnId, Outbox};
+use crate::desired_state::DesiredState;
+use crate::hooks::effect::{self, HookInput};
+use crate::hooks::flow::{ChainResult, Running, Update};
+use crate::hooks::{HookOutcome, HooksRegistry};
+
+impl AnkaiosServer {
+    /// Runs `hooks` on every update that changes workloads.
+    pub fn with_hooks(mut self, hooks: HooksRegistry) -> Self {
+        self.hooks.registry = hooks;
+        self
+    }
+
+    /// An update request while hooks are configured: started now, or
+    /// queued behind the running chain.
+    pub(crate) fn hooked_update(
+        &mut self,
+        conn: ConnId,
+        request_id: String,
+        new_state: Box<PartialCompleteState>,
+        update_mask: Vec<String>,
+    ) {
+        let update = Update { conn, request_id, new_state, update_mask };
+        if self.hooks.flow.busy() {
+            return self.hooks.flow.wait(update);
+        }
+        self.start_update(update);
+    }
+
+    /// Starts the queued updates in order until one waits for its hooks.
+    pub(crate) fn start_queued(&mut self) {
+        while let Some(update) = self.hooks.flow.next_queued() {
+            self.start_update(update);
+        }
+    }
+
+    /// Prepares `update`; answers at once if it is refused or changes no
+    /// workload, else starts its chain.
+    fn start_update(&mut self, update: Update) {
+        let next = match prepare_update(&self.desired.current, &self.conns, &update.new_state, &update.update_mask) {
+            Ok(next) => next,
+            Err(answer) => return answer_update(&mut self.io.out, &update, answer),
+        };
+        let prepared = match self.prepare_accept(next, &[]) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                let answer = ResponseContent::Error(format!("Update rejected: '{e}'"));
+                return answer_update(&mut self.io.out, &update, answer);
+            }
+        };
+        let Some(input) = effect::input(self.desired.current.base(), &prepared.next.rendered) else {
+            let effective = workloads_unchanged(&self.desired.current, &prepared.next.rendered);
+            return self.finish_update(update, prepared, effective, Vec::new());
+        };
+        let running = Running::Update { update, prepared: Box::new(prepared), input };
+        self.hooks.flow.start(&self.hooks.registry, running);
+    }
+
+    /// A change the server makes itself (placement moves, reaped
+    /// workloads; `what` names it in the log): without hooks committed at
+    /// once; with hooks committed at once when it changes no workload, else
+    /// after the hooks answered. Not called while a chain runs (the callers
+    /// wait for their next occasion).
+    pub(crate) fn server_change(
+        &mut self,
+        next: DesiredState,
+        moves: &[(String, String)],
+        what: String,
+    ) -> Result<(), AcceptError> {
+        if self.hooks.registry.is_empty() {
+            let prepared = self.prepare_accept(next, moves)?;
+            let (_, job) = self.commit(prepared)?;
+            tracing::info!("job {job}: {what}");
+            return Ok(());
+        }
+        let mut prepared = self.prepare_accept(next, moves)?;
+        let Some(input) = effect::input(self.desired.current.base(), &prepared.next.rendered) else {
+            let effective = workloads_unchanged(&self.desired.current, &prepared.next.rendered);
+            set_effective(&mut prepared.next, effective);
+            let (_, job) = self.commit(prepared)?;
+            tracing::info!("job {job}: {what}");
+            return Ok(());
+        };
+        tracing::debug!("{what} waits for the mutating hooks");
+        let running = Running::ServerChange { what, prepared: Box::new(prepared), input };
+        self.hooks.flow.start(&self.hooks.registry, running);
+        Ok(())
+    }
+
+    /// Runs the hooks on the state the server started with, as if it had
+    /// been applied to an empty one; until they answer, it is served as
+    /// loaded.
+    pub(crate) fn start_initial_hooks(&mut self) {
+        if self.hooks.registry.is_empty() {
+            return;
+        }
+        let Some(input) = effect::input(&State::default(), &self.desired.current.rendered) else { return };
+        self.hooks.flow.start(&self.hooks.registry, Running::Initial(input));
+    }
+
+    /// The running chain ended: commits its update with the effect of the
+    /// hooks' answer, or refuses it.
+    pub(crate) fn hooks_done(&mut self, result: ChainResult) {
+        let (update, prepared, input) = match self.hooks.flow.finished() {
+            Some(Running::Update { update, prepared, input }) => (update, *prepared, input),
+            Some(Running::Initial(input)) => return self.initial_hooks_done(result, &input),
+            Some(Running::ServerChange { what, prepared, input }) => {
+                return self.server_change_done(result, &what, *prepared, &input);
+            }
+            None => return,
+        };
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let text = e.rejection();
+                tracing::info!("{text}");
+                return answer_update(&mut self.io.out, &update, ResponseContent::Error(text));
+            }
+        };
+        let changes = hook_changes(&outcome);
+        match effect::apply(&self.desired.current.rendered, &prepared.next.rendered, &input, outcome) {
+            Ok(effective) => self.finish_update(update, prepared, effective, changes),
+            Err(e) => answer_update(&mut self.io.out, &update, rejected(e.to_string())),
+        }
+    }
+
+    fn initial_hooks_done(&mut self, result: ChainResult, input: &HookInput) {
+        let loaded = &self.desired.current.rendered;
+        let effective = result
+            .map_err(AcceptError::from)
+            .and_then(|outcome| Ok(effect::apply(&State::default(), loaded, input, outcome)?));
+        match effective {
+            Ok(effective) => {
+                let mut next = self.desired.current.clone();
+                set_effective(&mut next, effective);
+                let (_, job) = self.switch_to(next);
+                tracing::info!("job {job}: the loaded desired state as the mutating hooks made it");
+            }
+            Err(e) => tracing::error!("the mutating hooks refused the loaded desired state, served as loaded: {e}"),
+        }
+    }
+
+    fn server_change_done(&mut self, result: ChainResult, what: &str, mut prepared: Prepared, input: &HookInput) {
+        let current = &self.desired.current.rendered;
+        let effective = result
+            .map_err(AcceptError::from)
+            .and_then(|outcome| Ok(effect::apply(current, &prepared.next.rendered, input, outcome)?));
+        let committed = effective.and_then(|effective| {
+            set_effective(&mut prepared.next, effective);
+            self.commit(prepared)
+        });
+        match committed {
+            Ok((_, job)) => tracing::info!("job {job}: {what}, as the mutating hooks made it"),
+            Err(e) => tracing::warn!("{what} not applied, tried again at its next occasion: {e}"),
+        }
+    }
+
+    fn finish_update(&mut self, update: Update, mut prepared: Prepared, effective: State, changes: Vec<HookChange>) {
+        set_effective(&mut prepared.next, effective);
+        let result = self.commit(prepared);
+        let mut answer = self.update_answer(&update.new_state, &update.update_mask, result);
+        if let ResponseContent::UpdateStateSuccess { hook_changes, .. } = &mut answer {
+            *hook_changes = changes;
+        }
+        answer_update(&mut self.io.out, &update, answer);
+    }
+}
+
+/// `next` when it changes no workload: the workloads stay as the hooks
+/// made them (in `current`), the rest is taken from `next`.
+fn workloads_unchanged(current: &DesiredState, next: &State) -> State {
+    State { workloads: current.rendered.workloads.clone(), ..next.clone() }
+}
+
+fn answer_update(out: &mut Outbox, update: &Update, content: ResponseContent) {
+    let response = Response { request_id: update.request_id.clone(), content };
+    out.send(update.conn, FromServer::Response(response));
+}
+
+/// Makes `effective` the rendering agents get, keeping the rendering as the
+/// base of the next change when they differ.
+fn set_effective(next: &mut DesiredState, effective: State) {
+    let pre_hook = std::mem::replace(&mut next.rendered, effective);
+    next.pre_hook = (pre_hook != next.rendered).then_some(pre_hook);
+}
+
+/// Which hook changed which workloads, for the update's answer.
+fn hook_changes(outcome: &HookOutcome) -> Vec<HookChange> {
+    outcome
+        .changed_by
+        .iter()
+        .map(|(hook, workloads)| HookChange { hook: hook.clone(), workloads: workloads.clone() })
+        .collect()
+}
