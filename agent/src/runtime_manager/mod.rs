@@ -1,6 +1,6 @@
 //! [`RuntimeManager`]: owns this agent's workload objects (name -> control
 //! loop), one `RuntimeFacade` per runtime, the `WorkloadScheduler` and the
-//! [`InstanceTable`](crate::instances::InstanceTable), the one record of
+//! [`InstanceTable`](crate::runtime_manager::instances::InstanceTable), the one record of
 //! every instance (state, generation, events), from which it alone reports
 //! states to the server. It turns `ServerHello` (the full set, resuming
 //! existing workloads) and `UpdateWorkload` (deletes first, then adds; an add
@@ -30,20 +30,20 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::finished_store::FinishedStore;
-use crate::instances::WorkloadCounts;
-use crate::orphans::Orphans;
 use crate::runtime_connectors::{ListedWorkload, RuntimeEvent, RuntimeRegistry};
-use crate::runtime_facade::RuntimeFacade;
 use crate::server_link::ServerLinkHandle;
 use crate::workload::control_loop::LoopContext;
+use crate::workload::finished_store::FinishedStore;
 use crate::workload::object::WorkloadObject;
 use crate::workload::policy::RetryPolicy;
 use crate::workload::retention::Retention;
 use crate::workload::{LoopReport, StateReporter};
 use crate::workload_operation::{Earlier, ReusableWorkloadSpec, WorkloadOperation};
 use crate::workload_scheduler::{SchedulerSettings, WorkloadScheduler};
+pub use instances::WorkloadCounts;
+use orphans::Orphans;
 use reports::Outbox;
+use runtime_facade::RuntimeFacade;
 use runtimes::Runtimes;
 use sched::Scheduling;
 
@@ -657,8 +657,12 @@ enum Found {
     Replace,
 }
 
+mod hysteresis;
+pub mod instances;
 mod listing;
+mod orphans;
 mod reports;
+pub(crate) mod runtime_facade;
 mod runtimes;
 mod sched;
 
