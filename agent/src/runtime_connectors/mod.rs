@@ -12,6 +12,7 @@ pub mod podman;
 pub mod podman_kube;
 pub mod polling_checker;
 pub mod process_watch;
+pub mod runtime_config;
 
 pub use error::{RuntimeError, RuntimeFailure};
 

@@ -2,7 +2,7 @@
 //! `-m` value of its runtimeConfig's `commandOptions`, in podman's units
 //! (`512m`, `1g`). Nothing declared counts 0.
 
-use ank_common::podman_config::PodmanRuntimeConfig;
+use super::config::PodmanRuntimeConfig;
 use ank_common::quota::{SizeUnits, parse_memory};
 
 use crate::runtime_connectors::RuntimeError;

@@ -3,7 +3,7 @@
 //! and Deployment pod templates, in Kubernetes quantities (`256Mi`, `1Gi`,
 //! `500M`). Nothing declared counts 0.
 
-use ank_common::podman_kube_config::PodmanKubeRuntimeConfig;
+use super::config::PodmanKubeRuntimeConfig;
 use ank_common::quota::{SizeUnits, parse_memory};
 use serde_json::Value;
 

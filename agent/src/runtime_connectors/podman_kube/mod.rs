@@ -7,6 +7,7 @@
 //! control interface is mounted into the container named by
 //! `controlInterfaceTarget` ([`control_interface_target`]).
 
+pub mod config;
 pub mod control_interface_target;
 pub mod memory;
 pub mod state_getter;
@@ -16,9 +17,9 @@ pub mod workload_id;
 use std::sync::Arc;
 
 use ank_common::WorkloadInstanceName;
-use ank_common::podman_kube_config::PodmanKubeRuntimeConfig;
 use ank_common::workload::WorkloadSpec;
 use async_trait::async_trait;
+use config::PodmanKubeRuntimeConfig;
 use tokio_util::sync::CancellationToken;
 
 use super::podman::PodmanCli;
