@@ -329,7 +329,7 @@ impl Cli {
         }
         if let Some(sources) = &tls {
             // Checked now so that a wrong file stops the start; read again at every connect.
-            sources.load().map_err(CliError::Tls)?;
+            sources.load().map_err(|e| CliError::Tls(e.to_string()))?;
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
         if let (Some(crl), true) = (&self.crl_pem, tls.is_some()) {

@@ -201,10 +201,10 @@ fn pem_files_with_loose_modes_are_refused_by_server_agent_and_ank() {
     assert!(ank_server::grpc::tls::ServerTls::load(server).is_ok(), "0400 is fine too");
 
     set(agent_key, 0o644);
-    let e = agent.client_pem(false).unwrap_err();
+    let e = agent.client_pem(false).unwrap_err().to_string();
     assert!(e.contains(&format!("key_pem file '{}' has insecure permissions 644", agent_key.display())), "{e}");
     set(agent_key, 0o600);
     set(ca, 0o664);
-    let e = agent.client_pem(false).unwrap_err();
+    let e = agent.client_pem(false).unwrap_err().to_string();
     assert!(e.contains("ca_pem file") && e.contains("insecure permissions 664"), "{e}");
 }
