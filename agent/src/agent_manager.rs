@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::control_interface::registry::ControlInterfaces;
 use crate::health::HealthBoard;
-use crate::instances::WorkloadCounts;
 use crate::logs::LogsManagerHandle;
 use crate::runtime_manager::RuntimeManagerHandle;
+use crate::runtime_manager::WorkloadCounts;
 use crate::server_link::LinkEvent;
 
 /// How the `AgentManager` is watched, told to stop its workloads and shut down.

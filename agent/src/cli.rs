@@ -270,7 +270,7 @@ impl Cli {
     /// not have, or an error when it has none of them.
     pub fn select_runtimes(&self, registry: &mut crate::RuntimeRegistry) -> Result<Vec<String>, CliError> {
         let Some(wanted) = &self.runtimes else { return Ok(Vec::new()) };
-        let unsupported = registry.select(wanted).map_err(CliError::Runtimes)?;
+        let unsupported = registry.select(wanted).map_err(|e| CliError::Runtimes(e.to_string()))?;
         Ok(unsupported.iter().map(|r| format!("Configured runtime '{r}' is not supported.")).collect())
     }
 
@@ -329,7 +329,7 @@ impl Cli {
         }
         if let Some(sources) = &tls {
             // Checked now so that a wrong file stops the start; read again at every connect.
-            sources.load().map_err(CliError::Tls)?;
+            sources.load().map_err(|e| CliError::Tls(e.to_string()))?;
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
         if let (Some(crl), true) = (&self.crl_pem, tls.is_some()) {

@@ -85,7 +85,7 @@ impl HealthBoard {
     }
 
     /// The workloads of this node and how many of them run.
-    pub fn workloads(&mut self, counts: crate::instances::WorkloadCounts) {
+    pub fn workloads(&mut self, counts: crate::runtime_manager::WorkloadCounts) {
         if (counts.workloads, counts.running) != (self.workloads, self.running) {
             self.workloads = counts.workloads;
             self.running = counts.running;
@@ -125,8 +125,8 @@ impl HealthBoard {
 mod tests {
     use super::*;
 
-    fn states(running: usize, other: usize) -> crate::instances::WorkloadCounts {
-        crate::instances::WorkloadCounts { workloads: running + other, running }
+    fn states(running: usize, other: usize) -> crate::runtime_manager::WorkloadCounts {
+        crate::runtime_manager::WorkloadCounts { workloads: running + other, running }
     }
 
     #[test]

@@ -63,7 +63,7 @@ impl SchedulerArgs {
 }
 
 fn parse_size_arg(text: &str) -> Result<u64, String> {
-    parse_memory(text, SizeUnits::Podman)
+    parse_memory(text, SizeUnits::Podman).map_err(String::from)
 }
 
 fn parse_tick_arg(text: &str) -> Result<Duration, String> {

@@ -154,18 +154,18 @@ impl ServerLink {
         while self.outbound.try_recv().is_ok() {}
     }
 
-    async fn connect(&self) -> Result<AgentConnectionClient<tonic::transport::Channel>, String> {
+    async fn connect(&self) -> Result<AgentConnectionClient<tonic::transport::Channel>, ConnectError> {
         // [impl->swdd~agent-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1]
         // [impl->swdd~agent-provides-file-paths-to-communication-middleware~1]
         // The PEM files are read at every connect: renewed certificates are
         // used from the next connection on.
         let mut pem = self.config.tls.as_ref().map(|t| t.client_pem(self.config.tls_check_url_host)).transpose()?;
         if let (Some(pem), Some(crl)) = (pem.as_mut(), &self.config.tls_crl) {
-            pem.crl = Some(std::fs::read(crl).map_err(|e| format!("crl_pem '{}': {e}", crl.display()))?);
+            pem.crl = Some(std::fs::read(crl).map_err(|cause| ConnectError::Crl { path: crl.clone(), cause })?);
         }
         let endpoint =
             ank_proto::dial::endpoint(&self.config.server_url, pem.as_ref(), CONNECT_TIMEOUT, self.config.heartbeat)?;
-        let channel = ank_proto::dial::connect(&endpoint, pem.as_ref()).await.map_err(|e| error_chain(&e))?;
+        let channel = ank_proto::dial::connect(&endpoint, pem.as_ref()).await.map_err(ConnectError::Connect)?;
         Ok(AgentConnectionClient::new(channel)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES))
@@ -175,7 +175,7 @@ impl ServerLink {
         self.discard_queued();
         let mut client = tokio::select! {
             () = self.shutdown.cancelled() => return SessionEnd::Shutdown,
-            c = self.connect() => match c { Ok(c) => c, Err(e) => return SessionEnd::Lost(e) },
+            c = self.connect() => match c { Ok(c) => c, Err(e) => return SessionEnd::Lost(e.to_string()) },
         };
         let (tx, rx) = mpsc::channel::<grpc_api::ToServer>(64);
         // [impl->swdd~agent-sends-hello~1]
@@ -274,6 +274,20 @@ impl ServerLink {
 /// The innermost cause of an error (tonic's own message is generic).
 /// Every level of an error chain ("transport error: ... : received fatal
 /// alert: UnknownCA"), levels that repeat the one before left out.
+/// Why no connection to the server was made.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error(transparent)]
+    Tls(#[from] ank_common::tls::TlsError),
+    #[error("crl_pem '{}': {cause}", path.display())]
+    Crl { path: std::path::PathBuf, cause: std::io::Error },
+    #[error(transparent)]
+    Dial(#[from] ank_proto::dial::DialError),
+    /// The connection failed: the error with its causes.
+    #[error("{}", error_chain(.0))]
+    Connect(tonic::transport::Error),
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut parts: Vec<String> = vec![e.to_string()];
     let mut cur = e;

@@ -86,7 +86,7 @@ impl Connection {
         ask_pushes: bool,
     ) -> Result<Self, ConnectionError> {
         let endpoint = ank_proto::dial::endpoint(url, tls, response_timeout, None)
-            .map_err(|reason| ConnectionError::InvalidUrl { url: url.to_owned(), reason })?;
+            .map_err(|e| ConnectionError::InvalidUrl { url: url.to_owned(), reason: e.to_string() })?;
         let channel = match tokio::time::timeout(response_timeout, ank_proto::dial::connect(&endpoint, tls)).await {
             Ok(Ok(channel)) => channel,
             Ok(Err(source)) => return Err(ConnectionError::Connect { url: url.to_owned(), source }),

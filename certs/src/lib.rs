@@ -191,7 +191,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ca = Ca::new("test CA").unwrap();
         let old = ca.issue(Role::Client, "agent_A", &[], Validity::Expired).unwrap();
-        let e = sources(dir.path(), &ca, &old).load().unwrap_err();
+        let e = sources(dir.path(), &ca, &old).load().unwrap_err().to_string();
         assert!(
             e.starts_with(&format!("crt_pem '{}': the certificate expired on", dir.path().join("crt.pem").display())),
             "{e}"
@@ -200,13 +200,13 @@ mod tests {
         let good = ca.issue(Role::Client, "agent_A", &[], Validity::Days(1)).unwrap();
         let mut s = sources(dir.path(), &ca, &good);
         s.key = PemSource::Content("not a key".into());
-        assert!(s.load().unwrap_err().starts_with("key_pem_content: no usable private key"));
+        assert!(s.load().unwrap_err().to_string().starts_with("key_pem_content: no usable private key"));
         s.key = PemSource::File(dir.path().join("missing.pem"));
-        let e = s.load().unwrap_err();
+        let e = s.load().unwrap_err().to_string();
         assert!(e.starts_with("cannot read key_pem file") && e.contains("missing.pem"), "{e}");
         std::fs::write(dir.path().join("ca.pem"), "hello").unwrap();
         s.key = PemSource::Content(good.key_pem.into());
-        let e = s.load().unwrap_err();
+        let e = s.load().unwrap_err().to_string();
         assert!(e.contains("ca_pem") && e.contains("no certificate found"), "{e}");
     }
 }

@@ -17,7 +17,7 @@ use std::io::Write;
 use handlebars::Handlebars;
 use serde_json::Value;
 
-use crate::template_guard::{check_nesting, check_template};
+use crate::template_guard::{TemplateRefused, check_nesting, check_template};
 
 use crate::complete_state::{ConfigItem, State};
 use crate::names::{AgentName, WorkloadName};
@@ -105,7 +105,7 @@ impl ConfigRenderer {
             if !text.contains("{{") {
                 return Ok(text.to_owned());
             }
-            self.render_text(text, data).map_err(|message| template_error(name, field, message))
+            self.render_text(text, data).map_err(|e| template_error(name, field, e.to_string()))
         };
         let mut out = wl.clone();
         out.agent = render("agent", &wl.agent)?;
@@ -120,17 +120,32 @@ impl ConfigRenderer {
     }
 
     /// One field: bounded, parsed, checked, rendered into a capped buffer.
-    fn render_text(&self, text: &str, data: &Value) -> Result<String, String> {
-        check_nesting(text).map_err(|e| format!("template refused: {e}"))?;
-        let template = handlebars::Template::compile(text).map_err(|e| describe(&handlebars::RenderError::from(e)))?;
-        check_template(&template, data).map_err(|e| format!("template refused: {e}"))?;
+    fn render_text(&self, text: &str, data: &Value) -> Result<String, FieldError> {
+        check_nesting(text)?;
+        let template = handlebars::Template::compile(text)
+            .map_err(|e| FieldError::Engine(describe(&handlebars::RenderError::from(e))))?;
+        check_template(&template, data)?;
         let mut out = CappedBuffer::default();
         match self.engine.render_template_to_write(text, data, &mut out) {
-            Ok(()) => String::from_utf8(out.bytes).map_err(|e| e.to_string()),
-            Err(_) if out.overflowed => Err(format!("the rendered text exceeds {MAX_RENDERED_BYTES} bytes")),
-            Err(e) => Err(describe(&e)),
+            Ok(()) => String::from_utf8(out.bytes).map_err(FieldError::Utf8),
+            Err(_) if out.overflowed => Err(FieldError::TooLong),
+            Err(e) => Err(FieldError::Engine(describe(&e))),
         }
     }
+}
+
+/// Why the template of one field does not render.
+#[derive(Debug, thiserror::Error)]
+enum FieldError {
+    #[error("template refused: {0}")]
+    Refused(#[from] TemplateRefused),
+    /// The engine's words, with the position.
+    #[error("{0}")]
+    Engine(String),
+    #[error("{0}")]
+    Utf8(std::string::FromUtf8Error),
+    #[error("the rendered text exceeds {MAX_RENDERED_BYTES} bytes")]
+    TooLong,
 }
 
 fn template_error(name: &WorkloadName, field: &str, message: String) -> RenderError {

@@ -228,11 +228,19 @@ impl From<ExecutionState> for StateRepr {
     }
 }
 
+/// A state and sub-state pair no execution state has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown execution state '{state}({sub_state})'")]
+pub struct UnknownExecutionState {
+    pub state: String,
+    pub sub_state: String,
+}
+
 impl TryFrom<StateRepr> for ExecutionState {
-    type Error = String;
-    fn try_from(r: StateRepr) -> Result<Self, String> {
+    type Error = UnknownExecutionState;
+    fn try_from(r: StateRepr) -> Result<Self, UnknownExecutionState> {
         let kind = StateKind::from_names(&r.state, &r.sub_state)
-            .ok_or_else(|| format!("unknown execution state '{}({})'", r.state, r.sub_state))?;
+            .ok_or_else(|| UnknownExecutionState { state: r.state.clone(), sub_state: r.sub_state.clone() })?;
         Ok(ExecutionState { kind, additional_info: r.additional_info })
     }
 }

@@ -98,53 +98,76 @@ pub fn is_empty(groups: &Groups) -> bool {
     groups.is_empty()
 }
 
+/// A group that cannot be used, naming the group.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GroupError {
+    #[error("groups: {0}")]
+    Name(crate::names::NameError),
+    #[error("group '{0}': field 'members' must not be empty")]
+    NoMembers(String),
+    #[error("group '{group}': member '{member}' is listed twice")]
+    ListedTwice { group: String, member: String },
+    #[error(
+        "workload '{member}' is a member of groups '{first}' and '{second}'; a workload belongs to one group at most"
+    )]
+    TwoGroups { member: String, first: String, second: String },
+    #[error("group '{0}': fields 'agent' and 'agentSelector' are exclusive: set one of them")]
+    AgentAndSelector(String),
+    #[error("group '{group}': field 'agent': {error}")]
+    Agent { group: String, error: crate::names::NameError },
+    #[error("group '{group}': {error}")]
+    Selector { group: String, error: crate::scheduling::SelectorError },
+    #[error(
+        "group '{group}': member '{member}' would not be a workload of the desired state after this update: \
+         update the group's members with it, or delete the group together with its members"
+    )]
+    MissingMember { group: String, member: String },
+}
+
 /// Checks the groups on their own: valid names, members listed once, each
 /// workload in one group at most, exclusive `agent` / `agentSelector`.
 /// Whether the members exist is [`validate_members`]' business (a manifest
 /// may name workloads another manifest brings).
 // [feature K6: groups validated at apply, errors name the group]
-pub fn validate(groups: &Groups) -> Result<(), String> {
+pub fn validate(groups: &Groups) -> Result<(), GroupError> {
     let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
     for (name, group) in groups {
-        crate::names::validate_config_name("group", name).map_err(|e| format!("groups: {e}"))?;
+        crate::names::validate_config_name("group", name).map_err(GroupError::Name)?;
         if group.members.is_empty() {
-            return Err(format!("group '{name}': field 'members' must not be empty"));
+            return Err(GroupError::NoMembers(name.clone()));
         }
         let mut seen = BTreeSet::new();
         for member in &group.members {
             if !seen.insert(member.as_str()) {
-                return Err(format!("group '{name}': member '{member}' is listed twice"));
+                return Err(GroupError::ListedTwice { group: name.clone(), member: member.to_string() });
             }
             if let Some(first) = owner.insert(member.as_str(), name.as_str()) {
-                return Err(format!(
-                    "workload '{member}' is a member of groups '{first}' and '{name}'; a workload belongs to one group at most"
-                ));
+                return Err(GroupError::TwoGroups {
+                    member: member.to_string(),
+                    first: first.to_owned(),
+                    second: name.clone(),
+                });
             }
         }
         if !group.agent.is_empty() {
             if group.agent_selector.is_some() {
-                return Err(format!(
-                    "group '{name}': fields 'agent' and 'agentSelector' are exclusive: set one of them"
-                ));
+                return Err(GroupError::AgentAndSelector(name.clone()));
             }
             crate::names::AgentName::new(group.agent.as_str())
-                .map_err(|e| format!("group '{name}': field 'agent': {e}"))?;
+                .map_err(|error| GroupError::Agent { group: name.clone(), error })?;
         }
         if let Some(selector) = &group.agent_selector {
-            selector.parse().map_err(|e| format!("group '{name}': {e}"))?;
+            selector.parse().map_err(|error| GroupError::Selector { group: name.clone(), error })?;
         }
     }
     Ok(())
 }
 
 /// Checks that every member of every group is a workload of `state`.
-pub fn validate_members(state: &State) -> Result<(), String> {
+pub fn validate_members(state: &State) -> Result<(), GroupError> {
     for (name, group) in &state.groups {
         if let Some(missing) = group.members.iter().find(|m| !state.workloads.contains_key(*m)) {
-            return Err(format!(
-                "group '{name}': member '{missing}' would not be a workload of the desired state after this update: \
-                 update the group's members with it, or delete the group together with its members"
-            ));
+            return Err(GroupError::MissingMember { group: name.clone(), member: missing.to_string() });
         }
     }
     Ok(())
@@ -273,7 +296,7 @@ groups:
         assert!(e.contains("group 'nightly': fields 'agent' and 'agentSelector' are exclusive"), "{e}");
         let unknown = BATCH.replace("[m1, m2]", "[m1, m9]");
         let state = parse_manifest("m.yaml", &unknown).unwrap();
-        let e = validate_members(&state).unwrap_err();
+        let e = validate_members(&state).unwrap_err().to_string();
         assert!(
             e.starts_with(
                 "group 'nightly': member 'm9' would not be a workload of the desired state after this update"

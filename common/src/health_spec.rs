@@ -13,6 +13,37 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::parse_duration;
 
+/// A probe without exactly one handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeHandlerError {
+    #[error("needs one of 'exec', 'httpGet', 'tcpSocket' or 'selfReport'")]
+    None,
+    #[error("has more than one of 'exec', 'httpGet', 'tcpSocket' and 'selfReport'")]
+    Several,
+}
+
+/// A health field of a workload that cannot be used, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HealthSpecError {
+    #[error("field '{field}' {error}")]
+    Handler { field: &'static str, error: ProbeHandlerError },
+    #[error("field '{field}.exec.command' is empty")]
+    EmptyCommand { field: &'static str },
+    #[error("field '{field}.{name}' must be at least 1")]
+    Zero { field: &'static str, name: &'static str },
+    #[error("field '{field}.successThreshold' must be 1 (only a readinessProbe may ask for more)")]
+    SuccessThreshold { field: &'static str },
+    /// A duration that does not parse; `reason` says why.
+    #[error("field '{block}.{name}': {reason}")]
+    Duration { block: &'static str, name: &'static str, reason: String },
+    #[error("field 'restartBackoff.maxDelay' is shorter than 'initialDelay'")]
+    MaxBelowInitial,
+    #[error("field 'restartBackoff.interval' must be longer than 0s")]
+    ZeroInterval,
+    #[error("field 'update.minHealthyTime' must be shorter than 'healthyDeadline'")]
+    GateWithinMinTime,
+}
+
 /// One probe: exactly one handler and its timing, in Kubernetes' names and
 /// defaults (period 10 s, timeout 1 s, success 1, failure 3).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -94,7 +125,7 @@ impl Probe {
     pub const DEFAULT_FAILURE: u32 = 3;
 
     /// The handler, when exactly one is set.
-    pub fn kind(&self) -> Result<ProbeKind, String> {
+    pub fn kind(&self) -> Result<ProbeKind, ProbeHandlerError> {
         let set: Vec<ProbeKind> = [
             self.exec.as_ref().map(|_| ProbeKind::Exec),
             self.http_get.as_ref().map(|_| ProbeKind::HttpGet),
@@ -106,8 +137,8 @@ impl Probe {
         .collect();
         match set.as_slice() {
             [one] => Ok(*one),
-            [] => Err("needs one of 'exec', 'httpGet', 'tcpSocket' or 'selfReport'".to_owned()),
-            _ => Err("has more than one of 'exec', 'httpGet', 'tcpSocket' and 'selfReport'".to_owned()),
+            [] => Err(ProbeHandlerError::None),
+            _ => Err(ProbeHandlerError::Several),
         }
     }
 
@@ -131,10 +162,10 @@ impl Probe {
         self.failure_threshold.unwrap_or(Self::DEFAULT_FAILURE)
     }
 
-    fn validate(&self, field: &str) -> Result<(), String> {
-        let kind = self.kind().map_err(|e| format!("field '{field}' {e}"))?;
+    fn validate(&self, field: &'static str) -> Result<(), HealthSpecError> {
+        let kind = self.kind().map_err(|error| HealthSpecError::Handler { field, error })?;
         if kind == ProbeKind::Exec && self.exec.as_ref().is_some_and(|e| e.command.is_empty()) {
-            return Err(format!("field '{field}.exec.command' is empty"));
+            return Err(HealthSpecError::EmptyCommand { field });
         }
         for (name, value) in [
             ("periodSeconds", self.period_seconds),
@@ -143,11 +174,11 @@ impl Probe {
             ("failureThreshold", self.failure_threshold),
         ] {
             if value == Some(0) {
-                return Err(format!("field '{field}.{name}' must be at least 1"));
+                return Err(HealthSpecError::Zero { field, name });
             }
         }
         if field != "readinessProbe" && self.success_threshold.is_some_and(|s| s != 1) {
-            return Err(format!("field '{field}.successThreshold' must be 1 (only a readinessProbe may ask for more)"));
+            return Err(HealthSpecError::SuccessThreshold { field });
         }
         Ok(())
     }
@@ -202,10 +233,11 @@ impl Default for BackoffSettings {
 
 impl RestartBackoff {
     /// The settings, each duration parsed (the defaults where absent).
-    pub fn settings(&self) -> Result<BackoffSettings, String> {
+    pub fn settings(&self) -> Result<BackoffSettings, HealthSpecError> {
         let d = BackoffSettings::default();
-        let parse =
-            |name: &str, v: &Option<String>, default: Duration| field_duration("restartBackoff", name, v, default);
+        let parse = |name: &'static str, v: &Option<String>, default: Duration| {
+            field_duration("restartBackoff", name, v, default)
+        };
         let s = BackoffSettings {
             initial_delay: parse("initialDelay", &self.initial_delay, d.initial_delay)?,
             max_delay: parse("maxDelay", &self.max_delay, d.max_delay)?,
@@ -214,10 +246,10 @@ impl RestartBackoff {
             interval: parse("interval", &self.interval, d.interval)?,
         };
         if s.max_delay < s.initial_delay {
-            return Err("field 'restartBackoff.maxDelay' is shorter than 'initialDelay'".to_owned());
+            return Err(HealthSpecError::MaxBelowInitial);
         }
         if s.interval.is_zero() {
-            return Err("field 'restartBackoff.interval' must be longer than 0s".to_owned());
+            return Err(HealthSpecError::ZeroInterval);
         }
         Ok(s)
     }
@@ -250,15 +282,16 @@ pub struct GateSettings {
 }
 
 impl UpdateGate {
-    pub fn settings(&self) -> Result<GateSettings, String> {
-        let parse = |name: &str, v: &Option<String>, default: Duration| field_duration("update", name, v, default);
+    pub fn settings(&self) -> Result<GateSettings, HealthSpecError> {
+        let parse =
+            |name: &'static str, v: &Option<String>, default: Duration| field_duration("update", name, v, default);
         let s = GateSettings {
             healthy_deadline: parse("healthyDeadline", &self.healthy_deadline, Duration::from_secs(300))?,
             min_healthy_time: parse("minHealthyTime", &self.min_healthy_time, Duration::from_secs(10))?,
             auto_revert: self.auto_revert.unwrap_or(false),
         };
         if s.min_healthy_time >= s.healthy_deadline {
-            return Err("field 'update.minHealthyTime' must be shorter than 'healthyDeadline'".to_owned());
+            return Err(HealthSpecError::GateWithinMinTime);
         }
         Ok(s)
     }
@@ -266,15 +299,22 @@ impl UpdateGate {
 
 /// The duration `block.name` as written, or `default` when absent; an
 /// error names the field.
-fn field_duration(block: &str, name: &str, value: &Option<String>, default: Duration) -> Result<Duration, String> {
+fn field_duration(
+    block: &'static str,
+    name: &'static str,
+    value: &Option<String>,
+    default: Duration,
+) -> Result<Duration, HealthSpecError> {
     match value.as_deref() {
-        Some(text) => parse_duration(text).map_err(|e| format!("field '{block}.{name}': {e}")),
+        Some(text) => {
+            parse_duration(text).map_err(|e| HealthSpecError::Duration { block, name, reason: e.to_string() })
+        }
         None => Ok(default),
     }
 }
 
 /// Checks the health fields of one workload (at apply).
-pub fn validate(wl: &crate::Workload) -> Result<(), String> {
+pub fn validate(wl: &crate::Workload) -> Result<(), HealthSpecError> {
     for (field, probe) in [
         ("startupProbe", &wl.startup_probe),
         ("livenessProbe", &wl.liveness_probe),
@@ -313,16 +353,16 @@ mod tests {
     #[test]
     fn a_probe_needs_exactly_one_handler_and_positive_timing() {
         assert_eq!(probe("httpGet: {path: /ready, port: 8080}").kind(), Ok(ProbeKind::HttpGet));
-        assert!(probe("periodSeconds: 2").kind().unwrap_err().contains("needs one of"));
+        assert!(probe("periodSeconds: 2").kind().unwrap_err().to_string().contains("needs one of"));
         let two = probe("exec: {command: [true]}\ntcpSocket: {port: 1}");
-        assert!(two.validate("livenessProbe").unwrap_err().contains("more than one"));
+        assert!(two.validate("livenessProbe").unwrap_err().to_string().contains("more than one"));
         let zero = probe("tcpSocket: {port: 1}\nperiodSeconds: 0");
         assert_eq!(
-            zero.validate("livenessProbe").unwrap_err(),
+            zero.validate("livenessProbe").unwrap_err().to_string(),
             "field 'livenessProbe.periodSeconds' must be at least 1"
         );
         let empty = probe("exec: {command: []}");
-        assert!(empty.validate("startupProbe").unwrap_err().contains("exec.command' is empty"));
+        assert!(empty.validate("startupProbe").unwrap_err().to_string().contains("exec.command' is empty"));
         let many = probe("tcpSocket: {port: 1}\nsuccessThreshold: 2");
         assert!(many.validate("readinessProbe").is_ok());
         assert!(many.validate("livenessProbe").is_err());
@@ -348,7 +388,7 @@ mod tests {
             (Duration::from_secs(2), Duration::from_secs(300), Some(5))
         );
         let bad: RestartBackoff = serde_saphyr::from_str("maxDelay: soon").unwrap();
-        assert!(bad.settings().unwrap_err().contains("restartBackoff.maxDelay"));
+        assert!(bad.settings().unwrap_err().to_string().contains("restartBackoff.maxDelay"));
         let g: UpdateGate = serde_saphyr::from_str("healthyDeadline: 30s\nautoRevert: true").unwrap();
         let s = g.settings().unwrap();
         assert_eq!(
@@ -356,6 +396,6 @@ mod tests {
             (Duration::from_secs(30), Duration::from_secs(10), true)
         );
         let bad: UpdateGate = serde_saphyr::from_str("healthyDeadline: 5s").unwrap();
-        assert!(bad.settings().unwrap_err().contains("minHealthyTime"));
+        assert!(bad.settings().unwrap_err().to_string().contains("minHealthyTime"));
     }
 }

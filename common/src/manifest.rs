@@ -23,6 +23,45 @@ pub struct ManifestError {
     pub message: String,
 }
 
+/// What is wrong with a desired state that parsed, naming the workload,
+/// the group or the config and the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StateError {
+    #[error("field 'apiVersion': unsupported value '{0}', expected '{API_VERSION}'")]
+    ApiVersion(String),
+    #[error("workload '{0}': field 'runtime' must not be empty")]
+    EmptyRuntime(String),
+    /// `hint` is empty or says why a template was not rendered.
+    #[error("workload '{workload}': field 'agent': {error}{hint}")]
+    Agent { workload: String, error: crate::names::NameError, hint: &'static str },
+    #[error("workload '{workload}': {error}")]
+    Workload { workload: String, error: WorkloadError },
+    #[error("configs: {0}")]
+    ConfigKey(crate::names::NameError),
+    #[error("workload '{workload}': field 'configs': {error}")]
+    ConfigAlias { workload: String, error: crate::names::NameError },
+    #[error(transparent)]
+    Group(#[from] crate::groups::GroupError),
+    #[error("dependency cycle: {}", .0.join(" -> "))]
+    Cycle(Vec<String>),
+}
+
+/// What is wrong with the scheduling, health or access fields of one workload.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("fields 'agent' and 'agentSelector' are exclusive: set one of them")]
+    AgentAndSelector,
+    #[error(transparent)]
+    Selector(#[from] crate::scheduling::SelectorError),
+    /// `ttlAfterFinished` is no duration; the text says why.
+    #[error("field 'ttlAfterFinished': {0}")]
+    Ttl(String),
+    #[error(transparent)]
+    Health(#[from] crate::health_spec::HealthSpecError),
+    #[error(transparent)]
+    Access(#[from] crate::access_rules::AccessRuleError),
+}
+
 #[derive(Deserialize)]
 struct VersionProbe {
     #[serde(rename = "apiVersion")]
@@ -80,9 +119,9 @@ pub fn parse_manifest_of_version(
     match api_version {
         Some(API_VERSION) => {}
         Some(DEPRECATED_API_VERSION) => {
-            let mut state = crate::manifest_v01::parse(text).map_err(err)?;
+            let mut state = crate::manifest_v01::parse(text).map_err(|e| err(e.to_string()))?;
             trim_runtime_configs(&mut state);
-            validate_state(&state).map_err(err)?;
+            validate_state(&state).map_err(|e| err(e.to_string()))?;
             let warning = format!(
                 "{source_name}: apiVersion '{DEPRECATED_API_VERSION}' is deprecated; it was read as '{API_VERSION}' \
                  (tags become a key: value map)"
@@ -114,7 +153,7 @@ pub fn parse_manifest_of_version(
     {
         return Err(err(format!("{first} (unknown fields are refused in strict mode)")));
     }
-    validate_state(&state).map_err(err)?;
+    validate_state(&state).map_err(|e| err(e.to_string()))?;
     let warnings = unknown_fields.into_iter().map(|f| format!("{source_name}: {f} is ignored")).collect();
     Ok((state, warnings))
 }
@@ -179,43 +218,44 @@ fn trim_runtime_configs(state: &mut State) {
 }
 
 /// Checks what the types alone do not: required non-empty fields.
-pub fn validate_state(state: &State) -> Result<(), String> {
+pub fn validate_state(state: &State) -> Result<(), StateError> {
     if state.api_version != API_VERSION {
-        return Err(format!("field 'apiVersion': unsupported value '{}', expected '{API_VERSION}'", state.api_version));
+        return Err(StateError::ApiVersion(state.api_version.clone()));
     }
     for (name, wl) in &state.workloads {
         if wl.runtime.is_empty() {
-            return Err(format!("workload '{name}': field 'runtime' must not be empty"));
+            return Err(StateError::EmptyRuntime(name.to_string()));
         }
         // A template is rendered only for a workload with config aliases;
         // without them the value is the agent name as written.
         let templated = wl.agent.contains("{{") && !wl.configs.is_empty();
         if !templated {
-            crate::names::AgentName::new(wl.agent.as_str()).map_err(|e| {
+            crate::names::AgentName::new(wl.agent.as_str()).map_err(|error| {
                 let hint = if wl.agent.contains("{{") { " (a template needs the workload's configs)" } else { "" };
-                format!("workload '{name}': field 'agent': {e}{hint}")
+                StateError::Agent { workload: name.to_string(), error, hint }
             })?;
         }
     }
     for (name, wl) in &state.workloads {
-        validate_scheduling(wl).map_err(|e| format!("workload '{name}': {e}"))?;
+        validate_scheduling(wl).map_err(|error| StateError::Workload { workload: name.to_string(), error })?;
     }
     for (name, wl) in &state.workloads {
-        crate::access_rules::validate(&wl.control_interface_access).map_err(|e| format!("workload '{name}': {e}"))?;
+        crate::access_rules::validate(&wl.control_interface_access)
+            .map_err(|e| StateError::Workload { workload: name.to_string(), error: e.into() })?;
     }
     for key in state.configs.keys() {
-        crate::names::validate_config_name("config key", key).map_err(|e| format!("configs: {e}"))?;
+        crate::names::validate_config_name("config key", key).map_err(StateError::ConfigKey)?;
     }
     for (name, wl) in &state.workloads {
         for (alias, key) in &wl.configs {
             crate::names::validate_config_name("config alias", alias)
                 .and_then(|()| crate::names::validate_config_name("config key", key))
-                .map_err(|e| format!("workload '{name}': field 'configs': {e}"))?;
+                .map_err(|error| StateError::ConfigAlias { workload: name.to_string(), error })?;
         }
     }
     crate::groups::validate(&state.groups)?;
     if let Some(cycle) = crate::dependency_graph::find_cycle(state) {
-        return Err(format!("dependency cycle: {}", cycle.join(" -> ")));
+        return Err(StateError::Cycle(cycle));
     }
     Ok(())
 }
@@ -223,15 +263,15 @@ pub fn validate_state(state: &State) -> Result<(), String> {
 /// The scheduling fields: `agent` and `agentSelector` exclusive, every
 /// selector expression and the ttl parsed.
 // [feature S1: agent and agentSelector are exclusive; expressions checked at apply]
-fn validate_scheduling(wl: &crate::Workload) -> Result<(), String> {
+fn validate_scheduling(wl: &crate::Workload) -> Result<(), WorkloadError> {
     if let Some(selector) = &wl.agent_selector {
         if !wl.agent.is_empty() {
-            return Err("fields 'agent' and 'agentSelector' are exclusive: set one of them".to_owned());
+            return Err(WorkloadError::AgentAndSelector);
         }
         selector.parse()?;
     }
     if let Some(ttl) = &wl.ttl_after_finished {
-        crate::duration::parse_duration(ttl).map_err(|e| format!("field 'ttlAfterFinished': {e}"))?;
+        crate::duration::parse_duration(ttl).map_err(|e| WorkloadError::Ttl(e.to_string()))?;
     }
     crate::health_spec::validate(wl)?;
     Ok(())

@@ -7,30 +7,43 @@ use serde_json::Value;
 use crate::API_VERSION;
 use crate::complete_state::State;
 
+/// Why a `v0.1` manifest cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum V01Error {
+    /// No YAML: the first line of the parser's error, with its position.
+    #[error("{0}")]
+    Yaml(String),
+    #[error("workload '{workload}': field 'tags': each v0.1 tag needs a string 'key' and 'value', got {tag}")]
+    Tag { workload: String, tag: Value },
+    #[error("invalid v0.1 manifest: {0}")]
+    Invalid(serde_json::Error),
+}
+
 /// Parses a `v0.1` manifest text into a `v1` state.
-pub fn parse(text: &str) -> Result<State, String> {
+pub fn parse(text: &str) -> Result<State, V01Error> {
     let mut tree: Value = serde_saphyr::from_str_with_options(text, crate::manifest::yaml_options())
-        .map_err(|e| crate::manifest::describe(&e))?;
+        .map_err(|e| V01Error::Yaml(crate::manifest::describe(&e)))?;
     tree["apiVersion"] = Value::String(API_VERSION.to_owned());
     if let Some(workloads) = tree.get_mut("workloads").and_then(Value::as_object_mut) {
         for (name, wl) in workloads.iter_mut() {
             if let Some(tags) = wl.get_mut("tags") {
-                *tags = tags_as_map(tags).map_err(|e| format!("workload '{name}': field 'tags': {e}"))?;
+                *tags = tags_as_map(tags).map_err(|tag| V01Error::Tag { workload: name.clone(), tag })?;
             }
         }
     }
-    serde_json::from_value(tree).map_err(|e| format!("invalid v0.1 manifest: {e}"))
+    serde_json::from_value(tree).map_err(V01Error::Invalid)
 }
 
 /// `[{key: k, value: v}, ...]` -> `{k: v, ...}`; a map stays as it is.
-fn tags_as_map(tags: &Value) -> Result<Value, String> {
+/// The error is the first tag that is no such pair.
+fn tags_as_map(tags: &Value) -> Result<Value, Value> {
     let Some(list) = tags.as_array() else { return Ok(tags.clone()) };
     let mut map = serde_json::Map::new();
     for tag in list {
         let (Some(key), Some(value)) =
             (tag.get("key").and_then(Value::as_str), tag.get("value").and_then(Value::as_str))
         else {
-            return Err(format!("each v0.1 tag needs a string 'key' and 'value', got {tag}"));
+            return Err(tag.clone());
         };
         map.insert(key.to_owned(), Value::String(value.to_owned()));
     }

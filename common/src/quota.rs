@@ -98,15 +98,32 @@ pub enum SizeUnits {
     Kube,
 }
 
+/// A memory size that is none in the units asked for; names the text and
+/// the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadMemory {
+    #[error("memory '{0}' is not a size like 512m, 1g or 256Mi")]
+    Podman(String),
+    #[error("memory '{0}' is not a Kubernetes quantity like 256Mi, 1Gi or 500M")]
+    Kube(String),
+}
+
+/// For callers that still report errors as text.
+impl From<BadMemory> for String {
+    fn from(e: BadMemory) -> Self {
+        e.to_string()
+    }
+}
+
 /// Parses a memory size into bytes; the error names the text and the
 /// accepted forms.
-pub fn parse_memory(text: &str, units: SizeUnits) -> Result<u64, String> {
+pub fn parse_memory(text: &str, units: SizeUnits) -> Result<u64, BadMemory> {
     let s = text.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, suffix) = s.split_at(split);
     let bad = || match units {
-        SizeUnits::Podman => format!("memory '{text}' is not a size like 512m, 1g or 256Mi"),
-        SizeUnits::Kube => format!("memory '{text}' is not a Kubernetes quantity like 256Mi, 1Gi or 500M"),
+        SizeUnits::Podman => BadMemory::Podman(text.to_owned()),
+        SizeUnits::Kube => BadMemory::Kube(text.to_owned()),
     };
     let value: f64 = number.parse().map_err(|_| bad())?;
     let factor: u64 = match (units, suffix) {
@@ -150,9 +167,9 @@ mod tests {
         assert_eq!(parse_memory("256Mi", SizeUnits::Kube), Ok(256 * MIB));
         assert_eq!(parse_memory("500M", SizeUnits::Kube), Ok(500_000_000));
         assert_eq!(parse_memory("1.5Gi", SizeUnits::Kube), Ok(1536 * MIB));
-        assert!(parse_memory("512x", SizeUnits::Podman).unwrap_err().contains("'512x'"));
+        assert!(parse_memory("512x", SizeUnits::Podman).unwrap_err().to_string().contains("'512x'"));
         assert!(parse_memory("", SizeUnits::Kube).is_err());
-        assert!(parse_memory("1m", SizeUnits::Kube).unwrap_err().contains("Kubernetes quantity"));
+        assert!(parse_memory("1m", SizeUnits::Kube).unwrap_err().to_string().contains("Kubernetes quantity"));
         assert!(parse_memory("-1g", SizeUnits::Podman).is_err());
     }
 

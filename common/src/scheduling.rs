@@ -73,34 +73,61 @@ pub struct ParsedSelector {
     pub metrics: Vec<MetricConstraint>,
 }
 
+/// An agent selector that cannot be used, naming the field, the index and
+/// the expression.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("agentSelector.labels[{index}]: {error} in '{text}'")]
+    Label { index: usize, error: crate::placement::constraint::ParseError, text: String },
+    #[error("agentSelector.metrics[{index}]: {error} in '{text}'")]
+    Metric { index: usize, error: crate::placement::constraint::ParseError, text: String },
+    #[error("agentSelector.capabilities[{index}] '{capability}': a capability is one word")]
+    Capability { index: usize, capability: String },
+    #[error("agentSelector.rank[{0}]: field 'metric' must not be empty")]
+    RankMetric(usize),
+    #[error("agentSelector.rank[{index}]: weight {weight} must be a finite number >= 0")]
+    RankWeight { index: usize, weight: f64 },
+}
+
+/// For callers that still report errors as text.
+impl From<SelectorError> for String {
+    fn from(e: SelectorError) -> Self {
+        e.to_string()
+    }
+}
+
 impl AgentSelector {
     /// Parses every expression; the error names the field, the index, the
     /// expression and the position, e.g.
     /// `agentSelector.labels[0]: unexpected '=', expected a value at column 8 in 'arch === x'`.
-    pub fn parse(&self) -> Result<ParsedSelector, String> {
+    pub fn parse(&self) -> Result<ParsedSelector, SelectorError> {
         let labels = self
             .labels
             .iter()
             .enumerate()
-            .map(|(i, t)| LabelConstraint::parse(t).map_err(|e| format!("agentSelector.labels[{i}]: {e} in '{t}'")))
+            .map(|(index, t)| {
+                LabelConstraint::parse(t).map_err(|error| SelectorError::Label { index, error, text: t.clone() })
+            })
             .collect::<Result<_, _>>()?;
         let metrics = self
             .metrics
             .iter()
             .enumerate()
-            .map(|(i, t)| MetricConstraint::parse(t).map_err(|e| format!("agentSelector.metrics[{i}]: {e} in '{t}'")))
+            .map(|(index, t)| {
+                MetricConstraint::parse(t).map_err(|error| SelectorError::Metric { index, error, text: t.clone() })
+            })
             .collect::<Result<_, _>>()?;
         for (i, c) in self.capabilities.iter().enumerate() {
             if c.trim().is_empty() || c.chars().any(char::is_whitespace) {
-                return Err(format!("agentSelector.capabilities[{i}] '{c}': a capability is one word"));
+                return Err(SelectorError::Capability { index: i, capability: c.clone() });
             }
         }
         for (i, r) in self.rank.iter().enumerate() {
             if r.metric.trim().is_empty() {
-                return Err(format!("agentSelector.rank[{i}]: field 'metric' must not be empty"));
+                return Err(SelectorError::RankMetric(i));
             }
             if !r.weight.is_finite() || r.weight < 0.0 {
-                return Err(format!("agentSelector.rank[{i}]: weight {} must be a finite number >= 0", r.weight));
+                return Err(SelectorError::RankWeight { index: i, weight: r.weight });
             }
         }
         Ok(ParsedSelector { labels, metrics })
@@ -144,13 +171,13 @@ mod tests {
     #[test]
     fn selector_errors_name_the_expression_and_position() {
         let s = AgentSelector { labels: vec!["arch = arm64".into(), "arch === x".into()], ..Default::default() };
-        let e = s.parse().unwrap_err();
+        let e = s.parse().unwrap_err().to_string();
         assert!(e.starts_with("agentSelector.labels[1]: unexpected '='"), "{e}");
         assert!(e.ends_with("at column 8 in 'arch === x'"), "{e}");
         let s = AgentSelector { metrics: vec!["free_memory_mb >>= 5".into()], ..Default::default() };
-        assert!(s.parse().unwrap_err().starts_with("agentSelector.metrics[0]"));
+        assert!(s.parse().unwrap_err().to_string().starts_with("agentSelector.metrics[0]"));
         let s = AgentSelector { rank: vec![RankTerm { metric: "cpu".into(), weight: f64::NAN }], ..Default::default() };
-        assert!(s.parse().unwrap_err().contains("rank[0]"));
+        assert!(s.parse().unwrap_err().to_string().contains("rank[0]"));
         let ok = AgentSelector {
             labels: vec!["ecu in (hpc1, hpc2)".into()],
             metrics: vec!["cpu_usage < 80".into()],

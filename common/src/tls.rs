@@ -10,6 +10,68 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 
+/// Why TLS material cannot be used; each names the PEM item and, for a
+/// file, the file (`what`, e.g. `key_pem file '/etc/ank/key.pem'`).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file cannot be opened or read.
+    #[error("cannot read {what}: {cause}")]
+    Read { what: String, cause: std::io::Error },
+    /// The mode of a PEM file cannot be read.
+    #[error("cannot read the permissions of {what}: {cause}")]
+    Permissions { what: String, cause: std::io::Error },
+    /// A PEM file others may change (or read, for a key).
+    #[error(transparent)]
+    InsecureMode(#[from] InsecureMode),
+    /// The key item holds no private key.
+    #[error("{what}: no usable private key: {reason}")]
+    NoKey { what: String, reason: String },
+    /// A certificate item is no PEM text.
+    #[error("{what}: not a valid PEM certificate: {reason}")]
+    BadPem { what: String, reason: String },
+    /// A certificate item holds no certificate.
+    #[error("{what}: no certificate found (expected '-----BEGIN CERTIFICATE-----')")]
+    NoCertificate { what: String },
+    /// Our certificate is no X.509 certificate.
+    #[error("{what}: cannot parse the certificate: {reason}")]
+    Unparsable { what: String, reason: String },
+    /// Our certificate's validity ended.
+    #[error("{what}: the certificate expired on {not_after}")]
+    Expired { what: String, not_after: String },
+    /// Our certificate's validity has not begun.
+    #[error("{what}: the certificate is not valid before {not_before}")]
+    NotYetValid { what: String, not_before: String },
+    /// A revocation list is no PEM text.
+    #[error("unreadable revocation list: {reason}")]
+    UnreadableCrl { reason: String },
+    /// The revocation list file holds none.
+    #[error("no revocation list (X509 CRL) found")]
+    NoCrl,
+    /// A certificate whose names are asked for is no X.509 certificate.
+    #[error("cannot parse certificate: {reason}")]
+    UnparsableNames { reason: String },
+    /// Its subject alternative names cannot be read.
+    #[error("cannot read the subject alt names: {reason}")]
+    SubjectAltNames { reason: String },
+}
+
+/// For callers that still report errors as text.
+impl From<TlsError> for String {
+    fn from(e: TlsError) -> Self {
+        e.to_string()
+    }
+}
+
+/// A PEM file with a mode Ankaios refuses ([`check_mode`]), naming the
+/// file, its mode and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} has insecure permissions {mode:o}: {rule}; fix it with 'chmod 0600' on the file")]
+pub struct InsecureMode {
+    what: String,
+    mode: u32,
+    rule: &'static str,
+}
+
 /// PEM text given inline (a config file's `*_pem_content`). Its `Debug`
 /// shows only its length, so a key never reaches a log line.
 #[derive(Clone, PartialEq, Eq, serde::Deserialize)]
@@ -63,17 +125,18 @@ impl PemSource {
 
     /// A file's text, once its mode passes [`check_mode`] (checked on the
     /// opened file, so the file read is the file checked).
-    fn read(&self, item: &str) -> Result<Vec<u8>, String> {
+    fn read(&self, item: &str) -> Result<Vec<u8>, TlsError> {
         use std::io::Read;
         match self {
             PemSource::File(p) => {
                 let what = self.describe(item).replacen(' ', " file ", 1);
-                let mut file = std::fs::File::open(p).map_err(|e| format!("cannot read {what}: {e}"))?;
-                let meta = file.metadata().map_err(|e| format!("cannot read the permissions of {what}: {e}"))?;
+                let read = |cause| TlsError::Read { what: what.clone(), cause };
+                let mut file = std::fs::File::open(p).map_err(read)?;
+                let meta = file.metadata().map_err(|cause| TlsError::Permissions { what: what.clone(), cause })?;
                 let kind = if item == "key_pem" { PemKind::PrivateKey } else { PemKind::Certificate };
                 check_mode(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()), kind, &what)?;
                 let mut text = Vec::new();
-                file.read_to_end(&mut text).map_err(|e| format!("cannot read {what}: {e}"))?;
+                file.read_to_end(&mut text).map_err(read)?;
                 Ok(text)
             }
             PemSource::Content(c) => Ok(c.as_bytes().to_vec()),
@@ -92,7 +155,7 @@ pub enum PemKind {
 /// certificate (our own or the CA's) readable by its owner, writable by
 /// nobody else, and not executable. Anything else is refused, naming the
 /// file, its mode and the fix.
-pub fn check_mode(mode: u32, kind: PemKind, what: &str) -> Result<(), String> {
+pub fn check_mode(mode: u32, kind: PemKind, what: &str) -> Result<(), InsecureMode> {
     let mode = mode & 0o777;
     let ok = match kind {
         PemKind::PrivateKey => mode == 0o600 || mode == 0o400,
@@ -107,7 +170,7 @@ pub fn check_mode(mode: u32, kind: PemKind, what: &str) -> Result<(), String> {
             "a certificate must be readable by its owner, not writable by group or others, and not executable (0600, 0400 or 0644)"
         }
     };
-    Err(format!("{what} has insecure permissions {mode:o}: {rule}; fix it with 'chmod 0600' on the file"))
+    Err(InsecureMode { what: what.to_owned(), mode, rule })
 }
 
 /// The three PEM items of an mTLS set-up.
@@ -193,14 +256,14 @@ pub struct TlsMaterial {
 impl TlsSources {
     /// Reads and parses the three items; our own certificate must be
     /// within its validity period.
-    pub fn load(&self) -> Result<TlsMaterial, String> {
+    pub fn load(&self) -> Result<TlsMaterial, TlsError> {
         let ca_pem = self.ca.read("ca_pem")?;
         let crt_pem = self.crt.read("crt_pem")?;
         let key_pem = self.key.read("key_pem")?;
         let ca = certificates(&ca_pem, &self.ca.describe("ca_pem"))?;
         let chain = certificates(&crt_pem, &self.crt.describe("crt_pem"))?;
         let key = PrivateKeyDer::from_pem_slice(&key_pem)
-            .map_err(|e| format!("{}: no usable private key: {e}", self.key.describe("key_pem")))?;
+            .map_err(|e| TlsError::NoKey { what: self.key.describe("key_pem"), reason: e.to_string() })?;
         check_validity(&chain[0], &self.crt.describe("crt_pem"))?;
         Ok(TlsMaterial { ca, chain, key, ca_pem, crt_pem, key_pem })
     }
@@ -209,7 +272,7 @@ impl TlsSources {
     /// [`load`](Self::load)). The server's certificate must be issued to
     /// `ank-server`, as Ankaios' clients require, or with `check_url_host`
     /// to the host of the URL dialled.
-    pub fn client_pem(&self, check_url_host: bool) -> Result<ank_proto::dial::ClientPem, String> {
+    pub fn client_pem(&self, check_url_host: bool) -> Result<ank_proto::dial::ClientPem, TlsError> {
         let m = self.load()?;
         let server_name = (!check_url_host).then(|| ank_proto::dial::ANKAIOS_SERVER_NAME.to_owned());
         Ok(ank_proto::dial::ClientPem { ca: m.ca_pem, crt: m.crt_pem, key: m.key_pem, server_name, crl: None })
@@ -218,22 +281,22 @@ impl TlsSources {
 
 /// The certificate revocation lists (`X509 CRL` blocks) of a PEM text;
 /// an error when there is none or one is malformed.
-pub fn revocation_lists(pem: &[u8]) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+pub fn revocation_lists(pem: &[u8]) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
     let crls = CertificateRevocationListDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("unreadable revocation list: {e}"))?;
+        .map_err(|e| TlsError::UnreadableCrl { reason: e.to_string() })?;
     if crls.is_empty() {
-        return Err("no revocation list (X509 CRL) found".to_owned());
+        return Err(TlsError::NoCrl);
     }
     Ok(crls)
 }
 
-fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{what}: not a valid PEM certificate: {e}"))?;
+        .map_err(|e| TlsError::BadPem { what: what.to_owned(), reason: e.to_string() })?;
     if certs.is_empty() {
-        return Err(format!("{what}: no certificate found (expected '-----BEGIN CERTIFICATE-----')"));
+        return Err(TlsError::NoCertificate { what: what.to_owned() });
     }
     Ok(certs)
 }
@@ -241,16 +304,16 @@ fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, 
 // A certificate's validity is judged by the system's wall clock as it is
 // now (rustls does the same), not by a clock pinned at the daemon's start.
 #[allow(clippy::disallowed_methods)]
-fn check_validity(cert: &CertificateDer<'_>, what: &str) -> Result<(), String> {
-    let (_, parsed) =
-        x509_parser::parse_x509_certificate(cert).map_err(|e| format!("{what}: cannot parse the certificate: {e}"))?;
+fn check_validity(cert: &CertificateDer<'_>, what: &str) -> Result<(), TlsError> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert)
+        .map_err(|e| TlsError::Unparsable { what: what.to_owned(), reason: e.to_string() })?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default();
     let validity = parsed.validity();
     if now > validity.not_after.timestamp() {
-        return Err(format!("{what}: the certificate expired on {}", validity.not_after));
+        return Err(TlsError::Expired { what: what.to_owned(), not_after: validity.not_after.to_string() });
     }
     if now < validity.not_before.timestamp() {
-        return Err(format!("{what}: the certificate is not valid before {}", validity.not_before));
+        return Err(TlsError::NotYetValid { what: what.to_owned(), not_before: validity.not_before.to_string() });
     }
     Ok(())
 }
@@ -265,12 +328,12 @@ pub struct CertNames {
 
 impl CertNames {
     /// Reads the names of a DER certificate.
-    pub fn of(cert: &[u8]) -> Result<Self, String> {
-        let (_, parsed) =
-            x509_parser::parse_x509_certificate(cert).map_err(|e| format!("cannot parse certificate: {e}"))?;
+    pub fn of(cert: &[u8]) -> Result<Self, TlsError> {
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert)
+            .map_err(|e| TlsError::UnparsableNames { reason: e.to_string() })?;
         let common_names =
             parsed.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_owned)).collect();
-        let san = parsed.subject_alternative_name().map_err(|e| format!("cannot read the subject alt names: {e}"))?;
+        let san = parsed.subject_alternative_name().map_err(|e| TlsError::SubjectAltNames { reason: e.to_string() })?;
         let san_dns = san.map(|san| {
             san.value
                 .general_names
@@ -295,7 +358,7 @@ impl CertNames {
 
 /// The names a certificate is issued to: its subject CNs, then its SAN DNS
 /// names, without duplicates.
-pub fn identity_names(cert: &[u8]) -> Result<Vec<String>, String> {
+pub fn identity_names(cert: &[u8]) -> Result<Vec<String>, TlsError> {
     CertNames::of(cert).map(|names| names.all())
 }
 
@@ -342,7 +405,7 @@ mod tests {
             assert_eq!(check_mode(ok, PrivateKey, "k"), Ok(()), "{ok:o}");
         }
         for bad in [0o644, 0o640, 0o604, 0o700, 0o200, 0o000, 0o660, 0o666] {
-            let e = check_mode(bad, PrivateKey, "key_pem file 'k'").unwrap_err();
+            let e = check_mode(bad, PrivateKey, "key_pem file 'k'").unwrap_err().to_string();
             assert!(e.contains(&format!("'k' has insecure permissions {:o}", bad & 0o777)), "{e}");
             assert!(e.contains("0600 or 0400") && e.contains("chmod 0600"), "{e}");
         }
@@ -350,7 +413,7 @@ mod tests {
             assert_eq!(check_mode(ok, Certificate, "c"), Ok(()), "{ok:o}");
         }
         for bad in [0o664, 0o646, 0o666, 0o755, 0o700, 0o644 | 0o001, 0o244, 0o000] {
-            let e = check_mode(bad, Certificate, "crt_pem file 'c'").unwrap_err();
+            let e = check_mode(bad, Certificate, "crt_pem file 'c'").unwrap_err().to_string();
             assert!(e.contains("insecure permissions") && e.contains("not writable by group or others"), "{e}");
         }
     }
@@ -371,28 +434,28 @@ mod tests {
             key: PemSource::File(path("key.pem")),
         };
         set("key.pem", 0o644);
-        let e = sources.load().unwrap_err();
+        let e = sources.load().unwrap_err().to_string();
         assert!(
             e.starts_with(&format!("key_pem file '{}' has insecure permissions 644", path("key.pem").display())),
             "{e}"
         );
         set("key.pem", 0o600);
         set("ca.pem", 0o666);
-        let e = sources.load().unwrap_err();
+        let e = sources.load().unwrap_err().to_string();
         assert!(
             e.starts_with(&format!("ca_pem file '{}' has insecure permissions 666", path("ca.pem").display())),
             "{e}"
         );
         set("ca.pem", 0o644);
         set("crt.pem", 0o755);
-        assert!(sources.load().unwrap_err().contains("crt_pem file"));
+        assert!(sources.load().unwrap_err().to_string().contains("crt_pem file"));
         set("crt.pem", 0o400);
         // The modes pass; the content is what is wrong now.
-        let e = sources.load().unwrap_err();
+        let e = sources.load().unwrap_err().to_string();
         assert!(e.contains("no certificate found"), "{e}");
         // Inline content has no file mode to check.
         let inline = TlsSources { key: PemSource::Content("x".into()), ..sources };
-        assert!(inline.load().unwrap_err().contains("no certificate found"));
+        assert!(inline.load().unwrap_err().to_string().contains("no certificate found"));
     }
 
     #[test]

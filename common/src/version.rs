@@ -21,15 +21,31 @@ pub const ANKAIOS_VERSION: &str = ankaios_version!();
 /// our own build.
 pub const VERSION_LINE: &str = concat!(ankaios_version!(), " (ank ", env!("CARGO_PKG_VERSION"), ")");
 
+/// A peer's protocol version Ankaios refuses; its text is Ankaios' refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Unsupported protocol version '{version}'. Currently supported '{supported}'")]
+pub struct UnsupportedVersion {
+    pub version: String,
+    /// Our major version (`major.minor` before 1.0).
+    pub supported: String,
+}
+
+/// The refusal text, as the peer gets it.
+impl From<UnsupportedVersion> for String {
+    fn from(e: UnsupportedVersion) -> Self {
+        e.to_string()
+    }
+}
+
 /// Checks a peer's protocol version the way Ankaios does: a semantic
-/// version with our major number; otherwise Ankaios' refusal text.
-pub fn check_compatibility(version: &str) -> Result<(), String> {
+/// version with our major number; otherwise Ankaios' refusal.
+pub fn check_compatibility(version: &str) -> Result<(), UnsupportedVersion> {
     let ours = semver::Version::parse(ANKAIOS_VERSION).expect("ANKAIOS_VERSION is a semantic version");
     if semver::Version::parse(version).is_ok_and(|theirs| theirs.major == ours.major) {
         return Ok(());
     }
     let supported = if ours.major > 0 { ours.major.to_string() } else { format!("{}.{}", ours.major, ours.minor) };
-    Err(format!("Unsupported protocol version '{version}'. Currently supported '{supported}'"))
+    Err(UnsupportedVersion { version: version.to_owned(), supported })
 }
 
 #[cfg(test)]
@@ -47,7 +63,7 @@ mod tests {
     fn version_other_major_or_no_semver_is_refused_with_ankaios_text() {
         for bad in ["0.7.0", "2.0.0", "1", "1.0", "1.garbage", "01.0.0", "1.0.0-", "", "v1.0.0", "0.1.0"] {
             assert_eq!(
-                check_compatibility(bad),
+                check_compatibility(bad).map_err(String::from),
                 Err(format!("Unsupported protocol version '{bad}'. Currently supported '1'")),
                 "{bad}"
             );

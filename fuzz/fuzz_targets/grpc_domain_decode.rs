@@ -20,8 +20,8 @@
 use ank_common::convert::{from_server_from_proto, from_server_to_proto, to_server_from_proto, to_server_to_proto};
 use ank_common::field_mask;
 use ank_common::messages::{FromServer, RequestContent, ToServer};
-use ank_common::podman_config::PodmanRuntimeConfig;
-use ank_common::podman_kube_config::PodmanKubeRuntimeConfig;
+use ank_agent::runtime_connectors::podman::config::PodmanRuntimeConfig;
+use ank_agent::runtime_connectors::podman_kube::config::PodmanKubeRuntimeConfig;
 use ank_common::workload::WorkloadSpec;
 use ank_proto::grpc_api as g;
 use libfuzzer_sys::fuzz_target;

@@ -19,8 +19,8 @@ use ank_common::convert::{
 };
 use ank_common::manifest::{parse_manifest, parse_manifest_with_warnings, validate_state};
 use ank_common::messages::FromServer;
-use ank_common::podman_config::PodmanRuntimeConfig;
-use ank_common::podman_kube_config::PodmanKubeRuntimeConfig;
+use ank_agent::runtime_connectors::podman::config::PodmanRuntimeConfig;
+use ank_agent::runtime_connectors::podman_kube::config::PodmanKubeRuntimeConfig;
 use ank_common::{API_VERSION, State};
 use ank_server::desired_state::{self, DesiredState};
 use libfuzzer_sys::fuzz_target;

@@ -12,6 +12,30 @@ use std::time::Duration;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::tls_connector as crl;
+pub use crate::tls_connector::ClientTlsError;
+
+/// Why no endpoint can be made for a server URL.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    #[error("invalid server url '{url}': {cause}")]
+    InvalidUrl { url: String, cause: tonic::transport::Error },
+    /// The PEM items (with revocation lists) make no TLS configuration.
+    #[error(transparent)]
+    ClientTls(#[from] ClientTlsError),
+    #[error("TLS set-up for '{url}': {cause}")]
+    TlsSetup { url: String, cause: tonic::transport::Error },
+    #[error("server url '{url}' must start with https:// when certificates are given")]
+    NeedsHttps { url: String },
+    #[error("server url '{url}' must start with http:// with --insecure (https:// needs certificates)")]
+    NeedsHttp { url: String },
+}
+
+/// For callers that still report errors as text.
+impl From<DialError> for String {
+    fn from(e: DialError) -> Self {
+        e.to_string()
+    }
+}
 
 /// The name Ankaios' clients expect in the server's certificate, whatever
 /// address they dial.
@@ -65,11 +89,10 @@ pub fn endpoint(
     tls: Option<&ClientPem>,
     connect_timeout: Duration,
     heartbeat: Option<Heartbeat>,
-) -> Result<Endpoint, String> {
-    let mut endpoint = Endpoint::from_shared(url.to_owned())
-        .map_err(|e| format!("invalid server url '{url}': {e}"))?
-        .connect_timeout(connect_timeout)
-        .tcp_nodelay(true);
+) -> Result<Endpoint, DialError> {
+    let invalid = |cause| DialError::InvalidUrl { url: url.to_owned(), cause };
+    let mut endpoint =
+        Endpoint::from_shared(url.to_owned()).map_err(invalid)?.connect_timeout(connect_timeout).tcp_nodelay(true);
     if let Some(h) = heartbeat {
         endpoint =
             endpoint.http2_keep_alive_interval(h.interval).keep_alive_timeout(h.timeout).keep_alive_while_idle(true);
@@ -79,7 +102,7 @@ pub fn endpoint(
             // The TLS is the connector's ([`connect`]): tonic sees plain HTTP/2.
             crl::check(pem)?;
             let plain = url.replacen("https://", "http://", 1);
-            let mut plain = Endpoint::from_shared(plain).map_err(|e| format!("invalid server url '{url}': {e}"))?;
+            let mut plain = Endpoint::from_shared(plain).map_err(invalid)?;
             plain = plain.connect_timeout(connect_timeout).tcp_nodelay(true);
             if let Some(h) = heartbeat {
                 plain = plain
@@ -96,13 +119,11 @@ pub fn endpoint(
             if let Some(name) = &pem.server_name {
                 config = config.domain_name(name);
             }
-            endpoint.tls_config(config).map_err(|e| format!("TLS set-up for '{url}': {e}"))
+            endpoint.tls_config(config).map_err(|cause| DialError::TlsSetup { url: url.to_owned(), cause })
         }
-        (Some(_), _) => Err(format!("server url '{url}' must start with https:// when certificates are given")),
+        (Some(_), _) => Err(DialError::NeedsHttps { url: url.to_owned() }),
         (None, Some("http")) => Ok(endpoint),
-        (None, _) => {
-            Err(format!("server url '{url}' must start with http:// with --insecure (https:// needs certificates)"))
-        }
+        (None, _) => Err(DialError::NeedsHttp { url: url.to_owned() }),
     }
 }
 
@@ -124,8 +145,13 @@ mod tests {
         let pem = ClientPem { ca: vec![], crt: vec![], key: vec![], server_name: None, crl: None };
         let t = Duration::from_secs(1);
         assert!(endpoint("http://127.0.0.1:1", None, t, Some(Heartbeat::default())).is_ok());
-        assert!(endpoint("https://127.0.0.1:1", None, t, None).unwrap_err().contains("needs certificates"));
-        assert!(endpoint("http://127.0.0.1:1", Some(&pem), t, None).unwrap_err().contains("must start with https://"));
+        assert!(endpoint("https://127.0.0.1:1", None, t, None).unwrap_err().to_string().contains("needs certificates"));
+        assert!(
+            endpoint("http://127.0.0.1:1", Some(&pem), t, None)
+                .unwrap_err()
+                .to_string()
+                .contains("must start with https://")
+        );
         assert!(endpoint("not a url", None, t, None).is_err());
     }
 }

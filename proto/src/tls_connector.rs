@@ -23,41 +23,66 @@ use super::dial::ClientPem;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Why the PEM items of a client with revocation lists make no TLS
+/// configuration; each names the item.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientTlsError {
+    #[error("ca_pem: {0}")]
+    CaPem(rustls::pki_types::pem::Error),
+    #[error("ca_pem: unusable CA certificate: {0}")]
+    CaCertificate(rustls::Error),
+    #[error("crl_pem: unreadable revocation list: {0}")]
+    UnreadableCrl(rustls::pki_types::pem::Error),
+    #[error("crl_pem: no revocation list (X509 CRL) found")]
+    NoCrl,
+    #[error("ca_pem/crl_pem: {0}")]
+    Verifier(rustls::server::VerifierBuilderError),
+    #[error("crt_pem: {0}")]
+    CrtPem(rustls::pki_types::pem::Error),
+    #[error("key_pem: {0}")]
+    KeyPem(rustls::pki_types::pem::Error),
+    /// The provider offers no safe protocol version.
+    #[error("{0}")]
+    Protocols(rustls::Error),
+    #[error("crt_pem/key_pem: {0}")]
+    ClientAuth(rustls::Error),
+}
+
 /// Builds the rustls configuration of `pem`; an error names the item.
-fn config(pem: &ClientPem) -> Result<Arc<ClientConfig>, String> {
+fn config(pem: &ClientPem) -> Result<Arc<ClientConfig>, ClientTlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for ca in CertificateDer::pem_slice_iter(&pem.ca) {
-        let ca = ca.map_err(|e| format!("ca_pem: {e}"))?;
-        roots.add(ca).map_err(|e| format!("ca_pem: unusable CA certificate: {e}"))?;
+        let ca = ca.map_err(ClientTlsError::CaPem)?;
+        roots.add(ca).map_err(ClientTlsError::CaCertificate)?;
     }
     let crls = CertificateRevocationListDer::pem_slice_iter(pem.crl.as_deref().unwrap_or_default())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("crl_pem: unreadable revocation list: {e}"))?;
+        .map_err(ClientTlsError::UnreadableCrl)?;
     if crls.is_empty() {
-        return Err("crl_pem: no revocation list (X509 CRL) found".to_owned());
+        return Err(ClientTlsError::NoCrl);
     }
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .with_crls(crls)
         .only_check_end_entity_revocation()
         .build()
-        .map_err(|e| format!("ca_pem/crl_pem: {e}"))?;
+        .map_err(ClientTlsError::Verifier)?;
     let chain =
-        CertificateDer::pem_slice_iter(&pem.crt).collect::<Result<Vec<_>, _>>().map_err(|e| format!("crt_pem: {e}"))?;
-    let key = PrivateKeyDer::from_pem_slice(&pem.key).map_err(|e| format!("key_pem: {e}"))?;
+        CertificateDer::pem_slice_iter(&pem.crt).collect::<Result<Vec<_>, _>>().map_err(ClientTlsError::CrtPem)?;
+    let key = PrivateKeyDer::from_pem_slice(&pem.key).map_err(ClientTlsError::KeyPem)?;
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(ClientTlsError::Protocols)?
         .with_webpki_verifier(verifier)
         .with_client_auth_cert(chain, key)
-        .map_err(|e| format!("crt_pem/key_pem: {e}"))?;
+        .map_err(ClientTlsError::ClientAuth)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(config))
 }
 
 /// Checks that `pem` makes a usable configuration (at set-up, so that a
 /// broken revocation list is reported before any connection attempt).
-pub(crate) fn check(pem: &ClientPem) -> Result<(), String> {
+pub(crate) fn check(pem: &ClientPem) -> Result<(), ClientTlsError> {
     config(pem).map(|_| ())
 }
 

@@ -172,7 +172,7 @@ async fn clients_with_a_revocation_list_refuse_a_revoked_server_certificate() {
     connect(&other.cert_pem).await.expect("a list that does not name the server's certificate");
     let mut broken = pki.client("cli", &[]);
     broken.crl = Some(b"not a list".to_vec());
-    let e = ank_proto::dial::endpoint(&url, Some(&broken), WAIT, None).unwrap_err();
+    let e = ank_proto::dial::endpoint(&url, Some(&broken), WAIT, None).unwrap_err().to_string();
     assert!(e.contains("crl_pem"), "{e}");
     shutdown.cancel();
 }
@@ -201,10 +201,10 @@ fn pem_files_with_loose_modes_are_refused_by_server_agent_and_ank() {
     assert!(ank_server::grpc::tls::ServerTls::load(server).is_ok(), "0400 is fine too");
 
     set(agent_key, 0o644);
-    let e = agent.client_pem(false).unwrap_err();
+    let e = agent.client_pem(false).unwrap_err().to_string();
     assert!(e.contains(&format!("key_pem file '{}' has insecure permissions 644", agent_key.display())), "{e}");
     set(agent_key, 0o600);
     set(ca, 0o664);
-    let e = agent.client_pem(false).unwrap_err();
+    let e = agent.client_pem(false).unwrap_err().to_string();
     assert!(e.contains("ca_pem file") && e.contains("insecure permissions 664"), "{e}");
 }

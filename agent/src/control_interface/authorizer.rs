@@ -23,7 +23,7 @@
 //!   `state` comes with its `subState` and back).
 
 use ank_common::field_mask;
-use ank_common::mask_path::MaskPath;
+use ank_common::mask_path::{MaskPath, MaskPathError};
 use ank_common::messages::RequestContent;
 use ank_common::workload::{AccessRule, ControlInterfaceAccess, ReadWrite};
 
@@ -50,6 +50,23 @@ impl Access {
     }
 }
 
+/// Why a request of a workload does not go to the server (for the log; the
+/// workload is only told "Access denied").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    /// A mask entry that is no mask path.
+    #[error(transparent)]
+    Mask(#[from] MaskPathError),
+    #[error("{access} of {what} is not allowed by any rule")]
+    StateNotAllowed { access: &'static str, what: String },
+    #[error("{access} of {what} is allowed by '{allowed_by}' but denied by '{denied_by}'")]
+    StateDenied { access: &'static str, what: String, allowed_by: String, denied_by: String },
+    #[error("the logs of workload '{0}' are not allowed by any rule")]
+    LogsNotAllowed(String),
+    #[error("the logs of workload '{workload}' are denied by '{denied_by}'")]
+    LogsDenied { workload: String, denied_by: String },
+}
+
 /// The rules of one workload, ready to check requests.
 #[derive(Debug, Clone, Default)]
 pub struct Authorizer {
@@ -63,7 +80,7 @@ impl Authorizer {
 
     /// `Ok` if the request may go to the server, else why not (for the log;
     /// the workload is only told "Access denied", as by Ankaios).
-    pub fn authorize(&self, request: &RequestContent) -> Result<(), String> {
+    pub fn authorize(&self, request: &RequestContent) -> Result<(), Denied> {
         match request {
             RequestContent::CompleteState { field_mask, .. } | RequestContent::RenderedState { field_mask } => {
                 self.state(Access::Read, field_mask)
@@ -88,14 +105,14 @@ impl Authorizer {
         })
     }
 
-    fn state(&self, access: Access, masks: &[String]) -> Result<(), String> {
+    fn state(&self, access: Access, masks: &[String]) -> Result<(), Denied> {
         let whole_state = [String::new()];
         let masks = if masks.is_empty() { &whole_state[..] } else { masks };
         for mask in masks {
-            let path = MaskPath::parse(mask).map_err(|e| e.to_string())?;
+            let path = MaskPath::parse(mask)?;
             let what = if path.is_whole() { "the whole state".to_owned() } else { format!("'{mask}'") };
             let Some(allowed_by) = self.state_rules(false, access).find(|rule| allow_matches(rule, &path)) else {
-                return Err(format!("{} of {what} is not allowed by any rule", access.name()));
+                return Err(Denied::StateNotAllowed { access: access.name(), what });
             };
             // A write touches the mask's path; a read returns what the
             // server reads for it.
@@ -106,10 +123,12 @@ impl Authorizer {
             if let Some(denied_by) =
                 self.state_rules(true, access).find(|rule| touched.iter().any(|p| deny_matches(rule, p)))
             {
-                return Err(format!(
-                    "{} of {what} is allowed by '{allowed_by}' but denied by '{denied_by}'",
-                    access.name()
-                ));
+                return Err(Denied::StateDenied {
+                    access: access.name(),
+                    what,
+                    allowed_by: allowed_by.clone(),
+                    denied_by: denied_by.clone(),
+                });
             }
         }
         Ok(())
@@ -123,12 +142,12 @@ impl Authorizer {
         })
     }
 
-    fn logs_of(&self, workload: &str) -> Result<(), String> {
+    fn logs_of(&self, workload: &str) -> Result<(), Denied> {
         if !self.log_patterns(false).any(|p| name_matches(p, workload)) {
-            return Err(format!("the logs of workload '{workload}' are not allowed by any rule"));
+            return Err(Denied::LogsNotAllowed(workload.to_owned()));
         }
         if let Some(denied_by) = self.log_patterns(true).find(|p| name_matches(p, workload)) {
-            return Err(format!("the logs of workload '{workload}' are denied by '{denied_by}'"));
+            return Err(Denied::LogsDenied { workload: workload.to_owned(), denied_by: denied_by.clone() });
         }
         Ok(())
     }
@@ -333,7 +352,7 @@ mod tests {
         assert_eq!(a.authorize(&read(&["desiredState.workloads.nginx.agent"])), Ok(()));
         assert_eq!(a.authorize(&read(&["desiredState.workloads", "workloadStates.A.web"])), Ok(()));
         assert_eq!(
-            a.authorize(&read(&["desiredState"])),
+            a.authorize(&read(&["desiredState"])).map_err(|e| e.to_string()),
             Err("read of 'desiredState' is not allowed by any rule".into()),
             "a parent of the allowed path"
         );
@@ -348,7 +367,10 @@ mod tests {
                 .is_err(),
             "a request * is not matched by a named rule segment"
         );
-        assert_eq!(a.authorize(&read(&[])), Err("read of the whole state is not allowed by any rule".into()));
+        assert_eq!(
+            a.authorize(&read(&[])).map_err(|e| e.to_string()),
+            Err("read of the whole state is not allowed by any rule".into())
+        );
         let nothing = authorizer(vec![rule(ReadWrite::Nothing, &["*"])], vec![]);
         assert!(nothing.authorize(&read(&["desiredState"])).is_err());
         let empty = authorizer(vec![rule(ReadWrite::Read, &[""])], vec![]);
@@ -377,7 +399,7 @@ mod tests {
         assert_eq!(a.authorize(&read(&[])), Ok(()));
         assert_eq!(a.authorize(&read(&["desiredState.workloads.secret"])), Ok(()), "deny is for write only");
         assert_eq!(
-            a.authorize(&write(&["desiredState.workloads.secret"])),
+            a.authorize(&write(&["desiredState.workloads.secret"])).map_err(|e| e.to_string()),
             Err("write of 'desiredState.workloads.secret' is allowed by '*' but denied by 'desiredState.workloads.secret'"
                 .into())
         );
@@ -406,7 +428,7 @@ mod tests {
         let a = authorizer(vec![log_rule(&["db", "web_*", "*_job"])], vec![log_rule(&["web_secret"])]);
         assert_eq!(a.authorize(&logs(&["db", "web_1", "nightly_job"])), Ok(()));
         assert_eq!(
-            a.authorize(&logs(&["db", "web_secret"])),
+            a.authorize(&logs(&["db", "web_secret"])).map_err(|e| e.to_string()),
             Err("the logs of workload 'web_secret' are denied by 'web_secret'".into())
         );
         assert!(a.authorize(&logs(&["cache"])).is_err());
@@ -479,14 +501,17 @@ mod tests {
         // Before: the empty last segment matched the deny's `secret` not,
         // and the server dropped it and replaced every workload.
         assert_eq!(
-            deny_secret.authorize(&write(&["desiredState.workloads."])),
+            deny_secret.authorize(&write(&["desiredState.workloads."])).map_err(|e| e.to_string()),
             Err("field mask 'desiredState.workloads.' has an empty segment: segments are separated by single dots and none may be empty".into())
         );
         let tags = authorizer(vec![rule(ReadWrite::Write, &["desiredState.workloads.*.tags"])], vec![]);
         assert_eq!(tags.authorize(&write(&["desiredState.workloads.web.tags"])), Ok(()));
         // Before: `*` matched the empty segment and the server created a workload.
         assert!(
-            tags.authorize(&write(&["desiredState.workloads..tags"])).unwrap_err().contains("empty segment"),
+            tags.authorize(&write(&["desiredState.workloads..tags"]))
+                .unwrap_err()
+                .to_string()
+                .contains("empty segment"),
             "an empty segment is no workload name"
         );
         for bad in [".desiredState", "desiredState..workloads", "."] {

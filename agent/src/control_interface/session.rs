@@ -118,7 +118,7 @@ impl Session {
 
     fn hello(&mut self, version: &str) -> Vec<Action> {
         if let Err(refusal) = ank_common::version::check_compatibility(version) {
-            return self.close(refusal);
+            return self.close(refusal.into());
         }
         self.phase = Phase::Accepted;
         vec![Action::Reply(Box::new(ci::FromAnkaios {

@@ -10,10 +10,20 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::ServerSink;
-use crate::runtime_connectors::{LogLines, LogOptions, RuntimeRegistry};
+use crate::runtime_connectors::{LogLines, LogOptions, RuntimeError, RuntimeRegistry};
 
 /// Most lines in one `LogEntriesResponse`.
 const MAX_BATCH: usize = 100;
+
+/// Why a workload's logs cannot be streamed.
+#[derive(Debug, thiserror::Error)]
+enum NoLogs {
+    /// The runtime running it refused.
+    #[error("{0}")]
+    Runtime(RuntimeError),
+    #[error("agent '{agent}' has no container for it (a finished workload's container is removed after its retention)")]
+    NoContainer { agent: String },
+}
 
 pub(super) struct Fetcher {
     pub request_id: String,
@@ -34,7 +44,7 @@ impl Fetcher {
             }
             Err(why) => {
                 tracing::info!("logs of '{}' for '{}': {why}", self.instance, self.request_id);
-                why
+                why.to_string()
             }
         };
         // A cancelled request gets no stop response: nobody waits for it.
@@ -49,18 +59,15 @@ impl Fetcher {
     }
 
     /// The log lines of the workload, from whichever runtime runs it.
-    async fn open(&self) -> Result<LogLines, String> {
+    async fn open(&self) -> Result<LogLines, NoLogs> {
         for connector in self.registry.iter() {
             match connector.workload_id(&self.instance).await {
-                Ok(Some(id)) => return connector.logs(&id, &self.options).await.map_err(|e| e.to_string()),
+                Ok(Some(id)) => return connector.logs(&id, &self.options).await.map_err(NoLogs::Runtime),
                 Ok(None) => {}
                 Err(e) => tracing::debug!("runtime '{}' cannot look up '{}': {e}", connector.name(), self.instance),
             }
         }
-        Err(format!(
-            "agent '{}' has no container for it (a finished workload's container is removed after its retention)",
-            self.instance.agent_name
-        ))
+        Err(NoLogs::NoContainer { agent: self.instance.agent_name.to_string() })
     }
 
     async fn stream(&self, mut lines: LogLines) {

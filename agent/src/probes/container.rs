@@ -13,6 +13,21 @@ use async_trait::async_trait;
 use super::netns::{self, NetnsError};
 use super::{ProbeAction, ProbeOutcome, ProbeTarget};
 
+/// Why a probe cannot reach into its container.
+#[derive(Debug, thiserror::Error)]
+pub enum ReachError {
+    #[error("the container is not running")]
+    NotRunning,
+    /// The runtime does not say the pid; the text says what it said.
+    #[error("no pid of the container: {0}")]
+    NoPid(String),
+    /// Connecting in the namespace failed.
+    #[error("tcp {0}")]
+    Tcp(NetnsError),
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+}
+
 /// How a runtime reaches into one of its containers.
 #[async_trait]
 pub trait ContainerAccess: Send + Sync {
@@ -20,7 +35,7 @@ pub trait ContainerAccess: Send + Sync {
     async fn exec_command(&self, target: &ProbeTarget, command: &[String]) -> tokio::process::Command;
 
     /// The pid of the container's main process, as the runtime says now.
-    async fn find_pid(&self, target: &ProbeTarget) -> Result<u32, String>;
+    async fn find_pid(&self, target: &ProbeTarget) -> Result<u32, ReachError>;
 }
 
 /// One try of `action` on `target` through `access`.
@@ -34,7 +49,7 @@ pub async fn probe(
         ProbeAction::Exec(e) => exec(access, target, &e.command).await,
         ProbeAction::TcpSocket(t) => match connect(access, target, t.host.as_deref(), t.port, timeout).await {
             Ok((_, addr)) => ProbeOutcome::pass(format!("tcp {addr}: connected")),
-            Err(e) => ProbeOutcome::fail(e),
+            Err(e) => ProbeOutcome::fail(e.to_string()),
         },
         ProbeAction::HttpGet(h) => {
             let (mut stream, addr) = match connect(access, target, h.host.as_deref(), h.port, timeout).await {
@@ -74,7 +89,7 @@ async fn exec(access: &dyn ContainerAccess, target: &ProbeTarget, command: &[Str
 }
 
 /// The container's pid, from the target's cache or the runtime.
-async fn pid(access: &dyn ContainerAccess, target: &ProbeTarget) -> Result<u32, String> {
+async fn pid(access: &dyn ContainerAccess, target: &ProbeTarget) -> Result<u32, ReachError> {
     if let Some(pid) = *target.pid.lock().unwrap_or_else(|p| p.into_inner()) {
         return Ok(pid);
     }
@@ -90,8 +105,8 @@ async fn connect(
     host: Option<&str>,
     port: u16,
     timeout: Duration,
-) -> Result<(tokio::net::TcpStream, std::net::SocketAddr), String> {
-    let addr = netns::address(host, port).map_err(|e| e.to_string())?;
+) -> Result<(tokio::net::TcpStream, std::net::SocketAddr), ReachError> {
+    let addr = netns::address(host, port)?;
     let first = pid(access, target).await?;
     match netns::connect(first, addr, timeout).await {
         Ok(s) => Ok((s, addr)),
@@ -99,10 +114,10 @@ async fn connect(
             // A stale pid: ask the runtime once more.
             *target.pid.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let again = pid(access, target).await?;
-            netns::connect(again, addr, timeout).await.map(|s| (s, addr)).map_err(|e| e.to_string())
+            netns::connect(again, addr, timeout).await.map(|s| (s, addr)).map_err(ReachError::Netns)
         }
-        Err(e @ NetnsError::Connect { .. }) => Err(format!("tcp {e}")),
-        Err(e) => Err(e.to_string()),
+        Err(e @ NetnsError::Connect { .. }) => Err(ReachError::Tcp(e)),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::container::{self, ContainerAccess, runtime_command};
+use super::container::{self, ContainerAccess, ReachError, runtime_command};
 use super::{ProbeAction, ProbeExecutor, ProbeOutcome, ProbeTarget};
 use crate::runtime_connectors::containerd::client::Containerd;
 
@@ -51,12 +51,12 @@ impl ContainerAccess for ContainerdProbes {
         cmd
     }
 
-    async fn find_pid(&self, target: &ProbeTarget) -> Result<u32, String> {
+    async fn find_pid(&self, target: &ProbeTarget) -> Result<u32, ReachError> {
         use containerd_client::types::v1::Status;
         match self.cd.task(&target.workload_id.0).await {
             Ok(Some(t)) if matches!(Status::try_from(t.status), Ok(Status::Running)) && t.pid > 0 => Ok(t.pid),
-            Ok(_) => Err("the container is not running".to_owned()),
-            Err(e) => Err(format!("no pid of the container: {e}")),
+            Ok(_) => Err(ReachError::NotRunning),
+            Err(e) => Err(ReachError::NoPid(e.to_string())),
         }
     }
 }

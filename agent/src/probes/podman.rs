@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::container::{self, ContainerAccess, runtime_command};
+use super::container::{self, ContainerAccess, ReachError, runtime_command};
 use super::oci_exec::{OciRuntime, state_says_running};
 use super::{ProbeAction, ProbeExecutor, ProbeOutcome, ProbeTarget};
 use crate::runtime_connectors::podman::PodmanCli;
@@ -71,15 +71,15 @@ impl ContainerAccess for PodmanProbes {
         cmd
     }
 
-    async fn find_pid(&self, target: &ProbeTarget) -> Result<u32, String> {
+    async fn find_pid(&self, target: &ProbeTarget) -> Result<u32, ReachError> {
         let args: Vec<String> =
             ["inspect", "--type", "container", "--format", "{{.State.Pid}}", target.workload_id.0.as_str()]
                 .map(str::to_owned)
                 .to_vec();
-        let out = self.cli.exec(&args).await.map_err(|e| format!("no pid of the container: {}", e.message()))?;
-        let pid: u32 = out.trim().parse().map_err(|_| format!("no pid of the container: '{}'", out.trim()))?;
+        let out = self.cli.exec(&args).await.map_err(|e| ReachError::NoPid(e.message().to_string()))?;
+        let pid: u32 = out.trim().parse().map_err(|_| ReachError::NoPid(format!("'{}'", out.trim())))?;
         if pid == 0 {
-            return Err("the container is not running".to_owned());
+            return Err(ReachError::NotRunning);
         }
         Ok(pid)
     }

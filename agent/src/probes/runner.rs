@@ -83,7 +83,7 @@ impl Runner {
         if let Some(p) = startup
             && let Err(reason) = self.until_passing(p, "startupProbe", started).await
         {
-            return self.control_loop.liveness_failed(self.target.workload_id.clone(), reason);
+            return self.control_loop.liveness_failed(self.target.workload_id.clone(), reason.to_string());
         }
         let liveness = async {
             match liveness {
@@ -134,14 +134,16 @@ impl Runner {
 
     /// Runs a startup probe until it passed once (`Ok`) or failed
     /// `failureThreshold` times in a row (`Err` with the reason).
-    async fn until_passing(&self, p: &Probe, name: &str, started: Instant) -> Result<(), String> {
+    async fn until_passing(&self, p: &Probe, name: &'static str, started: Instant) -> Result<(), ProbeFailed> {
         let mut t = Thresholds::new(1, p.failure_threshold());
         let mut tries = self.tries(p, started);
         loop {
             let outcome = tries.next().await;
             match t.record(outcome.passed) {
                 Some(Verdict::Passing) => return Ok(()),
-                Some(Verdict::Failing) => return Err(failed(name, t.failures(), &outcome)),
+                Some(Verdict::Failing) => {
+                    return Err(ProbeFailed { probe: name, times: t.failures(), output: outcome.output });
+                }
                 _ => {}
             }
         }
@@ -202,8 +204,21 @@ fn thresholds(p: &Probe) -> Thresholds {
     Thresholds::new(p.success_threshold(), p.failure_threshold())
 }
 
+/// A probe that failed `times` times in a row, with its last output:
 /// `livenessProbe failed 3 times: HTTP 500 ...`.
-fn failed(name: &str, times: u32, outcome: &ProbeOutcome) -> String {
-    let times = if times == 1 { "once".to_owned() } else { format!("{times} times") };
-    format!("{name} failed {times}: {}", outcome.output)
+#[derive(Debug, thiserror::Error)]
+#[error("{probe} failed {}: {output}", times_text(*.times))]
+struct ProbeFailed {
+    probe: &'static str,
+    times: u32,
+    output: String,
+}
+
+fn times_text(times: u32) -> String {
+    if times == 1 { "once".to_owned() } else { format!("{times} times") }
+}
+
+/// `livenessProbe failed 3 times: HTTP 500 ...`.
+fn failed(name: &'static str, times: u32, outcome: &ProbeOutcome) -> String {
+    ProbeFailed { probe: name, times, output: outcome.output.clone() }.to_string()
 }

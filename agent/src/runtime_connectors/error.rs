@@ -4,7 +4,7 @@
 //! runtime said, typed where the connector has a type for it. The texts are
 //! the ones users see in the workload's state info.
 
-use ank_common::runtime_config::RuntimeConfigError;
+use crate::runtime_connectors::runtime_config::RuntimeConfigError;
 
 use super::podman::cli::PodmanError;
 

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use ank_common::podman_config::PodmanRuntimeConfig;
+use crate::runtime_connectors::podman::config::PodmanRuntimeConfig;
 use ank_common::workload::WorkloadSpec;
 use ank_common::{ExecutionState, WorkloadInstanceName};
 use async_trait::async_trait;

@@ -12,6 +12,7 @@ pub mod podman;
 pub mod podman_kube;
 pub mod polling_checker;
 pub mod process_watch;
+pub mod runtime_config;
 
 pub use error::{RuntimeError, RuntimeFailure};
 
@@ -252,6 +253,13 @@ pub trait RuntimeConnector: Send + Sync {
     ) -> Result<(), RuntimeError>;
 }
 
+/// None of the runtimes the agent was told to use is one it has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("No valid runtimes configured. Supported runtimes: {supported:?}")]
+pub struct NoValidRuntime {
+    pub supported: Vec<String>,
+}
+
 /// Runtime name -> connector.
 #[derive(Clone, Default)]
 pub struct RuntimeRegistry {
@@ -306,11 +314,10 @@ impl RuntimeRegistry {
     /// Keeps only the runtimes named in `wanted` (Ankaios' `runtimes` config
     /// key). Returns the wanted names this agent does not have; an error
     /// when none of `wanted` is available.
-    pub fn select(&mut self, wanted: &[String]) -> Result<Vec<String>, String> {
+    pub fn select(&mut self, wanted: &[String]) -> Result<Vec<String>, NoValidRuntime> {
         let unsupported: Vec<String> = wanted.iter().filter(|w| !self.connectors.contains_key(*w)).cloned().collect();
         if unsupported.len() == wanted.len() {
-            let supported: Vec<&String> = self.connectors.keys().collect();
-            return Err(format!("No valid runtimes configured. Supported runtimes: {supported:?}"));
+            return Err(NoValidRuntime { supported: self.connectors.keys().cloned().collect() });
         }
         self.connectors.retain(|name, _| wanted.contains(name));
         Ok(unsupported)

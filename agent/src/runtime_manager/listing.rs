@@ -20,8 +20,8 @@ use ank_common::WorkloadInstanceName;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::runtime_facade::RuntimeFacade;
 use crate::runtime_connectors::ListedWorkload;
-use crate::runtime_facade::RuntimeFacade;
 
 /// Existing workloads by instance name, with the name of their runtime.
 pub(super) type Existing = BTreeMap<WorkloadInstanceName, (String, ListedWorkload)>;

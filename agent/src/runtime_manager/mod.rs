@@ -1,6 +1,6 @@
 //! [`RuntimeManager`]: owns this agent's workload objects (name -> control
 //! loop), one `RuntimeFacade` per runtime, the `WorkloadScheduler` and the
-//! [`InstanceTable`](crate::instances::InstanceTable), the one record of
+//! [`InstanceTable`](crate::runtime_manager::instances::InstanceTable), the one record of
 //! every instance (state, generation, events), from which it alone reports
 //! states to the server. It turns `ServerHello` (the full set, resuming
 //! existing workloads) and `UpdateWorkload` (deletes first, then adds; an add
@@ -8,7 +8,7 @@
 //! scheduler hold back those whose dependencies, the quota or an isolated
 //! job do not let them start, executes the ready ones, preempts what the
 //! scheduler says, and re-evaluates the queue on every workload state
-//! update and on the scheduler's tick (`runtime_manager_sched.rs`).
+//! update and on the scheduler's tick (`sched.rs`).
 //!
 //! In: requests via [`RuntimeManagerHandle`] (from the `AgentManager`: the
 //! server's workloads and the other agents' states, a reconnect, the stop
@@ -21,114 +21,38 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ank_common::execution_state::Pending;
+use ank_common::WorkloadInstanceName;
 use ank_common::messages::DeletedWorkload;
 use ank_common::quota::QuotaUsage;
 use ank_common::workload::WorkloadSpec;
-use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::finished_store::FinishedStore;
-use crate::instances::WorkloadCounts;
-use crate::orphans::Orphans;
-use crate::runtime_connectors::{ListedWorkload, RuntimeEvent, RuntimeRegistry};
-use crate::runtime_facade::RuntimeFacade;
+use crate::runtime_connectors::{RuntimeEvent, RuntimeRegistry};
 use crate::server_link::ServerLinkHandle;
 use crate::workload::control_loop::LoopContext;
+use crate::workload::finished_store::FinishedStore;
 use crate::workload::object::WorkloadObject;
 use crate::workload::policy::RetryPolicy;
 use crate::workload::retention::Retention;
 use crate::workload::{LoopReport, StateReporter};
-use crate::workload_operation::{Earlier, ReusableWorkloadSpec, WorkloadOperation};
+use crate::workload_operation::{ReusableWorkloadSpec, WorkloadOperation};
 use crate::workload_scheduler::{SchedulerSettings, WorkloadScheduler};
+pub use instances::WorkloadCounts;
+use orphans::Orphans;
 use reports::Outbox;
+use runtime_facade::RuntimeFacade;
 use runtimes::Runtimes;
 use sched::Scheduling;
+
+use handle::Request;
+pub use handle::RuntimeManagerHandle;
 
 /// Capacity of the channel from the state watchers.
 const RUNTIME_EVENT_CAPACITY: usize = 256;
 /// Capacity of the channel from the control loops.
 const LOOP_REPORT_CAPACITY: usize = 256;
-
-enum Request {
-    ServerHello(Vec<WorkloadSpec>),
-    Update {
-        added: Vec<WorkloadSpec>,
-        deleted: Vec<DeletedWorkload>,
-        /// Sent again by the server's TTL resync.
-        resync: bool,
-    },
-    /// States of other agents' workloads.
-    States(Vec<WorkloadState>),
-    /// The link (re)connected: the server gets every state again.
-    ResendAll,
-    /// Stop every workload; ignore the server's workloads from now on.
-    StopAll,
-}
-
-/// Cheap, cloneable handle to the [`RuntimeManager`] task.
-#[derive(Debug, Clone)]
-pub struct RuntimeManagerHandle {
-    requests: mpsc::Sender<Request>,
-    counts: watch::Receiver<WorkloadCounts>,
-}
-
-impl std::fmt::Debug for Request {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Request::ServerHello(s) => write!(f, "ServerHello({} workloads)", s.len()),
-            Request::Update { added, deleted, resync } => {
-                write!(f, "Update(+{}, -{}{})", added.len(), deleted.len(), if *resync { ", resync" } else { "" })
-            }
-            Request::States(s) => write!(f, "States({})", s.len()),
-            Request::ResendAll => write!(f, "ResendAll"),
-            Request::StopAll => write!(f, "StopAll"),
-        }
-    }
-}
-
-impl RuntimeManagerHandle {
-    /// All workloads of this agent, as sent after every (re)connect.
-    pub async fn server_hello(&self, workloads: Vec<WorkloadSpec>) {
-        let _ = self.requests.send(Request::ServerHello(workloads)).await;
-    }
-
-    /// Workloads added and deleted since.
-    // [impl->swdd~agent-handles-update-workload-requests~1]
-    pub async fn update_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
-        let _ = self.requests.send(Request::Update { added, deleted, resync: false }).await;
-    }
-
-    /// Workloads the server's TTL resync sent again: as an update, except
-    /// that creates which gave up are not started over.
-    pub async fn resync_workload(&self, added: Vec<WorkloadSpec>, deleted: Vec<DeletedWorkload>) {
-        let _ = self.requests.send(Request::Update { added, deleted, resync: true }).await;
-    }
-
-    /// How many workloads of this agent there are, and how many run.
-    pub fn workload_counts(&self) -> watch::Receiver<WorkloadCounts> {
-        self.counts.clone()
-    }
-
-    /// New execution states of other agents' workloads.
-    pub async fn update_workload_states(&self, states: Vec<WorkloadState>) {
-        let _ = self.requests.send(Request::States(states)).await;
-    }
-
-    /// The link (re)connected: every state goes to the server again.
-    pub async fn resend_all(&self) {
-        let _ = self.requests.send(Request::ResendAll).await;
-    }
-
-    /// Stops and removes every workload of this node, as a ServerHello
-    /// without workloads would; from then on the server's workloads are
-    /// ignored.
-    pub async fn stop_all(&self) {
-        let _ = self.requests.send(Request::StopAll).await;
-    }
-}
 
 /// Settings of the runtime manager.
 #[derive(Debug, Clone)]
@@ -317,160 +241,6 @@ impl RuntimeManager {
         ours
     }
 
-    /// Existing workloads of this agent in all runtimes, by instance name.
-    async fn list_existing(&self) -> listing::Existing {
-        listing::list_existing(self.runtimes.iter().cloned().collect(), self.agent_name.clone(), false).await
-    }
-
-    /// What exists in the runtimes for a hello: the listing of the agent's
-    /// start when it is still valid (the first hello), else a new one; with
-    /// which of the two it is.
-    async fn existing_for_hello(&mut self) -> (listing::Existing, &'static str) {
-        if self.start_listing.is_some() {
-            // Events already sent count before the hello: one of them
-            // makes the start listing out of date.
-            while let Ok(ev) = self.inbox.runtime_events.try_recv() {
-                self.handle_runtime_event(ev);
-            }
-        }
-        if let Some(start) = self.start_listing.take()
-            && let Some(existing) = start.take().await
-        {
-            return (existing, "from the listing of the agent's start");
-        }
-        (self.list_existing().await, "listed")
-    }
-
-    /// The full set of this agent's workloads, after every (re)connect.
-    // [impl->swdd~agent-initial-list-existing-workloads~1]
-    async fn handle_server_hello(&mut self, specs: Vec<WorkloadSpec>) {
-        let desired: BTreeMap<String, WorkloadSpec> =
-            specs.into_iter().filter(|s| self.is_ours(s)).map(|s| (s.name().to_owned(), s)).collect();
-        let began = tokio::time::Instant::now();
-        let (mut existing, source) = self.existing_for_hello().await;
-        tracing::debug!(
-            "server hello with {} workloads; {} existing ones {source}, in {:.1} ms",
-            desired.len(),
-            existing.len(),
-            began.elapsed().as_secs_f64() * 1e3
-        );
-        for object in self.objects.values() {
-            existing.remove(&object.instance_name);
-        }
-        let mut ops = Vec::new();
-        for (name, object) in &self.objects {
-            if !desired.contains_key(name) {
-                ops.push(WorkloadOperation::Delete(no_dependents(&object.instance_name)));
-            }
-        }
-        // Waiting ones (for quota, say) that are no longer wanted never start.
-        for instance in self.scheduling.scheduler.queued_creates() {
-            if !desired.contains_key(&instance.workload_name) {
-                ops.push(WorkloadOperation::Delete(no_dependents(&instance)));
-            }
-        }
-        self.runtimes.unsupported.retain(|name, _| desired.contains_key(name));
-        // [feature K7: a workload deleted while the agent was away forgets that it finished]
-        self.leftovers.finished.retain(|name| desired.contains_key(name));
-        for spec in desired.into_values() {
-            if let Some(op) = self.hello_operation(spec, &mut existing) {
-                ops.push(op);
-            }
-        }
-        for (_, (runtime, found)) in existing {
-            // [impl->swdd~agent-existing-workloads-delete-unneeded~1]
-            if let Some(facade) = self.runtimes.get(&runtime) {
-                self.leftovers.orphans.remove(facade.connector(), found);
-            }
-        }
-        self.leftovers.orphans.arm();
-        self.schedule(ops).await;
-    }
-
-    /// What to do with one desired workload of a hello; resumes it at once
-    /// when it still runs unchanged.
-    fn hello_operation(
-        &mut self,
-        spec: WorkloadSpec,
-        existing: &mut BTreeMap<WorkloadInstanceName, (String, ListedWorkload)>,
-    ) -> Option<WorkloadOperation> {
-        // Already waiting in the queue (after an update whose old instance
-        // went first, its loop is still there): it waits there.
-        match self.scheduling.scheduler.queued_create(spec.name()) {
-            Some(queued) if *queued == spec => return None,
-            Some(_) if self.objects.contains_key(spec.name()) => {
-                return Some(WorkloadOperation::Create(ReusableWorkloadSpec::new(spec)));
-            }
-            _ => {}
-        }
-        if let Some(object) = self.objects.get_mut(spec.name()) {
-            if object.instance_name == spec.instance_name && !object.deleting {
-                // Wanted as it is: a delete waiting for its dependents is
-                // called off; the loop reports its state again when nothing
-                // changed, or finishes an update whose delete failed before.
-                return self.wanted_again(spec, false);
-            }
-            return Some(WorkloadOperation::Update(spec, no_dependents(&object.instance_name)));
-        }
-        // [impl->swdd~agent-existing-workloads-starts-new-if-not-found~1]
-        let Some((runtime, found)) = existing.remove(&spec.instance_name) else {
-            // [feature K7: a reaped workload is not re-run after an agent restart]
-            if let Some(state) = self.leftovers.finished.final_state(&spec)
-                && let Some(facade) = self.runtimes.get(&spec.workload.runtime)
-            {
-                let object = facade.finished_workload(spec.clone(), state);
-                self.objects.insert(spec.name().to_owned(), object);
-                return None;
-            }
-            // An earlier instance of the same workload is replaced: removed
-            // right before the create, so both never run together.
-            let earlier = existing
-                .iter()
-                .find(|(i, (rt, _))| i.workload_name == spec.name() && *rt == spec.workload.runtime)
-                .map(|(i, _)| i.clone());
-            let earlier = earlier.and_then(|i| existing.remove(&i)).map(|(rt, w)| Earlier::Replace(rt, w.workload_id));
-            return Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, earlier }));
-        };
-        let facade = self.runtimes.get(&runtime).filter(|_| runtime == spec.workload.runtime);
-        match facade.map(|f| (f, self.found_unchanged(&found.state, f))) {
-            Some((facade, Found::Resume)) => {
-                // [impl->swdd~agent-existing-workloads-resume-existing~2]
-                // [impl->swdd~agent-stores-running-workload~1]
-                self.scheduling.scheduler.started_outside(&spec);
-                let object = facade.resume_workload(spec.clone(), found);
-                self.objects.insert(spec.name().to_owned(), object);
-                None
-            }
-            Some((_, Found::StartAgain)) => {
-                // [impl->swdd~agent-existing-workloads-reuse-unmodified~1]
-                let earlier = Some(Earlier::Reuse(runtime, found.workload_id));
-                Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, earlier }))
-            }
-            Some((_, Found::Replace)) | None => {
-                // [impl->swdd~agent-existing-workloads-replace-updated~2]
-                let earlier = Some(Earlier::Replace(runtime, found.workload_id));
-                Some(WorkloadOperation::Create(ReusableWorkloadSpec { spec, earlier }))
-            }
-        }
-    }
-
-    /// What the agent does with an unchanged workload of its desired state
-    /// that it finds at its start (or a reconnect) in `state`, as Ankaios
-    /// does whatever the restart policy: a running one is taken over; one
-    /// that succeeded is started again in place (its logs stay); any other
-    /// (failed, created but never started, paused) is removed and created
-    /// anew. With the opt-in retention of its end (`--retain-succeeded`,
-    /// `--retain-failed`), a finished one is taken over instead and stays
-    /// finished until it is reaped, as a reaped one is not run again.
-    fn found_unchanged(&self, state: &ExecutionState, facade: &RuntimeFacade) -> Found {
-        match state.kind {
-            StateKind::Running => Found::Resume,
-            _ if self.leftovers.retention.of(state).is_some() => Found::Resume,
-            StateKind::Succeeded if facade.connector().supports_start() => Found::StartAgain,
-            _ => Found::Replace,
-        }
-    }
-
     /// Turns an UpdateWorkload into operations: deletes first, an instance
     /// both deleted and added is an update.
     // [impl->swdd~agent-handle-deleted-before-added-workloads~1]
@@ -509,93 +279,6 @@ impl RuntimeManager {
             }
         }
         self.schedule(ops).await;
-    }
-
-    async fn execute(&mut self, op: WorkloadOperation) {
-        match op {
-            WorkloadOperation::Create(r) => self.execute_create(r).await,
-            WorkloadOperation::Update(spec, deleted) => self.execute_update(spec, deleted).await,
-            WorkloadOperation::UpdateDeleteOnly(deleted) => self.execute_update_delete_only(&deleted).await,
-            WorkloadOperation::Delete(deleted) => self.execute_delete(deleted).await,
-        }
-    }
-
-    // [impl->swdd~agent-executes-create-workload-operation~1]
-    async fn execute_create(&mut self, r: ReusableWorkloadSpec) {
-        let name = r.spec.name().to_owned();
-        self.runtimes.unsupported.remove(&name);
-        let Some(facade) = self.runtimes.get(&r.spec.workload.runtime) else {
-            return self.skip_unknown_runtime(r.spec).await;
-        };
-        if let Some(object) = self.objects.get_mut(&name) {
-            // The object of an update whose delete ran before its create.
-            object.update(Some(r.spec));
-            return;
-        }
-        // [impl->swdd~agent-stores-running-workload~1]
-        let object = facade.create_workload(r);
-        self.objects.insert(name, object);
-    }
-
-    // [impl->swdd~agent-executes-update-workload-operation~1]
-    async fn execute_update(&mut self, spec: WorkloadSpec, _deleted: DeletedWorkload) {
-        let known_runtime = self.runtimes.contains(&spec.workload.runtime);
-        match self.objects.get_mut(spec.name()) {
-            Some(object) if known_runtime => object.update(Some(spec)),
-            Some(object) => {
-                object.delete();
-                self.skip_unknown_runtime(spec).await;
-            }
-            // [impl->swdd~agent-add-on-update-missing-workload~1]
-            None => self.execute_create(ReusableWorkloadSpec::new(spec)).await,
-        }
-    }
-
-    // [impl->swdd~agent-executes-update-delete-only-workload-operation~1]
-    async fn execute_update_delete_only(&mut self, deleted: &DeletedWorkload) {
-        let name = &deleted.instance_name.workload_name;
-        match self.objects.get_mut(name) {
-            Some(object) if object.instance_name == deleted.instance_name => object.update(None),
-            Some(_) => {}
-            // Nothing of the old instance runs (it waited, or was
-            // preempted): it is gone, unless the new one is the same.
-            None => {
-                let requeued = self.scheduling.scheduler.queued_create(name).map(|s| &s.instance_name);
-                if requeued != Some(&deleted.instance_name) {
-                    self.outbox.state(&deleted.instance_name, ExecutionState::removed());
-                }
-            }
-        }
-    }
-
-    // [impl->swdd~agent-executes-delete-workload-operation~1]
-    async fn execute_delete(&mut self, deleted: DeletedWorkload) {
-        let instance = deleted.instance_name;
-        let name = &instance.workload_name;
-        match self.objects.get_mut(name) {
-            Some(object) if object.instance_name == instance => object.delete(),
-            _ => {
-                // Nothing of this instance runs here (never created, an
-                // unsupported runtime, or already replaced): it is gone.
-                if self.runtimes.unsupported.get(name) == Some(&instance) {
-                    self.runtimes.unsupported.remove(name);
-                }
-                self.outbox.state(&instance, ExecutionState::removed());
-            }
-        }
-    }
-
-    /// A workload whose runtime this agent does not have is not run; it
-    /// stays `Pending(StartingFailed)` naming the runtime.
-    // [impl->swdd~agent-skips-unknown-runtime~1]
-    // [impl->swdd~agent-uses-specified-runtime~1]
-    async fn skip_unknown_runtime(&mut self, spec: WorkloadSpec) {
-        let runtime = &spec.workload.runtime;
-        let info = format!("runtime '{runtime}' is not supported by this agent");
-        tracing::warn!("workload '{}': {info}", spec.instance_name);
-        let state = ExecutionState::with_info(StateKind::Pending(Pending::StartingFailed), info);
-        self.outbox.state(&spec.instance_name, state);
-        self.runtimes.unsupported.insert(spec.name().to_owned(), spec.instance_name);
     }
 
     fn handle_runtime_event(&mut self, ev: RuntimeEvent) {
@@ -646,19 +329,15 @@ fn no_dependents(instance: &WorkloadInstanceName) -> DeletedWorkload {
     DeletedWorkload { instance_name: instance.clone(), dependencies: BTreeMap::new() }
 }
 
-/// What becomes of an unchanged workload found at startup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Found {
-    /// Taken over as it is.
-    Resume,
-    /// Its container is started again (`podman start`).
-    StartAgain,
-    /// Removed, then created anew.
-    Replace,
-}
-
+mod handle;
+mod hello;
+mod hysteresis;
+pub mod instances;
 mod listing;
+mod operations;
+mod orphans;
 mod reports;
+pub(crate) mod runtime_facade;
 mod runtimes;
 mod sched;
 

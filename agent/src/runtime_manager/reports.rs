@@ -14,7 +14,7 @@ use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
 use tokio::sync::watch;
 
 use super::RuntimeManager;
-use crate::instances::{InstanceTable, MAX_BATCH, WorkloadCounts};
+use super::instances::{InstanceTable, MAX_BATCH, WorkloadCounts};
 use crate::server_link::ServerLinkHandle;
 use crate::workload::{EventReport, LoopReport};
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use ank_common::WorkloadInstanceName;
 use ank_common::conditions::RuntimeHealth;
 
-use crate::runtime_facade::RuntimeFacade;
+use super::runtime_facade::RuntimeFacade;
 
 /// The runtimes of this agent.
 pub(super) struct Runtimes {

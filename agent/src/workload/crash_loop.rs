@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use ank_common::duration::{format_duration, format_elapsed};
 use ank_common::execution_state::Failed;
-use ank_common::health_spec::{BackoffSettings, RestartBackoff};
+use ank_common::health_spec::{BackoffSettings, HealthSpecError, RestartBackoff};
 use ank_common::{ExecutionState, StateKind};
 use tokio::time::Instant;
 
@@ -163,10 +163,25 @@ fn backoff_of(settings: Option<&BackoffSettings>) -> Backoff {
     }
 }
 
+/// A `--restart-backoff` (or `restart_backoff`) that cannot be used: the
+/// setting's error, naming the value without the manifest's field path,
+/// and the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentBackoffError(HealthSpecError);
+
+impl std::fmt::Display for AgentBackoffError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let reason = self.0.to_string().replace("field 'restartBackoff.", "'");
+        write!(f, "{reason} (give INITIAL[,MAX] like '1s,5m', or 'off')")
+    }
+}
+
+impl std::error::Error for AgentBackoffError {}
+
 /// Parses the agent's `--restart-backoff`: `off` (the default), or
 /// `INITIAL[,MAX]` (`1s,5m`; MAX 5m when left out). The other settings
 /// take their defaults: reset after 10m, no restart limit.
-pub fn parse_agent_backoff(text: &str) -> Result<Option<BackoffSettings>, String> {
+pub fn parse_agent_backoff(text: &str) -> Result<Option<BackoffSettings>, AgentBackoffError> {
     let text = text.trim();
     if text.eq_ignore_ascii_case("off") {
         return Ok(None);
@@ -176,9 +191,7 @@ pub fn parse_agent_backoff(text: &str) -> Result<Option<BackoffSettings>, String
         None => (text, None),
     };
     let spec = RestartBackoff { initial_delay: Some(initial.trim().to_owned()), max_delay: max, ..Default::default() };
-    spec.settings()
-        .map(Some)
-        .map_err(|e| format!("{e} (give INITIAL[,MAX] like '1s,5m', or 'off')").replace("field 'restartBackoff.", "'"))
+    spec.settings().map(Some).map_err(AgentBackoffError)
 }
 
 /// The config-file key `restart_backoff` (`'1s,5m'` or `'off'`).
@@ -193,7 +206,7 @@ pub fn optional_agent_backoff<'de, D: serde::Deserializer<'de>>(d: D) -> Result<
 pub struct AgentBackoff(pub Option<BackoffSettings>);
 
 /// The flag's value parser.
-pub fn parse_agent_backoff_flag(text: &str) -> Result<AgentBackoff, String> {
+pub fn parse_agent_backoff_flag(text: &str) -> Result<AgentBackoff, AgentBackoffError> {
     parse_agent_backoff(text).map(AgentBackoff)
 }
 
@@ -344,8 +357,8 @@ mod tests {
         assert_eq!(parse_agent_backoff("1s").unwrap().unwrap().max_delay, Duration::from_secs(300));
         let s = parse_agent_backoff(" 500ms , 1m ").unwrap().unwrap();
         assert_eq!((s.initial_delay, s.max_delay), (Duration::from_millis(500), 60 * S));
-        let e = parse_agent_backoff("5m,1s").unwrap_err();
+        let e = parse_agent_backoff("5m,1s").unwrap_err().to_string();
         assert_eq!(e, "'maxDelay' is shorter than 'initialDelay' (give INITIAL[,MAX] like '1s,5m', or 'off')");
-        assert!(parse_agent_backoff("soon").unwrap_err().contains("'initialDelay'"));
+        assert!(parse_agent_backoff("soon").unwrap_err().to_string().contains("'initialDelay'"));
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod control_loop;
 pub mod crash_loop;
+pub mod finished_store;
 pub mod object;
 pub mod policy;
 pub mod retention;

@@ -51,14 +51,22 @@ impl std::fmt::Display for RetainFor {
     }
 }
 
+/// A retention that is neither `never` nor a duration; `reason` says why
+/// it is no duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason} (or '{NEVER}' to keep finished workloads)")]
+pub struct RetainForError {
+    pub reason: String,
+}
+
 /// Parses `never` or a duration (`30s`, `72h`, a bare number of seconds).
-pub fn parse_retain_for(text: &str) -> Result<RetainFor, String> {
+pub fn parse_retain_for(text: &str) -> Result<RetainFor, RetainForError> {
     if text.trim().eq_ignore_ascii_case(NEVER) {
         return Ok(RetainFor::Never);
     }
     ank_common::duration::parse_duration(text)
         .map(RetainFor::After)
-        .map_err(|e| format!("{e} (or '{NEVER}' to keep finished workloads)"))
+        .map_err(|e| RetainForError { reason: e.to_string() })
 }
 
 /// A config-file key holding `'never'` or a duration, for
@@ -188,7 +196,7 @@ mod tests {
         assert_eq!(parse_retain_for("NEVER"), Ok(RetainFor::Never));
         assert_eq!(parse_retain_for("90"), Ok(RetainFor::After(Duration::from_secs(90))));
         assert_eq!(parse_retain_for("1m"), Ok(RetainFor::After(Duration::from_secs(60))));
-        let e = parse_retain_for("3w").unwrap_err();
+        let e = parse_retain_for("3w").unwrap_err().to_string();
         assert!(e.contains("unknown unit") && e.contains("'never'"), "{e}");
         assert_eq!(RetainFor::Never.to_string(), "never");
         assert_eq!(RetainFor::After(Duration::from_secs(72 * 3600)).to_string(), "3d");

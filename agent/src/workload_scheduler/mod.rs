@@ -313,7 +313,7 @@ impl WorkloadScheduler {
         if let Some(reason) = jobs.hold(spec) {
             return Some(Hold::Postponed(reason));
         }
-        room.fits(memory).err().map(Hold::QuotaBlocked)
+        room.fits(memory).err().map(|e| Hold::QuotaBlocked(e.to_string()))
     }
 
     /// One pass over the queued creates in start order: starts those that

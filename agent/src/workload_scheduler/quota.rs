@@ -14,6 +14,15 @@ pub struct Room<'a> {
     pub used: QuotaUsage,
 }
 
+/// Why a workload does not fit the quota (the `QuotaBlocked` reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuotaFull {
+    #[error("{agent} {used}/{max}")]
+    Workloads { agent: String, used: u32, max: u32 },
+    #[error("{agent} memory {used_mib}/{max_mib} MiB")]
+    Memory { agent: String, used_mib: u64, max_mib: u64 },
+}
+
 impl<'a> Room<'a> {
     pub fn new(agent: &'a str, limits: QuotaLimits, used: QuotaUsage) -> Self {
         Self { agent, limits, used }
@@ -21,13 +30,18 @@ impl<'a> Room<'a> {
 
     /// Whether a workload declaring `memory` bytes fits; else why not.
     // [feature K2: the quota check and the QuotaBlocked reason]
-    pub fn fits(&self, memory: u64) -> Result<(), String> {
+    pub fn fits(&self, memory: u64) -> Result<(), QuotaFull> {
         let QuotaLimits { max_workloads, max_memory } = self.limits;
+        let agent = self.agent.to_owned();
         if max_workloads > 0 && self.used.workloads >= max_workloads {
-            return Err(format!("{} {}/{max_workloads}", self.agent, self.used.workloads));
+            return Err(QuotaFull::Workloads { agent, used: self.used.workloads, max: max_workloads });
         }
         if max_memory > 0 && self.used.memory.saturating_add(memory) > max_memory {
-            return Err(format!("{} memory {}/{} MiB", self.agent, mib_ceil(self.used.memory), mib_ceil(max_memory)));
+            return Err(QuotaFull::Memory {
+                agent,
+                used_mib: mib_ceil(self.used.memory),
+                max_mib: mib_ceil(max_memory),
+            });
         }
         Ok(())
     }
@@ -66,11 +80,11 @@ mod tests {
         let mut room = Room::new("agent_A", limits, QuotaUsage::default());
         assert_eq!(room.fits(1024 * MIB), Ok(()));
         room.take(1536 * MIB);
-        assert_eq!(room.fits(1024 * MIB), Err("agent_A memory 1536/2048 MiB".into()));
+        assert_eq!(room.fits(1024 * MIB).map_err(|e| e.to_string()), Err("agent_A memory 1536/2048 MiB".into()));
         assert_eq!(room.shortfall(1024 * MIB), (0, 512 * MIB));
         assert_eq!(room.fits(512 * MIB), Ok(()));
         room.take(0);
-        assert_eq!(room.fits(0), Err("agent_A 2/2".into()));
+        assert_eq!(room.fits(0).map_err(|e| e.to_string()), Err("agent_A 2/2".into()));
         assert_eq!(room.shortfall(0), (1, 0));
         room.give_back(1, 1536 * MIB);
         assert_eq!(room.fits(2048 * MIB), Ok(()));

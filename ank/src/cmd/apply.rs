@@ -165,7 +165,7 @@ impl Merged {
                 ("field 'update.minHealthyTime'", "option '--min-healthy-time'"),
                 ("'healthyDeadline'", "'--healthy-deadline'"),
             ];
-            anyhow::anyhow!("{}", flags.iter().fold(e, |e, (field, flag)| e.replace(field, flag)))
+            anyhow::anyhow!("{}", flags.iter().fold(e.to_string(), |e, (field, flag)| e.replace(field, flag)))
         })?;
         for (workload, _) in self.workloads.values_mut() {
             if workload.update.is_none() {

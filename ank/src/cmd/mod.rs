@@ -91,7 +91,10 @@ impl Ctx<'_> {
         let url = self.settings.server_url.clone()?;
         let sources = self.settings.tls.clone()?;
         let check_url_host = self.settings.tls_check_url_host;
-        let mut pem = sources.as_ref().map(|s| s.client_pem(check_url_host).map_err(SettingsError::Tls)).transpose()?;
+        let mut pem = sources
+            .as_ref()
+            .map(|s| s.client_pem(check_url_host).map_err(|e| SettingsError::Tls(e.to_string())))
+            .transpose()?;
         if let (Some(pem), Some(crl)) = (pem.as_mut(), &self.settings.tls_crl) {
             let text = std::fs::read(crl).map_err(|e| SettingsError::Tls(format!("crl_pem '{crl}': {e}")))?;
             pem.crl = Some(text);

@@ -48,22 +48,34 @@ fn is_journal(journal_stream: Option<&str>, stderr_id: Option<(u64, u64)>) -> bo
     dev.parse::<u64>().ok() == Some(id.0) && ino.parse::<u64>().ok() == Some(id.1)
 }
 
+/// Why logging cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LoggingError {
+    #[error("invalid RUST_LOG '{spec}': {cause}")]
+    RustLog { spec: String, cause: tracing_subscriber::filter::ParseError },
+    #[error("invalid log level '{level}': {cause}")]
+    Level { level: String, cause: tracing_subscriber::filter::ParseError },
+    /// A global subscriber is set already.
+    #[error("cannot set up logging: {0}")]
+    Init(String),
+}
+
 /// The filter for `level` (`--log-level`), unless `RUST_LOG` is set.
-pub fn filter(level: &str) -> Result<EnvFilter, String> {
+pub fn filter(level: &str) -> Result<EnvFilter, LoggingError> {
     filter_from(std::env::var("RUST_LOG").ok(), level)
 }
 
-fn filter_from(rust_log: Option<String>, level: &str) -> Result<EnvFilter, String> {
+fn filter_from(rust_log: Option<String>, level: &str) -> Result<EnvFilter, LoggingError> {
     if let Some(spec) = rust_log
         && !spec.trim().is_empty()
     {
-        return EnvFilter::try_new(&spec).map_err(|e| format!("invalid RUST_LOG '{spec}': {e}"));
+        return EnvFilter::try_new(&spec).map_err(|cause| LoggingError::RustLog { spec, cause });
     }
-    EnvFilter::try_new(level).map_err(|e| format!("invalid log level '{level}': {e}"))
+    EnvFilter::try_new(level).map_err(|cause| LoggingError::Level { level: level.to_owned(), cause })
 }
 
 /// Installs the global subscriber for `level` in the detected style.
-pub fn init(level: &str) -> Result<LogStyle, String> {
+pub fn init(level: &str) -> Result<LogStyle, LoggingError> {
     let style = LogStyle::detect();
     let filter = filter(level)?;
     let builder = tracing_subscriber::fmt()
@@ -75,7 +87,7 @@ pub fn init(level: &str) -> Result<LogStyle, String> {
         LogStyle::Journal => builder.without_time().with_level(false).try_init(),
         LogStyle::Terminal | LogStyle::Plain => builder.try_init(),
     };
-    result.map_err(|e| format!("cannot set up logging: {e}"))?;
+    result.map_err(|e| LoggingError::Init(e.to_string()))?;
     Ok(style)
 }
 
@@ -184,9 +196,9 @@ mod tests {
 
     #[test]
     fn a_bad_level_or_rust_log_is_an_error_naming_it_and_rust_log_wins() {
-        let e = filter_from(None, "info,=nonsense[").unwrap_err();
+        let e = filter_from(None, "info,=nonsense[").unwrap_err().to_string();
         assert!(e.contains("invalid log level 'info,=nonsense['"), "{e}");
-        let e = filter_from(Some("ank=[".into()), "info").unwrap_err();
+        let e = filter_from(Some("ank=[".into()), "info").unwrap_err().to_string();
         assert!(e.contains("invalid RUST_LOG 'ank=['"), "{e}");
         let f = filter_from(Some("ank_agent=trace".into()), "nonsense[").unwrap();
         assert_eq!(f.to_string(), "ank_agent=trace");

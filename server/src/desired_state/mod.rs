@@ -60,7 +60,7 @@ impl DesiredState {
     }
 
     fn build(mut state: State, previous: Option<&DesiredState>) -> Result<Self, InvalidState> {
-        ank_common::manifest::validate_state(&state).map_err(InvalidState::Invalid)?;
+        ank_common::manifest::validate_state(&state).map_err(|e| InvalidState::Invalid(e.to_string()))?;
         let (mut rendered, configured) = render_configs(&state, previous)?;
         render_scheduling(&mut state, &mut rendered)?;
         let desired = Self { state, rendered, pre_hook: None, configured };
@@ -146,7 +146,7 @@ fn render_configs(state: &State, previous: Option<&DesiredState>) -> Result<(Sta
 /// and pipeline order applied (a cycle they close is rejected), effective
 /// priorities written.
 fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), InvalidState> {
-    ank_common::groups::validate_members(state).map_err(InvalidState::Invalid)?;
+    ank_common::groups::validate_members(state).map_err(|e| InvalidState::Invalid(e.to_string()))?;
     ank_common::groups::render(&state.groups, rendered);
     if let Some(cycle) = ank_common::dependency_graph::find_cycle(rendered) {
         return Err(InvalidState::Cycle(cycle));

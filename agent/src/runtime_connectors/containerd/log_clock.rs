@@ -175,16 +175,25 @@ impl Clock {
     }
 }
 
+/// A `--since`/`--until` value that names no time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeError {
+    #[error("'{0}' is before 1970")]
+    Before1970(String),
+    #[error("'{0}' is neither a time (RFC 3339, Unix seconds) nor a duration (10m)")]
+    Unreadable(String),
+}
+
 /// Parses a `--since`/`--until` value as podman takes it: an RFC 3339 time,
 /// a duration before now (`10m`, `1h30m`) or Unix seconds; milliseconds
 /// since the epoch.
-pub fn parse_time(text: &str, now_ms: u64) -> Result<u64, String> {
+pub fn parse_time(text: &str, now_ms: u64) -> Result<u64, TimeError> {
     let t = text.trim();
     if let Ok(time) = humantime::parse_rfc3339_weak(t) {
         return time
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .map_err(|_| format!("'{text}' is before 1970"));
+            .map_err(|_| TimeError::Before1970(text.to_owned()));
     }
     if let Ok(secs) = t.parse::<f64>()
         && secs.is_finite()
@@ -195,7 +204,7 @@ pub fn parse_time(text: &str, now_ms: u64) -> Result<u64, String> {
     if let Ok(d) = humantime::parse_duration(t) {
         return Ok(now_ms.saturating_sub(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
     }
-    Err(format!("'{text}' is neither a time (RFC 3339, Unix seconds) nor a duration (10m)"))
+    Err(TimeError::Unreadable(text.to_owned()))
 }
 
 #[cfg(test)]
@@ -219,7 +228,7 @@ mod tests {
         assert_eq!(parse_time("1h30m", now), Ok(now - 5_400_000));
         assert_eq!(parse_time("1700000000", now), Ok(1_700_000_000_000));
         assert_eq!(parse_time("2023-11-14T22:13:20Z", now), Ok(1_700_000_000_000));
-        assert!(parse_time("soon", now).unwrap_err().contains("'soon'"));
+        assert!(parse_time("soon", now).unwrap_err().to_string().contains("'soon'"));
     }
 
     #[test]

@@ -37,7 +37,9 @@ pub fn log_path(state_dir: &Path, id: &str) -> PathBuf {
 pub fn stream(cd: Containerd, id: String, path: PathBuf, options: &LogOptions) -> Result<LogLines, RuntimeError> {
     let now = log_clock::now_ms();
     let bound = |t: &Option<String>| {
-        t.as_deref().map(|t| log_clock::parse_time(t, now).map_err(RuntimeError::unavailable)).transpose()
+        t.as_deref()
+            .map(|t| log_clock::parse_time(t, now).map_err(|e| RuntimeError::unavailable(e.to_string())))
+            .transpose()
     };
     let (since, until) = (bound(&options.since)?, bound(&options.until)?);
     let mut file = std::fs::File::open(&path)

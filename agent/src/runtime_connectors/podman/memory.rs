@@ -2,7 +2,7 @@
 //! `-m` value of its runtimeConfig's `commandOptions`, in podman's units
 //! (`512m`, `1g`). Nothing declared counts 0.
 
-use ank_common::podman_config::PodmanRuntimeConfig;
+use super::config::PodmanRuntimeConfig;
 use ank_common::quota::{SizeUnits, parse_memory};
 
 use crate::runtime_connectors::RuntimeError;
@@ -11,24 +11,30 @@ use crate::runtime_connectors::RuntimeError;
 // [feature K2: how a workload declares its memory]
 pub fn declared(runtime_config: &str) -> Result<u64, RuntimeError> {
     let config = PodmanRuntimeConfig::parse(runtime_config)?;
-    memory_option(&config.command_options).map_err(RuntimeError::InvalidConfig)
+    memory_option(&config.command_options)
 }
 
 /// The last `--memory` / `-m` of podman's run options (podman takes the
 /// last one too).
-fn memory_option(options: &[String]) -> Result<u64, String> {
+fn memory_option(options: &[String]) -> Result<u64, RuntimeError> {
     let mut value: Option<&str> = None;
     let mut args = options.iter();
     while let Some(arg) = args.next() {
         if arg == "--memory" || arg == "-m" {
-            value = Some(args.next().map(String::as_str).ok_or_else(|| format!("'{arg}' without a value"))?);
+            value = Some(
+                args.next()
+                    .map(String::as_str)
+                    .ok_or_else(|| RuntimeError::InvalidConfig(format!("'{arg}' without a value")))?,
+            );
         } else if let Some(v) = arg.strip_prefix("--memory=") {
             value = Some(v);
         } else if let Some(v) = arg.strip_prefix("-m") {
             value = Some(v.strip_prefix('=').unwrap_or(v));
         }
     }
-    value.map_or(Ok(0), |v| parse_memory(v, SizeUnits::Podman).map_err(|e| format!("commandOptions: {e}")))
+    value.map_or(Ok(0), |v| {
+        parse_memory(v, SizeUnits::Podman).map_err(|e| RuntimeError::InvalidConfig(format!("commandOptions: {e}")))
+    })
 }
 
 #[cfg(test)]

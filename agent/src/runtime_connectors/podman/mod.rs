@@ -7,6 +7,7 @@
 //! process and conmon were killed is reported failed, not left "running".
 
 pub mod cli;
+pub mod config;
 pub mod containers_conf;
 pub mod events;
 pub mod exit_watcher;
@@ -24,9 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ank_common::WorkloadInstanceName;
-use ank_common::podman_config::PodmanRuntimeConfig;
 use ank_common::workload::WorkloadSpec;
 use async_trait::async_trait;
+use config::PodmanRuntimeConfig;
 use tokio_util::sync::CancellationToken;
 
 pub use cli::PodmanCli;

@@ -93,17 +93,28 @@ pub async fn open_source(
     cli.spawn_events(label, EVENT_REPLAY).map(EventSource::Stream)
 }
 
+/// A gap in an in-process feed: events may have been missed.
+#[derive(Debug, thiserror::Error)]
+enum FeedGap {
+    /// In podman's event log file.
+    #[error("{why} ('{}')", path.display())]
+    Log { why: &'static str, path: std::path::PathBuf },
+    /// In the journal.
+    #[error("{0}")]
+    Journal(&'static str),
+}
+
 /// The next item of an in-process feed: the event for this agent, if the
-/// entry is one, or the reason of a gap.
-async fn next_of(feed: &mut EventSource, agent: &str) -> Result<Option<RuntimeEvent>, String> {
+/// entry is one, or the gap.
+async fn next_of(feed: &mut EventSource, agent: &str) -> Result<Option<RuntimeEvent>, FeedGap> {
     match feed {
         EventSource::Log(tail) => match tail.next().await {
             TailItem::Line(line) => Ok(event_from_line(&line, agent)),
-            TailItem::Gap(why) => Err(format!("{why} ('{}')", tail.path().display())),
+            TailItem::Gap(why) => Err(FeedGap::Log { why, path: tail.path().to_path_buf() }),
         },
         EventSource::Journal(journal) => match journal.next().await {
             JournalItem::Event(ev) => Ok(event_from(&ev, agent)),
-            JournalItem::Gap(why) => Err(why.to_owned()),
+            JournalItem::Gap(why) => Err(FeedGap::Journal(why)),
         },
         EventSource::Stream(_) => std::future::pending().await,
     }

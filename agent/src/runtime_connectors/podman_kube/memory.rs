@@ -3,7 +3,7 @@
 //! and Deployment pod templates, in Kubernetes quantities (`256Mi`, `1Gi`,
 //! `500M`). Nothing declared counts 0.
 
-use ank_common::podman_kube_config::PodmanKubeRuntimeConfig;
+use super::config::PodmanKubeRuntimeConfig;
 use ank_common::quota::{SizeUnits, parse_memory};
 use serde_json::Value;
 
@@ -14,7 +14,7 @@ use crate::runtime_connectors::RuntimeError;
 // [feature K2: how a workload declares its memory]
 pub fn declared(runtime_config: &str) -> Result<u64, RuntimeError> {
     let config = PodmanKubeRuntimeConfig::parse(runtime_config)?;
-    manifest_memory(&config.manifest).map_err(RuntimeError::InvalidConfig)
+    manifest_memory(&config.manifest)
 }
 
 /// The pod spec of a Pod or a Deployment document.
@@ -26,8 +26,9 @@ fn pod_spec(doc: &Value) -> Option<&Value> {
     }
 }
 
-fn manifest_memory(manifest: &str) -> Result<u64, String> {
-    let docs = read_documents(manifest).map_err(|e| e.to_string())?;
+fn manifest_memory(manifest: &str) -> Result<u64, RuntimeError> {
+    let invalid = RuntimeError::InvalidConfig;
+    let docs = read_documents(manifest).map_err(|e| invalid(e.to_string()))?;
     let mut total: u64 = 0;
     for spec in docs.iter().filter_map(pod_spec) {
         let containers = spec.get("containers").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -36,9 +37,9 @@ fn manifest_memory(manifest: &str) -> Result<u64, String> {
             let text = match limit {
                 Value::String(s) => s.clone(),
                 Value::Number(n) => n.to_string(),
-                other => return Err(format!("manifest: resources.limits.memory {other} is not a quantity")),
+                other => return Err(invalid(format!("manifest: resources.limits.memory {other} is not a quantity"))),
             };
-            let bytes = parse_memory(&text, SizeUnits::Kube).map_err(|e| format!("manifest: {e}"))?;
+            let bytes = parse_memory(&text, SizeUnits::Kube).map_err(|e| invalid(format!("manifest: {e}")))?;
             total = total.saturating_add(bytes);
         }
     }

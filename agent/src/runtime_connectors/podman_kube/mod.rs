@@ -7,6 +7,7 @@
 //! control interface is mounted into the container named by
 //! `controlInterfaceTarget` ([`control_interface_target`]).
 
+pub mod config;
 pub mod control_interface_target;
 pub mod memory;
 pub mod state_getter;
@@ -16,12 +17,13 @@ pub mod workload_id;
 use std::sync::Arc;
 
 use ank_common::WorkloadInstanceName;
-use ank_common::podman_kube_config::PodmanKubeRuntimeConfig;
 use ank_common::workload::WorkloadSpec;
 use async_trait::async_trait;
+use config::PodmanKubeRuntimeConfig;
 use tokio_util::sync::CancellationToken;
 
 use super::podman::PodmanCli;
+use super::podman::cli::PodmanError;
 use super::podman::ps_cache::PsCache;
 use super::polling_checker::{GenericPollingStateChecker, POLL_INTERVAL, RuntimeStateGetter};
 use super::{
@@ -49,12 +51,18 @@ impl PodmanKubeRuntime {
     }
 
     /// `podman [general] kube <verb> [options] -` with the manifest on stdin.
-    async fn kube(&self, general: &[String], verb: &str, options: &[String], manifest: &str) -> Result<String, String> {
+    async fn kube(
+        &self,
+        general: &[String],
+        verb: &str,
+        options: &[String],
+        manifest: &str,
+    ) -> Result<String, PodmanError> {
         let mut args = general.to_vec();
         args.extend(["kube".into(), verb.into()]);
         args.extend(options.iter().cloned());
         args.push("-".into());
-        self.cli.exec_with_stdin(&args, manifest).await.map_err(|e| e.message())
+        self.cli.exec_with_stdin(&args, manifest).await
     }
 
     /// Rebuilds the id of `instance` from its volumes in `volumes`.
@@ -145,10 +153,10 @@ impl RuntimeConnector for PodmanKubeRuntime {
         }
         let out = match self.kube(&cfg.general_options, "play", &cfg.play_options, &played).await {
             Ok(out) => out,
-            Err(message) => {
+            Err(e) => {
                 let _ = self.kube(&cfg.general_options, "down", &cfg.down_options, &cfg.manifest).await;
                 let _ = volumes::remove(&self.cli, &instance).await;
-                return Err(RuntimeError::create(message));
+                return Err(RuntimeError::create(e.message()));
             }
         };
         let pods = pods_from_play_output(&out);
@@ -183,7 +191,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
             Ok(_) => {}
             // `kube down` gives up at the first missing pod and leaves the
             // others running: remove the pods of the id one by one.
-            Err(message) if is_no_such_pod(&message) => {
+            Err(e) if is_no_such_pod(&e.message()) => {
                 let mut args = id.general_options.clone();
                 args.extend(["pod", "rm", "--force", "--ignore"].map(str::to_owned));
                 args.extend(id.pods.iter().cloned());
@@ -191,7 +199,7 @@ impl RuntimeConnector for PodmanKubeRuntime {
                     self.cli.exec(&args).await.map_err(RuntimeError::delete)?;
                 }
             }
-            Err(message) => return Err(RuntimeError::delete(message)),
+            Err(e) => return Err(RuntimeError::delete(e.message())),
         }
         if let Err(e) = volumes::remove(&self.cli, &id.instance_name).await {
             tracing::warn!("workload '{}': cannot remove its volumes: {e}", id.instance_name);

@@ -20,7 +20,7 @@ use crate::probes::Readiness;
 use crate::probes::fake::Answer;
 use crate::runtime_connectors::RuntimeRegistry;
 use crate::runtime_connectors::fake::FakeRuntime;
-use crate::runtime_facade::RuntimeFacade;
+use crate::runtime_manager::runtime_facade::RuntimeFacade;
 use crate::workload::LoopReport;
 use crate::workload::StateReporter;
 use crate::workload::control_loop::LoopContext;

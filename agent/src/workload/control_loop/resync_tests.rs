@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::runtime_connectors::RuntimeRegistry;
 use crate::runtime_connectors::fake::FakeRuntime;
-use crate::runtime_facade::RuntimeFacade;
+use crate::runtime_manager::runtime_facade::RuntimeFacade;
 use crate::workload::control_loop::LoopContext;
 use crate::workload::object::WorkloadObject;
 use crate::workload::policy::RetryPolicy;

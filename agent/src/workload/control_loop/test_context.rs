@@ -7,8 +7,8 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::{LoopContext, RetryPolicy, StateReporter};
 use crate::control_interface::registry::ControlInterfaces;
-use crate::finished_store::FinishedStore;
 use crate::runtime_connectors::RuntimeRegistry;
+use crate::workload::finished_store::FinishedStore;
 
 impl LoopContext {
     /// A context for the loop's tests: `registry`'s runtimes, 4 create

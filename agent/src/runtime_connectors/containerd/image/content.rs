@@ -59,7 +59,7 @@ impl Images {
     /// `lease`; containerd checks its size and digest when it commits it.
     /// A blob that is already there (or that another writer commits first)
     /// is success. An error of `data` is returned as a registry error.
-    pub(super) async fn write_blob<S>(
+    pub(super) async fn write_blob<S, E>(
         &self,
         image: &str,
         descriptor: &Descriptor,
@@ -68,7 +68,8 @@ impl Images {
         lease: &str,
     ) -> Result<(), ImageError>
     where
-        S: Stream<Item = Result<Vec<u8>, String>> + Send + 'static,
+        S: Stream<Item = Result<Vec<u8>, E>> + Send + 'static,
+        E: std::fmt::Display,
     {
         let reference = format!("ank-{}-{}", descriptor.digest, unique_suffix());
         let (tx, rx) = tokio::sync::mpsc::channel::<WriteContentRequest>(4);
@@ -97,7 +98,7 @@ impl Images {
             commit.labels = labels;
             let _ = tx.send(commit).await;
             drop(tx);
-            Ok::<(), String>(())
+            Ok::<(), E>(())
         };
         let mut client = ContentClient::new(self.channel.clone());
         let request = self.request(ReceiverStream::new(rx), Some(lease));

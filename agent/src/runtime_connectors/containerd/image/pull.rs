@@ -145,7 +145,7 @@ impl Images {
         bytes: Vec<u8>,
         lease: &str,
     ) -> Result<(), ImageError> {
-        let data = tokio_stream::iter([Ok(bytes)]);
+        let data = tokio_stream::iter([Ok::<_, std::convert::Infallible>(bytes)]);
         self.write_blob(image, descriptor, labels, data, lease).await
     }
 

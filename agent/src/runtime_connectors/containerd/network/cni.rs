@@ -122,11 +122,20 @@ pub struct Attachment {
     pub interface: String,
 }
 
+/// A CNI result that describes no attachment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoAttachment {
+    #[error("no \"ips\"")]
+    NoIps,
+    #[error("no address in \"ips\"")]
+    NoAddress,
+}
+
 impl Attachment {
     /// The attachment a (CNI 1.0.0) result describes: its first IPv4
     /// address, else its first address.
-    pub(super) fn from_result(result: &Value) -> Result<Attachment, String> {
-        let ips = result.get("ips").and_then(Value::as_array).ok_or("no \"ips\"")?;
+    pub(super) fn from_result(result: &Value) -> Result<Attachment, NoAttachment> {
+        let ips = result.get("ips").and_then(Value::as_array).ok_or(NoAttachment::NoIps)?;
         let parsed: Vec<(&Value, IpAddr, u8)> = ips
             .iter()
             .filter_map(|ip| {
@@ -135,7 +144,7 @@ impl Attachment {
             })
             .collect();
         let (entry, ip, prefix_len) =
-            parsed.iter().find(|(_, ip, _)| ip.is_ipv4()).or(parsed.first()).copied().ok_or("no address in \"ips\"")?;
+            parsed.iter().find(|(_, ip, _)| ip.is_ipv4()).or(parsed.first()).copied().ok_or(NoAttachment::NoAddress)?;
         let gateway = entry.get("gateway").and_then(Value::as_str).and_then(|g| g.parse().ok());
         let iface = entry
             .get("interface")
@@ -288,7 +297,7 @@ impl Cni {
         Attachment::from_result(result).map_err(|reason| NetworkError::BadResult {
             plugin: "(last of the list)".into(),
             command: "ADD",
-            reason,
+            reason: reason.to_string(),
         })
     }
 
@@ -351,7 +360,9 @@ impl Cni {
         let Some(result) = paths.load().await?.and_then(|s| s.result) else {
             return Ok(None);
         };
-        Attachment::from_result(&result).map(Some).map_err(|reason| NetworkError::State { path: paths.state, reason })
+        Attachment::from_result(&result)
+            .map(Some)
+            .map_err(|reason| NetworkError::State { path: paths.state, reason: reason.to_string() })
     }
 
     fn cni_path(&self) -> String {

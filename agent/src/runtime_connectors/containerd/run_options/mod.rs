@@ -28,7 +28,7 @@ mod scan;
 #[cfg(test)]
 mod tests;
 
-use ank_common::runtime_config::RuntimeConfigError;
+use crate::runtime_connectors::runtime_config::RuntimeConfigError;
 use serde::Deserialize;
 
 use crate::runtime_connectors::RuntimeError;

@@ -77,7 +77,7 @@ impl RuntimeFacade {
         object
     }
 
-    /// The connector, e.g. to remove orphans (see `crate::orphans`).
+    /// The connector, e.g. to remove orphans (see `super::orphans`).
     pub fn connector(&self) -> Arc<dyn RuntimeConnector> {
         self.connector.clone()
     }

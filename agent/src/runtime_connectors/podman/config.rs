@@ -2,7 +2,7 @@
 //! `commandOptions`, `commandArgs` (snake_case aliases accepted), turned into
 //! the argument list of `podman [general] run [options] image [args]`.
 
-use crate::runtime_config::RuntimeConfigError;
+use crate::runtime_connectors::runtime_config::RuntimeConfigError;
 use serde::Deserialize;
 
 /// Parsed podman runtime config.

@@ -4,7 +4,7 @@
 //! YAML) and `controlInterfaceTarget` (`<pod>/<container>` that gets the
 //! control interface mounted); snake_case aliases accepted.
 
-use crate::runtime_config::RuntimeConfigError;
+use crate::runtime_connectors::runtime_config::RuntimeConfigError;
 use serde::{Deserialize, Serialize};
 
 /// Parsed podman-kube runtime config.

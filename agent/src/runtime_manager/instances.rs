@@ -21,7 +21,7 @@ use ank_common::workload::WorkloadSpec;
 use ank_common::workload_events::{EventRing, WorkloadEvent};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 
-use crate::hysteresis;
+use super::hysteresis;
 use crate::probes::Readiness;
 use crate::workload::EventReport;
 use crate::workload_state_store::WorkloadStateStore;

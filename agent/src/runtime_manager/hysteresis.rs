@@ -1,4 +1,4 @@
-//! State hysteresis of the `AgentManager`: which reported execution state
+//! State hysteresis of the `RuntimeManager`'s `InstanceTable`: which reported execution state
 //! of one of its workloads is passed on, given the last one passed on. A
 //! workload being deleted (`Stopping(RequestedAtRuntime)`) may still be seen
 //! running or exiting for a moment; those observations must not flip its

@@ -1,5 +1,5 @@
-//! Why a workload's runtimeConfig cannot be read, for the runtimes whose
-//! config this crate parses (`podman`, `podman-kube`).
+//! [`RuntimeConfigError`]: why a workload's runtimeConfig cannot be read,
+//! for the connectors that parse it (`podman`, `podman-kube`, `containerd`).
 
 /// A runtimeConfig the runtime can never use.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
