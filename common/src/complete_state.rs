@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::agent_status::AgentStatus;
 use crate::conditions::InstanceStatus;
 use crate::execution_state::ExecutionState;
 use crate::names::WorkloadName;
@@ -18,7 +19,7 @@ use crate::workload::{Workload, WorkloadState};
 pub enum ConfigItem {
     String(String),
     Array(Vec<ConfigItem>),
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::name_keyed_map::<ConfigItem>"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema_parts::name_keyed_map::<ConfigItem>"))]
     Object(BTreeMap<String, ConfigItem>),
 }
 
@@ -32,16 +33,13 @@ pub struct State {
     pub api_version: String,
     /// `workloads:` with no value is read as none, as by Ankaios.
     #[serde(default, deserialize_with = "null_as_empty")]
-    #[cfg_attr(
-        feature = "schema",
-        schemars(schema_with = "crate::manifest_schema::optional_name_keyed_map::<Workload>")
-    )]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema_parts::optional_name_keyed_map::<Workload>"))]
     pub workloads: BTreeMap<WorkloadName, Workload>,
     /// `configs:` with no value is read as none, as by Ankaios.
     #[serde(default, deserialize_with = "null_as_empty")]
     #[cfg_attr(
         feature = "schema",
-        schemars(schema_with = "crate::manifest_schema::optional_name_keyed_map::<ConfigItem>")
+        schemars(schema_with = "crate::schema_parts::optional_name_keyed_map::<ConfigItem>")
     )]
     pub configs: BTreeMap<String, ConfigItem>,
     /// Workload groups by name (extension; absent when there are none).
@@ -78,16 +76,6 @@ impl From<ExecutionState> for InstanceEntry {
 
 /// agent -> workload name -> instance id -> state.
 pub type WorkloadStatesMap = BTreeMap<String, BTreeMap<String, BTreeMap<String, InstanceEntry>>>;
-
-/// Resource figures an agent reports.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentStatus {
-    #[serde(default)]
-    pub cpu_usage: u32,
-    #[serde(default)]
-    pub free_memory: u64,
-}
 
 /// A connected agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

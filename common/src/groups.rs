@@ -14,10 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::complete_state::State;
 use crate::names::WorkloadName;
 use crate::scheduling::{AgentSelector, WorkloadPolicy};
-use crate::workload::AddCondition;
+use crate::workload::{AddCondition, Workload};
 
 /// How a group treats its members.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -163,10 +162,10 @@ pub fn validate(groups: &Groups) -> Result<(), GroupError> {
     Ok(())
 }
 
-/// Checks that every member of every group is a workload of `state`.
-pub fn validate_members(state: &State) -> Result<(), GroupError> {
-    for (name, group) in &state.groups {
-        if let Some(missing) = group.members.iter().find(|m| !state.workloads.contains_key(*m)) {
+/// Checks that every member of every group is one of `workloads`.
+pub fn validate_members(groups: &Groups, workloads: &BTreeMap<WorkloadName, Workload>) -> Result<(), GroupError> {
+    for (name, group) in groups {
+        if let Some(missing) = group.members.iter().find(|m| !workloads.contains_key(*m)) {
             return Err(GroupError::MissingMember { group: name.clone(), member: missing.to_string() });
         }
     }
@@ -178,17 +177,17 @@ pub fn group_of<'a>(groups: &'a Groups, workload: &str) -> Option<(&'a str, &'a 
     groups.iter().find(|(_, g)| g.members.iter().any(|m| m.as_str() == workload)).map(|(n, g)| (n.as_str(), g))
 }
 
-/// Renders the groups into `rendered`: every member gets the defaults it
-/// leaves unset, and every pipeline member after the first an
+/// Renders the groups into the `rendered` workloads: every member gets the
+/// defaults it leaves unset, and every pipeline member after the first an
 /// `ADD_COND_SUCCEEDED` dependency on the one before it (unless it names a
 /// condition for that workload itself). Members missing from `rendered`
 /// are skipped.
 // [feature K6: batch defaults and pipeline order, added at render time]
-pub fn render(groups: &Groups, rendered: &mut State) {
+pub fn render(groups: &Groups, rendered: &mut BTreeMap<WorkloadName, Workload>) {
     for group in groups.values() {
         let mut previous: Option<&WorkloadName> = None;
         for member in &group.members {
-            let Some(wl) = rendered.workloads.get_mut(member) else { continue };
+            let Some(wl) = rendered.get_mut(member) else { continue };
             if wl.priority.is_none() {
                 wl.priority = group.priority;
             }
@@ -215,6 +214,7 @@ pub fn render(groups: &Groups, rendered: &mut State) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::complete_state::State;
     use crate::manifest::parse_manifest;
 
     const BATCH: &str = "apiVersion: v1
@@ -248,7 +248,7 @@ groups:
         let state = parse_manifest("m.yaml", BATCH).unwrap();
         assert_eq!(state.groups["nightly"].mode, GroupMode::Batch);
         let mut rendered = state.clone();
-        render(&state.groups, &mut rendered);
+        render(&state.groups, &mut rendered.workloads);
         let (m1, m2) = (&rendered.workloads["m1"], &rendered.workloads["m2"]);
         assert_eq!((m1.priority, m2.priority), (Some(7), Some(2)));
         assert_eq!((m1.agent.as_str(), m2.agent.as_str()), ("agent_A", "agent_B"));
@@ -264,7 +264,7 @@ groups:
         let text = "apiVersion: v1\nworkloads:\n  s1: {runtime: podman, agent: A, runtimeConfig: a}\n  s2: {runtime: podman, agent: A, runtimeConfig: b}\n  s3: {runtime: podman, agent: A, runtimeConfig: c, dependencies: {s2: ADD_COND_FAILED}}\ngroups:\n  upd:\n    mode: pipeline\n    members: [s1, s2, s3]\n";
         let state = parse_manifest("m.yaml", text).unwrap();
         let mut rendered = state.clone();
-        render(&state.groups, &mut rendered);
+        render(&state.groups, &mut rendered.workloads);
         assert!(rendered.workloads["s1"].dependencies.is_empty());
         assert_eq!(rendered.workloads["s2"].dependencies[&WorkloadName::new("s1").unwrap()], AddCondition::Succeeded);
         assert_eq!(
@@ -296,7 +296,7 @@ groups:
         assert!(e.contains("group 'nightly': fields 'agent' and 'agentSelector' are exclusive"), "{e}");
         let unknown = BATCH.replace("[m1, m2]", "[m1, m9]");
         let state = parse_manifest("m.yaml", &unknown).unwrap();
-        let e = validate_members(&state).unwrap_err().to_string();
+        let e = validate_members(&state.groups, &state.workloads).unwrap_err().to_string();
         assert!(
             e.starts_with(
                 "group 'nightly': member 'm9' would not be a workload of the desired state after this update"

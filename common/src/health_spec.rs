@@ -162,7 +162,7 @@ impl Probe {
         self.failure_threshold.unwrap_or(Self::DEFAULT_FAILURE)
     }
 
-    fn validate(&self, field: &'static str) -> Result<(), HealthSpecError> {
+    pub(crate) fn validate(&self, field: &'static str) -> Result<(), HealthSpecError> {
         let kind = self.kind().map_err(|error| HealthSpecError::Handler { field, error })?;
         if kind == ProbeKind::Exec && self.exec.as_ref().is_some_and(|e| e.command.is_empty()) {
             return Err(HealthSpecError::EmptyCommand { field });
@@ -311,35 +311,6 @@ fn field_duration(
         }
         None => Ok(default),
     }
-}
-
-/// Checks the health fields of one workload (at apply).
-pub fn validate(wl: &crate::Workload) -> Result<(), HealthSpecError> {
-    for (field, probe) in [
-        ("startupProbe", &wl.startup_probe),
-        ("livenessProbe", &wl.liveness_probe),
-        ("readinessProbe", &wl.readiness_probe),
-    ] {
-        if let Some(p) = probe {
-            p.validate(field)?;
-        }
-    }
-    if let Some(b) = &wl.restart_backoff {
-        b.settings()?;
-    }
-    if let Some(g) = &wl.update {
-        g.settings()?;
-    }
-    Ok(())
-}
-
-/// Whether the workload has any health field set.
-pub fn has_health_fields(wl: &crate::Workload) -> bool {
-    wl.startup_probe.is_some()
-        || wl.liveness_probe.is_some()
-        || wl.readiness_probe.is_some()
-        || wl.restart_backoff.is_some()
-        || wl.update.is_some()
 }
 
 #[cfg(test)]

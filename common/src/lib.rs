@@ -6,6 +6,7 @@
 //! `daemon`).
 
 pub mod access_rules;
+pub mod agent_status;
 pub mod complete_state;
 pub mod conditions;
 pub mod config_file;
@@ -24,13 +25,14 @@ pub mod jobs;
 pub mod manifest;
 #[cfg(feature = "schema")]
 pub mod manifest_schema;
-pub mod manifest_v01;
 pub mod mask_path;
 pub mod messages;
 pub mod names;
 pub mod placement;
 pub mod quota;
 pub mod scheduling;
+#[cfg(feature = "schema")]
+mod schema_parts;
 pub mod seq_macro;
 pub mod template_guard;
 pub mod template_helpers;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::conditions::InstanceStatus;
 use crate::execution_state::ExecutionState;
+use crate::health_spec::HealthSpecError;
 use crate::instance_name::WorkloadInstanceName;
 use crate::names::{AgentName, WorkloadName};
 use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
@@ -104,7 +105,7 @@ pub struct ControlInterfaceAccess {
 pub struct Workload {
     /// Target agent; empty means not scheduled. May hold a template.
     #[serde(default, deserialize_with = "agent_field")]
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = crate::manifest_schema::AGENT_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = crate::schema_parts::AGENT_PATTERN)))]
     pub agent: String,
     #[serde(default)]
     pub restart_policy: RestartPolicy,
@@ -121,7 +122,7 @@ pub struct Workload {
     #[serde(default)]
     pub control_interface_access: ControlInterfaceAccess,
     #[serde(default)]
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::manifest_schema::config_alias_map"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema_parts::config_alias_map"))]
     pub configs: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<File>,
@@ -172,6 +173,35 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// Checks the health fields of this workload (at apply).
+    pub fn validate_health(&self) -> Result<(), HealthSpecError> {
+        for (field, probe) in [
+            ("startupProbe", &self.startup_probe),
+            ("livenessProbe", &self.liveness_probe),
+            ("readinessProbe", &self.readiness_probe),
+        ] {
+            if let Some(p) = probe {
+                p.validate(field)?;
+            }
+        }
+        if let Some(b) = &self.restart_backoff {
+            b.settings()?;
+        }
+        if let Some(g) = &self.update {
+            g.settings()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the workload has any health field set.
+    pub fn has_health_fields(&self) -> bool {
+        self.startup_probe.is_some()
+            || self.liveness_probe.is_some()
+            || self.readiness_probe.is_some()
+            || self.restart_backoff.is_some()
+            || self.update.is_some()
+    }
+
     /// The priority the agent orders by (effective, else own, else 0).
     pub fn start_priority(&self) -> u32 {
         self.effective_priority.or(self.priority).unwrap_or(0)
@@ -256,6 +286,89 @@ impl WorkloadState {
     pub fn with_status(mut self, status: InstanceStatus) -> Self {
         self.status = status;
         self
+    }
+}
+
+#[cfg(feature = "schema")]
+mod schema {
+    //! The schemas of the workload types whose serde shape the derive
+    //! cannot describe.
+
+    use serde_json::Value;
+
+    use super::{AccessRule, File, ReadWrite};
+    use crate::schema_parts::{FILTER_MASK_PATTERN, LOG_RULE_NAME_PATTERN, MAX_NAME_LENGTH};
+
+    /// A file entry: a mount point and its text (`data`) or base64 content
+    /// (`binaryData`).
+    impl schemars::JsonSchema for File {
+        fn schema_name() -> std::borrow::Cow<'static, str> {
+            std::borrow::Cow::Borrowed("File")
+        }
+
+        fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+            let content = |key: &str, what: &str| {
+                serde_json::json!({
+                    "type": "object",
+                    "properties": { key: { "type": "string", "description": what } },
+                    "required": [key],
+                })
+            };
+            schemars::json_schema!({
+                "description": "A file mounted read-only into the workload.",
+                "type": "object",
+                "properties": {
+                    "mountPoint": { "type": "string", "description": "Where the file appears in the workload." }
+                },
+                "anyOf": [content("data", "The file's text."), content("binaryData", "The file's content, base64-encoded.")],
+                "required": ["mountPoint"],
+            })
+        }
+    }
+
+    /// An access rule: `type: StateRule` with `operation` and `filterMasks`, or
+    /// `type: LogRule` with `workloadNames`.
+    impl schemars::JsonSchema for AccessRule {
+        fn schema_name() -> std::borrow::Cow<'static, str> {
+            std::borrow::Cow::Borrowed("AccessRule")
+        }
+
+        fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+            let operation = generator.subschema_for::<ReadWrite>();
+            let state_rule = serde_json::json!({
+                "description": "Access to the parts of the state the field masks select.",
+                "type": "object",
+                "properties": {
+                    "operation": { "allOf": [operation] },
+                    "filterMasks": { "type": "array", "items": { "type": "string", "pattern": FILTER_MASK_PATTERN } },
+                },
+                "required": ["operation", "filterMasks"],
+            });
+            let log_rule = serde_json::json!({
+                "description": "Access to the logs of the named workloads.",
+                "type": "object",
+                "properties": {
+                    "workloadNames": {
+                        "type": "array",
+                        "items": { "type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH + 1, "pattern": LOG_RULE_NAME_PATTERN },
+                    },
+                },
+                "required": ["workloadNames"],
+            });
+            let variant = |name: &str, body: Value| {
+                serde_json::json!({
+                    "type": "object",
+                    "properties": { "type": { "type": "string", "const": name } },
+                    "allOf": [body],
+                    "required": ["type"],
+                })
+            };
+            schemars::json_schema!({
+                "description": "One allow or deny rule of the control interface.",
+                "type": "object",
+                "oneOf": [variant("StateRule", state_rule), variant("LogRule", log_rule)],
+            })
+        }
     }
 }
 

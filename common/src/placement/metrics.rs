@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::complete_state::AgentStatus;
+use crate::agent_status::AgentStatus;
 
 /// Name of the built-in CPU metric (percent, 0..100).
 pub const CPU_USAGE: &str = "cpu_usage";

@@ -146,8 +146,9 @@ fn render_configs(state: &State, previous: Option<&DesiredState>) -> Result<(Sta
 /// and pipeline order applied (a cycle they close is rejected), effective
 /// priorities written.
 fn render_scheduling(state: &mut State, rendered: &mut State) -> Result<(), InvalidState> {
-    ank_common::groups::validate_members(state).map_err(|e| InvalidState::Invalid(e.to_string()))?;
-    ank_common::groups::render(&state.groups, rendered);
+    ank_common::groups::validate_members(&state.groups, &state.workloads)
+        .map_err(|e| InvalidState::Invalid(e.to_string()))?;
+    ank_common::groups::render(&state.groups, &mut rendered.workloads);
     if let Some(cycle) = ank_common::dependency_graph::find_cycle(rendered) {
         return Err(InvalidState::Cycle(cycle));
     }

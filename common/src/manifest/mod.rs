@@ -13,6 +13,8 @@ use serde::Deserialize;
 use crate::API_VERSION;
 use crate::complete_state::State;
 
+pub mod v01;
+
 /// Why a manifest was rejected.
 #[derive(Debug, thiserror::Error)]
 #[error("{source_name}: {message}")]
@@ -119,7 +121,7 @@ pub fn parse_manifest_of_version(
     match api_version {
         Some(API_VERSION) => {}
         Some(DEPRECATED_API_VERSION) => {
-            let mut state = crate::manifest_v01::parse(text).map_err(|e| err(e.to_string()))?;
+            let mut state = v01::parse(text).map_err(|e| err(e.to_string()))?;
             trim_runtime_configs(&mut state);
             validate_state(&state).map_err(|e| err(e.to_string()))?;
             let warning = format!(
@@ -273,7 +275,7 @@ fn validate_scheduling(wl: &crate::Workload) -> Result<(), WorkloadError> {
     if let Some(ttl) = &wl.ttl_after_finished {
         crate::duration::parse_duration(ttl).map_err(|e| WorkloadError::Ttl(e.to_string()))?;
     }
-    crate::health_spec::validate(wl)?;
+    wl.validate_health()?;
     Ok(())
 }
 
