@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ank_common::convert::{from_server_to_proto, to_server_from_proto};
 use ank_common::messages::{DeletedWorkload, FromServer, ToServer};
+use ank_common::messages::{from_server_to_proto, to_server_from_proto};
 use ank_common::workload::{Workload, WorkloadSpec};
 use ank_common::{AgentName, ExecutionState, StateKind, WorkloadName, WorkloadState};
 use ank_proto::grpc_api as g;

@@ -18,8 +18,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ank_common::convert::{from_server_from_proto, to_server_to_proto};
 use ank_common::messages::{FromServer, Response, ResponseContent, ToServer};
+use ank_common::messages::{from_server_from_proto, to_server_to_proto};
 use ank_proto::grpc_api;
 use ank_proto::grpc_api::agent_connection_client::AgentConnectionClient;
 use ank_proto::limits::{MAX_MESSAGE_BYTES, MessageTooLarge, check_size, is_too_large};

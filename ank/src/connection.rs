@@ -13,8 +13,9 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use ank_common::WorkloadState;
-use ank_common::convert::{ConvertError, from_server_from_proto, to_server_to_proto};
+use ank_common::convert::ConvertError;
 use ank_common::messages::{FromServer, PUSH_STATES_HEADER, Request, RequestContent, ResponseContent, ToServer};
+use ank_common::messages::{from_server_from_proto, to_server_to_proto};
 use ank_proto::grpc_api as g;
 use ank_proto::limits::{MAX_MESSAGE_BYTES, MessageTooLarge, check_size};
 use g::command_connection_client::CommandConnectionClient;

@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-use ank_common::convert::{from_server_to_proto, to_server_from_proto};
 use ank_common::execution_state::Pending;
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
+use ank_common::messages::{from_server_to_proto, to_server_from_proto};
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName, WorkloadState};
 use ank_proto::grpc_api as g;
 use g::command_connection_server::{CommandConnection, CommandConnectionServer};

@@ -17,11 +17,13 @@
 
 #![no_main]
 
-use ank_common::convert::{from_server_from_proto, from_server_to_proto, to_server_from_proto, to_server_to_proto};
-use ank_common::field_mask;
-use ank_common::messages::{FromServer, RequestContent, ToServer};
 use ank_agent::runtime_connectors::podman::config::PodmanRuntimeConfig;
 use ank_agent::runtime_connectors::podman_kube::config::PodmanKubeRuntimeConfig;
+use ank_common::field_mask;
+use ank_common::messages::{
+    FromServer, RequestContent, ToServer, from_server_from_proto, from_server_to_proto, to_server_from_proto,
+    to_server_to_proto,
+};
 use ank_common::workload::WorkloadSpec;
 use ank_proto::grpc_api as g;
 use libfuzzer_sys::fuzz_target;

@@ -26,8 +26,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ank_common::convert::{from_server_from_proto, to_server_to_proto};
-use ank_common::messages::{FromServer, LogEntry, LogsRequest, Request, RequestContent, ResponseContent, ToServer};
+use ank_common::messages::{
+    FromServer, LogEntry, LogsRequest, Request, RequestContent, ResponseContent, ToServer, from_server_from_proto,
+    to_server_to_proto,
+};
 use ank_common::{ExecutionState, WorkloadInstanceName, WorkloadState};
 use ank_proto::grpc_api as g;
 use ank_server::grpc::identity::IdentityPolicy;

@@ -14,13 +14,11 @@
 
 #![no_main]
 
-use ank_common::convert::{
-    complete_state_from_json, complete_state_to_json, from_server_from_proto, from_server_to_proto,
-};
-use ank_common::manifest::{parse_manifest, parse_manifest_with_warnings, validate_state};
-use ank_common::messages::FromServer;
 use ank_agent::runtime_connectors::podman::config::PodmanRuntimeConfig;
 use ank_agent::runtime_connectors::podman_kube::config::PodmanKubeRuntimeConfig;
+use ank_common::convert::{complete_state_from_json, complete_state_to_json};
+use ank_common::manifest::{parse_manifest, parse_manifest_with_warnings, validate_state};
+use ank_common::messages::{FromServer, from_server_from_proto, from_server_to_proto};
 use ank_common::{API_VERSION, State};
 use ank_server::desired_state::{self, DesiredState};
 use libfuzzer_sys::fuzz_target;

@@ -20,9 +20,9 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use ank_common::convert::{PartialCompleteState, from_server_from_proto, from_server_to_proto, request_from_pb};
+use ank_common::convert::PartialCompleteState;
 use ank_common::manifest::{parse_manifest, validate_state};
-use ank_common::messages::{FromServer, RequestContent};
+use ank_common::messages::{FromServer, RequestContent, from_server_from_proto, from_server_to_proto, request_from_pb};
 use ank_common::{API_VERSION, State};
 use ank_proto::ank_base as pb;
 use ank_server::desired_state::{self, DesiredState, apply_update};

@@ -6,8 +6,9 @@
 //! `cargo bench -p ank-server --bench apply`
 
 use ank_common::State;
-use ank_common::convert::{PartialCompleteState, from_server_to_proto};
+use ank_common::convert::PartialCompleteState;
 use ank_common::messages::FromServer;
+use ank_common::messages::from_server_to_proto;
 use ank_server::desired_state::{self, DesiredState};
 use criterion::{Criterion, criterion_group, criterion_main};
 use prost::Message;

@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ank_common::convert::{from_server_from_proto, to_server_to_proto};
 use ank_common::messages::{FromServer, HookChange, RequestContent, ResponseContent, ToServer};
+use ank_common::messages::{from_server_from_proto, to_server_to_proto};
 use ank_server::hooks::{HookConfig, HooksRegistry};
 use ank_tests::commander::Commander;
 use serde_json::json;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ank_agent::runtime_connectors::fake::FakeRuntime;
 use ank_agent::{AgentConfig, RuntimeRegistry};
-use ank_common::convert::to_server_to_proto;
+use ank_common::messages::to_server_to_proto;
 use ank_common::messages::{Request, RequestContent, ResponseContent, ToServer};
 use ank_proto::MAX_MESSAGE_BYTES;
 use ank_proto::grpc_api::command_connection_client::CommandConnectionClient;

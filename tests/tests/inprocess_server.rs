@@ -184,8 +184,8 @@ async fn agent_stream(
     url: &str,
     name: &str,
 ) -> (tokio::sync::mpsc::Sender<ank_proto::grpc_api::ToServer>, tonic::Streaming<ank_proto::grpc_api::FromServer>) {
-    use ank_common::convert::{from_server_from_proto, to_server_to_proto};
     use ank_common::messages::{FromServer, ToServer};
+    use ank_common::messages::{from_server_from_proto, to_server_to_proto};
     use ank_proto::grpc_api::agent_connection_client::AgentConnectionClient;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let hello = ToServer::AgentHello {

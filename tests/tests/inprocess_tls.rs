@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ank_certs::{Ca, Role, Validity};
-use ank_common::convert::{from_server_from_proto, to_server_to_proto};
 use ank_common::messages::{FromServer, ToServer};
+use ank_common::messages::{from_server_from_proto, to_server_to_proto};
 use ank_common::tls::{PemSource, TlsSources};
 use ank_proto::dial::ClientPem;
 use ank_proto::grpc_api::agent_connection_client::AgentConnectionClient;

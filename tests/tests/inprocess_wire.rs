@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use ank_common::convert::{from_server_from_proto, to_server_to_proto};
 use ank_common::messages::{FromServer, Request, RequestContent, ResponseContent, ToServer};
+use ank_common::messages::{from_server_from_proto, to_server_to_proto};
 use ank_proto::grpc_api::command_connection_client::CommandConnectionClient;
 use ank_tests::commander::Commander;
 use ank_tests::inprocess::InProcess;

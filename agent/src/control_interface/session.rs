@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 
-use ank_common::convert::{request_from_pb, response_to_pb};
 use ank_common::messages::{Request, RequestContent, Response, ResponseContent};
+use ank_common::messages::{request_from_pb, response_to_pb};
 use ank_proto::control_api::{self as ci, from_ankaios::FromAnkaiosEnum, to_ankaios::ToAnkaiosEnum};
 use prost::Message;
 

@@ -5,7 +5,6 @@
 mod groups;
 mod health;
 mod jobs;
-mod messages;
 mod partial;
 mod scheduling;
 mod select;
@@ -13,10 +12,6 @@ pub mod size;
 mod state;
 mod workload;
 
-pub use messages::{
-    HookAnswer, from_server_from_proto, from_server_to_proto, hook_answer_from_proto, request_from_pb, request_to_pb,
-    response_from_pb, response_to_pb, to_server_from_proto, to_server_to_proto, update_workload_to_proto,
-};
 pub use partial::{
     PartialAgent, PartialCompleteState, PartialInstance, PartialState, PartialStatesMap, PartialWorkload,
     complete_state_from_json, complete_state_to_json, state_to_proto,
@@ -26,6 +21,7 @@ pub use state::{
     execution_state_from_proto, execution_state_to_proto, instance_name_from_proto, instance_name_to_proto,
     workload_state_from_proto, workload_state_to_proto,
 };
+pub(crate) use workload::{workload_from_pb, workload_to_pb};
 
 /// A wire message that cannot be turned into the domain model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

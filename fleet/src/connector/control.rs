@@ -96,12 +96,12 @@ impl FifoControl {
         self.next_id += 1;
         let id = format!("fleet-{}", self.next_id);
         let request = Request { request_id: id.clone(), content };
-        self.send(ToAnkaiosEnum::Request(ank_common::convert::request_to_pb(&request))).await?;
+        self.send(ToAnkaiosEnum::Request(ank_common::messages::request_to_pb(&request))).await?;
         let wait = async {
             loop {
                 match self.receive().await? {
                     FromAnkaiosEnum::Response(r) if r.request_id == id => {
-                        let r = ank_common::convert::response_from_pb(r)
+                        let r = ank_common::messages::response_from_pb(r)
                             .map_err(|e| ControlError::Unexpected(e.to_string()))?;
                         return Ok(r.content);
                     }
@@ -211,7 +211,7 @@ impl ControlApi for FifoControl {
                 subscribe_for_events: true,
             },
         };
-        self.send(ToAnkaiosEnum::Request(ank_common::convert::request_to_pb(&subscribe))).await?;
+        self.send(ToAnkaiosEnum::Request(ank_common::messages::request_to_pb(&subscribe))).await?;
         self.changed = true;
         Ok(())
     }

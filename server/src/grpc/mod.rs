@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ank_common::convert::{from_server_to_proto, to_server_from_proto};
 use ank_common::messages::{self, FromServer, PUSH_STATES_HEADER, ResponseContent, ToServer};
+use ank_common::messages::{from_server_to_proto, to_server_from_proto};
 use ank_proto::grpc_api as g;
 use ank_proto::limits::{MAX_MESSAGE_BYTES, check_size, is_too_large, too_large_status};
 use g::agent_connection_server::{AgentConnection, AgentConnectionServer};

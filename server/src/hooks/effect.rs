@@ -59,7 +59,7 @@ pub fn input(base: &State, next: &State) -> Option<HookInput> {
         return None;
     }
     let specs: Vec<WorkloadSpec> = added.iter().map(|(name, wl)| spec(name, wl)).collect();
-    let message = ank_common::convert::update_workload_to_proto(&specs, &deleted);
+    let message = ank_common::messages::update_workload_to_proto(&specs, &deleted);
     let deleted = deleted.into_iter().map(|d| d.instance_name.workload_name).collect();
     Some(HookInput { message, changed, deleted, added })
 }
@@ -82,7 +82,7 @@ pub fn apply(effective: &State, next: &State, input: &HookInput, outcome: HookOu
     let hooks = || outcome.changed_by.iter().map(|(h, _)| h.as_str()).collect::<Vec<_>>().join(", ");
     let invalid = |reason: String| AnswerError::Invalid { hooks: hooks(), reason };
     let (added, deleted) =
-        ank_common::convert::hook_answer_from_proto(outcome.output).map_err(|e| invalid(e.to_string()))?;
+        ank_common::messages::hook_answer_from_proto(outcome.output).map_err(|e| invalid(e.to_string()))?;
     // What a manifest could not hold, an answer cannot either: an agent
     // name that is no agent name (it would name folders and FIFOs on the
     // agent) or access rules that do not validate.

@@ -6,16 +6,14 @@ use std::collections::BTreeMap;
 use ank_proto::ank_base as pb;
 use ank_proto::grpc_api as g;
 
-use super::ConvertError;
-use super::partial::{PartialCompleteState, PartialWorkload, complete_state_from_json};
-use super::state::{
-    instance_name_from_proto, instance_name_to_proto, workload_state_from_proto, workload_state_to_proto,
-};
-use super::workload::{workload_from_pb, workload_to_pb};
-use crate::complete_state::AgentStatus;
-use crate::messages::{
+use super::{
     AlteredFields, DeleteCondition, DeletedWorkload, FromServer, HookChange, LogEntry, LogsRequest, Request,
     RequestContent, Response, ResponseContent, ToServer,
+};
+use crate::complete_state::AgentStatus;
+use crate::convert::{
+    ConvertError, PartialCompleteState, PartialWorkload, complete_state_from_json, instance_name_from_proto,
+    instance_name_to_proto, workload_from_pb, workload_state_from_proto, workload_state_to_proto, workload_to_pb,
 };
 use crate::quota::{QuotaLimits, QuotaUsage};
 use crate::workload::{Workload, WorkloadSpec};

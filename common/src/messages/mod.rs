@@ -9,6 +9,12 @@ use crate::complete_state::AgentStatus;
 use crate::instance_name::WorkloadInstanceName;
 use crate::workload::{WorkloadSpec, WorkloadState};
 
+mod wire;
+pub use wire::{
+    HookAnswer, from_server_from_proto, from_server_to_proto, hook_answer_from_proto, request_from_pb, request_to_pb,
+    response_from_pb, response_to_pb, to_server_from_proto, to_server_to_proto, update_workload_to_proto,
+};
+
 /// The gRPC request header with which a CommandConnection client (this
 /// project's `ank`) asks the server to push it the workload states it
 /// pushes to agents; Ankaios sends commanders only the answers to their
