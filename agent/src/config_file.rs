@@ -15,7 +15,6 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
 use crate::cli::Cli;
-use crate::scheduler_cli::PreemptionFile;
 
 /// Config file read when `-x` is not given, if it exists.
 pub const DEFAULT_AGENT_CONFIG: &str = "/etc/ankaios/ank-agent.conf";
@@ -87,6 +86,21 @@ ank_common::config_keys! {
             succeeded: crate::workload::retention::RetainFor => retain_succeeded,
             #[serde(deserialize_with = "crate::workload::retention::optional_retain_for")]
             failed: crate::workload::retention::RetainFor => retain_failed,
+        }
+    }
+}
+
+ank_common::config_keys! {
+    /// The config file's `[preemption]` table.
+    pub struct PreemptionFile for Cli {
+        flags {
+            enabled: bool => scheduling.preemption_enabled,
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            delay: Duration => scheduling.preemption_delay,
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            postpone: Duration => scheduling.preemption_postpone,
+            #[serde(deserialize_with = "crate::scheduler_cli::rate")]
+            rate: u8 => scheduling.preemption_rate,
         }
     }
 }

@@ -219,9 +219,10 @@ pub struct Args {
         value_name = "NAME=MIN:MAX[:lower]"
     )]
     pub metric_ranges: Vec<(String, crate::placement::MetricRange)>,
-    /// The `[[mutating_hooks]]` of the config file (no flag sets them).
+    /// The `[[mutating_hooks]]` of the config file (no flag sets them),
+    /// with the defaults of the keys they leave out.
     #[arg(skip)]
-    pub mutating_hooks: Vec<crate::config_file::MutatingHook>,
+    pub mutating_hooks: Vec<crate::hooks::HookConfig>,
 }
 
 impl Args {
@@ -302,9 +303,9 @@ impl Args {
         }
     }
 
-    /// The mutating hooks, with the defaults of the keys they leave out.
+    /// The mutating hooks of the config file.
     pub fn hooks(&self) -> Vec<crate::hooks::HookConfig> {
-        self.mutating_hooks.iter().map(crate::config_file::MutatingHook::config).collect()
+        self.mutating_hooks.clone()
     }
 
     /// How workloads with an agent selector are placed.

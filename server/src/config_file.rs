@@ -13,7 +13,6 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
 use crate::cli::Args;
-use crate::placement::config::SchedulerKeys;
 
 /// Config file read when `-x` is not given, if it exists.
 pub const DEFAULT_SERVER_CONFIG: &str = "/etc/ankaios/ank-server.conf";
@@ -56,9 +55,25 @@ ank_common::config_keys! {
             /// Placement: `[scheduler]` stickiness, reschedule_after, agent_loss_grace, seed.
             scheduler: SchedulerKeys,
         }
-        no_flag {
+        own by put_hooks {
             /// Ankaios' mutating hooks (beta), see `docs/mutating-hooks.md`.
-            mutating_hooks: Vec<MutatingHook> => mutating_hooks,
+            mutating_hooks: Vec<MutatingHook>,
+        }
+    }
+}
+
+ank_common::config_keys! {
+    /// The `[scheduler]` table. Keys are snake_case; the camelCase spellings
+    /// of the design (`rescheduleAfter`, `agentLossGrace`) are accepted too.
+    pub struct SchedulerKeys for Args {
+        flags {
+            #[serde(deserialize_with = "crate::placement::config::stickiness_key")]
+            stickiness: f64 => scheduler_stickiness,
+            #[serde(alias = "rescheduleAfter", deserialize_with = "ank_common::duration::optional")]
+            reschedule_after: std::time::Duration => scheduler_reschedule_after,
+            #[serde(alias = "agentLossGrace", deserialize_with = "ank_common::duration::optional")]
+            agent_loss_grace: std::time::Duration => scheduler_agent_loss_grace,
+            seed: u64 => scheduler_seed,
         }
     }
 }
@@ -85,6 +100,14 @@ impl MutatingHook {
             path: self.path.clone().unwrap_or_else(|| PathBuf::from(crate::hooks::DEFAULT_HOOKS_DIR)),
             timeout: self.timeout_ms.map_or(crate::hooks::DEFAULT_TIMEOUT, std::time::Duration::from_millis),
         }
+    }
+}
+
+/// The file's `[[mutating_hooks]]` (no flag sets them), with the defaults
+/// of the keys they leave out.
+fn put_hooks(args: &mut Args, _: &ArgMatches, hooks: Option<Vec<MutatingHook>>) {
+    if let Some(hooks) = hooks {
+        args.mutating_hooks = hooks.iter().map(MutatingHook::config).collect();
     }
 }
 

@@ -1,7 +1,8 @@
-//! How placement is configured: the `[scheduler]` and `[metrics.<name>]`
-//! tables of `ank-server.conf` and the parsers of the matching flags
-//! (`--scheduler-*`, `--metric-range NAME=MIN:MAX[:lower]`). Flags and
-//! environment variables beat the file (`ank_common::config_file` merges).
+//! How placement is configured: the parsers of the `--scheduler-*` and
+//! `--metric-range NAME=MIN:MAX[:lower]` flags, of the values of the
+//! `[scheduler]` and `[metrics.<name>]` tables of `ank-server.conf` (whose
+//! keys `crate::config_file` declares), and the [`PlacementSettings`] built
+//! from the merged values. This module knows no clap struct.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,22 +10,6 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::{MetricRange, PlacementSettings};
-
-ank_common::config_keys! {
-    /// The `[scheduler]` table. Keys are snake_case; the camelCase spellings
-    /// of the design (`rescheduleAfter`, `agentLossGrace`) are accepted too.
-    pub struct SchedulerKeys for crate::cli::Args {
-        flags {
-            #[serde(deserialize_with = "stickiness_key")]
-            stickiness: f64 => scheduler_stickiness,
-            #[serde(alias = "rescheduleAfter", deserialize_with = "ank_common::duration::optional")]
-            reschedule_after: Duration => scheduler_reschedule_after,
-            #[serde(alias = "agentLossGrace", deserialize_with = "ank_common::duration::optional")]
-            agent_loss_grace: Duration => scheduler_agent_loss_grace,
-            seed: u64 => scheduler_seed,
-        }
-    }
-}
 
 /// One `[metrics.<name>]` table.
 #[derive(Debug, Deserialize)]
@@ -52,7 +37,8 @@ pub fn metrics_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<(String
         .map(Some)
 }
 
-fn stickiness_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+/// The `[scheduler]` table's `stickiness` key: a finite weight >= 0.
+pub fn stickiness_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     parse_stickiness(&f64::deserialize(d)?.to_string()).map(Some).map_err(serde::de::Error::custom)
 }
 
