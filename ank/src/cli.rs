@@ -3,10 +3,10 @@
 //! verbs, and the resolution of the server URL from `--server-url` and
 //! `--insecure`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use ank_common::tls::{self, PemSource, TlsSources};
+use ank_common::tls::{self, TlsSources};
+use ank_common::tls_flags::{TlsArgs, TlsFlavor};
 use clap::builder::FalseyValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -14,6 +14,28 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub const DEFAULT_SERVER_URL: &str = "https://127.0.0.1:25551";
 /// Server URL used when none is given and `--insecure` is set.
 pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
+
+/// `ank`'s names and help texts of the shared connection flags.
+#[derive(Debug, Clone, Default)]
+pub struct AnkTls;
+
+impl TlsFlavor for AnkTls {
+    const INSECURE_ENV: &'static str = "ANK_INSECURE";
+    const CA_PEM_ENV: &'static str = "ANK_CA_PEM";
+    const CRT_PEM_ENV: &'static str = "ANK_CRT_PEM";
+    const KEY_PEM_ENV: &'static str = "ANK_KEY_PEM";
+    const CRL_PEM_ENV: &'static str = "ANK_CRL_PEM";
+    const INSECURE_HELP: &'static str = "Connect without TLS (otherwise --ca_pem, --crt_pem and --key_pem are needed)";
+    const CA_PEM_HELP: &'static str = "CA certificate (PEM) for mTLS";
+    const CRT_PEM_HELP: &'static str = "Client certificate (PEM) for mTLS";
+    const KEY_PEM_HELP: &'static str = "Client key (PEM) for mTLS";
+    const CRL_PEM_HELP: &'static str =
+        "With mTLS: a PEM file of certificate revocation lists of the CA; a server certificate they revoke is refused";
+    const GLOBAL: bool = true;
+    fn bool_parser() -> clap::builder::ValueParser {
+        FalseyValueParser::new().into()
+    }
+}
 
 /// Parsed command line of `ank`.
 #[derive(Debug, Parser)]
@@ -23,9 +45,10 @@ pub struct Cli {
     #[arg(short = 's', long = "server-url", env = "ANK_SERVER_URL")]
     pub server_url: Option<String>,
 
-    /// Connect without TLS (otherwise --ca_pem, --crt_pem and --key_pem are needed)
-    #[arg(short = 'k', long = "insecure", env = "ANK_INSECURE", global = true, value_parser = FalseyValueParser::new())]
-    pub insecure: bool,
+    /// `-k, --insecure` and the mTLS items (`--ca_pem`, `--crt_pem`,
+    /// `--key_pem`, `--crl_pem`), with the `ANK_*` variables.
+    #[command(flatten)]
+    pub tls: TlsArgs<AnkTls>,
 
     /// Do not wait until the workloads of apply, run or delete reached their states
     #[arg(long = "no-wait", env = "ANK_NO_WAIT", global = true, value_parser = FalseyValueParser::new())]
@@ -55,32 +78,10 @@ pub struct Cli {
     #[arg(short = 'q', long = "quiet", env = "ANK_QUIET", global = true, value_parser = FalseyValueParser::new())]
     pub quiet: bool,
 
-    /// CA certificate (PEM) for mTLS
-    #[arg(long = "ca_pem", env = "ANK_CA_PEM", value_name = "PATH")]
-    pub ca_pem: Option<String>,
-    /// Client certificate (PEM) for mTLS
-    #[arg(long = "crt_pem", env = "ANK_CRT_PEM", value_name = "PATH")]
-    pub crt_pem: Option<String>,
-    /// Client key (PEM) for mTLS
-    #[arg(long = "key_pem", env = "ANK_KEY_PEM", value_name = "PATH")]
-    pub key_pem: Option<String>,
-    /// With mTLS: a PEM file of certificate revocation lists of the CA; a
-    /// server certificate they revoke is refused
-    #[arg(long = "crl_pem", env = "ANK_CRL_PEM", value_name = "PATH", global = true)]
-    pub crl_pem: Option<String>,
     /// With mTLS: check the server's certificate against the host of the
     /// server URL instead of the name `ank-server` (Ankaios' rule)
     #[arg(long = "check-server-url-host", env = "ANK_CHECK_SERVER_URL_HOST", global = true, value_parser = FalseyValueParser::new())]
     pub check_server_url_host: bool,
-    /// CA certificate itself, from the config file's `ca_pem_content`
-    #[arg(skip)]
-    pub ca_pem_content: Option<ank_common::tls::PemText>,
-    /// Client certificate itself, from the config file's `crt_pem_content`
-    #[arg(skip)]
-    pub crt_pem_content: Option<ank_common::tls::PemText>,
-    /// Client key itself, from the config file's `key_pem_content`
-    #[arg(skip)]
-    pub key_pem_content: Option<ank_common::tls::PemText>,
 
     /// TOML config file [default: $HOME/.config/ankaios/ank.conf, then /etc/ankaios/ank.conf, the first that exists]
     #[arg(short = 'x', long = "ank-config", value_name = "PATH", global = true)]
@@ -531,26 +532,12 @@ impl Cli {
     /// The mTLS set-up, `None` with `--insecure`; an error unless exactly
     /// one of the two is configured.
     pub fn tls_sources(&self) -> Result<Option<TlsSources>, SettingsError> {
-        let source = |path: &Option<String>, content: &Option<ank_common::tls::PemText>| {
-            PemSource::from_parts(path.as_ref().map(PathBuf::from), content.clone())
-        };
-        tls::choose(
-            self.insecure,
-            source(&self.ca_pem, &self.ca_pem_content),
-            source(&self.crt_pem, &self.crt_pem_content),
-            source(&self.key_pem, &self.key_pem_content),
-        )
-        .map_err(SettingsError::MissingCertificates)
+        self.tls.sources().map_err(SettingsError::MissingCertificates)
     }
 
     /// Ankaios' warning for `--insecure` given together with PEM items.
     pub fn tls_conflict(&self) -> Option<&'static str> {
-        tls::conflict(
-            self.insecure,
-            self.ca_pem.is_some() || self.ca_pem_content.is_some(),
-            self.crt_pem.is_some() || self.crt_pem_content.is_some(),
-            self.key_pem.is_some() || self.key_pem_content.is_some(),
-        )
+        self.tls.conflict()
     }
 
     /// The bound on each wait for a response.

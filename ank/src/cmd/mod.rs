@@ -43,7 +43,7 @@ pub struct Settings {
     /// The server's certificate must name the URL's host, not `ank-server`.
     pub tls_check_url_host: bool,
     /// The revocation lists for the server's certificate (`--crl_pem`).
-    pub tls_crl: Option<String>,
+    pub tls_crl: Option<std::path::PathBuf>,
     pub response_timeout: Duration,
     pub wait: bool,
     /// `--wait`: wait for the job to end and fail if it failed.
@@ -68,7 +68,7 @@ impl Settings {
             server_url: cli.resolved_server_url(),
             tls: cli.tls_sources(),
             tls_check_url_host: cli.check_server_url_host,
-            tls_crl: cli.crl_pem.clone(),
+            tls_crl: cli.tls.crl_pem.clone(),
             response_timeout: cli.response_timeout(),
             wait: cli.wait(),
             wait_job: cli.wait_job,
@@ -93,7 +93,8 @@ impl Ctx<'_> {
         let check_url_host = self.settings.tls_check_url_host;
         let mut pem = sources.as_ref().map(|s| s.client_pem(check_url_host).map_err(SettingsError::Tls)).transpose()?;
         if let (Some(pem), Some(crl)) = (pem.as_mut(), &self.settings.tls_crl) {
-            let text = std::fs::read(crl).map_err(|e| SettingsError::Tls(format!("crl_pem '{crl}': {e}")))?;
+            let text =
+                std::fs::read(crl).map_err(|e| SettingsError::Tls(format!("crl_pem '{}': {e}", crl.display())))?;
             pem.crl = Some(text);
         }
         Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.trace_messages)
