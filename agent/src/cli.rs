@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(c.retention.failed, RetainFor::After(std::time::Duration::from_secs(2 * 86_400)));
         let c = parse(&["-n", "a", "-k", "--retain-succeeded", "1m", "--retain-failed", "never"]).unwrap();
         assert_eq!(c.retention.failed, RetainFor::Never);
-        let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 weeks"]).unwrap_err().to_string();
+        let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 parsecs"]).unwrap_err().to_string();
         assert!(e.contains("--retain-failed") && e.contains("unknown unit"), "{e}");
     }
 

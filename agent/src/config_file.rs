@@ -273,7 +273,7 @@ mod tests {
         let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nsucceeded = 'never'\n");
         let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
         assert_eq!(c.retention, crate::Retention::default(), "'never', and a key left out, keep finished workloads");
-        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nfailed = '3 weeks'\n");
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nfailed = '3 parsecs'\n");
         let e = resolve(&[], f.path()).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}:5: key 'retention.failed'", f.path().display())), "{e}");
         assert!(e.contains("unknown unit"), "{e}");

@@ -66,7 +66,7 @@ fn parse_size_arg(text: &str) -> Result<u64, String> {
 }
 
 fn parse_tick_arg(text: &str) -> Result<Duration, String> {
-    match parse_duration(text)? {
+    match parse_duration(text).map_err(|e| e.to_string())? {
         Duration::ZERO => Err(format!("the scheduler tick '{text}' must be longer than 0")),
         tick => Ok(tick),
     }

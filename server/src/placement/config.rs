@@ -53,7 +53,7 @@ pub fn parse_stickiness(text: &str) -> Result<f64, String> {
 /// `--scheduler-reschedule-after` and `--scheduler-agent-loss-grace`: a
 /// duration of at least one second.
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
-    let d = ank_common::duration::parse_duration(text)?;
+    let d = ank_common::duration::parse_duration(text).map_err(|e| e.to_string())?;
     if d < Duration::from_secs(1) {
         return Err(format!("'{text}' is shorter than the server's 1 s tick"));
     }
