@@ -181,7 +181,7 @@ pub async fn follow(
         wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut crate::progress::Silent).await?
     } else {
         let live = std::io::stdout().is_terminal();
-        let mut printer = crate::progress::TablePrinter::new(&mut *ctx.out, live, crate::plain_table::output_width());
+        let mut printer = crate::progress::TablePrinter::new(&mut *ctx.out, live, crate::table::output_width());
         wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut printer).await?
     };
     if !whole_job {
