@@ -180,23 +180,34 @@ pub enum CliError {
     BadUrl(String),
 }
 
-fn parse_tag(s: &str) -> Result<(String, String), String> {
+/// A value of `--tag`, `--capability` or `--metric` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagValueError {
+    #[error("tag '{0}' is not of the form key=value")]
+    Tag(String),
+    #[error("capability '{0}' must be one word")]
+    Capability(String),
+    #[error("metric '{0}' is not of the form name=number")]
+    Metric(String),
+}
+
+fn parse_tag(s: &str) -> Result<(String, String), FlagValueError> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        _ => Err(format!("tag '{s}' is not of the form key=value")),
+        _ => Err(FlagValueError::Tag(s.to_owned())),
     }
 }
 
-fn parse_capability(s: &str) -> Result<String, String> {
+fn parse_capability(s: &str) -> Result<String, FlagValueError> {
     let c = s.trim();
     if c.is_empty() || c.chars().any(char::is_whitespace) {
-        return Err(format!("capability '{s}' must be one word"));
+        return Err(FlagValueError::Capability(s.to_owned()));
     }
     Ok(c.to_owned())
 }
 
-fn parse_metric(s: &str) -> Result<(String, f64), String> {
-    let bad = || format!("metric '{s}' is not of the form name=number");
+fn parse_metric(s: &str) -> Result<(String, f64), FlagValueError> {
+    let bad = || FlagValueError::Metric(s.to_owned());
     let (name, value) = s.split_once('=').ok_or_else(bad)?;
     let value: f64 = value.trim().parse().map_err(|_| bad())?;
     if name.trim().is_empty() || !value.is_finite() {

@@ -65,9 +65,18 @@ fn parse_size_arg(text: &str) -> Result<u64, String> {
     parse_memory(text, SizeUnits::Podman)
 }
 
-fn parse_tick_arg(text: &str) -> Result<Duration, String> {
-    match parse_duration(text).map_err(|e| e.to_string())? {
-        Duration::ZERO => Err(format!("the scheduler tick '{text}' must be longer than 0")),
+/// A scheduler tick that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TickError {
+    #[error(transparent)]
+    Duration(#[from] ank_common::duration::DurationError),
+    #[error("the scheduler tick '{0}' must be longer than 0")]
+    Zero(String),
+}
+
+fn parse_tick_arg(text: &str) -> Result<Duration, TickError> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err(TickError::Zero(text.to_owned())),
         tick => Ok(tick),
     }
 }

@@ -221,13 +221,24 @@ pub struct WaitArgs {
 }
 
 /// `workload/NAME` -> NAME.
-fn parse_wait_target(s: &str) -> Result<String, String> {
+fn parse_wait_target(s: &str) -> Result<String, FlagValueError> {
     let name = s
         .strip_prefix("workload/")
         .or_else(|| s.strip_prefix("workloads/"))
-        .ok_or_else(|| format!("'{s}' is not of the form workload/NAME"))?;
-    ank_common::WorkloadName::new(name).map_err(|e| e.to_string())?;
+        .ok_or_else(|| FlagValueError::WaitTarget(s.to_owned()))?;
+    ank_common::WorkloadName::new(name)?;
     Ok(name.to_owned())
+}
+
+/// A value of a flag or argument of `ank` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagValueError {
+    #[error("'{0}' is not of the form workload/NAME")]
+    WaitTarget(String),
+    #[error(transparent)]
+    Name(#[from] ank_common::NameError),
+    #[error("'{0}' is not of the form KEY=VALUE")]
+    KeyValue(String),
 }
 
 pub use ank_common::duration::parse_duration;
@@ -336,10 +347,10 @@ impl ApplyArgs {
     }
 }
 
-fn parse_key_value(s: &str) -> Result<(String, String), String> {
+fn parse_key_value(s: &str) -> Result<(String, String), FlagValueError> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("'{s}' is not of the form KEY=VALUE")),
+        _ => Err(FlagValueError::KeyValue(s.to_owned())),
     }
 }
 
