@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ank_common::tls::{self, PemSource};
+use ank_common::tls;
+use ank_common::tls_flags::{TlsArgs, TlsFlavor};
 use clap::Parser;
 
 use crate::AgentConfig;
@@ -15,6 +16,28 @@ use crate::AgentConfig;
 pub const DEFAULT_SERVER_URL: &str = "https://127.0.0.1:25551";
 /// Default server address with `--insecure`.
 pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
+
+/// The agent's names and help texts of the shared connection flags.
+#[derive(Debug, Clone, Default)]
+pub struct AgentTls;
+
+impl TlsFlavor for AgentTls {
+    const INSECURE_ENV: &'static str = "ANKAGENT_INSECURE";
+    const CA_PEM_ENV: &'static str = "ANKAGENT_CA_PEM";
+    const CRT_PEM_ENV: &'static str = "ANKAGENT_CRT_PEM";
+    const KEY_PEM_ENV: &'static str = "ANKAGENT_KEY_PEM";
+    const CRL_PEM_ENV: &'static str = "ANKAGENT_CRL_PEM";
+    const INSECURE_HELP: &'static str = "Connect without TLS";
+    const CA_PEM_HELP: &'static str = "CA certificate (PEM) for mTLS";
+    const CRT_PEM_HELP: &'static str = "Agent certificate (PEM) for mTLS";
+    const KEY_PEM_HELP: &'static str = "Agent key (PEM) for mTLS";
+    const CRL_PEM_HELP: &'static str = "With mTLS: a PEM file of certificate revocation lists of the CA; a server \
+                                        certificate they revoke is refused (read at every connect)";
+    const GLOBAL: bool = false;
+    fn bool_parser() -> clap::builder::ValueParser {
+        clap::builder::BoolishValueParser::new().into()
+    }
+}
 
 /// Flags of `ank-agent`.
 #[derive(Debug, Clone, Parser)]
@@ -29,9 +52,10 @@ pub struct Cli {
     /// Folder for workload files and control interface pipes [default: $TMPDIR/ankaios or /tmp/ankaios].
     #[arg(short = 'r', long)]
     pub run_folder: Option<PathBuf>,
-    /// Connect without TLS.
-    #[arg(short = 'k', long, env = "ANKAGENT_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
-    pub insecure: bool,
+    /// `-k, --insecure` and the mTLS items (`--ca_pem`, `--crt_pem`,
+    /// `--key_pem`, `--crl_pem`), with the `ANKAGENT_*` variables.
+    #[command(flatten)]
+    pub tls: TlsArgs<AgentTls>,
     /// Agent tag (label for agent selectors) as key=value; repeatable.
     #[arg(short = 't', long = "tag", visible_alias = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
     pub tags: Vec<(String, String)>,
@@ -122,33 +146,11 @@ pub struct Cli {
     /// TOML config file [default: /etc/ankaios/ank-agent.conf, if it exists].
     #[arg(short = 'x', long = "agent-config", value_name = "PATH")]
     pub agent_config: Option<PathBuf>,
-    /// CA certificate (PEM) for mTLS.
-    #[arg(long = "ca_pem", env = "ANKAGENT_CA_PEM", value_name = "PATH")]
-    pub ca_pem: Option<PathBuf>,
-    /// Agent certificate (PEM) for mTLS.
-    #[arg(long = "crt_pem", env = "ANKAGENT_CRT_PEM", value_name = "PATH")]
-    pub crt_pem: Option<PathBuf>,
-    /// Agent key (PEM) for mTLS.
-    #[arg(long = "key_pem", env = "ANKAGENT_KEY_PEM", value_name = "PATH")]
-    pub key_pem: Option<PathBuf>,
-    /// With mTLS: a PEM file of certificate revocation lists of the CA; a
-    /// server certificate they revoke is refused (read at every connect).
-    #[arg(long = "crl_pem", env = "ANKAGENT_CRL_PEM", value_name = "PATH")]
-    pub crl_pem: Option<PathBuf>,
     /// With mTLS: check the server's certificate against the host of the
     /// server URL instead of the name `ank-server` (Ankaios' rule).
     #[arg(long = "check-server-url-host", env = "ANKAGENT_CHECK_SERVER_URL_HOST",
           value_parser = clap::builder::BoolishValueParser::new())]
     pub check_server_url_host: bool,
-    /// CA certificate itself, from the config file's `ca_pem_content`.
-    #[arg(skip)]
-    pub ca_pem_content: Option<ank_common::tls::PemText>,
-    /// Agent certificate itself, from the config file's `crt_pem_content`.
-    #[arg(skip)]
-    pub crt_pem_content: Option<ank_common::tls::PemText>,
-    /// Agent key itself, from the config file's `key_pem_content`.
-    #[arg(skip)]
-    pub key_pem_content: Option<ank_common::tls::PemText>,
     /// The runtimes to offer, from the config file's `runtimes` (Ankaios);
     /// `None`: all of them.
     #[arg(skip)]
@@ -178,23 +180,34 @@ pub enum CliError {
     BadUrl(String),
 }
 
-fn parse_tag(s: &str) -> Result<(String, String), String> {
+/// A value of `--tag`, `--capability` or `--metric` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagValueError {
+    #[error("tag '{0}' is not of the form key=value")]
+    Tag(String),
+    #[error("capability '{0}' must be one word")]
+    Capability(String),
+    #[error("metric '{0}' is not of the form name=number")]
+    Metric(String),
+}
+
+fn parse_tag(s: &str) -> Result<(String, String), FlagValueError> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        _ => Err(format!("tag '{s}' is not of the form key=value")),
+        _ => Err(FlagValueError::Tag(s.to_owned())),
     }
 }
 
-fn parse_capability(s: &str) -> Result<String, String> {
+fn parse_capability(s: &str) -> Result<String, FlagValueError> {
     let c = s.trim();
     if c.is_empty() || c.chars().any(char::is_whitespace) {
-        return Err(format!("capability '{s}' must be one word"));
+        return Err(FlagValueError::Capability(s.to_owned()));
     }
     Ok(c.to_owned())
 }
 
-fn parse_metric(s: &str) -> Result<(String, f64), String> {
-    let bad = || format!("metric '{s}' is not of the form name=number");
+fn parse_metric(s: &str) -> Result<(String, f64), FlagValueError> {
+    let bad = || FlagValueError::Metric(s.to_owned());
     let (name, value) = s.split_once('=').ok_or_else(bad)?;
     let value: f64 = value.trim().parse().map_err(|_| bad())?;
     if name.trim().is_empty() || !value.is_finite() {
@@ -236,22 +249,7 @@ impl Cli {
 
     /// Ankaios' warning for `--insecure` given together with PEM items.
     pub fn tls_conflict(&self) -> Option<&'static str> {
-        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
-        tls::conflict(
-            self.insecure,
-            given(&self.ca_pem, &self.ca_pem_content),
-            given(&self.crt_pem, &self.crt_pem_content),
-            given(&self.key_pem, &self.key_pem_content),
-        )
-    }
-
-    /// Whether all three PEM items are given, so that the agent uses mTLS
-    /// (even with `--insecure`, after [`tls_conflict`](Self::tls_conflict)'s warning).
-    fn pems_complete(&self) -> bool {
-        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
-        given(&self.ca_pem, &self.ca_pem_content)
-            && given(&self.crt_pem, &self.crt_pem_content)
-            && given(&self.key_pem, &self.key_pem_content)
+        self.tls.conflict()
     }
 
     /// The warning for an `https://` server URL without TLS (`--insecure`):
@@ -259,7 +257,9 @@ impl Cli {
     /// host and port (the `http://` URL the warning names).
     pub fn insecure_https_warning(&self) -> Option<String> {
         let url = self.server_url.as_deref()?;
-        let plain = plain_url_for_insecure(url, self.insecure && !self.pems_complete())?;
+        // With all three PEM items the agent uses mTLS even with
+        // `--insecure` (after `tls_conflict`'s warning).
+        let plain = plain_url_for_insecure(url, self.tls.insecure && !self.tls.pems_complete())?;
         Some(format!(
             "server url '{url}' uses https, but the agent runs without TLS (--insecure): connecting to '{plain}'"
         ))
@@ -308,13 +308,7 @@ impl Cli {
         let name = self.name.as_deref().ok_or(CliError::MissingName)?;
         let name = ank_common::names::validate_agent_node_name(name)?;
         // [impl->swdd~agent-supports-pem-file-paths-as-cli-arguments~1]
-        let tls = tls::choose(
-            self.insecure,
-            PemSource::from_parts(self.ca_pem, self.ca_pem_content),
-            PemSource::from_parts(self.crt_pem, self.crt_pem_content),
-            PemSource::from_parts(self.key_pem, self.key_pem_content),
-        )
-        .map_err(CliError::MissingCertificates)?;
+        let tls = self.tls.sources().map_err(CliError::MissingCertificates)?;
         let default_url = if tls.is_some() { DEFAULT_SERVER_URL } else { DEFAULT_INSECURE_SERVER_URL };
         let mut server_url = self.server_url.unwrap_or_else(|| default_url.to_owned());
         // Ankaios without TLS connects to an https:// URL with plain HTTP/2
@@ -332,13 +326,13 @@ impl Cli {
             sources.load().map_err(|e| CliError::Tls(e.to_string()))?;
         }
         let mut config = AgentConfig::new(name.as_str(), server_url);
-        if let (Some(crl), true) = (&self.crl_pem, tls.is_some()) {
+        if let (Some(crl), true) = (&self.tls.crl_pem, tls.is_some()) {
             // Checked now so that a wrong file stops the start; read again at every connect.
             let pem = std::fs::read(crl).map_err(|e| CliError::Tls(format!("crl_pem '{}': {e}", crl.display())))?;
             ank_common::tls::revocation_lists(&pem)
                 .map_err(|e| CliError::Tls(format!("crl_pem '{}': {e}", crl.display())))?;
         }
-        config.tls_crl = self.crl_pem.filter(|_| tls.is_some());
+        config.tls_crl = self.tls.crl_pem.filter(|_| tls.is_some());
         config.tls = tls;
         config.tls_check_url_host = self.check_server_url_host;
         config.heartbeat =
@@ -434,7 +428,7 @@ mod tests {
         assert_eq!(c.retention.failed, RetainFor::After(std::time::Duration::from_secs(2 * 86_400)));
         let c = parse(&["-n", "a", "-k", "--retain-succeeded", "1m", "--retain-failed", "never"]).unwrap();
         assert_eq!(c.retention.failed, RetainFor::Never);
-        let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 weeks"]).unwrap_err().to_string();
+        let e = Cli::try_parse_from(["ank-agent", "-n", "a", "--retain-failed", "3 parsecs"]).unwrap_err().to_string();
         assert!(e.contains("--retain-failed") && e.contains("unknown unit"), "{e}");
     }
 

@@ -15,7 +15,6 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
 use crate::cli::Cli;
-use crate::scheduler_cli::PreemptionFile;
 
 /// Config file read when `-x` is not given, if it exists.
 pub const DEFAULT_AGENT_CONFIG: &str = "/etc/ankaios/ank-agent.conf";
@@ -27,9 +26,9 @@ ank_common::config_keys! {
             name: String,
             server_url: String,
             run_folder: PathBuf,
-            insecure: bool,
+            insecure: bool => tls.insecure,
             check_server_url_host: bool,
-            crl_pem: PathBuf,
+            crl_pem: PathBuf => tls.crl_pem,
             create_retries: u32,
             create_retry_interval_ms: u64,
             heartbeat_interval_ms: u64,
@@ -58,7 +57,7 @@ ank_common::config_keys! {
             #[serde(deserialize_with = "crate::scheduler_cli::tick")]
             scheduler_tick: Duration => scheduling.scheduler_tick,
         }
-        pem PathBuf { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
+        pem PathBuf => tls { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
         tables {
             preemption: PreemptionFile,
             retention: RetentionSection,
@@ -87,6 +86,21 @@ ank_common::config_keys! {
             succeeded: crate::workload::retention::RetainFor => retain_succeeded,
             #[serde(deserialize_with = "crate::workload::retention::optional_retain_for")]
             failed: crate::workload::retention::RetainFor => retain_failed,
+        }
+    }
+}
+
+ank_common::config_keys! {
+    /// The config file's `[preemption]` table.
+    pub struct PreemptionFile for Cli {
+        flags {
+            enabled: bool => scheduling.preemption_enabled,
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            delay: Duration => scheduling.preemption_delay,
+            #[serde(deserialize_with = "ank_common::duration::optional")]
+            postpone: Duration => scheduling.preemption_postpone,
+            #[serde(deserialize_with = "crate::scheduler_cli::rate")]
+            rate: u8 => scheduling.preemption_rate,
         }
     }
 }
@@ -163,8 +177,8 @@ mod tests {
     fn agent_config_file_values_used_without_flags() {
         let f = conf(FULL);
         let mut cli = resolve(&[], f.path()).unwrap();
-        assert_eq!(cli.key_pem_content.as_deref(), Some("KEY"));
-        cli.key_pem_content = None; // a lone key with insecure = true is refused
+        assert_eq!(cli.tls.key_pem_content.as_deref(), Some("KEY"));
+        cli.tls.key_pem_content = None; // a lone key with insecure = true is refused
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_F", "the name from the file is enough");
         assert_eq!(c.server_url, "http://10.0.0.1:25551");
@@ -178,8 +192,8 @@ mod tests {
         let f = conf(FULL);
         let argv = ["-n", "agent_B", "-s", "http://h:1", "--create-retries", "9", "--key_pem", "/k.pem"];
         let mut cli = resolve(&argv, f.path()).unwrap();
-        assert_eq!((cli.key_pem.as_deref(), cli.key_pem_content.as_deref()), (Some(Path::new("/k.pem")), None));
-        cli.key_pem = None;
+        assert_eq!((cli.tls.key_pem.as_deref(), cli.tls.key_pem_content.as_deref()), (Some(Path::new("/k.pem")), None));
+        cli.tls.key_pem = None;
         let c = cli.into_config().unwrap();
         assert_eq!(c.name, "agent_B");
         assert_eq!(c.server_url, "http://h:1");
@@ -202,7 +216,7 @@ mod tests {
             .mut_arg("insecure", |a| a.env("ANKAGENT_TEST_CONFIG_FILE_INSECURE"));
         let cli = resolve_with(cmd, &[], conf(FULL).path()).unwrap();
         assert_eq!(cli.create_retries, Some(7));
-        assert!(!cli.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
+        assert!(!cli.tls.insecure, "ANKAGENT_INSECURE=false beats insecure = true");
         assert!(matches!(cli.into_config().unwrap_err(), CliError::MissingCertificates(_)), "only key_pem_content");
     }
 
@@ -259,7 +273,7 @@ mod tests {
         let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nsucceeded = 'never'\n");
         let c = resolve(&[], f.path()).unwrap().into_config().unwrap();
         assert_eq!(c.retention, crate::Retention::default(), "'never', and a key left out, keep finished workloads");
-        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nfailed = '3 weeks'\n");
+        let f = conf("version = 'v1'\nname = 'a'\ninsecure = true\n[retention]\nfailed = '3 parsecs'\n");
         let e = resolve(&[], f.path()).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}:5: key 'retention.failed'", f.path().display())), "{e}");
         assert!(e.contains("unknown unit"), "{e}");
@@ -285,7 +299,7 @@ mod tests {
         let explicit = conf("version = 'v1'\nname = 'from_x'\n");
         let cli = resolve(&["--agent-config", explicit.path().to_str().unwrap()], conf(FULL).path()).unwrap();
         assert_eq!(cli.name.as_deref(), Some("from_x"));
-        assert!(!cli.insecure, "the default file is not read when -x is given");
+        assert!(!cli.tls.insecure, "the default file is not read when -x is given");
     }
 
     #[test]
@@ -318,8 +332,8 @@ mod tests {
         assert_eq!(warnings, [format!("config file '{}': unknown key 'future' ignored", f.path().display())]);
         let cli = resolve(&[], f.path()).unwrap();
         assert_eq!(cli.runtimes, Some(vec!["podman".to_owned(), "containerd".to_owned()]));
-        assert_eq!(cli.ca_pem, Some(PathBuf::from("/tmp/.certs/ca.pem")));
-        assert_eq!((cli.name.as_deref(), cli.insecure), (Some("agent_B"), false));
+        assert_eq!(cli.tls.ca_pem, Some(PathBuf::from("/tmp/.certs/ca.pem")));
+        assert_eq!((cli.name.as_deref(), cli.tls.insecure), (Some("agent_B"), false));
         assert_eq!(cli.tags, [("zone".to_owned(), "a".to_owned())]);
         let f = conf("version = 'v1'\n[tags]\nzone = 'a'\nrole = 't'\n[labels]\nzone = 'b'\n");
         let mut tags = resolve(&[], f.path()).unwrap().tags;

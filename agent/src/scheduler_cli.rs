@@ -1,11 +1,10 @@
-//! The WorkloadScheduler's flags (flattened into `ank-agent`'s [`Cli`]),
-//! environment variables and config-file keys: its tick, the agent's quota
-//! (features K1/K2) and preemption (feature K4). Each flag has an
-//! `ANKAGENT_*` variable and a config-file key (declared in
-//! `config_file.rs`, the `[preemption]` table here), merged with the usual
-//! precedence: flag, environment, file, default.
-//!
-//! [`Cli`]: crate::cli::Cli
+//! The WorkloadScheduler's flags (flattened into `ank-agent`'s `Cli`),
+//! environment variables and the parsers of their config-file values: its
+//! tick, the agent's quota (features K1/K2) and preemption (feature K4).
+//! Each flag has an `ANKAGENT_*` variable and a config-file key (declared
+//! in `config_file.rs`, with the `[preemption]` table), merged with the
+//! usual precedence: flag, environment, file, default. [`SchedulerArgs`]
+//! builds the scheduler's own [`SchedulerSettings`].
 
 use std::time::Duration;
 
@@ -66,25 +65,19 @@ fn parse_size_arg(text: &str) -> Result<u64, String> {
     parse_memory(text, SizeUnits::Podman).map_err(String::from)
 }
 
-fn parse_tick_arg(text: &str) -> Result<Duration, String> {
-    match parse_duration(text)? {
-        Duration::ZERO => Err(format!("the scheduler tick '{text}' must be longer than 0")),
-        tick => Ok(tick),
-    }
+/// A scheduler tick that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TickError {
+    #[error(transparent)]
+    Duration(#[from] ank_common::duration::DurationError),
+    #[error("the scheduler tick '{0}' must be longer than 0")]
+    Zero(String),
 }
 
-ank_common::config_keys! {
-    /// The config file's `[preemption]` table.
-    pub struct PreemptionFile for crate::cli::Cli {
-        flags {
-            enabled: bool => scheduling.preemption_enabled,
-            #[serde(deserialize_with = "ank_common::duration::optional")]
-            delay: Duration => scheduling.preemption_delay,
-            #[serde(deserialize_with = "ank_common::duration::optional")]
-            postpone: Duration => scheduling.preemption_postpone,
-            #[serde(deserialize_with = "rate")]
-            rate: u8 => scheduling.preemption_rate,
-        }
+fn parse_tick_arg(text: &str) -> Result<Duration, TickError> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err(TickError::Zero(text.to_owned())),
+        tick => Ok(tick),
     }
 }
 
@@ -108,7 +101,8 @@ pub fn memory<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> 
     }
 }
 
-fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+/// The `[preemption]` table's `rate`: a percentage.
+pub fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
     match u8::deserialize(d)? {
         r @ 0..=100 => Ok(Some(r)),
         r => Err(serde::de::Error::custom(format!("rate {r} is not a percentage (0 to 100)"))),

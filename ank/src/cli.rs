@@ -3,17 +3,42 @@
 //! verbs, and the resolution of the server URL from `--server-url` and
 //! `--insecure`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use ank_common::tls::{self, PemSource, TlsSources};
+use ank_common::tls::{self, TlsSources};
+use ank_common::tls_flags::{TlsArgs, TlsFlavor};
 use clap::builder::FalseyValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+mod get;
+pub use get::*;
 
 /// Server URL used when none is given and TLS is on.
 pub const DEFAULT_SERVER_URL: &str = "https://127.0.0.1:25551";
 /// Server URL used when none is given and `--insecure` is set.
 pub const DEFAULT_INSECURE_SERVER_URL: &str = "http://127.0.0.1:25551";
+
+/// `ank`'s names and help texts of the shared connection flags.
+#[derive(Debug, Clone, Default)]
+pub struct AnkTls;
+
+impl TlsFlavor for AnkTls {
+    const INSECURE_ENV: &'static str = "ANK_INSECURE";
+    const CA_PEM_ENV: &'static str = "ANK_CA_PEM";
+    const CRT_PEM_ENV: &'static str = "ANK_CRT_PEM";
+    const KEY_PEM_ENV: &'static str = "ANK_KEY_PEM";
+    const CRL_PEM_ENV: &'static str = "ANK_CRL_PEM";
+    const INSECURE_HELP: &'static str = "Connect without TLS (otherwise --ca_pem, --crt_pem and --key_pem are needed)";
+    const CA_PEM_HELP: &'static str = "CA certificate (PEM) for mTLS";
+    const CRT_PEM_HELP: &'static str = "Client certificate (PEM) for mTLS";
+    const KEY_PEM_HELP: &'static str = "Client key (PEM) for mTLS";
+    const CRL_PEM_HELP: &'static str =
+        "With mTLS: a PEM file of certificate revocation lists of the CA; a server certificate they revoke is refused";
+    const GLOBAL: bool = true;
+    fn bool_parser() -> clap::builder::ValueParser {
+        FalseyValueParser::new().into()
+    }
+}
 
 /// Parsed command line of `ank`.
 #[derive(Debug, Parser)]
@@ -23,9 +48,10 @@ pub struct Cli {
     #[arg(short = 's', long = "server-url", env = "ANK_SERVER_URL")]
     pub server_url: Option<String>,
 
-    /// Connect without TLS (otherwise --ca_pem, --crt_pem and --key_pem are needed)
-    #[arg(short = 'k', long = "insecure", env = "ANK_INSECURE", global = true, value_parser = FalseyValueParser::new())]
-    pub insecure: bool,
+    /// `-k, --insecure` and the mTLS items (`--ca_pem`, `--crt_pem`,
+    /// `--key_pem`, `--crl_pem`), with the `ANK_*` variables.
+    #[command(flatten)]
+    pub tls: TlsArgs<AnkTls>,
 
     /// Do not wait until the workloads of apply, run or delete reached their states
     #[arg(long = "no-wait", env = "ANK_NO_WAIT", global = true, value_parser = FalseyValueParser::new())]
@@ -55,32 +81,10 @@ pub struct Cli {
     #[arg(short = 'q', long = "quiet", env = "ANK_QUIET", global = true, value_parser = FalseyValueParser::new())]
     pub quiet: bool,
 
-    /// CA certificate (PEM) for mTLS
-    #[arg(long = "ca_pem", env = "ANK_CA_PEM", value_name = "PATH")]
-    pub ca_pem: Option<String>,
-    /// Client certificate (PEM) for mTLS
-    #[arg(long = "crt_pem", env = "ANK_CRT_PEM", value_name = "PATH")]
-    pub crt_pem: Option<String>,
-    /// Client key (PEM) for mTLS
-    #[arg(long = "key_pem", env = "ANK_KEY_PEM", value_name = "PATH")]
-    pub key_pem: Option<String>,
-    /// With mTLS: a PEM file of certificate revocation lists of the CA; a
-    /// server certificate they revoke is refused
-    #[arg(long = "crl_pem", env = "ANK_CRL_PEM", value_name = "PATH", global = true)]
-    pub crl_pem: Option<String>,
     /// With mTLS: check the server's certificate against the host of the
     /// server URL instead of the name `ank-server` (Ankaios' rule)
     #[arg(long = "check-server-url-host", env = "ANK_CHECK_SERVER_URL_HOST", global = true, value_parser = FalseyValueParser::new())]
     pub check_server_url_host: bool,
-    /// CA certificate itself, from the config file's `ca_pem_content`
-    #[arg(skip)]
-    pub ca_pem_content: Option<ank_common::tls::PemText>,
-    /// Client certificate itself, from the config file's `crt_pem_content`
-    #[arg(skip)]
-    pub crt_pem_content: Option<ank_common::tls::PemText>,
-    /// Client key itself, from the config file's `key_pem_content`
-    #[arg(skip)]
-    pub key_pem_content: Option<ank_common::tls::PemText>,
 
     /// TOML config file [default: $HOME/.config/ankaios/ank.conf, then /etc/ankaios/ank.conf, the first that exists]
     #[arg(short = 'x', long = "ank-config", value_name = "PATH", global = true)]
@@ -171,42 +175,6 @@ pub struct LogsArgs {
     pub workloads: Vec<String>,
 }
 
-/// `ank get ...`
-#[derive(Debug, Subcommand)]
-pub enum GetCommand {
-    /// The complete state, optionally filtered by field masks
-    State(GetStateArgs),
-    /// The workloads and their execution states
-    #[command(visible_alias = "workloads")]
-    Workload(GetWorkloadsArgs),
-    /// The connected agents
-    #[command(visible_alias = "agents")]
-    Agent(AgentsArgs),
-    /// The names of the configs in the desired state
-    #[command(visible_alias = "configs")]
-    Config(TableOutputArgs),
-    /// The events of workloads (`ank get events NAME...`), or follow the changes of the state selected by field masks until interrupted
-    Events(GetEventsArgs),
-    /// The workload groups and the state of each member
-    #[command(visible_alias = "groups")]
-    Group(TableOutputArgs),
-    /// The apply jobs the server keeps: id, phase and reason
-    Jobs(TableOutputArgs),
-    /// One apply job: its workloads by class (succeeded, failed, inProgress, ready, waiting)
-    Job(GetJobArgs),
-}
-
-/// Arguments of `ank get job`.
-#[derive(Debug, Args)]
-pub struct GetJobArgs {
-    /// The job's id, as `ank apply` printed it
-    #[arg(value_name = "ID")]
-    pub id: u64,
-    /// Print YAML or JSON instead of the table
-    #[arg(short = 'o', long = "output", value_enum)]
-    pub output: Option<OutputFormat>,
-}
-
 /// `ank job ...`
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
@@ -222,34 +190,6 @@ pub enum JobCommand {
         #[arg(value_name = "ID")]
         id: u64,
     },
-}
-
-/// Arguments of `ank get events`.
-#[derive(Debug, Clone, Args)]
-pub struct GetEventsArgs {
-    /// Output format. Following masks: YAML documents each starting with ---
-    /// (default), or one JSON object per line. Workload events: a table
-    /// (default), YAML or JSON
-    #[arg(short = 'o', long = "output", value_enum)]
-    pub output_format: Option<OutputFormat>,
-    /// Print the state under the masks at subscription time first, then the events
-    #[arg(short = 'c', long = "include-current-state")]
-    pub include_current_state: bool,
-    /// Workload names (prints their kept events and exits), or field masks
-    /// selecting what to follow, e.g. workloadStates.agent_A
-    #[arg(value_name = "WORKLOAD|MASK", add = crate::completers::masks())]
-    pub masks: Vec<String>,
-}
-
-impl GetEventsArgs {
-    /// The workload names, when every argument is one: a mask names a
-    /// top-level part of the state or has a dot.
-    pub fn workload_names(&self) -> Option<&[String]> {
-        const TOP_LEVEL: [&str; 4] = ["desiredState", "workloadStates", "agents", "jobs"];
-        let is_name = |a: &String| !a.contains('.') && !TOP_LEVEL.contains(&a.as_str()) && a != "*";
-        (!self.masks.is_empty() && !self.include_current_state && self.masks.iter().all(is_name))
-            .then_some(self.masks.as_slice())
-    }
 }
 
 /// `ank describe ...`
@@ -281,106 +221,27 @@ pub struct WaitArgs {
 }
 
 /// `workload/NAME` -> NAME.
-fn parse_wait_target(s: &str) -> Result<String, String> {
+fn parse_wait_target(s: &str) -> Result<String, FlagValueError> {
     let name = s
         .strip_prefix("workload/")
         .or_else(|| s.strip_prefix("workloads/"))
-        .ok_or_else(|| format!("'{s}' is not of the form workload/NAME"))?;
-    ank_common::WorkloadName::new(name).map_err(|e| e.to_string())?;
+        .ok_or_else(|| FlagValueError::WaitTarget(s.to_owned()))?;
+    ank_common::WorkloadName::new(name)?;
     Ok(name.to_owned())
 }
 
+/// A value of a flag or argument of `ank` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagValueError {
+    #[error("'{0}' is not of the form workload/NAME")]
+    WaitTarget(String),
+    #[error(transparent)]
+    Name(#[from] ank_common::NameError),
+    #[error("'{0}' is not of the form KEY=VALUE")]
+    KeyValue(String),
+}
+
 pub use ank_common::duration::parse_duration;
-
-/// `-o` of the commands that print a table.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct TableOutputArgs {
-    /// Print YAML or JSON instead of the table
-    #[arg(short = 'o', long = "output", value_enum)]
-    pub output: Option<OutputFormat>,
-}
-
-/// Arguments of `ank get agents`.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct AgentsArgs {
-    /// Print YAML or JSON instead of the table, or the wide table (with each agent's quota)
-    #[arg(short = 'o', long = "output", value_enum)]
-    pub output: Option<AgentsFormat>,
-}
-
-/// `-o` of `ank get agents`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AgentsFormat {
-    Yaml,
-    Json,
-    /// The table with the extra columns
-    Wide,
-}
-
-/// Output formats of `ank get state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    Yaml,
-    Json,
-}
-
-/// `-o` of `ank get workloads`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WorkloadsOutput {
-    Yaml,
-    Json,
-    /// Ankaios' columns and ours: READY, AVAILABLE, PRIORITY
-    Wide,
-}
-
-impl WorkloadsOutput {
-    /// The record format, `None` for a table.
-    pub fn records(self) -> Option<OutputFormat> {
-        match self {
-            Self::Yaml => Some(OutputFormat::Yaml),
-            Self::Json => Some(OutputFormat::Json),
-            Self::Wide => None,
-        }
-    }
-}
-
-/// Arguments of `ank get state`.
-#[derive(Debug, Args)]
-pub struct GetStateArgs {
-    /// Output format
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
-    pub output_format: OutputFormat,
-    /// Also print what the server adds beyond Ankaios' complete state (jobs, agent capabilities, metrics and quotas, instance conditions, effective priorities); a mask naming such a field prints it too
-    #[arg(long = "extensions")]
-    pub extensions: bool,
-    /// Field masks selecting parts of the state, e.g. desiredState.workloads.nginx
-    #[arg(value_name = "MASK", add = crate::completers::masks())]
-    pub masks: Vec<String>,
-}
-
-/// Arguments of `ank get workloads`.
-#[derive(Debug, Args)]
-pub struct GetWorkloadsArgs {
-    /// Only workloads of this agent
-    #[arg(short = 'a', long = "agent")]
-    pub agent: Option<String>,
-    /// Only workloads in this state, e.g. Running or "Pending(Initial)"
-    #[arg(short = 's', long = "state")]
-    pub state: Option<String>,
-    /// Keep the table on screen and update it on every change
-    #[arg(short = 'w', long = "watch")]
-    pub watch: bool,
-    /// wide: the table with the READY, AVAILABLE and PRIORITY columns; yaml or json: records instead of the table
-    #[arg(short = 'o', long = "output", value_enum)]
-    pub output: Option<WorkloadsOutput>,
-    /// Print the specs as rendered for the agents (templates, group
-    /// defaults, pipeline order, effective priority, ${seq:N} numbers), YAML unless -o json
-    #[arg(long = "rendered", conflicts_with_all = ["watch", "state"])]
-    pub rendered: bool,
-    /// Only these workloads
-    #[arg(value_name = "NAME", add = crate::completers::workloads())]
-    pub names: Vec<String>,
-}
 
 /// `ank delete ...`
 #[derive(Debug, Subcommand)]
@@ -486,10 +347,10 @@ impl ApplyArgs {
     }
 }
 
-fn parse_key_value(s: &str) -> Result<(String, String), String> {
+fn parse_key_value(s: &str) -> Result<(String, String), FlagValueError> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("'{s}' is not of the form KEY=VALUE")),
+        _ => Err(FlagValueError::KeyValue(s.to_owned())),
     }
 }
 
@@ -531,26 +392,12 @@ impl Cli {
     /// The mTLS set-up, `None` with `--insecure`; an error unless exactly
     /// one of the two is configured.
     pub fn tls_sources(&self) -> Result<Option<TlsSources>, SettingsError> {
-        let source = |path: &Option<String>, content: &Option<ank_common::tls::PemText>| {
-            PemSource::from_parts(path.as_ref().map(PathBuf::from), content.clone())
-        };
-        tls::choose(
-            self.insecure,
-            source(&self.ca_pem, &self.ca_pem_content),
-            source(&self.crt_pem, &self.crt_pem_content),
-            source(&self.key_pem, &self.key_pem_content),
-        )
-        .map_err(SettingsError::MissingCertificates)
+        self.tls.sources().map_err(SettingsError::MissingCertificates)
     }
 
     /// Ankaios' warning for `--insecure` given together with PEM items.
     pub fn tls_conflict(&self) -> Option<&'static str> {
-        tls::conflict(
-            self.insecure,
-            self.ca_pem.is_some() || self.ca_pem_content.is_some(),
-            self.crt_pem.is_some() || self.crt_pem_content.is_some(),
-            self.key_pem.is_some() || self.key_pem_content.is_some(),
-        )
+        self.tls.conflict()
     }
 
     /// The bound on each wait for a response.

@@ -31,11 +31,11 @@ ank_common::config_keys! {
             quiet: bool,
             no_wait: bool,
             server_url: String,
-            insecure: bool,
+            insecure: bool => tls.insecure,
             check_server_url_host: bool,
-            crl_pem: String,
+            crl_pem: std::path::PathBuf => tls.crl_pem,
         }
-        pem String { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
+        pem PathBuf => tls { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
     }
 }
 
@@ -126,9 +126,9 @@ mod tests {
         let cli = resolve(&["get", "agents"], f.path()).unwrap();
         assert_eq!(cli.response_timeout(), Duration::from_millis(100));
         assert!(cli.verbose && !cli.quiet && !cli.wait());
-        assert_eq!(cli.crt_pem.as_deref(), Some("/c.pem"));
+        assert_eq!(cli.tls.crt_pem.as_deref(), Some(Path::new("/c.pem")));
         assert_eq!(cli.server_url.as_deref(), Some("http://10.0.0.1:25551"));
-        assert!(cli.insecure);
+        assert!(cli.tls.insecure);
         assert!(cli.resolved_server_url().is_err(), "insecure with only some PEM items is refused, as in Ankaios");
     }
 
@@ -139,7 +139,7 @@ mod tests {
         let cli = resolve(&argv, f.path()).unwrap();
         assert_eq!(cli.response_timeout_ms, 5);
         assert_eq!(cli.server_url.as_deref(), Some("http://h:1"));
-        assert_eq!(cli.crt_pem.as_deref(), Some("/flag.pem"));
+        assert_eq!(cli.tls.crt_pem.as_deref(), Some(Path::new("/flag.pem")));
         assert!(cli.verbose, "keys without a flag still come from the file");
     }
 
@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(warnings, [format!("config file '{}': unknown key 'default.server' ignored", f.path().display())]);
         let cli = resolve(&["get", "agents"], f.path()).unwrap();
         assert_eq!(cli.resolved_server_url().unwrap(), "https://127.0.0.1:25551");
-        assert_eq!(cli.key_pem.as_deref(), Some("/tmp/.certs/cli-key.pem"));
+        assert_eq!(cli.tls.key_pem.as_deref(), Some(Path::new("/tmp/.certs/cli-key.pem")));
         assert!(cli.tls_sources().unwrap().is_some());
         assert_eq!(cli.response_timeout_ms, 3000);
     }

@@ -15,10 +15,10 @@ pub mod job_wait;
 pub mod manifest_scan;
 pub mod manifest_schema;
 pub mod output;
-pub mod plain_table;
 pub mod progress;
 pub mod render;
 pub mod signals;
+pub mod table;
 pub mod view;
 pub mod wait;
 

@@ -1,6 +1,7 @@
-//! Printers: the space-aligned tables of `ank get workloads` / `get agents`
-//! and of the wait mode, and the YAML/JSON rendering of `ank get state`.
-//! Pure functions from data to text; the commands decide where it goes.
+//! Printers: the rows of the workload tables of `ank get workloads` and of
+//! the wait mode (laid out by [`crate::table`]), the agent rows, and the
+//! YAML/JSON rendering of `ank get state`. Pure functions from data to
+//! text; the commands decide where it goes.
 
 use std::collections::BTreeMap;
 
@@ -9,84 +10,7 @@ use ank_common::conditions::{ConditionType, InstanceStatus};
 use anyhow::Context;
 
 use crate::cli::OutputFormat;
-use crate::plain_table;
-
-/// Spaces between two columns.
-const COLUMN_GAP: usize = 3;
-
-/// A column is not narrowed below this (or its header's width).
-const MIN_COLUMN: usize = 8;
-
-/// The width tables must fit: `COLUMNS` if set, else the terminal's when
-/// standard output is one; `None` (no limit) for pipes and files.
-pub fn terminal_width() -> Option<usize> {
-    if let Some(cols) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()) {
-        return Some(cols).filter(|c| *c > 0);
-    }
-    terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| usize::from(w.0))
-}
-
-/// Renders `header` and `rows` as plain columns separated by spaces, each
-/// as wide as its widest cell, narrowed to fit the terminal.
-pub fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
-    table_with_width(header, rows, terminal_width())
-}
-
-/// [`table`] for a given maximum line width: while too wide, the widest
-/// column is narrowed (not below its header or [`MIN_COLUMN`]) and its
-/// longer cells end in `…`. Trailing spaces are trimmed.
-pub fn table_with_width<const N: usize>(header: [&str; N], rows: &[[String; N]], max: Option<usize>) -> String {
-    let mut widths = header.map(|h| h.chars().count());
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    if let Some(max) = max {
-        narrow(&mut widths, &header, max);
-    }
-    let mut out = String::new();
-    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
-        let mut text = String::new();
-        for (i, cell) in cells.enumerate() {
-            let cell = clip(cell, widths[i]);
-            text.push_str(&cell);
-            if i + 1 < N {
-                let pad = widths[i] - cell.chars().count() + COLUMN_GAP;
-                text.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    };
-    line(&mut header.iter().copied());
-    for row in rows {
-        line(&mut row.iter().map(String::as_str));
-    }
-    out
-}
-
-fn narrow<const N: usize>(widths: &mut [usize; N], header: &[&str; N], max: usize) {
-    let floor = |i: usize| header[i].chars().count().max(MIN_COLUMN);
-    loop {
-        let total: usize = widths.iter().sum::<usize>() + COLUMN_GAP * N.saturating_sub(1);
-        if total <= max {
-            return;
-        }
-        // The widest column that can still give way; the later one on ties.
-        let Some(i) = (0..N).filter(|&i| widths[i] > floor(i)).max_by_key(|&i| (widths[i], i)) else { return };
-        widths[i] -= (total - max).min(widths[i] - floor(i));
-    }
-}
-
-fn clip(cell: &str, width: usize) -> std::borrow::Cow<'_, str> {
-    if cell.chars().count() <= width {
-        return cell.into();
-    }
-    let mut s: String = cell.chars().take(width.saturating_sub(1)).collect();
-    s.push('…');
-    s.into()
-}
+use crate::table::{self, Fit};
 
 /// The terminal text that replaces `old` (printed last, `""` for none) by
 /// `new`: cursor up over the old lines, clear to the end, the new text.
@@ -123,7 +47,7 @@ impl WorkloadRow {
 /// RUNTIME, EXECUTION STATE, ADDITIONAL INFO), rows sorted by workload
 /// name, then agent; on a terminal a long additional info wraps.
 pub fn workload_table(rows: &[WorkloadRow]) -> String {
-    workload_table_with_width(rows, crate::plain_table::output_width())
+    workload_table_with_width(rows, table::output_width())
 }
 
 /// [`workload_table`] for a given terminal width (`None`: no limit).
@@ -135,9 +59,7 @@ pub fn workload_table_with_width(rows: &[WorkloadRow], width: Option<usize>) -> 
             [r.name.clone(), r.agent.clone(), r.runtime.clone(), state, info]
         })
         .collect();
-    let mut text = plain_table::render(WORKLOAD_HEADER, &cells, 4, plain_table::Fit::Wrap, width);
-    text.push('\n');
-    text
+    table::render(WORKLOAD_HEADER, &cells, Fit::Wrap(4), width)
 }
 
 /// The columns of Ankaios' workload table.
@@ -160,7 +82,9 @@ pub fn wait_table(rows: &[(WorkloadRow, bool)], spinner: char, width: Option<usi
         .collect();
     let mut header = WORKLOAD_HEADER;
     header[3] = "  EXECUTION STATE";
-    plain_table::render(header, &cells, 4, plain_table::Fit::Truncate, width)
+    let mut text = table::render(header, &cells, Fit::Truncate(4), width);
+    text.pop(); // Ankaios' wait table has no final line break.
+    text
 }
 
 /// The state and additional info cells, the info on one line as Ankaios
@@ -194,7 +118,7 @@ pub fn workload_table_wide(rows: &[WorkloadRow]) -> String {
     };
     if rows.iter().all(|r| r.priority.is_none()) {
         let cells: Vec<[String; 7]> = rows.iter().map(cells).collect();
-        return table(
+        return table::table(
             ["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "READY", "AVAILABLE", "ADDITIONAL INFO"],
             &cells,
         );
@@ -207,7 +131,7 @@ pub fn workload_table_wide(rows: &[WorkloadRow]) -> String {
             [name, agent, runtime, state, ready, available, priority, info]
         })
         .collect();
-    table(
+    table::table(
         ["WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "READY", "AVAILABLE", "PRIORITY", "ADDITIONAL INFO"],
         &cells,
     )
@@ -373,33 +297,9 @@ mod tests {
     }
 
     #[test]
-    fn output_table_narrows_the_widest_column_to_fit() {
-        let rows = [["web".to_owned(), "Running(Ok)".to_owned(), "x".repeat(60)]];
-        let text = table_with_width(["NAME", "STATE", "ADDITIONAL INFO"], &rows, Some(40));
-        let lines: Vec<&str> = text.lines().collect();
-        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{text}");
-        assert!(lines[1].ends_with('…') && lines[1].starts_with("web    Running(Ok)   xxx"), "{text}");
-        // Too narrow for the floors: columns stop at their header or 8.
-        let text = table_with_width(["NAME", "STATE", "ADDITIONAL INFO"], &rows, Some(5));
-        assert_eq!(text.lines().nth(1).unwrap(), format!("web    Running…   {}…", "x".repeat(14)), "{text}");
-        // Without a limit nothing is clipped.
-        assert!(table_with_width(["N"], &[["y".repeat(300)]], None).contains(&"y".repeat(300)));
-    }
-
-    #[test]
     fn output_redraw_moves_up_over_the_old_table() {
         assert_eq!(redraw("", "a\n"), "a\n");
         assert_eq!(redraw("a\nb\n", "c\n"), "\x1b[2A\x1b[Jc\n");
-    }
-
-    #[test]
-    fn output_table_aligns_columns() {
-        let text = table(
-            ["A", "LONG HEADER", "C"],
-            &[["xxxxx".into(), "y".into(), "z".into()], ["u".into(), "".into(), "".into()]],
-        );
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines, vec!["A       LONG HEADER   C", "xxxxx   y             z", "u"]);
     }
 
     #[test]

@@ -1,25 +1,46 @@
-//! Durations as users write them in manifests, config files and flags:
-//! `500ms`, `60s`, `5m`, `72h`, `2d` or a bare number of seconds.
-//! [`format_duration`] writes a configured duration back exactly;
-//! [`format_elapsed`] writes a measured one for people (`5.9s`, `5m 1s`).
+//! Durations as users write them in manifests, config files and flags, in
+//! one syntax everywhere: `humantime`'s (`500ms`, `60s`, `5m`, `72h`, `2d`,
+//! `1h 30m`, `2weeks`, ...) plus, through this thin adapter, a bare number
+//! of seconds (`90`), which the product accepted before it used the crate,
+//! and whole milliseconds past the crate's range. As before, results are capped at `u64::MAX` milliseconds (a longer text
+//! means the cap, not an error). [`format_duration`] writes a configured
+//! duration back exactly; [`format_elapsed`] writes a measured one for
+//! people (`5.9s`, `5m 1s`).
 
 use std::time::Duration;
 
-/// Parses `text`; the error names the text and the accepted forms.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// A text that is not a duration; the message names the text and the
+/// accepted forms (the flag or key is named by whoever reads it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("'{text}' is not a duration like 60s, 5m or 500ms")]
+    Malformed { text: String },
+    #[error("'{text}': unknown unit '{unit}' (use ms, s, m, h or d)")]
+    UnknownUnit { text: String, unit: String },
+}
+
+/// The longest duration: `u64::MAX` milliseconds.
+const LONGEST: Duration = Duration::from_millis(u64::MAX);
+
+/// Parses `text` (surrounding whitespace ignored).
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let s = text.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: u64 = number.parse().map_err(|_| format!("'{text}' is not a duration like 60s, 5m or 500ms"))?;
-    let ms = match unit {
-        "ms" => n,
-        "" | "s" => n.saturating_mul(1000),
-        "m" => n.saturating_mul(60_000),
-        "h" => n.saturating_mul(3_600_000),
-        "d" => n.saturating_mul(86_400_000),
-        _ => return Err(format!("'{text}': unknown unit '{unit}' (use ms, s, m, h or d)")),
-    };
-    Ok(Duration::from_millis(ms))
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs).min(LONGEST));
+    }
+    // Whole milliseconds beyond the crate's nanosecond range (584 years).
+    if let Some(ms) = s.strip_suffix("ms").and_then(|n| n.parse::<u64>().ok()) {
+        return Ok(Duration::from_millis(ms));
+    }
+    match humantime::parse_duration(s) {
+        Ok(d) => Ok(d.min(LONGEST)),
+        // Whole numbers too large for the crate: the cap, as before.
+        Err(humantime::DurationError::NumberOverflow) if !s.contains('.') => Ok(LONGEST),
+        Err(humantime::DurationError::UnknownUnit { unit, .. }) => {
+            Err(DurationError::UnknownUnit { text: text.to_owned(), unit })
+        }
+        Err(_) => Err(DurationError::Malformed { text: text.to_owned() }),
+    }
 }
 
 /// A config-file key holding a duration (`'90s'`, `'72h'`), for
@@ -85,11 +106,27 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("72h"), Ok(Duration::from_secs(72 * 3600)));
         assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(2 * 86400)));
-        assert!(parse_duration("5 weeks").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("m").unwrap_err().contains("not a duration"));
+        assert!(parse_duration("5 parsecs").unwrap_err().to_string().contains("unknown unit"));
+        assert!(parse_duration("m").unwrap_err().to_string().contains("not a duration"));
         for d in ["1d", "3d", "5h", "1m", "90s", "500ms", "0ms"] {
             assert_eq!(format_duration(parse_duration(d).unwrap()), d);
         }
+    }
+
+    #[test]
+    fn the_forms_read_before_humantime_keep_their_meaning() {
+        assert_eq!(parse_duration(" 0 "), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0ms"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("18446744073709551615"), Ok(LONGEST), "capped as before");
+        assert_eq!(parse_duration("999999999999999d"), Ok(LONGEST));
+        assert_eq!(parse_duration("20000000000000ms"), Ok(Duration::from_millis(20_000_000_000_000)));
+        assert_eq!(parse_duration("5x").unwrap_err().to_string(), "'5x': unknown unit 'x' (use ms, s, m, h or d)");
+        assert_eq!(parse_duration("").unwrap_err().to_string(), "'' is not a duration like 60s, 5m or 500ms");
+        assert!(parse_duration("-5s").is_err() && parse_duration("0.5ns").is_err());
+        // humantime's forms, now read everywhere (fleet read them before).
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("2weeks"), Ok(Duration::from_secs(14 * 86400)));
     }
 
     #[test]

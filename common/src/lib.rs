@@ -38,6 +38,7 @@ pub mod template_guard;
 pub mod template_helpers;
 pub mod timestamp;
 pub mod tls;
+pub mod tls_flags;
 pub mod version;
 pub mod workload;
 pub mod workload_events;

@@ -4,10 +4,33 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use ank_common::tls::{self, PemSource, TlsSources};
+use ank_common::tls::{self, TlsSources};
+use ank_common::tls_flags::{TlsArgs, TlsFlavor};
 use clap::Parser;
 
 use crate::placement::config as placement;
+
+/// The server's names and help texts of the shared connection flags.
+#[derive(Debug, Clone, Default)]
+pub struct ServerTls;
+
+impl TlsFlavor for ServerTls {
+    const INSECURE_ENV: &'static str = "ANKSERVER_INSECURE";
+    const CA_PEM_ENV: &'static str = "ANKSERVER_CA_PEM";
+    const CRT_PEM_ENV: &'static str = "ANKSERVER_CRT_PEM";
+    const KEY_PEM_ENV: &'static str = "ANKSERVER_KEY_PEM";
+    const CRL_PEM_ENV: &'static str = "ANKSERVER_CRL_PEM";
+    const INSECURE_HELP: &'static str = "Serve without TLS";
+    const CA_PEM_HELP: &'static str = "CA certificate (PEM) for mTLS";
+    const CRT_PEM_HELP: &'static str = "Server certificate (PEM) for mTLS";
+    const KEY_PEM_HELP: &'static str = "Server key (PEM) for mTLS";
+    const CRL_PEM_HELP: &'static str = "With mTLS: a PEM file of certificate revocation lists of the CA; a client \
+                                        certificate they revoke is refused (re-read on SIGHUP)";
+    const GLOBAL: bool = false;
+    fn bool_parser() -> clap::builder::ValueParser {
+        clap::builder::ValueParser::bool()
+    }
+}
 
 /// The Ankaios-compatible server.
 #[derive(Debug, Parser)]
@@ -46,33 +69,16 @@ pub struct Args {
     /// Address to listen on, with port.
     #[arg(short = 'a', long = "address", default_value = "127.0.0.1:25551", value_name = "ADDR")]
     pub address: SocketAddr,
-    /// Serve without TLS.
-    #[arg(short = 'k', long = "insecure", env = "ANKSERVER_INSECURE")]
-    pub insecure: bool,
+    /// `-k, --insecure` and the mTLS items (`--ca_pem`, `--crt_pem`,
+    /// `--key_pem`, `--crl_pem`), with the `ANKSERVER_*` variables.
+    #[command(flatten)]
+    pub tls: TlsArgs<ServerTls>,
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides it.
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
     /// TOML config file [default: /etc/ankaios/ank-server.conf, if it exists].
     #[arg(short = 'x', long = "server-config", value_name = "PATH")]
     pub server_config: Option<PathBuf>,
-    /// CA certificate (PEM) for mTLS.
-    #[arg(long = "ca_pem", env = "ANKSERVER_CA_PEM", value_name = "PATH")]
-    pub ca_pem: Option<PathBuf>,
-    /// Server certificate (PEM) for mTLS.
-    #[arg(long = "crt_pem", env = "ANKSERVER_CRT_PEM", value_name = "PATH")]
-    pub crt_pem: Option<PathBuf>,
-    /// Server key (PEM) for mTLS.
-    #[arg(long = "key_pem", env = "ANKSERVER_KEY_PEM", value_name = "PATH")]
-    pub key_pem: Option<PathBuf>,
-    /// CA certificate itself, from the config file's `ca_pem_content`.
-    #[arg(skip)]
-    pub ca_pem_content: Option<ank_common::tls::PemText>,
-    /// Server certificate itself, from the config file's `crt_pem_content`.
-    #[arg(skip)]
-    pub crt_pem_content: Option<ank_common::tls::PemText>,
-    /// Server key itself, from the config file's `key_pem_content`.
-    #[arg(skip)]
-    pub key_pem_content: Option<ank_common::tls::PemText>,
     /// With mTLS: accept agents whatever names their certificate carries.
     #[arg(long = "allow-any-agent-name", env = "ANKSERVER_ALLOW_ANY_AGENT_NAME")]
     pub allow_any_agent_name: bool,
@@ -109,10 +115,6 @@ pub struct Args {
         value_name = "N"
     )]
     pub max_log_requests_per_connection: usize,
-    /// With mTLS: a PEM file of certificate revocation lists of the CA; a
-    /// client certificate they revoke is refused (re-read on SIGHUP).
-    #[arg(long = "crl_pem", env = "ANKSERVER_CRL_PEM", value_name = "PATH")]
-    pub crl_pem: Option<PathBuf>,
     /// Milliseconds between two heartbeats (HTTP/2 PINGs) to each agent and client; 0: none.
     #[arg(
         long = "heartbeat-interval-ms",
@@ -219,32 +221,22 @@ pub struct Args {
         value_name = "NAME=MIN:MAX[:lower]"
     )]
     pub metric_ranges: Vec<(String, crate::placement::MetricRange)>,
-    /// The `[[mutating_hooks]]` of the config file (no flag sets them).
+    /// The `[[mutating_hooks]]` of the config file (no flag sets them),
+    /// with the defaults of the keys they leave out.
     #[arg(skip)]
-    pub mutating_hooks: Vec<crate::config_file::MutatingHook>,
+    pub mutating_hooks: Vec<crate::hooks::HookConfig>,
 }
 
 impl Args {
     /// The mTLS set-up, `None` with `--insecure`; refused (as Ankaios
     /// does) unless all three PEM items or `--insecure` alone are given.
     pub fn tls_sources(&self) -> Result<Option<TlsSources>, tls::MissingCertificates> {
-        tls::choose(
-            self.insecure,
-            PemSource::from_parts(self.ca_pem.clone(), self.ca_pem_content.clone()),
-            PemSource::from_parts(self.crt_pem.clone(), self.crt_pem_content.clone()),
-            PemSource::from_parts(self.key_pem.clone(), self.key_pem_content.clone()),
-        )
+        self.tls.sources()
     }
 
     /// Ankaios' warning for `--insecure` given together with PEM items.
     pub fn tls_conflict(&self) -> Option<&'static str> {
-        let given = |path: &Option<PathBuf>, content: &Option<tls::PemText>| path.is_some() || content.is_some();
-        tls::conflict(
-            self.insecure,
-            given(&self.ca_pem, &self.ca_pem_content),
-            given(&self.crt_pem, &self.crt_pem_content),
-            given(&self.key_pem, &self.key_pem_content),
-        )
+        self.tls.conflict()
     }
 
     /// How agent names are checked against their certificates.
@@ -302,9 +294,9 @@ impl Args {
         }
     }
 
-    /// The mutating hooks, with the defaults of the keys they leave out.
+    /// The mutating hooks of the config file.
     pub fn hooks(&self) -> Vec<crate::hooks::HookConfig> {
-        self.mutating_hooks.iter().map(crate::config_file::MutatingHook::config).collect()
+        self.mutating_hooks.clone()
     }
 
     /// How workloads with an agent selector are placed.

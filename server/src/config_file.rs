@@ -13,7 +13,6 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde::Deserialize;
 
 use crate::cli::Args;
-use crate::placement::config::SchedulerKeys;
 
 /// Config file read when `-x` is not given, if it exists.
 pub const DEFAULT_SERVER_CONFIG: &str = "/etc/ankaios/ank-server.conf";
@@ -25,12 +24,12 @@ ank_common::config_keys! {
             startup_manifest: PathBuf,
             state_file: PathBuf,
             address: SocketAddr,
-            insecure: bool,
+            insecure: bool => tls.insecure,
             allow_any_agent_name: bool,
             strict_agent_names: bool,
             read_only_clients: Vec<String>,
             commander_clients: Vec<String>,
-            crl_pem: PathBuf,
+            crl_pem: PathBuf => tls.crl_pem,
             max_subscriptions_per_connection: usize,
             max_log_requests_per_connection: usize,
             heartbeat_interval_ms: u64,
@@ -51,14 +50,30 @@ ank_common::config_keys! {
             #[serde(deserialize_with = "crate::placement::config::metrics_key")]
             metrics: Vec<(String, crate::placement::MetricRange)> => metric_ranges,
         }
-        pem PathBuf { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
+        pem PathBuf => tls { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
         tables {
             /// Placement: `[scheduler]` stickiness, reschedule_after, agent_loss_grace, seed.
             scheduler: SchedulerKeys,
         }
-        no_flag {
+        own by put_hooks {
             /// Ankaios' mutating hooks (beta), see `docs/mutating-hooks.md`.
-            mutating_hooks: Vec<MutatingHook> => mutating_hooks,
+            mutating_hooks: Vec<MutatingHook>,
+        }
+    }
+}
+
+ank_common::config_keys! {
+    /// The `[scheduler]` table. Keys are snake_case; the camelCase spellings
+    /// of the design (`rescheduleAfter`, `agentLossGrace`) are accepted too.
+    pub struct SchedulerKeys for Args {
+        flags {
+            #[serde(deserialize_with = "crate::placement::config::stickiness_key")]
+            stickiness: f64 => scheduler_stickiness,
+            #[serde(alias = "rescheduleAfter", deserialize_with = "ank_common::duration::optional")]
+            reschedule_after: std::time::Duration => scheduler_reschedule_after,
+            #[serde(alias = "agentLossGrace", deserialize_with = "ank_common::duration::optional")]
+            agent_loss_grace: std::time::Duration => scheduler_agent_loss_grace,
+            seed: u64 => scheduler_seed,
         }
     }
 }
@@ -85,6 +100,14 @@ impl MutatingHook {
             path: self.path.clone().unwrap_or_else(|| PathBuf::from(crate::hooks::DEFAULT_HOOKS_DIR)),
             timeout: self.timeout_ms.map_or(crate::hooks::DEFAULT_TIMEOUT, std::time::Duration::from_millis),
         }
+    }
+}
+
+/// The file's `[[mutating_hooks]]` (no flag sets them), with the defaults
+/// of the keys they leave out.
+fn put_hooks(args: &mut Args, _: &ArgMatches, hooks: Option<Vec<MutatingHook>>) {
+    if let Some(hooks) = hooks {
+        args.mutating_hooks = hooks.iter().map(MutatingHook::config).collect();
     }
 }
 
@@ -137,9 +160,9 @@ mod tests {
         assert_eq!(a.startup_manifest, Some(PathBuf::from("/m.yaml")));
         assert_eq!(a.state_file, Some(PathBuf::from("/var/lib/s.json")));
         assert_eq!(a.address.to_string(), "0.0.0.0:4000");
-        assert!(a.insecure);
-        assert_eq!(a.ca_pem, Some(PathBuf::from("/ca.pem")));
-        assert_eq!(a.crt_pem_content.as_deref(), Some("CRT"));
+        assert!(a.tls.insecure);
+        assert_eq!(a.tls.ca_pem, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(a.tls.crt_pem_content.as_deref(), Some("CRT"));
         assert!(a.tls_sources().is_err(), "insecure with only some PEM items is refused, as in Ankaios");
         assert_eq!(a.tls_conflict(), Some(ank_common::tls::INSECURE_AND_SECURE));
         let f = conf(
@@ -157,9 +180,9 @@ mod tests {
         let a = resolve(&["-a", "127.0.0.1:9", "-m", "/other.yaml", "--crt_pem", "/c.pem"], f.path()).unwrap();
         assert_eq!(a.address.to_string(), "127.0.0.1:9");
         assert_eq!(a.startup_manifest, Some(PathBuf::from("/other.yaml")));
-        assert_eq!(a.crt_pem, Some(PathBuf::from("/c.pem")));
-        assert_eq!(a.crt_pem_content, None, "the flag replaces the file's content too");
-        assert!(a.insecure, "keys without a flag still come from the file");
+        assert_eq!(a.tls.crt_pem, Some(PathBuf::from("/c.pem")));
+        assert_eq!(a.tls.crt_pem_content, None, "the flag replaces the file's content too");
+        assert!(a.tls.insecure, "keys without a flag still come from the file");
     }
 
     #[test]
@@ -189,9 +212,9 @@ mod tests {
             .mut_arg("ca_pem", |a| a.env("ANKSERVER_TEST_CONFIG_FILE_CA_PEM"));
         let f = conf("version = 'v1'\ninsecure = true\nca_pem_content = 'CA'\naddress = '0.0.0.0:7'\n");
         let a = resolve_with(cmd, &[], f.path()).unwrap();
-        assert!(!a.insecure, "ANKSERVER_INSECURE=false beats insecure = true");
-        assert_eq!(a.ca_pem, Some(PathBuf::from("/env-ca.pem")));
-        assert_eq!(a.ca_pem_content, None);
+        assert!(!a.tls.insecure, "ANKSERVER_INSECURE=false beats insecure = true");
+        assert_eq!(a.tls.ca_pem, Some(PathBuf::from("/env-ca.pem")));
+        assert_eq!(a.tls.ca_pem_content, None);
         assert_eq!(a.address.to_string(), "0.0.0.0:7");
     }
 
@@ -286,7 +309,7 @@ mod tests {
         let f = conf(ANKAIOS_SERVER_CONF);
         let a = resolve(&[], f.path()).unwrap();
         assert_eq!(a.address.to_string(), "127.0.0.1:25551");
-        assert!(!a.insecure);
+        assert!(!a.tls.insecure);
         let tls = a.tls_sources().unwrap().expect("mTLS");
         assert_eq!(tls.key, PemSource::File("/tmp/.certs/server-key.pem".into()));
         // Ankaios' `ank-server.conf`: insecure with a startup manifest.
@@ -342,7 +365,7 @@ mod tests {
     fn server_config_example_parses() {
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config/ank-server.conf");
         let a = resolve(&["-x", example.to_str().unwrap()], Path::new("/nonexistent")).unwrap();
-        assert!(a.insecure);
+        assert!(a.tls.insecure);
         assert!(a.startup_manifest.is_some());
         assert!(a.validate().is_ok());
         assert_eq!(a.placement().metrics["free_memory_mb"].max, 8192.0);

@@ -37,7 +37,7 @@ async fn main() -> ExitCode {
         tracing::warn!("{warning}");
     }
     let tls = match args.tls_sources() {
-        Ok(Some(sources)) => match ank_server::grpc::tls::ServerTls::load_with_crl(sources, args.crl_pem.clone()) {
+        Ok(Some(sources)) => match ank_server::grpc::tls::ServerTls::load_with_crl(sources, args.tls.crl_pem.clone()) {
             Ok(tls) => Some(Arc::new(tls)),
             Err(e) => {
                 eprintln!("ank-server: Failed to load certificate files!: '{e}'");
@@ -45,7 +45,7 @@ async fn main() -> ExitCode {
             }
         },
         Ok(None) => {
-            if args.crl_pem.is_some() {
+            if args.tls.crl_pem.is_some() {
                 tracing::warn!("--crl_pem is ignored without mTLS (--insecure)");
             }
             None

@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(parse_retain_for("NEVER"), Ok(RetainFor::Never));
         assert_eq!(parse_retain_for("90"), Ok(RetainFor::After(Duration::from_secs(90))));
         assert_eq!(parse_retain_for("1m"), Ok(RetainFor::After(Duration::from_secs(60))));
-        let e = parse_retain_for("3w").unwrap_err().to_string();
+        let e = parse_retain_for("3x").unwrap_err().to_string();
         assert!(e.contains("unknown unit") && e.contains("'never'"), "{e}");
         assert_eq!(RetainFor::Never.to_string(), "never");
         assert_eq!(RetainFor::After(Duration::from_secs(72 * 3600)).to_string(), "3d");

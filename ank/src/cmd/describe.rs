@@ -121,7 +121,7 @@ pub fn describe(name: &str, spec: Option<&Workload>, view: &StateView) -> String
             })
             .collect();
         if !rows.is_empty() {
-            let table = output::table(["CONDITION", "STATUS", "REASON", "MESSAGE", "SINCE"], &rows);
+            let table = crate::table::table(["CONDITION", "STATUS", "REASON", "MESSAGE", "SINCE"], &rows);
             for l in table.lines() {
                 let _ = writeln!(out, "    {l}");
             }

@@ -4,8 +4,8 @@
 
 use crate::cli::{AgentsFormat, OutputFormat};
 use crate::cmd::{Ctx, fetch_state};
-use crate::output::{self, AgentRow, terminal_width};
-use crate::render::table;
+use crate::output::{self, AgentRow};
+use crate::table::{self, Fit, terminal_width};
 use crate::view::StateView;
 
 /// Table rows of the agents in `view`, sorted by name.
@@ -42,7 +42,7 @@ pub fn agent_table(rows: &[AgentRow], wide: bool, max_width: Option<usize>) -> S
     const HEADER: [&str; 4] = ["NAME", "WORKLOADS", "CPU USAGE", "FREE MEMORY"];
     if !wide {
         let cells: Vec<[String; 4]> = rows.iter().map(cells).collect();
-        return table::table(HEADER, &cells, max_width);
+        return table::render(HEADER, &cells, Fit::Cut, max_width);
     }
     let cells: Vec<[String; 5]> = rows
         .iter()
@@ -52,7 +52,7 @@ pub fn agent_table(rows: &[AgentRow], wide: bool, max_width: Option<usize>) -> S
         })
         .collect();
     let [a, b, c, d] = HEADER;
-    table::table([a, b, c, d, "QUOTA"], &cells, max_width)
+    table::render([a, b, c, d, "QUOTA"], &cells, Fit::Cut, max_width)
 }
 
 /// Prints the agent table (or its records with `-o yaml|json`).

@@ -3,8 +3,8 @@
 
 use crate::cli::OutputFormat;
 use crate::cmd::{Ctx, fetch_state};
-use crate::output::{self, terminal_width};
-use crate::render::table;
+use crate::output;
+use crate::table::{self, Fit, terminal_width};
 
 /// The config names of a state tree, sorted.
 pub fn config_names(tree: &serde_json::Value) -> Vec<String> {
@@ -19,7 +19,7 @@ pub fn config_names(tree: &serde_json::Value) -> Vec<String> {
 /// The CONFIG table as Ankaios prints it.
 pub fn config_table(names: &[String], max_width: Option<usize>) -> String {
     let rows: Vec<[String; 1]> = names.iter().map(|n| [n.clone()]).collect();
-    table::table(["CONFIG"], &rows, max_width)
+    table::render(["CONFIG"], &rows, Fit::Cut, max_width)
 }
 
 /// Prints the config table (or the names with `-o`).

@@ -58,7 +58,7 @@ pub fn table(rows: &[MemberRow]) -> String {
             [r.group.clone(), r.mode.to_owned(), r.member.clone(), r.agent.clone(), state, info]
         })
         .collect();
-    output::table(["GROUP", "MODE", "MEMBER", "AGENT", "EXECUTION STATE", "ADDITIONAL INFO"], &cells)
+    crate::table::table(["GROUP", "MODE", "MEMBER", "AGENT", "EXECUTION STATE", "ADDITIONAL INFO"], &cells)
 }
 
 /// The records for `-o`: one per group with its members in order.

@@ -36,7 +36,7 @@ pub fn jobs_table(jobs: &[Job]) -> String {
             ]
         })
         .collect();
-    output::table(["ID", "PHASE", "WORKLOADS", "REASON", "CREATED"], &cells)
+    crate::table::table(["ID", "PHASE", "WORKLOADS", "REASON", "CREATED"], &cells)
 }
 
 /// The text of `ank get job ID`: a summary line, then the workloads by class.
@@ -59,7 +59,7 @@ pub fn job_text(job: &Job) -> String {
             ]);
         }
     }
-    out.push_str(&output::table(["WORKLOAD", "ACTION", "CLASS", "STATE", "REASON"], &cells));
+    out.push_str(&crate::table::table(["WORKLOAD", "ACTION", "CLASS", "STATE", "REASON"], &cells));
     out
 }
 

@@ -43,7 +43,7 @@ pub struct Settings {
     /// The server's certificate must name the URL's host, not `ank-server`.
     pub tls_check_url_host: bool,
     /// The revocation lists for the server's certificate (`--crl_pem`).
-    pub tls_crl: Option<String>,
+    pub tls_crl: Option<std::path::PathBuf>,
     pub response_timeout: Duration,
     pub wait: bool,
     /// `--wait`: wait for the job to end and fail if it failed.
@@ -68,7 +68,7 @@ impl Settings {
             server_url: cli.resolved_server_url(),
             tls: cli.tls_sources(),
             tls_check_url_host: cli.check_server_url_host,
-            tls_crl: cli.crl_pem.clone(),
+            tls_crl: cli.tls.crl_pem.clone(),
             response_timeout: cli.response_timeout(),
             wait: cli.wait(),
             wait_job: cli.wait_job,
@@ -96,7 +96,8 @@ impl Ctx<'_> {
             .map(|s| s.client_pem(check_url_host).map_err(|e| SettingsError::Tls(e.to_string())))
             .transpose()?;
         if let (Some(pem), Some(crl)) = (pem.as_mut(), &self.settings.tls_crl) {
-            let text = std::fs::read(crl).map_err(|e| SettingsError::Tls(format!("crl_pem '{crl}': {e}")))?;
+            let text =
+                std::fs::read(crl).map_err(|e| SettingsError::Tls(format!("crl_pem '{}': {e}", crl.display())))?;
             pem.crl = Some(text);
         }
         Ok(Connection::connect(&url, pem.as_ref(), self.settings.response_timeout, self.settings.trace_messages)
@@ -183,7 +184,7 @@ pub async fn follow(
         wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut crate::progress::Silent).await?
     } else {
         let live = std::io::stdout().is_terminal();
-        let mut printer = crate::progress::TablePrinter::new(&mut *ctx.out, live, crate::plain_table::output_width());
+        let mut printer = crate::progress::TablePrinter::new(&mut *ctx.out, live, crate::table::output_width());
         wait_any(conn, &mut tracker, outcome.job_id, whole_job, &mut printer).await?
     };
     if !whole_job {

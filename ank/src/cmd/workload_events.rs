@@ -40,7 +40,7 @@ pub fn event_table(events: &[(String, WorkloadEvent)]) -> String {
             ]
         })
         .collect();
-    output::table(["WORKLOAD", "KIND", "REASON", "COUNT", "FIRST SEEN", "LAST"], &rows)
+    crate::table::table(["WORKLOAD", "KIND", "REASON", "COUNT", "FIRST SEEN", "LAST"], &rows)
 }
 
 /// Prints the events of `names`; a name the server does not know is an error.

@@ -4,7 +4,6 @@
 //! serde_yaml/libyaml write it ([`yaml`]) or as JSON through serde_json.
 
 pub mod shape;
-pub mod table;
 pub mod yaml;
 
 use serde::ser::{SerializeMap, SerializeSeq};

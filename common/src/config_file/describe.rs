@@ -8,7 +8,7 @@
 //!     /// The keys of `x.conf`.
 //!     pub struct XConfigFile for Cli {
 //!         flags { insecure: bool, response_timeout: u64 => response_timeout_ms }
-//!         pem PathBuf { ca_pem + ca_pem_content }
+//!         pem PathBuf => tls { ca_pem + ca_pem_content }
 //!         tables { retention: RetentionSection }
 //!         no_flag { runtimes: Vec<String> => runtimes }
 //!         own by merge_tags { labels: BTreeMap<String, String> }
@@ -20,8 +20,9 @@
 /// each goes in the parsed command line `Target`. Sections (each optional,
 /// in this order): `flags { key: T }` fills the flag of the same name,
 /// `flags { key: T => a.b }` the field `a.b` (flag id `b`, as clap derive
-/// names it); `pem P { x + x_content }` a path-or-content pair under flag
-/// `x`; `tables { key: Table }` a table with its own `config_keys!` for the
+/// names it); `pem P => f { x + x_content }` a path-or-content pair under
+/// flag `x` of the flag block in field `f` (see [`crate::tls_flags`]);
+/// `tables { key: Table }` a table with its own `config_keys!` for the
 /// same `Target`; `no_flag { key: T => field }` a value no flag sets;
 /// `own by f { key: T }` keys that `f(target, matches, values...)` merges.
 /// A key's attributes (`///`, `#[serde(...)]`) go on its field, which is
@@ -32,7 +33,7 @@ macro_rules! config_keys {
         $(#[$attr:meta])*
         $vis:vis struct $name:ident for $target:ty {
             $( flags { $( $(#[$fattr:meta])* $key:ident : $ty:ty $(=> $($field:ident).+)? ),* $(,)? } )?
-            $( pem $pty:ty { $( $pkey:ident + $ckey:ident ),* $(,)? } )?
+            $( pem $pty:ty => $pfield:ident { $( $pkey:ident + $ckey:ident ),* $(,)? } )?
             $( tables { $( $(#[$tattr:meta])* $tkey:ident : $tty:ty ),* $(,)? } )?
             $( no_flag { $( $(#[$nattr:meta])* $nkey:ident : $nty:ty => $nfield:ident ),* $(,)? } )?
             $( own by $own:path { $( $(#[$oattr:meta])* $okey:ident : $oty:ty ),* $(,)? } )?
@@ -91,7 +92,7 @@ macro_rules! config_keys {
                     );
                 )*)?
                 $($(
-                    let slots = (&mut target.$pkey, &mut target.$ckey);
+                    let slots = (&mut target.$pfield.$pkey, &mut target.$pfield.$ckey);
                     $crate::config_file::fill_pem(slots, (self.$pkey, self.$ckey), m, stringify!($pkey));
                 )*)?
                 $($(

@@ -105,7 +105,7 @@ pub struct StartArgs {
     #[arg(long, default_value = "0")]
     pub max_failures: String,
     /// How long each wave may take to become Ready
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = ank_common::duration::parse_duration)]
     pub wave_timeout: Duration,
     /// The rollout's id [default: r-<time>-<random>]
     #[arg(long)]
@@ -126,7 +126,7 @@ pub enum RolloutCommand {
     Resume {
         id: String,
         /// How long each wave may take to become Ready [default: the rollout's]
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = ank_common::duration::parse_duration)]
         wave_timeout: Option<Duration>,
     },
 }

@@ -49,13 +49,13 @@ pub struct ConnectorArgs {
     #[arg(long, env = "FLEET_TOPIC_PREFIX", default_value = crate::topics::DEFAULT_PREFIX)]
     pub topic_prefix: String,
     /// How long the broker keeps this vehicle's session (and queued messages) while it is offline
-    #[arg(long, env = "FLEET_SESSION_EXPIRY", default_value = "1d", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "FLEET_SESSION_EXPIRY", default_value = "1d", value_parser = ank_common::duration::parse_duration)]
     pub session_expiry: Duration,
     /// The shortest time between two status publications (changes in between are coalesced)
-    #[arg(long, env = "FLEET_MIN_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "FLEET_MIN_INTERVAL", default_value = "1s", value_parser = ank_common::duration::parse_duration)]
     pub min_interval: Duration,
     /// The longest time without a status publication, to show the vehicle alive
-    #[arg(long, env = "FLEET_HEARTBEAT", default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "FLEET_HEARTBEAT", default_value = "5m", value_parser = ank_common::duration::parse_duration)]
     pub heartbeat: Duration,
     /// The folder of the control-interface pipes
     #[arg(long, env = "FLEET_CONTROL_INTERFACE", default_value = "/run/ankaios/control_interface")]

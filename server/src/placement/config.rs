@@ -1,7 +1,8 @@
-//! How placement is configured: the `[scheduler]` and `[metrics.<name>]`
-//! tables of `ank-server.conf` and the parsers of the matching flags
-//! (`--scheduler-*`, `--metric-range NAME=MIN:MAX[:lower]`). Flags and
-//! environment variables beat the file (`ank_common::config_file` merges).
+//! How placement is configured: the parsers of the `--scheduler-*` and
+//! `--metric-range NAME=MIN:MAX[:lower]` flags, of the values of the
+//! `[scheduler]` and `[metrics.<name>]` tables of `ank-server.conf` (whose
+//! keys `crate::config_file` declares), and the [`PlacementSettings`] built
+//! from the merged values. This module knows no clap struct.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,22 +10,6 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::{MetricRange, PlacementSettings};
-
-ank_common::config_keys! {
-    /// The `[scheduler]` table. Keys are snake_case; the camelCase spellings
-    /// of the design (`rescheduleAfter`, `agentLossGrace`) are accepted too.
-    pub struct SchedulerKeys for crate::cli::Args {
-        flags {
-            #[serde(deserialize_with = "stickiness_key")]
-            stickiness: f64 => scheduler_stickiness,
-            #[serde(alias = "rescheduleAfter", deserialize_with = "ank_common::duration::optional")]
-            reschedule_after: Duration => scheduler_reschedule_after,
-            #[serde(alias = "agentLossGrace", deserialize_with = "ank_common::duration::optional")]
-            agent_loss_grace: Duration => scheduler_agent_loss_grace,
-            seed: u64 => scheduler_seed,
-        }
-    }
-}
 
 /// One `[metrics.<name>]` table.
 #[derive(Debug, Deserialize)]
@@ -52,31 +37,48 @@ pub fn metrics_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<(String
         .map(Some)
 }
 
-fn stickiness_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+/// The `[scheduler]` table's `stickiness` key: a finite weight >= 0.
+pub fn stickiness_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     parse_stickiness(&f64::deserialize(d)?.to_string()).map(Some).map_err(serde::de::Error::custom)
 }
 
+/// A value of a placement flag or key that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementValueError {
+    #[error("stickiness '{0}' must be a number >= 0")]
+    Stickiness(String),
+    #[error(transparent)]
+    Duration(#[from] ank_common::duration::DurationError),
+    #[error("'{0}' is shorter than the server's 1 s tick")]
+    ShorterThanTick(String),
+    #[error("metric range '{0}' is not of the form NAME=MIN:MAX or NAME=MIN:MAX:lower")]
+    MetricRangeForm(String),
+    /// A range the metric cannot have (min not below max, ...).
+    #[error("'{text}': {reason}")]
+    MetricRange { text: String, reason: String },
+}
+
 /// `--scheduler-stickiness`: a finite weight >= 0.
-pub fn parse_stickiness(text: &str) -> Result<f64, String> {
+pub fn parse_stickiness(text: &str) -> Result<f64, PlacementValueError> {
     match text.trim().parse::<f64>() {
         Ok(w) if w.is_finite() && w >= 0.0 => Ok(w),
-        _ => Err(format!("stickiness '{text}' must be a number >= 0")),
+        _ => Err(PlacementValueError::Stickiness(text.to_owned())),
     }
 }
 
 /// `--scheduler-reschedule-after` and `--scheduler-agent-loss-grace`: a
 /// duration of at least one second.
-pub fn parse_interval(text: &str) -> Result<Duration, String> {
+pub fn parse_interval(text: &str) -> Result<Duration, PlacementValueError> {
     let d = ank_common::duration::parse_duration(text)?;
     if d < Duration::from_secs(1) {
-        return Err(format!("'{text}' is shorter than the server's 1 s tick"));
+        return Err(PlacementValueError::ShorterThanTick(text.to_owned()));
     }
     Ok(d)
 }
 
 /// `--metric-range NAME=MIN:MAX[:lower]` (`:higher` is the default).
-pub fn parse_metric_range(text: &str) -> Result<(String, MetricRange), String> {
-    let bad = || format!("metric range '{text}' is not of the form NAME=MIN:MAX or NAME=MIN:MAX:lower");
+pub fn parse_metric_range(text: &str) -> Result<(String, MetricRange), PlacementValueError> {
+    let bad = || PlacementValueError::MetricRangeForm(text.to_owned());
     let (name, range) = text.split_once('=').ok_or_else(bad)?;
     let parts: Vec<&str> = range.split(':').map(str::trim).collect();
     let (min, max, higher) = match parts.as_slice() {
@@ -90,7 +92,9 @@ pub fn parse_metric_range(text: &str) -> Result<(String, MetricRange), String> {
         return Err(bad());
     }
     let (min, max) = (min.parse().map_err(|_| bad())?, max.parse().map_err(|_| bad())?);
-    Ok((name.to_owned(), MetricRange::new(min, max, higher).map_err(|e| format!("'{text}': {e}"))?))
+    let range = MetricRange::new(min, max, higher)
+        .map_err(|reason| PlacementValueError::MetricRange { text: text.to_owned(), reason })?;
+    Ok((name.to_owned(), range))
 }
 
 /// The settings from the merged flags: the built-in metric ranges with the
@@ -125,9 +129,9 @@ mod tests {
             ("free_memory_mb", MetricRange { min: 0.0, max: 8192.0, higher_is_better: true })
         );
         assert!(!parse_metric_range("cpu_usage=0:100:lower").unwrap().1.higher_is_better);
-        let e = parse_metric_range("x=5:1").unwrap_err();
+        let e = parse_metric_range("x=5:1").unwrap_err().to_string();
         assert!(e.contains("min < max"), "{e}");
-        assert!(parse_metric_range("x=0:1:best").unwrap_err().contains("NAME=MIN:MAX"));
+        assert!(parse_metric_range("x=0:1:best").unwrap_err().to_string().contains("NAME=MIN:MAX"));
         assert!(parse_metric_range("=0:1").is_err());
         assert!(parse_stickiness("-1").is_err() && parse_stickiness("0.25") == Ok(0.25));
         assert!(parse_interval("500ms").is_err() && parse_interval("2m") == Ok(Duration::from_secs(120)));
