@@ -82,9 +82,9 @@ fn server_config_is_accepted_by_ank_server_and_matches_its_unit() {
     assert!(args.tls_sources().unwrap().is_some(), "mTLS, not insecure");
     assert_eq!(args.address.to_string(), "127.0.0.1:25551");
     assert_eq!(args.startup_manifest.as_deref(), Some(Path::new("/etc/ankaios/state.yaml")));
-    assert_eq!(args.ca_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/ca.pem")));
-    assert_eq!(args.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/server.pem")));
-    assert_eq!(args.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/server-key.pem")));
+    assert_eq!(args.tls.ca_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/ca.pem")));
+    assert_eq!(args.tls.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/server.pem")));
+    assert_eq!(args.tls.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/server-key.pem")));
 
     let unit = unit("ank-server.service");
     assert_notify_daemon(&unit);
@@ -112,10 +112,10 @@ fn agent_config_is_accepted_by_ank_agent_and_matches_its_unit() {
     assert!(used.warnings.is_empty(), "{:?}", used.warnings);
     assert_eq!(cli.name.as_deref(), Some("agent_A"));
     assert_eq!(cli.server_url.as_deref(), Some("https://127.0.0.1:25551"));
-    assert!(!cli.insecure);
-    assert_eq!(cli.ca_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/ca.pem")));
-    assert_eq!(cli.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A.pem")));
-    assert_eq!(cli.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A-key.pem")));
+    assert!(!cli.tls.insecure);
+    assert_eq!(cli.tls.ca_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/ca.pem")));
+    assert_eq!(cli.tls.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A.pem")));
+    assert_eq!(cli.tls.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/agent-agent_A-key.pem")));
     // [test of feature K7: the package keeps finished workloads, as Ankaios does]
     assert_eq!(cli.retain_succeeded, ank_agent::workload::retention::RetainFor::Never);
     assert_eq!(cli.retain_failed, ank_agent::workload::retention::RetainFor::Never);
@@ -161,8 +161,8 @@ fn ank_config_is_accepted_by_ank() {
     assert!(used.warnings.is_empty(), "{:?}", used.warnings);
     assert!(cli.tls_sources().unwrap().is_some(), "mTLS, not insecure");
     assert_eq!(cli.resolved_server_url().unwrap(), "https://127.0.0.1:25551");
-    assert_eq!(cli.crt_pem.as_deref(), Some("/etc/ankaios/certs/cli-admin.pem"));
-    assert_eq!(cli.key_pem.as_deref(), Some("/etc/ankaios/certs/cli-admin-key.pem"));
+    assert_eq!(cli.tls.crt_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/cli-admin.pem")));
+    assert_eq!(cli.tls.key_pem.as_deref(), Some(Path::new("/etc/ankaios/certs/cli-admin-key.pem")));
     assert_eq!(
         packaged("etc/ankaios/ank.conf").file_name(),
         Path::new(ank_cli::config_file::SYSTEM_ANK_CONFIG).file_name()

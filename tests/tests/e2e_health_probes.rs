@@ -174,10 +174,10 @@ impl Drop for Container {
 // [stest of feature H6: the podman probe executor on its own]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_the_podman_probe_executor_runs_exec_tcp_and_http_in_the_container() {
-    use ank_agent::probes::podman::PodmanProbes;
     use ank_agent::probes::{ProbeAction, ProbeExecutor, ProbeTarget};
     use ank_agent::runtime_connectors::WorkloadId;
     use ank_agent::runtime_connectors::podman::PodmanCli;
+    use ank_agent::runtime_connectors::podman::probes::PodmanProbes;
     use ank_common::health_spec::{ExecAction, HttpGetAction, TcpSocketAction};
 
     ank_tests::require_podman();

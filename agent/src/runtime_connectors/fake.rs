@@ -69,7 +69,7 @@ pub struct FakeRuntime {
     /// Why it cannot mount workload files (like podman-kube), if it cannot.
     files_unsupported: Option<&'static str>,
     /// The scripted probes of its containers.
-    probes: std::sync::Arc<crate::probes::fake::FakeProbes>,
+    probes: std::sync::Arc<crate::runtime_connectors::probe_exec::fake::FakeProbes>,
 }
 
 impl Default for FakeRuntime {
@@ -113,7 +113,7 @@ impl FakeRuntime {
     }
 
     /// The scripted probes of its containers.
-    pub fn probes(&self) -> &crate::probes::fake::FakeProbes {
+    pub fn probes(&self) -> &crate::runtime_connectors::probe_exec::fake::FakeProbes {
         &self.probes
     }
 
@@ -324,7 +324,7 @@ impl RuntimeConnector for FakeRuntime {
         self.like_podman
     }
 
-    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::probes::ProbeExecutor>> {
+    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::runtime_connectors::probe_exec::ProbeExecutor>> {
         Some(self.probes.clone())
     }
 

@@ -11,6 +11,7 @@ pub(crate) mod inotify;
 pub mod podman;
 pub mod podman_kube;
 pub mod polling_checker;
+pub mod probe_exec;
 pub mod process_watch;
 pub mod runtime_config;
 
@@ -208,7 +209,7 @@ pub trait RuntimeConnector: Send + Sync {
 
     /// What runs the `exec`, `httpGet` and `tcpSocket` probes of this
     /// runtime's workloads; `None`: it cannot (each try fails).
-    fn probe_executor(&self) -> Option<Arc<dyn crate::probes::ProbeExecutor>> {
+    fn probe_executor(&self) -> Option<Arc<dyn crate::runtime_connectors::probe_exec::ProbeExecutor>> {
         None
     }
 

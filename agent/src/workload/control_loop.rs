@@ -29,12 +29,12 @@ use super::retention::{self, PendingReap, Retention};
 use super::{StateReporter, WorkloadCommand, WorkloadCommandSender};
 use crate::control_interface::registry::ControlInterfaces;
 use crate::probes::ProbeSet;
-use crate::probes::runner::ProbeRunner;
 use crate::runtime_connectors::{
     CreateOptions, ListedWorkload, Observed, RuntimeConnector, RuntimeError, RuntimeEventSender, RuntimeRegistry,
     StateChecker, WorkloadId, lost_state,
 };
 use crate::workload::finished_store::FinishedStore;
+use crate::workload::probe_runner::ProbeRunner;
 use crate::workload_files;
 use crate::workload_operation::Earlier;
 

@@ -8,6 +8,9 @@ pub mod crash_loop;
 pub mod finished_store;
 pub mod object;
 pub mod policy;
+pub mod probe_runner;
+#[cfg(test)]
+mod probe_runner_tests;
 pub mod retention;
 
 use std::sync::Arc;

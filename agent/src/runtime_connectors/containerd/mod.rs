@@ -20,6 +20,7 @@ pub mod log_clock;
 pub mod logs;
 pub mod network;
 pub mod oci_spec;
+pub mod probes;
 pub mod run_options;
 pub mod states;
 pub mod watcher;
@@ -96,8 +97,8 @@ impl RuntimeConnector for ContainerdRuntime {
         CONTAINERD
     }
 
-    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::probes::ProbeExecutor>> {
-        Some(std::sync::Arc::new(crate::probes::containerd::ContainerdProbes::new(self.cd.clone())))
+    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::runtime_connectors::probe_exec::ProbeExecutor>> {
+        Some(std::sync::Arc::new(probes::ContainerdProbes::new(self.cd.clone())))
     }
 
     fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {

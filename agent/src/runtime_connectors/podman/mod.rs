@@ -18,6 +18,7 @@ pub mod journal;
 pub mod log_tail;
 pub mod logs;
 pub mod memory;
+pub mod probes;
 pub mod ps_cache;
 pub mod watcher;
 
@@ -154,8 +155,8 @@ impl RuntimeConnector for PodmanRuntime {
         PODMAN
     }
 
-    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::probes::ProbeExecutor>> {
-        Some(std::sync::Arc::new(crate::probes::podman::PodmanProbes::new(self.cli.clone())))
+    fn probe_executor(&self) -> Option<std::sync::Arc<dyn crate::runtime_connectors::probe_exec::ProbeExecutor>> {
+        Some(std::sync::Arc::new(probes::PodmanProbes::new(self.cli.clone())))
     }
 
     fn declared_memory(&self, spec: &WorkloadSpec) -> Result<u64, RuntimeError> {

@@ -15,10 +15,10 @@ use ank_common::workload_events::EventKind;
 use ank_common::{ExecutionState, StateKind, WorkloadInstanceName};
 
 use super::WorkloadControlLoop;
-use crate::probes::runner::{ProbeRunner, Runner};
 use crate::probes::{ProbeSet, ProbeTarget, Readiness};
 use crate::runtime_connectors::WorkloadId;
 use crate::workload::policy;
+use crate::workload::probe_runner::{ProbeRunner, Runner};
 
 impl WorkloadControlLoop {
     /// Starts or stops the probes before `state` of `instance` is reported.

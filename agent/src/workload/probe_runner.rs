@@ -24,10 +24,10 @@ use ank_common::workload_events::EventKind;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::self_report::SelfReports;
-use super::thresholds::{Thresholds, Verdict};
-use super::{ProbeAction, ProbeExecutor, ProbeOutcome, ProbeSet, ProbeTarget, Readiness};
-use crate::workload::{StateReporter, WorkloadCommandSender};
+use super::{StateReporter, WorkloadCommandSender};
+use crate::probes::self_report::SelfReports;
+use crate::probes::thresholds::{Thresholds, Verdict};
+use crate::probes::{ProbeAction, ProbeExecutor, ProbeOutcome, ProbeSet, ProbeTarget, Readiness};
 
 /// What a runner works with.
 pub(crate) struct Runner {

@@ -6,16 +6,16 @@
 //!   (namespaces, cgroup, user, capabilities), as `ctr tasks exec` would,
 //!   without a FIFO set for the shim.
 //! - `httpGet` / `tcpSocket`: in the task's network namespace, through the
-//!   task's pid from `Tasks.Get` ([`super::container`]).
+//!   task's pid from `Tasks.Get` ([`container`](crate::runtime_connectors::probe_exec::container)).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::container::{self, ContainerAccess, ReachError, runtime_command};
-use super::{ProbeAction, ProbeExecutor, ProbeOutcome, ProbeTarget};
 use crate::runtime_connectors::containerd::client::Containerd;
+use crate::runtime_connectors::probe_exec::container::{self, ContainerAccess, ReachError, runtime_command};
+use crate::runtime_connectors::probe_exec::{ProbeAction, ProbeExecutor, ProbeOutcome, ProbeTarget};
 
 /// Where containerd's runc shims keep runc's state, per namespace.
 pub const RUNC_STATE: &str = "/run/containerd/runc";

@@ -12,10 +12,10 @@ use ank_common::workload_events::EventKind;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::fake::{Answer, FakeProbes};
-use super::runner::{ProbeRunner, Runner};
-use super::self_report::SelfReports;
-use super::{ProbeSet, ProbeTarget, Readiness};
+use super::probe_runner::{ProbeRunner, Runner};
+use crate::probes::fake::{Answer, FakeProbes};
+use crate::probes::self_report::SelfReports;
+use crate::probes::{ProbeSet, ProbeTarget, Readiness};
 use crate::runtime_connectors::WorkloadId;
 use crate::workload::{LoopReport, StateReporter, WorkloadCommand, WorkloadCommandSender};
 
@@ -58,7 +58,7 @@ impl Harness {
             instance: WorkloadInstanceName::parse("web.abc.agent_A").unwrap(),
             target: ProbeTarget::new(WorkloadId("c1".into())),
             probes,
-            executor: executor.map(|e| e as Arc<dyn super::ProbeExecutor>),
+            executor: executor.map(|e| e as Arc<dyn crate::probes::ProbeExecutor>),
             self_reports: self_reports.clone(),
             reporter,
             control_loop,

@@ -1,14 +1,14 @@
 //! [`PodmanProbes`]: the [`ProbeExecutor`] of the podman runtime.
 //!
 //! - `exec`: through the container's OCI runtime (`runc exec <id>
-//!   <command>`, [`super::oci_exec`]), a quarter of the CPU of `podman
+//!   <command>`, [`oci_exec`](crate::runtime_connectors::probe_exec::oci_exec)), a quarter of the CPU of `podman
 //!   exec`, which stays the way when the runtime cannot be found; exit code
 //!   0 passes, the output (stdout and stderr) is the result's text. The
 //!   process is killed when the try times out. (`podman healthcheck run`
 //!   would need a healthcheck set at create time and costs as much as
 //!   `podman exec`; see `docs/health.md`.)
 //! - `httpGet` / `tcpSocket`: a socket connected in the container's network
-//!   namespace ([`super::container`]), found through the container's pid
+//!   namespace ([`container`](crate::runtime_connectors::probe_exec::container)), found through the container's pid
 //!   (`podman inspect`, asked once per runner and cached in its
 //!   [`ProbeTarget`], asked again when the namespace is gone).
 
@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::container::{self, ContainerAccess, ReachError, runtime_command};
-use super::oci_exec::{OciRuntime, state_says_running};
-use super::{ProbeAction, ProbeExecutor, ProbeOutcome, ProbeTarget};
 use crate::runtime_connectors::podman::PodmanCli;
+use crate::runtime_connectors::probe_exec::container::{self, ContainerAccess, ReachError, runtime_command};
+use crate::runtime_connectors::probe_exec::oci_exec::{OciRuntime, state_says_running};
+use crate::runtime_connectors::probe_exec::{ProbeAction, ProbeExecutor, ProbeOutcome, ProbeTarget};
 
 /// Probes through the podman command line tool.
 #[derive(Debug, Clone)]
