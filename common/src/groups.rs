@@ -15,8 +15,8 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::names::WorkloadName;
-use crate::scheduling::{AgentSelector, WorkloadPolicy};
 use crate::workload::{AddCondition, Workload};
+use crate::workload_policy::{AgentSelector, WorkloadPolicy};
 
 /// How a group treats its members.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -115,7 +115,7 @@ pub enum GroupError {
     #[error("group '{group}': field 'agent': {error}")]
     Agent { group: String, error: crate::names::NameError },
     #[error("group '{group}': {error}")]
-    Selector { group: String, error: crate::scheduling::SelectorError },
+    Selector { group: String, error: crate::workload_policy::SelectorError },
     #[error(
         "group '{group}': member '{member}' would not be a workload of the desired state after this update: \
          update the group's members with it, or delete the group together with its members"

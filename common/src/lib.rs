@@ -30,7 +30,6 @@ pub mod messages;
 pub mod names;
 pub mod placement;
 pub mod quota;
-pub mod scheduling;
 #[cfg(feature = "schema")]
 mod schema_parts;
 pub mod seq_macro;
@@ -42,6 +41,7 @@ pub mod tls_flags;
 pub mod version;
 pub mod workload;
 pub mod workload_events;
+pub mod workload_policy;
 
 pub use complete_state::{AgentAttributes, AgentStatus, CompleteState, InstanceEntry, State, WorkloadStatesMap};
 pub use conditions::InstanceStatus;

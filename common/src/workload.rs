@@ -11,7 +11,7 @@ use crate::execution_state::ExecutionState;
 use crate::health_spec::HealthSpecError;
 use crate::instance_name::WorkloadInstanceName;
 use crate::names::{AgentName, WorkloadName};
-use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
+use crate::workload_policy::{AgentSelector, Migration, WorkloadPolicy};
 
 /// When the agent restarts a workload that ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use ank_common::scheduling::{AgentSelector, RankTerm};
+use ank_common::workload_policy::{AgentSelector, RankTerm};
 use ank_server::placement::{AgentInfo, Decision, PlacementSettings, Placer};
 use criterion::{Criterion, criterion_group, criterion_main};
 

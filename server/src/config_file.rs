@@ -53,7 +53,7 @@ ank_common::config_keys! {
         pem PathBuf => tls { ca_pem + ca_pem_content, crt_pem + crt_pem_content, key_pem + key_pem_content }
         tables {
             /// Placement: `[scheduler]` stickiness, reschedule_after, agent_loss_grace, seed.
-            scheduler: SchedulerKeys,
+            scheduler: PlacementKeys,
         }
         own by put_hooks {
             /// Ankaios' mutating hooks (beta), see `docs/mutating-hooks.md`.
@@ -65,7 +65,7 @@ ank_common::config_keys! {
 ank_common::config_keys! {
     /// The `[scheduler]` table. Keys are snake_case; the camelCase spellings
     /// of the design (`rescheduleAfter`, `agentLossGrace`) are accepted too.
-    pub struct SchedulerKeys for Args {
+    pub struct PlacementKeys for Args {
         flags {
             #[serde(deserialize_with = "crate::placement::config::stickiness_key")]
             stickiness: f64 => scheduler_stickiness,

@@ -203,7 +203,7 @@ fn probes_text(w: &Workload) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn selector_text(sel: &ank_common::scheduling::AgentSelector) -> String {
+fn selector_text(sel: &ank_common::workload_policy::AgentSelector) -> String {
     let mut parts = Vec::new();
     if !sel.labels.is_empty() {
         parts.push(format!("labels [{}]", sel.labels.join("; ")));

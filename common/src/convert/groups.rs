@@ -4,7 +4,7 @@
 use ank_proto::ank_base as pb;
 
 use super::ConvertError;
-use super::scheduling::{policy_from_pb, policy_to_pb, selector_from_pb, selector_to_pb};
+use super::workload_policy::{policy_from_pb, policy_to_pb, selector_from_pb, selector_to_pb};
 use crate::groups::{Group, GroupMode, Groups};
 use crate::names::WorkloadName;
 

@@ -6,11 +6,11 @@ mod groups;
 mod health;
 mod jobs;
 mod partial;
-mod scheduling;
 mod select;
 pub mod size;
 mod state;
 mod workload;
+mod workload_policy;
 
 pub use partial::{
     PartialAgent, PartialCompleteState, PartialInstance, PartialState, PartialStatesMap, PartialWorkload,

@@ -20,8 +20,8 @@ use crate::health_spec::{Probe, RestartBackoff, UpdateGate};
 use crate::jobs::Job;
 use crate::placement::metrics::Metrics;
 use crate::quota::AgentQuota;
-use crate::scheduling::{AgentSelector, Migration, WorkloadPolicy};
 use crate::workload::{AddCondition, ControlInterfaceAccess, File, RestartPolicy};
+use crate::workload_policy::{AgentSelector, Migration, WorkloadPolicy};
 
 /// A complete state of which any part may be absent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

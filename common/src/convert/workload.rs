@@ -8,7 +8,7 @@ use ank_proto::ank_base as pb;
 use super::ConvertError;
 use super::health::{backoff_from_pb, backoff_to_pb, gate_from_pb, gate_to_pb, probe_from_pb, probe_to_pb};
 use super::partial::{PartialWorkload, tags_to_pb};
-use super::scheduling::{
+use super::workload_policy::{
     migration_from_pb, migration_to_pb, policy_from_pb, policy_to_pb, selector_from_pb, selector_to_pb,
 };
 use crate::workload::{AccessRule, AddCondition, ControlInterfaceAccess, File, FileContent, ReadWrite, RestartPolicy};

@@ -54,7 +54,7 @@ pub enum WorkloadError {
     #[error("fields 'agent' and 'agentSelector' are exclusive: set one of them")]
     AgentAndSelector,
     #[error(transparent)]
-    Selector(#[from] crate::scheduling::SelectorError),
+    Selector(#[from] crate::workload_policy::SelectorError),
     /// `ttlAfterFinished` is no duration; the text says why.
     #[error("field 'ttlAfterFinished': {0}")]
     Ttl(String),
@@ -452,7 +452,7 @@ mod tests {
         let wl = &s.workloads["w"];
         assert_eq!(wl.priority, Some(5));
         assert!(wl.policy.preempt_enabled);
-        assert_eq!(wl.migration, crate::scheduling::Migration::Rebalance);
+        assert_eq!(wl.migration, crate::workload_policy::Migration::Rebalance);
         assert_eq!(wl.agent_selector.as_ref().unwrap().rank[0].weight, 1.0);
         let both = text.replace("    priority: 5", "    agent: A\n    priority: 5");
         let e = parse_manifest("m.yaml", &both).unwrap_err().to_string();

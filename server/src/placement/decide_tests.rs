@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ank_common::scheduling::{AgentSelector, RankTerm};
+use ank_common::workload_policy::{AgentSelector, RankTerm};
 
 use super::*;
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use ank_common::placement::constraint::{LabelConstraint, MetricConstraint};
-use ank_common::scheduling::{AgentSelector, RankTerm};
+use ank_common::workload_policy::{AgentSelector, RankTerm};
 
 use super::MetricRange;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ank_common::scheduling::AgentSelector;
+use ank_common::workload_policy::AgentSelector;
 
 use super::*;
 use crate::placement::PlacementSettings;

@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ank_common::duration::format_elapsed;
-use ank_common::scheduling::Migration;
 use ank_common::workload_events::EventKind;
+use ank_common::workload_policy::Migration;
 use ank_common::{ExecutionState, State, StateKind, WorkloadState};
 use tokio::time::Instant;
 

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ank_common::scheduling::AgentSelector;
+use ank_common::workload_policy::AgentSelector;
 use tokio::time::Instant;
 
 use super::{AgentInfo, Constraints, Decision, PlacementSettings, SplitMix64};

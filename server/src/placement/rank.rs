@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use ank_common::scheduling::RankTerm;
+use ank_common::workload_policy::RankTerm;
 
 use super::MetricRange;
 use super::rng::SplitMix64;

@@ -1,10 +1,10 @@
-//! Wire <-> model of a workload's scheduling fields (priority, policy,
+//! Wire <-> model of a workload's policy fields (priority, policy,
 //! agentSelector, migration, ttlAfterFinished).
 
 use ank_proto::ank_base as pb;
 
 use super::ConvertError;
-use crate::scheduling::{AgentSelector, Migration, RankTerm, WorkloadPolicy};
+use crate::workload_policy::{AgentSelector, Migration, RankTerm, WorkloadPolicy};
 
 pub(crate) fn policy_from_pb(p: pb::WorkloadPolicy) -> WorkloadPolicy {
     WorkloadPolicy { preempt_enabled: p.preempt_enabled, preempt_exempt: p.preempt_exempt, isolated: p.isolated }

@@ -1,4 +1,4 @@
-//! The scheduling fields of a workload (the tackle2-hub and Krake ideas):
+//! The placement and preemption fields of a workload (the tackle2-hub and Krake ideas):
 //! its [`WorkloadPolicy`] (preemption and isolation), its
 //! [`AgentSelector`] (placement by constraints instead of a fixed agent)
 //! and its [`Migration`] rule, with their validation at apply time.
