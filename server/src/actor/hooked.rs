@@ -19,17 +19,11 @@ use super::update::{AcceptError, prepare_update};
 use super::{AnkaiosServer, Prepared, rejected};
 use crate::connections::{ConnId, Outbox};
 use crate::desired_state::DesiredState;
+use crate::hooks::HookOutcome;
 use crate::hooks::effect::{self, HookInput};
 use crate::hooks::flow::{ChainResult, Running, Update};
-use crate::hooks::{HookOutcome, HooksRegistry};
 
 impl AnkaiosServer {
-    /// Runs `hooks` on every update that changes workloads.
-    pub fn with_hooks(mut self, hooks: HooksRegistry) -> Self {
-        self.hooks.registry = hooks;
-        self
-    }
-
     /// An update request while hooks are configured: started now, or
     /// queued behind the running chain.
     pub(crate) fn hooked_update(

@@ -6,6 +6,7 @@
 //! pings (for the watchdog and `--check`).
 
 use ank_common::daemon::Pinger;
+use ank_common::duration::format_duration;
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -35,6 +36,7 @@ mod handle;
 mod hooked;
 mod parts;
 mod placement;
+mod streams;
 mod ticks;
 mod update;
 
@@ -42,9 +44,10 @@ use agents::Hello;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
 use placement::AgentChange;
 
+use parts::Lifecycle;
 pub use parts::LifecycleOptions;
 use parts::{Desired, Hooks, Io};
-use parts::{Lifecycle, Streams};
+use streams::{Streams, Watched};
 
 use crate::connections::Outbox;
 use crate::logs::campaigns::Requester;
@@ -146,7 +149,7 @@ impl AnkaiosServer {
             },
             states: WorkloadStateStore::default(),
             conns: Connections::default(),
-            streams: Streams::default(),
+            streams: Streams { limits: lifecycle.stream_limits, ..Streams::default() },
             jobs: JobEngine::new(jobs),
             lifecycle: Lifecycle {
                 resync,
@@ -156,7 +159,7 @@ impl AnkaiosServer {
                 gates: HealthGates::default(),
                 gate_file: state_file.as_ref().map(GateFile::next_to),
             },
-            hooks: Hooks::default(),
+            hooks: Hooks { registry: lifecycle.hooks, ..Hooks::default() },
         };
         server.place_update(&mut initial.rendered, &[]);
         rendering::render_initial(&mut server.lifecycle.seq, &server.desired.current, &server.states, &mut initial);
@@ -176,6 +179,16 @@ impl AnkaiosServer {
             server.advance_jobs();
         }
         server.flush();
+        if let Some(settings) = lifecycle.placement {
+            tracing::info!(
+                "placement: stickiness {}, reschedule after {}, agent-loss grace {}, tie-break seed {} (--scheduler-seed replays it)",
+                settings.stickiness,
+                format_duration(settings.reschedule_after),
+                format_duration(settings.agent_loss_grace),
+                settings.seed
+            );
+            server.lifecycle.placer.reconfigure(settings);
+        }
         (ServerHandle { tx, counts, pinger }, server)
     }
 
@@ -252,54 +265,12 @@ impl AnkaiosServer {
     /// agents whose states the change touched (the snapshot keeps the
     /// others'): a state report costs the same with 10 or 200 agents.
     pub(crate) fn with_events(&mut self, change: impl FnOnce(&mut Self)) {
-        if self.streams.events.is_empty() {
-            self.streams.states_seen.invalidate();
-            return change(self);
-        }
-        let sections = self.streams.events.sections();
-        let mut before = self.comparable_tree(&self.sections_tree(sections));
-        if sections.workload_states {
-            self.streams.states_seen.refresh(&mut self.states);
-        } else {
-            self.streams.states_seen.invalidate();
-        }
+        let watched = Watched { desired: &self.desired.current, conns: &self.conns, jobs: &self.jobs };
+        let Some(before) = self.streams.before(&watched, &mut self.states) else { return change(self) };
         change(self);
-        let mut current = self.sections_tree(sections);
-        let mut after = self.comparable_tree(&current);
-        if sections.workload_states {
-            let states = self.streams.states_seen.advance(&mut self.states);
-            for (tree, part) in
-                [(&mut before, states.before), (&mut after, states.after), (&mut current, states.current)]
-            {
-                if let Some(root) = tree.as_object_mut() {
-                    root.insert("workloadStates".to_owned(), serde_json::Value::Object(part));
-                }
-            }
-        }
-        for event in self.streams.events.events(&before, &after, &current) {
-            let content = ResponseContent::Event {
-                complete_state: Box::new(event.complete_state),
-                altered_fields: event.altered_fields,
-            };
-            self.io.out.send(event.conn, FromServer::Response(Response { request_id: event.request_id, content }));
-        }
-    }
-
-    /// The complete state's `sections` but its workload states.
-    fn sections_tree(&self, sections: crate::events::sections::Sections) -> serde_json::Value {
-        requests::complete_state_sections(&self.desired.current, &self.conns, &self.jobs, sections)
-    }
-
-    /// `tree` as Ankaios compares complete states for events.
-    pub(crate) fn comparable_tree(&self, tree: &serde_json::Value) -> serde_json::Value {
-        crate::events::state_diff::comparable(tree, |agent| self.conns.status_reported(agent))
-    }
-
-    /// Sets how many event subscriptions and log requests one connection
-    /// may keep open.
-    pub fn with_stream_limits(mut self, limits: crate::stream_limits::StreamLimits) -> Self {
-        self.streams.limits = limits;
-        self
+        let watched = Watched { desired: &self.desired.current, conns: &self.conns, jobs: &self.jobs };
+        let events = self.streams.events_after(before, &watched, &mut self.states);
+        self.io.out.append(events);
     }
 
     pub(crate) fn handle_message(&mut self, conn: ConnId, msg: ToServer) {

@@ -3,11 +3,10 @@
 //! into the outbox, then its moves as an internal update.
 
 use ank_common::State;
-use ank_common::duration::format_duration;
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
-use crate::placement::{Moved, Placement, PlacementSettings};
+use crate::placement::{Moved, Placement};
 
 /// What happened to an agent that placement looks at.
 pub(super) enum AgentChange<'a> {
@@ -22,19 +21,6 @@ pub(super) enum AgentChange<'a> {
 }
 
 impl AnkaiosServer {
-    /// Replaces the placement settings (the seed restarts the generator).
-    pub fn with_placement(mut self, settings: PlacementSettings) -> Self {
-        tracing::info!(
-            "placement: stickiness {}, reschedule after {}, agent-loss grace {}, tie-break seed {} (--scheduler-seed replays it)",
-            settings.stickiness,
-            format_duration(settings.reschedule_after),
-            format_duration(settings.agent_loss_grace),
-            settings.seed
-        );
-        self.lifecycle.placer.reconfigure(settings);
-        self
-    }
-
     /// What a placement pass borrows.
     fn placement(&mut self) -> Placement<'_> {
         Placement {
