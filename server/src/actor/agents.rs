@@ -78,7 +78,9 @@ impl AnkaiosServer {
         // Before the leftovers are deleted: an instance placed here again
         // is no leftover.
         self.placement_on(AgentChange::Joined(agent));
-        let out = self.resync_part().finish_deletions_after_hello(conn, agent, reports_conditions);
+        let (current, generations) = (&self.desired.current, &self.desired.generations);
+        let resync = self.lifecycle.resync.over(&mut self.states, &self.conns, &self.jobs, current, generations);
+        let out = resync.finish_deletions_after_hello(conn, agent, reports_conditions);
         self.io.out.append(out);
         // An agent of ours got the states it needs with the workloads that
         // need them.

@@ -51,12 +51,4 @@ impl AnkaiosServer {
             self.advance_jobs();
         }
     }
-
-    /// Every second: a job waiting with nothing to do may turn stuck.
-    // [feature L4: stuck detection]
-    pub(crate) fn jobs_tick(&mut self) {
-        if self.jobs.waits_on_clock() {
-            self.with_events(Self::advance_jobs);
-        }
-    }
 }

@@ -43,6 +43,7 @@ mod update;
 use agents::Hello;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
 use placement::AgentChange;
+use ticks::Timer;
 
 use parts::Lifecycle;
 pub use parts::LifecycleOptions;
@@ -203,13 +204,8 @@ impl AnkaiosServer {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = resync.tick() => {
-                    self.resync_tick(tokio::time::Instant::now());
-                    self.jobs_tick();
-                    self.placement_tick(tokio::time::Instant::now());
-                    self.gates_tick(tokio::time::Instant::now());
-                }
-                _ = reap.tick() => self.reaper_tick(),
+                _ = resync.tick() => self.tick(Timer::Resync, tokio::time::Instant::now()),
+                _ = reap.tick() => self.tick(Timer::Reap, tokio::time::Instant::now()),
                 Some(ping) = self.io.pings.recv() => {
                     let _ = ping.send(());
                 }
