@@ -19,6 +19,7 @@ use crate::desired_state::{self, DesiredState};
 use crate::health_gate::HealthGates;
 use crate::health_gate::file::GateFile;
 use crate::health_gate::observe;
+use crate::hooks::flow::Update;
 use crate::jobs::{JobEngine, JobSettings, job_accepted};
 use crate::placement::Placer;
 use crate::reaper::Reaper;
@@ -54,12 +55,6 @@ use crate::connections::Outbox;
 use crate::logs::campaigns::Requester;
 
 use crate::workload_states::ResyncSettings;
-
-/// The answer to an update the server refuses, worded as Ankaios words it.
-pub(crate) fn rejected(reason: String) -> ResponseContent {
-    tracing::warn!("Update rejected: '{reason}'");
-    ResponseContent::Error(format!("Update rejected: '{reason}'"))
-}
 
 /// Whether `msg` may change the complete state (and so cause events):
 /// reads, log traffic and goodbyes do not.
@@ -211,7 +206,11 @@ impl AnkaiosServer {
                 }
                 Some(done) = self.hooks.flow.done() => self.with_events(|s| {
                     s.hooks_done(done);
-                    s.start_queued();
+                    // The queued updates start in order until one waits
+                    // for its hooks.
+                    while let Some(update) = s.hooks.flow.next_queued() {
+                        s.start_update(update);
+                    }
                     s.advance_jobs();
                 }),
                 cmd = self.io.rx.recv() => match cmd {
@@ -337,8 +336,13 @@ impl AnkaiosServer {
                     Err(e) => ResponseContent::Error(e),
                 }
             }
+            // With hooks: started now, or queued behind the running chain.
             RequestContent::UpdateState { new_state, update_mask } if !self.hooks.registry.is_empty() => {
-                return self.hooked_update(conn, request.request_id, new_state, update_mask);
+                let update = Update { conn, request_id: request.request_id, new_state, update_mask };
+                if let Some(update) = self.hooks.flow.submit(update) {
+                    self.start_update(update);
+                }
+                return;
             }
             RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
             RequestContent::Logs(logs) => {

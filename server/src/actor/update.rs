@@ -7,13 +7,12 @@ use ank_common::convert::PartialCompleteState;
 use ank_common::messages::{FromServer, ResponseContent};
 
 use super::placement::AgentChange;
-use super::{AnkaiosServer, Prepared, rejected};
+use super::{AnkaiosServer, Prepared};
 use crate::connections::Connections;
 use crate::desired_state::{self, DesiredState, StateDiff};
-use crate::hooks::HookError;
-use crate::hooks::effect::AnswerError;
+use crate::hooks::flow::ChainError;
 use crate::rendering;
-use crate::requests;
+use crate::requests::{self, rejected};
 use crate::seq_pools::SeqPoolsError;
 use crate::state_file::StateFileError;
 
@@ -27,12 +26,10 @@ pub(crate) enum AcceptError {
     /// The state file cannot be written.
     #[error(transparent)]
     StateFile(#[from] StateFileError),
-    /// A chain of mutating hooks refused the change.
+    /// A chain of mutating hooks refused the change, or its answer
+    /// cannot be applied.
     #[error(transparent)]
-    Hooks(#[from] HookError),
-    /// The hooks' answer cannot be applied.
-    #[error(transparent)]
-    HookAnswer(#[from] AnswerError),
+    Hooks(#[from] ChainError),
 }
 
 impl AnkaiosServer {
