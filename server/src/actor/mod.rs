@@ -157,7 +157,8 @@ impl AnkaiosServer {
             },
             hooks: Hooks { registry: lifecycle.hooks, ..Hooks::default() },
         };
-        server.place_update(&mut initial.rendered, &[]);
+        let placement = server.lifecycle.placer.pass(&server.conns, &server.desired.current, &mut server.states);
+        server.io.out.append(placement.place_update(&mut initial.rendered, &[]));
         rendering::render_initial(&mut server.lifecycle.seq, &server.desired.current, &server.states, &mut initial);
         let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
         server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
@@ -171,7 +172,10 @@ impl AnkaiosServer {
         server.states.record_decided(&diff, &current.rendered, generations, |n| placer.not_scheduled_state(n));
         if !diff.added.is_empty() {
             // The startup manifest is the first job.
-            server.open_job(&ank_common::State::default(), &diff, true);
+            let generations = &server.desired.generations;
+            let (_, out) =
+                server.jobs.open_job(&mut server.states, &ank_common::State::default(), &diff, true, generations);
+            server.io.out.append(out);
             server.advance_jobs();
         }
         server.flush();

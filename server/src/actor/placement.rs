@@ -1,8 +1,6 @@
 //! The actor's side of placement: it lends a pass the parts it reads and
-//! writes ([`Placement`]) and applies what the pass returns: its messages
+//! writes (`Placement`, through `Placer::pass`) and applies what the pass returns: its messages
 //! into the outbox, then its moves as an internal update.
-
-use ank_common::State;
 
 use super::AnkaiosServer;
 use crate::placement::Moved;
@@ -20,15 +18,6 @@ pub(super) enum AgentChange<'a> {
 }
 
 impl AnkaiosServer {
-    /// Writes the agents of the selector workloads of `next`, a rendered
-    /// state about to replace the current one (see
-    /// [`Placement::place_update`]).
-    pub(super) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
-        let out =
-            self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states).place_update(next, moves);
-        self.io.out.append(out);
-    }
-
     /// Lets placement react to what happened to an agent, and moves what
     /// it moved.
     pub(super) fn placement_on(&mut self, change: AgentChange<'_>) {

@@ -10,6 +10,7 @@ use super::placement::AgentChange;
 use super::{AnkaiosServer, Prepared};
 use crate::connections::Connections;
 use crate::desired_state::{self, DesiredState, StateDiff};
+use crate::health_gate::observe;
 use crate::hooks::flow::ChainError;
 use crate::rendering;
 use crate::requests::{self, rejected};
@@ -88,7 +89,8 @@ impl AnkaiosServer {
         moves: &[(String, String)],
     ) -> Result<Prepared, AcceptError> {
         // Placement first: the ${seq:N} pools are per agent.
-        self.place_update(&mut next.rendered, moves);
+        let placement = self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states);
+        self.io.out.append(placement.place_update(&mut next.rendered, moves));
         let table = rendering::render_for_agents(&self.lifecycle.seq, &self.desired.current, &self.states, &mut next)
             .inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
         Ok(Prepared { next, table })
@@ -126,7 +128,13 @@ impl AnkaiosServer {
             .generations
             .advance(&self.desired.current.rendered, &next.rendered, |name| states.max_generation(name));
         let old = std::mem::replace(&mut self.desired.current, next);
-        self.gates_follow_change(&before);
+        // The gates follow the change; the revert marks of new specs go.
+        let (gates, file) = (&mut self.lifecycle.gates, self.lifecycle.gate_file.as_ref());
+        let now = tokio::time::Instant::now();
+        for name in observe::follow_change(gates, file, &self.desired.current, &self.desired.generations, &before, now)
+        {
+            self.states.clear_reverted(&name);
+        }
         let workloads = &self.desired.current.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
         rendering::record_escalations(&self.desired.current, &mut self.states, &old.rendered);
@@ -138,7 +146,9 @@ impl AnkaiosServer {
         if !changed.is_empty() {
             self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
         }
-        let id = self.open_job(&old.rendered, &diff, false);
+        let generations = &self.desired.generations;
+        let (id, out) = self.jobs.open_job(&mut self.states, &old.rendered, &diff, false, generations);
+        self.io.out.append(out);
         tracing::info!(
             "job {id}: {} workloads to add, {} to delete",
             diff.added.values().map(Vec::len).sum::<usize>(),
