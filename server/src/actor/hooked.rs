@@ -14,6 +14,7 @@
 use ank_common::State;
 use ank_common::messages::{FromServer, HookChange, Response, ResponseContent};
 
+use super::parts::Hooks;
 use super::update::{AcceptError, prepare_update};
 use super::{AnkaiosServer, Prepared};
 use crate::connections::Outbox;
@@ -75,17 +76,6 @@ impl AnkaiosServer {
         Ok(())
     }
 
-    /// Runs the hooks on the state the server started with, as if it had
-    /// been applied to an empty one; until they answer, it is served as
-    /// loaded.
-    pub(crate) fn start_initial_hooks(&mut self) {
-        if self.hooks.registry.is_empty() {
-            return;
-        }
-        let Some(input) = effect::input(&State::default(), &self.desired.current.rendered) else { return };
-        self.hooks.flow.start(&self.hooks.registry, Running::Initial(input));
-    }
-
     /// The running chain ended: commits its update, the loaded state or
     /// the server's change with the effect of the hooks' answer
     /// ([`Concluded`]), or refuses it.
@@ -129,6 +119,19 @@ impl AnkaiosServer {
             *hook_changes = changes;
         }
         answer_update(&mut self.io.out, &update, answer);
+    }
+}
+
+impl Hooks {
+    /// Runs the hooks on the state the server started with (`loaded`), as
+    /// if it had been applied to an empty one; until they answer, it is
+    /// served as loaded.
+    pub(super) fn start_initial(&mut self, loaded: &State) {
+        if self.registry.is_empty() {
+            return;
+        }
+        let Some(input) = effect::input(&State::default(), loaded) else { return };
+        self.flow.start(&self.registry, Running::Initial(input));
     }
 }
 

@@ -198,7 +198,7 @@ impl AnkaiosServer {
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut reap = tokio::time::interval(self.lifecycle.reaper.settings().tick);
         reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        self.start_initial_hooks();
+        self.hooks.start_initial(&self.desired.current.rendered);
         self.flush();
         loop {
             tokio::select! {
