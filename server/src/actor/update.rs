@@ -40,7 +40,7 @@ impl AnkaiosServer {
             Err(answer) => return answer,
         };
         let began = tokio::time::Instant::now();
-        // With hooks configured, changes go through `hooked_update` and
+        // With hooks configured, changes go through `start_update` and
         // `server_change` instead.
         debug_assert!(self.hooks.registry.is_empty(), "a change bypassed the mutating hooks");
         let result = self.prepare_accept(next, &[]).and_then(|prepared| self.commit(prepared));
