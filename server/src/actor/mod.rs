@@ -284,7 +284,13 @@ impl AnkaiosServer {
                     self.conns.close(conn);
                 }
             }
-            ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
+            ToServer::UpdateWorkloadState(reports) => {
+                let (rendered, generations, jobs) =
+                    (&self.desired.current.rendered, &self.desired.generations, &self.jobs);
+                let canceled = |n: &_| jobs.is_canceled(n);
+                let out = self.states.take_reports(&mut self.conns, conn, reports, rendered, generations, canceled);
+                self.io.out.append(out);
+            }
             ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
                 match self.conns.record_load(conn, &agent_name, status, &metrics, quota_used) {
                     Some(LoadNews::First) => self.placement_on(AgentChange::Advertised(&agent_name)),
