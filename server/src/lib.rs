@@ -169,12 +169,14 @@ pub fn start_actor(
         Some(file) => seq_pools::SeqPools::open(file.seq_path())?,
         None => seq_pools::SeqPools::in_memory(),
     };
-    let lifecycle = LifecycleOptions { seq, reaper: options.reaper };
+    let lifecycle = LifecycleOptions {
+        seq,
+        reaper: options.reaper,
+        placement: Some(options.placement.clone()),
+        hooks: options.hooks.clone(),
+        stream_limits: options.stream_limits,
+    };
     let (handle, actor) = actor::AnkaiosServer::new_with(initial, state_file, options.resync, options.jobs, lifecycle);
-    let actor = actor
-        .with_placement(options.placement.clone())
-        .with_hooks(options.hooks.clone())
-        .with_stream_limits(options.stream_limits);
     Ok((handle, tokio::spawn(actor.run(shutdown))))
 }
 

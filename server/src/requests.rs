@@ -5,7 +5,7 @@ use ank_common::CompleteState;
 use ank_common::convert::{PartialCompleteState, PartialState, partial_states, selects_typed};
 use ank_common::field_mask;
 use ank_common::mask_path::{MaskPath, Segment};
-use ank_common::messages::RequestContent;
+use ank_common::messages::{RequestContent, ResponseContent};
 use serde_json::Value;
 
 use crate::connections::Connections;
@@ -13,6 +13,12 @@ use crate::desired_state::DesiredState;
 use crate::events::sections::Sections;
 use crate::jobs::JobEngine;
 use crate::workload_states::WorkloadStateStore;
+
+/// The answer to an update the server refuses, worded as Ankaios words it.
+pub(crate) fn rejected(reason: String) -> ResponseContent {
+    tracing::warn!("Update rejected: '{reason}'");
+    ResponseContent::Error(format!("Update rejected: '{reason}'"))
+}
 
 /// Refuses a request whose field or update masks are not all valid mask
 /// paths (an empty segment: see [`MaskPath`]), before anything reads them.

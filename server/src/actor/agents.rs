@@ -1,14 +1,15 @@
-//! The actor's handlers of the agents' connection messages: hellos,
-//! workload-state reports (taken in by the store,
-//! `workload_states/reports.rs`; the actor pushes what changed) and closed
-//! streams (the store decides what a disconnected agent's workloads show). Load reports go to the connections (`connections/load.rs`),
-//! which say when placement must look again.
+//! The actor's handlers of the agents' connection messages: hellos and
+//! closed streams (the store decides what a disconnected agent's workloads
+//! show). Workload-state reports are taken in by the store
+//! (`workload_states/reports.rs`), which returns what to push; load reports
+//! go to the connections (`connections/load.rs`), which say when placement
+//! must look again.
 
 use std::collections::BTreeMap;
 
+use ank_common::AgentAttributes;
 use ank_common::messages::FromServer;
 use ank_common::quota::{AgentQuota, QuotaLimits};
-use ank_common::{AgentAttributes, WorkloadState};
 
 use super::AnkaiosServer;
 use super::placement::AgentChange;
@@ -78,7 +79,9 @@ impl AnkaiosServer {
         // Before the leftovers are deleted: an instance placed here again
         // is no leftover.
         self.placement_on(AgentChange::Joined(agent));
-        let out = self.resync_part().finish_deletions_after_hello(conn, agent, reports_conditions);
+        let (current, generations) = (&self.desired.current, &self.desired.generations);
+        let resync = self.lifecycle.resync.over(&mut self.states, &self.conns, &self.jobs, current, generations);
+        let out = resync.finish_deletions_after_hello(conn, agent, reports_conditions);
         self.io.out.append(out);
         // An agent of ours got the states it needs with the workloads that
         // need them.
@@ -87,23 +90,6 @@ impl AnkaiosServer {
             if !others.is_empty() {
                 self.io.out.send(conn, FromServer::UpdateWorkloadState(others));
             }
-        }
-    }
-
-    pub(crate) fn handle_workload_states(&mut self, conn: ConnId, states: Vec<WorkloadState>) {
-        let Some(agent) = self.conns.agent_of(conn) else {
-            tracing::warn!("connection {conn}: workload states from a stream that is no agent ignored");
-            return;
-        };
-        let (rendered, generations, jobs) = (&self.desired.current.rendered, &self.desired.generations, &self.jobs);
-        let ingested = self.states.ingest_reports(&agent, states, rendered, generations, |n| jobs.is_canceled(n));
-        if ingested.stale > 0
-            && let Some(attrs) = self.conns.agent_attributes_mut(&agent)
-        {
-            attrs.dropped_stale_reports += ingested.stale;
-        }
-        if !ingested.changed.is_empty() {
-            self.io.out.broadcast(Some(&agent), FromServer::UpdateWorkloadState(ingested.changed));
         }
     }
 

@@ -1,31 +1,15 @@
-//! The actor's side of apply jobs: it opens the job of every accepted
-//! change (the engine decides its items; the actor forgets the states the
-//! engine says are gone) and advances the jobs once per command that may
-//! change the state, sending what [`Advance`] hands out.
+//! The actor's side of apply jobs: the engine opens the job of every
+//! accepted change (`JobEngine::open_job`, in `update.rs`); the actor
+//! advances the jobs once per command that may change the state, sending
+//! what [`Advance`] hands out.
 
-use ank_common::State;
-use ank_common::messages::FromServer;
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
 use crate::connections::Outbox;
-use crate::desired_state::StateDiff;
 use crate::jobs::Advance;
 
 impl AnkaiosServer {
-    /// Opens the job of an accepted change from rendered state `old` to the
-    /// current one (`startup`: the items go out at once), and forgets the
-    /// held workloads it replaces that never reached their agent.
-    pub(crate) fn open_job(&mut self, old: &State, diff: &StateDiff, startup: bool) -> u64 {
-        let opened = self.jobs.open_change(old, diff, startup, &self.desired.generations);
-        for n in &opened.forget {
-            if let Some(gone) = self.states.forget(n) {
-                self.io.out.broadcast(None, FromServer::UpdateWorkloadState(vec![gone]));
-            }
-        }
-        opened.id
-    }
-
     /// Steps the jobs until nothing more goes out: hands out what became
     /// ready and shows what is held. Runs once per command that may change
     /// the state; what it sends goes where the first job not advanced yet
@@ -49,14 +33,6 @@ impl AnkaiosServer {
     pub(crate) fn advance_jobs_if_opened(&mut self) {
         if self.io.out.job_pending() {
             self.advance_jobs();
-        }
-    }
-
-    /// Every second: a job waiting with nothing to do may turn stuck.
-    // [feature L4: stuck detection]
-    pub(crate) fn jobs_tick(&mut self) {
-        if self.jobs.waits_on_clock() {
-            self.with_events(Self::advance_jobs);
         }
     }
 }

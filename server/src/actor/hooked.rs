@@ -12,50 +12,20 @@
 //! [`HookFlow`]: crate::hooks::flow::HookFlow
 
 use ank_common::State;
-use ank_common::convert::PartialCompleteState;
 use ank_common::messages::{FromServer, HookChange, Response, ResponseContent};
 
+use super::parts::Hooks;
 use super::update::{AcceptError, prepare_update};
-use super::{AnkaiosServer, Prepared, rejected};
-use crate::connections::{ConnId, Outbox};
+use super::{AnkaiosServer, Prepared};
+use crate::connections::Outbox;
 use crate::desired_state::DesiredState;
-use crate::hooks::effect::{self, HookInput};
-use crate::hooks::flow::{ChainResult, Running, Update};
-use crate::hooks::{HookOutcome, HooksRegistry};
+use crate::hooks::effect;
+use crate::hooks::flow::{ChainResult, Concluded, Running, Update};
 
 impl AnkaiosServer {
-    /// Runs `hooks` on every update that changes workloads.
-    pub fn with_hooks(mut self, hooks: HooksRegistry) -> Self {
-        self.hooks.registry = hooks;
-        self
-    }
-
-    /// An update request while hooks are configured: started now, or
-    /// queued behind the running chain.
-    pub(crate) fn hooked_update(
-        &mut self,
-        conn: ConnId,
-        request_id: String,
-        new_state: Box<PartialCompleteState>,
-        update_mask: Vec<String>,
-    ) {
-        let update = Update { conn, request_id, new_state, update_mask };
-        if self.hooks.flow.busy() {
-            return self.hooks.flow.wait(update);
-        }
-        self.start_update(update);
-    }
-
-    /// Starts the queued updates in order until one waits for its hooks.
-    pub(crate) fn start_queued(&mut self) {
-        while let Some(update) = self.hooks.flow.next_queued() {
-            self.start_update(update);
-        }
-    }
-
     /// Prepares `update`; answers at once if it is refused or changes no
     /// workload, else starts its chain.
-    fn start_update(&mut self, update: Update) {
+    pub(super) fn start_update(&mut self, update: Update) {
         let next = match prepare_update(&self.desired.current, &self.conns, &update.new_state, &update.update_mask) {
             Ok(next) => next,
             Err(answer) => return answer_update(&mut self.io.out, &update, answer),
@@ -106,71 +76,38 @@ impl AnkaiosServer {
         Ok(())
     }
 
-    /// Runs the hooks on the state the server started with, as if it had
-    /// been applied to an empty one; until they answer, it is served as
-    /// loaded.
-    pub(crate) fn start_initial_hooks(&mut self) {
-        if self.hooks.registry.is_empty() {
-            return;
-        }
-        let Some(input) = effect::input(&State::default(), &self.desired.current.rendered) else { return };
-        self.hooks.flow.start(&self.hooks.registry, Running::Initial(input));
-    }
-
-    /// The running chain ended: commits its update with the effect of the
-    /// hooks' answer, or refuses it.
+    /// The running chain ended: commits its update, the loaded state or
+    /// the server's change with the effect of the hooks' answer
+    /// ([`Concluded`]), or refuses it.
     pub(crate) fn hooks_done(&mut self, result: ChainResult) {
-        let (update, prepared, input) = match self.hooks.flow.finished() {
-            Some(Running::Update { update, prepared, input }) => (update, *prepared, input),
-            Some(Running::Initial(input)) => return self.initial_hooks_done(result, &input),
-            Some(Running::ServerChange { what, prepared, input }) => {
-                return self.server_change_done(result, &what, *prepared, &input);
-            }
-            None => return,
+        let current = &self.desired.current.rendered;
+        let Some(concluded) = self.hooks.flow.conclude(result, current, |p: &Prepared| &p.next.rendered) else {
+            return;
         };
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                let text = e.rejection();
-                tracing::info!("{text}");
-                return answer_update(&mut self.io.out, &update, ResponseContent::Error(text));
+        match concluded {
+            Concluded::Update { update, prepared, result: Ok((effective, changes)) } => {
+                self.finish_update(update, prepared, effective, changes);
             }
-        };
-        let changes = hook_changes(&outcome);
-        match effect::apply(&self.desired.current.rendered, &prepared.next.rendered, &input, outcome) {
-            Ok(effective) => self.finish_update(update, prepared, effective, changes),
-            Err(e) => answer_update(&mut self.io.out, &update, rejected(e.to_string())),
-        }
-    }
-
-    fn initial_hooks_done(&mut self, result: ChainResult, input: &HookInput) {
-        let loaded = &self.desired.current.rendered;
-        let effective = result
-            .map_err(AcceptError::from)
-            .and_then(|outcome| Ok(effect::apply(&State::default(), loaded, input, outcome)?));
-        match effective {
-            Ok(effective) => {
+            Concluded::Update { update, result: Err(answer), .. } => answer_update(&mut self.io.out, &update, answer),
+            Concluded::Initial(Ok(effective)) => {
                 let mut next = self.desired.current.clone();
                 set_effective(&mut next, effective);
                 let (_, job) = self.switch_to(next);
                 tracing::info!("job {job}: the loaded desired state as the mutating hooks made it");
             }
-            Err(e) => tracing::error!("the mutating hooks refused the loaded desired state, served as loaded: {e}"),
-        }
-    }
-
-    fn server_change_done(&mut self, result: ChainResult, what: &str, mut prepared: Prepared, input: &HookInput) {
-        let current = &self.desired.current.rendered;
-        let effective = result
-            .map_err(AcceptError::from)
-            .and_then(|outcome| Ok(effect::apply(current, &prepared.next.rendered, input, outcome)?));
-        let committed = effective.and_then(|effective| {
-            set_effective(&mut prepared.next, effective);
-            self.commit(prepared)
-        });
-        match committed {
-            Ok((_, job)) => tracing::info!("job {job}: {what}, as the mutating hooks made it"),
-            Err(e) => tracing::warn!("{what} not applied, tried again at its next occasion: {e}"),
+            Concluded::Initial(Err(e)) => {
+                tracing::error!("the mutating hooks refused the loaded desired state, served as loaded: {e}");
+            }
+            Concluded::ServerChange { what, mut prepared, effective } => {
+                let committed = effective.map_err(AcceptError::from).and_then(|effective| {
+                    set_effective(&mut prepared.next, effective);
+                    self.commit(prepared)
+                });
+                match committed {
+                    Ok((_, job)) => tracing::info!("job {job}: {what}, as the mutating hooks made it"),
+                    Err(e) => tracing::warn!("{what} not applied, tried again at its next occasion: {e}"),
+                }
+            }
         }
     }
 
@@ -182,6 +119,19 @@ impl AnkaiosServer {
             *hook_changes = changes;
         }
         answer_update(&mut self.io.out, &update, answer);
+    }
+}
+
+impl Hooks {
+    /// Runs the hooks on the state the server started with (`loaded`), as
+    /// if it had been applied to an empty one; until they answer, it is
+    /// served as loaded.
+    pub(super) fn start_initial(&mut self, loaded: &State) {
+        if self.registry.is_empty() {
+            return;
+        }
+        let Some(input) = effect::input(&State::default(), loaded) else { return };
+        self.flow.start(&self.registry, Running::Initial(input));
     }
 }
 
@@ -201,13 +151,4 @@ fn answer_update(out: &mut Outbox, update: &Update, content: ResponseContent) {
 fn set_effective(next: &mut DesiredState, effective: State) {
     let pre_hook = std::mem::replace(&mut next.rendered, effective);
     next.pre_hook = (pre_hook != next.rendered).then_some(pre_hook);
-}
-
-/// Which hook changed which workloads, for the update's answer.
-fn hook_changes(outcome: &HookOutcome) -> Vec<HookChange> {
-    outcome
-        .changed_by
-        .iter()
-        .map(|(hook, workloads)| HookChange { hook: hook.clone(), workloads: workloads.clone() })
-        .collect()
 }

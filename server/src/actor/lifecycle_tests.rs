@@ -67,9 +67,10 @@ async fn start_with_jobs(
     jobs: crate::jobs::JobSettings,
 ) -> (Harness, Vec<WorkloadSpec>) {
     let initial = DesiredState::new(initial).expect("valid initial state");
+    let lifecycle = LifecycleOptions { hooks: crate::hooks::HooksRegistry::new(hooks), ..lifecycle };
     let (handle, actor) = AnkaiosServer::new_with(initial, state_file, ResyncSettings::default(), jobs, lifecycle);
     let stop = CancellationToken::new();
-    tokio::spawn(actor.with_hooks(crate::hooks::HooksRegistry::new(hooks)).run(stop.clone()));
+    tokio::spawn(actor.run(stop.clone()));
     let (agent_tx, mut agent_rx) = mpsc::channel(256);
     let (cli_tx, cli_rx) = mpsc::channel(256);
     handle.opened(AGENT, ConnKind::Agent, agent_tx).await;

@@ -6,6 +6,7 @@
 //! pings (for the watchdog and `--check`).
 
 use ank_common::daemon::Pinger;
+use ank_common::duration::format_duration;
 use ank_common::messages::{FromServer, Request, RequestContent, Response, ResponseContent, ToServer};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -18,6 +19,7 @@ use crate::desired_state::{self, DesiredState};
 use crate::health_gate::HealthGates;
 use crate::health_gate::file::GateFile;
 use crate::health_gate::observe;
+use crate::hooks::flow::Update;
 use crate::jobs::{JobEngine, JobSettings, job_accepted};
 use crate::placement::Placer;
 use crate::reaper::Reaper;
@@ -35,27 +37,24 @@ mod handle;
 mod hooked;
 mod parts;
 mod placement;
+mod streams;
 mod ticks;
 mod update;
 
 use agents::Hello;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
 use placement::AgentChange;
+use ticks::Timer;
 
+use parts::Lifecycle;
 pub use parts::LifecycleOptions;
 use parts::{Desired, Hooks, Io};
-use parts::{Lifecycle, Streams};
+use streams::{Streams, Watched};
 
 use crate::connections::Outbox;
 use crate::logs::campaigns::Requester;
 
 use crate::workload_states::ResyncSettings;
-
-/// The answer to an update the server refuses, worded as Ankaios words it.
-pub(crate) fn rejected(reason: String) -> ResponseContent {
-    tracing::warn!("Update rejected: '{reason}'");
-    ResponseContent::Error(format!("Update rejected: '{reason}'"))
-}
 
 /// Whether `msg` may change the complete state (and so cause events):
 /// reads, log traffic and goodbyes do not.
@@ -146,7 +145,7 @@ impl AnkaiosServer {
             },
             states: WorkloadStateStore::default(),
             conns: Connections::default(),
-            streams: Streams::default(),
+            streams: Streams { limits: lifecycle.stream_limits, ..Streams::default() },
             jobs: JobEngine::new(jobs),
             lifecycle: Lifecycle {
                 resync,
@@ -156,9 +155,10 @@ impl AnkaiosServer {
                 gates: HealthGates::default(),
                 gate_file: state_file.as_ref().map(GateFile::next_to),
             },
-            hooks: Hooks::default(),
+            hooks: Hooks { registry: lifecycle.hooks, ..Hooks::default() },
         };
-        server.place_update(&mut initial.rendered, &[]);
+        let placement = server.lifecycle.placer.pass(&server.conns, &server.desired.current, &mut server.states);
+        server.io.out.append(placement.place_update(&mut initial.rendered, &[]));
         rendering::render_initial(&mut server.lifecycle.seq, &server.desired.current, &server.states, &mut initial);
         let diff = desired_state::diff(&server.desired.current.rendered, &initial.rendered);
         server.desired.generations.advance(&server.desired.current.rendered, &initial.rendered, |_| 0);
@@ -172,10 +172,23 @@ impl AnkaiosServer {
         server.states.record_decided(&diff, &current.rendered, generations, |n| placer.not_scheduled_state(n));
         if !diff.added.is_empty() {
             // The startup manifest is the first job.
-            server.open_job(&ank_common::State::default(), &diff, true);
+            let generations = &server.desired.generations;
+            let (_, out) =
+                server.jobs.open_job(&mut server.states, &ank_common::State::default(), &diff, true, generations);
+            server.io.out.append(out);
             server.advance_jobs();
         }
         server.flush();
+        if let Some(settings) = lifecycle.placement {
+            tracing::info!(
+                "placement: stickiness {}, reschedule after {}, agent-loss grace {}, tie-break seed {} (--scheduler-seed replays it)",
+                settings.stickiness,
+                format_duration(settings.reschedule_after),
+                format_duration(settings.agent_loss_grace),
+                settings.seed
+            );
+            server.lifecycle.placer.reconfigure(settings);
+        }
         (ServerHandle { tx, counts, pinger }, server)
     }
 
@@ -185,24 +198,23 @@ impl AnkaiosServer {
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut reap = tokio::time::interval(self.lifecycle.reaper.settings().tick);
         reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        self.start_initial_hooks();
+        self.hooks.start_initial(&self.desired.current.rendered);
         self.flush();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = resync.tick() => {
-                    self.resync_tick(tokio::time::Instant::now());
-                    self.jobs_tick();
-                    self.placement_tick(tokio::time::Instant::now());
-                    self.gates_tick(tokio::time::Instant::now());
-                }
-                _ = reap.tick() => self.reaper_tick(),
+                _ = resync.tick() => self.tick(Timer::Resync, tokio::time::Instant::now()),
+                _ = reap.tick() => self.tick(Timer::Reap, tokio::time::Instant::now()),
                 Some(ping) = self.io.pings.recv() => {
                     let _ = ping.send(());
                 }
                 Some(done) = self.hooks.flow.done() => self.with_events(|s| {
                     s.hooks_done(done);
-                    s.start_queued();
+                    // The queued updates start in order until one waits
+                    // for its hooks.
+                    while let Some(update) = s.hooks.flow.next_queued() {
+                        s.start_update(update);
+                    }
                     s.advance_jobs();
                 }),
                 cmd = self.io.rx.recv() => match cmd {
@@ -252,54 +264,12 @@ impl AnkaiosServer {
     /// agents whose states the change touched (the snapshot keeps the
     /// others'): a state report costs the same with 10 or 200 agents.
     pub(crate) fn with_events(&mut self, change: impl FnOnce(&mut Self)) {
-        if self.streams.events.is_empty() {
-            self.streams.states_seen.invalidate();
-            return change(self);
-        }
-        let sections = self.streams.events.sections();
-        let mut before = self.comparable_tree(&self.sections_tree(sections));
-        if sections.workload_states {
-            self.streams.states_seen.refresh(&mut self.states);
-        } else {
-            self.streams.states_seen.invalidate();
-        }
+        let watched = Watched { desired: &self.desired.current, conns: &self.conns, jobs: &self.jobs };
+        let Some(before) = self.streams.before(&watched, &mut self.states) else { return change(self) };
         change(self);
-        let mut current = self.sections_tree(sections);
-        let mut after = self.comparable_tree(&current);
-        if sections.workload_states {
-            let states = self.streams.states_seen.advance(&mut self.states);
-            for (tree, part) in
-                [(&mut before, states.before), (&mut after, states.after), (&mut current, states.current)]
-            {
-                if let Some(root) = tree.as_object_mut() {
-                    root.insert("workloadStates".to_owned(), serde_json::Value::Object(part));
-                }
-            }
-        }
-        for event in self.streams.events.events(&before, &after, &current) {
-            let content = ResponseContent::Event {
-                complete_state: Box::new(event.complete_state),
-                altered_fields: event.altered_fields,
-            };
-            self.io.out.send(event.conn, FromServer::Response(Response { request_id: event.request_id, content }));
-        }
-    }
-
-    /// The complete state's `sections` but its workload states.
-    fn sections_tree(&self, sections: crate::events::sections::Sections) -> serde_json::Value {
-        requests::complete_state_sections(&self.desired.current, &self.conns, &self.jobs, sections)
-    }
-
-    /// `tree` as Ankaios compares complete states for events.
-    pub(crate) fn comparable_tree(&self, tree: &serde_json::Value) -> serde_json::Value {
-        crate::events::state_diff::comparable(tree, |agent| self.conns.status_reported(agent))
-    }
-
-    /// Sets how many event subscriptions and log requests one connection
-    /// may keep open.
-    pub fn with_stream_limits(mut self, limits: crate::stream_limits::StreamLimits) -> Self {
-        self.streams.limits = limits;
-        self
+        let watched = Watched { desired: &self.desired.current, conns: &self.conns, jobs: &self.jobs };
+        let events = self.streams.events_after(before, &watched, &mut self.states);
+        self.io.out.append(events);
     }
 
     pub(crate) fn handle_message(&mut self, conn: ConnId, msg: ToServer) {
@@ -314,7 +284,13 @@ impl AnkaiosServer {
                     self.conns.close(conn);
                 }
             }
-            ToServer::UpdateWorkloadState(states) => self.handle_workload_states(conn, states),
+            ToServer::UpdateWorkloadState(reports) => {
+                let (rendered, generations, jobs) =
+                    (&self.desired.current.rendered, &self.desired.generations, &self.jobs);
+                let canceled = |n: &_| jobs.is_canceled(n);
+                let out = self.states.take_reports(&mut self.conns, conn, reports, rendered, generations, canceled);
+                self.io.out.append(out);
+            }
             ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
                 match self.conns.record_load(conn, &agent_name, status, &metrics, quota_used) {
                     Some(LoadNews::First) => self.placement_on(AgentChange::Advertised(&agent_name)),
@@ -370,8 +346,13 @@ impl AnkaiosServer {
                     Err(e) => ResponseContent::Error(e),
                 }
             }
+            // With hooks: started now, or queued behind the running chain.
             RequestContent::UpdateState { new_state, update_mask } if !self.hooks.registry.is_empty() => {
-                return self.hooked_update(conn, request.request_id, new_state, update_mask);
+                let update = Update { conn, request_id: request.request_id, new_state, update_mask };
+                if let Some(update) = self.hooks.flow.submit(update) {
+                    self.start_update(update);
+                }
+                return;
             }
             RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
             RequestContent::Logs(logs) => {

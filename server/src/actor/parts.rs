@@ -1,7 +1,7 @@
 //! The parts the actor's state is grouped into. Each part belongs to one
-//! feature; the actor only holds them side by side. The streams and the
-//! lifecycle parts are the actor's own: their features borrow what they
-//! need from it and return their effects.
+//! feature; the actor only holds them side by side. The lifecycle part is
+//! the actor's own: its features borrow what they need from it and return
+//! their effects. The streams part is in `streams.rs`.
 
 use ank_common::daemon::Ping;
 use tokio::sync::{mpsc, watch};
@@ -10,14 +10,11 @@ use super::{ServerCommand, ServerCounts};
 use crate::connections::Outbox;
 use crate::desired_state::DesiredState;
 use crate::desired_state::generations::Generations;
-use crate::events::EventSubscriptions;
-use crate::events::snapshot::StatesSnapshot;
 use crate::health_gate::HealthGates;
 use crate::health_gate::file::GateFile;
 use crate::hooks::HooksRegistry;
 use crate::hooks::flow::HookFlow;
-use crate::logs::campaigns::LogCampaigns;
-use crate::placement::Placer;
+use crate::placement::{PlacementSettings, Placer};
 use crate::reaper::{Reaper, ReaperSettings};
 use crate::seq_pools::SeqPools;
 use crate::state_file::StateFile;
@@ -42,25 +39,24 @@ pub(super) struct Desired {
     pub(super) generations: Generations,
 }
 
-/// What commanders subscribed to: events and log campaigns, and how many
-/// of each one connection may keep open.
-#[derive(Default)]
-pub(super) struct Streams {
-    pub(super) events: EventSubscriptions,
-    /// The workload states as the events last compared them.
-    pub(super) states_seen: StatesSnapshot,
-    pub(super) logs: LogCampaigns,
-    pub(super) limits: crate::stream_limits::StreamLimits,
-}
-
-/// What the lifecycle features start with: the `${seq:N}` pools and the
-/// reaper's settings.
+/// What the features start with besides the desired state: the `${seq:N}`
+/// pools, the reaper's and placement's settings, the mutating hooks and
+/// the stream limits.
 #[derive(Debug, Default)]
 pub struct LifecycleOptions {
     /// The `${seq:N}` pools (kept next to the state file, if any).
     pub seq: SeqPools,
     /// The reaper of finished workloads.
     pub reaper: ReaperSettings,
+    /// Placement's settings, if not the defaults (taken after the startup
+    /// state was placed with the defaults; the seed restarts the
+    /// generator).
+    pub placement: Option<PlacementSettings>,
+    /// The mutating hooks run on every update that changes workloads.
+    pub hooks: HooksRegistry,
+    /// How many event subscriptions and log requests one connection may
+    /// keep open.
+    pub stream_limits: crate::stream_limits::StreamLimits,
 }
 
 /// The features that look after the desired workloads over their

@@ -1,13 +1,9 @@
 //! The actor's side of placement: it lends a pass the parts it reads and
-//! writes ([`Placement`]) and applies what the pass returns: its messages
+//! writes (`Placement`, through `Placer::pass`) and applies what the pass returns: its messages
 //! into the outbox, then its moves as an internal update.
 
-use ank_common::State;
-use ank_common::duration::format_duration;
-use tokio::time::Instant;
-
 use super::AnkaiosServer;
-use crate::placement::{Moved, Placement, PlacementSettings};
+use crate::placement::Moved;
 
 /// What happened to an agent that placement looks at.
 pub(super) enum AgentChange<'a> {
@@ -22,66 +18,30 @@ pub(super) enum AgentChange<'a> {
 }
 
 impl AnkaiosServer {
-    /// Replaces the placement settings (the seed restarts the generator).
-    pub fn with_placement(mut self, settings: PlacementSettings) -> Self {
-        tracing::info!(
-            "placement: stickiness {}, reschedule after {}, agent-loss grace {}, tie-break seed {} (--scheduler-seed replays it)",
-            settings.stickiness,
-            format_duration(settings.reschedule_after),
-            format_duration(settings.agent_loss_grace),
-            settings.seed
-        );
-        self.lifecycle.placer.reconfigure(settings);
-        self
-    }
-
-    /// What a placement pass borrows.
-    fn placement(&mut self) -> Placement<'_> {
-        Placement {
-            placer: &mut self.lifecycle.placer,
-            conns: &self.conns,
-            current: &self.desired.current,
-            states: &mut self.states,
-        }
-    }
-
-    /// Writes the agents of the selector workloads of `next`, a rendered
-    /// state about to replace the current one (see
-    /// [`Placement::place_update`]).
-    pub(super) fn place_update(&mut self, next: &mut State, moves: &[(String, String)]) {
-        let out = self.placement().place_update(next, moves);
-        self.io.out.append(out);
-    }
-
     /// Lets placement react to what happened to an agent, and moves what
     /// it moved.
     pub(super) fn placement_on(&mut self, change: AgentChange<'_>) {
         let moved = match change {
-            AgentChange::Joined(agent) => self.placement().agent_joined(agent),
-            AgentChange::Left(agent) => self.placement().agent_left(agent),
-            AgentChange::Advertised(agent) => self.placement().agent_changed(agent),
-            AgentChange::Metrics(agent) => self.placement().metrics_changed(agent),
+            AgentChange::Joined(agent) => {
+                self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states).agent_joined(agent)
+            }
+            AgentChange::Left(agent) => {
+                self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states).agent_left(agent)
+            }
+            AgentChange::Advertised(agent) => {
+                self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states).agent_changed(agent)
+            }
+            AgentChange::Metrics(agent) => {
+                self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states).metrics_changed(agent)
+            }
         };
         self.move_workloads(moved);
-    }
-
-    /// At the server's tick: moves the workloads of agents gone longer than
-    /// the grace, and runs the due rebalance passes.
-    pub(super) fn placement_tick(&mut self, now: Instant) {
-        let due = self.placement().due(now);
-        if !due.is_empty() {
-            self.with_events(|s| {
-                let moved = s.placement().reschedule(due, now);
-                s.move_workloads(moved);
-                s.advance_jobs_if_opened();
-            });
-        }
     }
 
     /// Sends a pass's messages, then writes the new agents into the
     /// rendered state and dispatches the change like an update: the old
     /// instances are deleted, the new ones handed out by a job.
-    fn move_workloads(&mut self, moved: Moved) {
+    pub(super) fn move_workloads(&mut self, moved: Moved) {
         let Moved { out, moves } = moved;
         self.io.out.append(out);
         if moves.is_empty() {

@@ -51,9 +51,10 @@ impl Cluster {
         hooks: Vec<HookConfig>,
         jobs: crate::jobs::JobSettings,
     ) -> Self {
-        let (handle, actor) = AnkaiosServer::new(DesiredState::default(), None, resync, jobs);
+        let options =
+            LifecycleOptions { placement: Some(settings), hooks: HooksRegistry::new(hooks), ..Default::default() };
+        let (handle, actor) = AnkaiosServer::new_with(DesiredState::default(), None, resync, jobs, options);
         let stop = CancellationToken::new();
-        let actor = actor.with_placement(settings).with_hooks(HooksRegistry::new(hooks));
         tokio::spawn(actor.run(stop.clone()));
         let (cli_tx, cli_rx) = mpsc::channel(256);
         handle.opened(CLI, ConnKind::Commander, cli_tx).await;

@@ -1,57 +1,97 @@
-//! The actor's timers: each tick asks its feature for what is due and
-//! applies what the feature returns (the messages into the outbox), inside
-//! `with_events` where the tick may change the state.
+//! The actor's timers: each tick asks the features for what is due and
+//! applies what they return (the messages into the outbox, the server's
+//! own changes, the jobs stepped), inside `with_events` where the tick may
+//! change the state. The features' own tick methods: resync
+//! (`Resync::due`), jobs ([`JobEngine::waits_on_clock`]), placement
+//! ([`Placement::due`]), gates ([`carry::tick`]), reaper ([`Reaper::due`]).
+//!
+//! [`JobEngine::waits_on_clock`]: crate::jobs::JobEngine::waits_on_clock
+//! [`Placement::due`]: crate::placement::Placement::due
+//! [`Reaper::due`]: crate::reaper::Reaper::due
 
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
+use crate::health_gate::carry;
 use crate::reaper;
-use crate::workload_states::Resync;
+
+/// The actor's timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// Every second (or the resync TTL, if shorter): resync, jobs,
+    /// placement and the health gates.
+    Resync,
+    /// The reaper's tick.
+    Reap,
+}
 
 impl AnkaiosServer {
-    /// What the TTL resync borrows.
-    pub(super) fn resync_part(&mut self) -> Resync<'_> {
-        Resync {
-            states: &mut self.states,
-            conns: &self.conns,
-            held: &self.jobs,
-            current: &self.desired.current,
-            generations: &self.desired.generations,
-            settings: self.lifecycle.resync,
-        }
-    }
-
-    /// Re-sends the spec (or the deletion) of every instance on a connected
-    /// agent whose last confirmation is older than its TTL. Subscribers get
-    /// events only when something was due (comparing states costs).
-    pub(super) fn resync_tick(&mut self, now: Instant) {
-        let due = self.resync_part().due(now);
-        if !due.is_empty() {
-            self.with_events(|s| {
-                let out = s.resync_part().resend(due, now);
-                s.io.out.append(out);
+    /// Runs the features of `timer` that are due at `now`.
+    pub(super) fn tick(&mut self, timer: Timer, now: Instant) {
+        if timer == Timer::Reap {
+            // Not while hooks run: reaped at the next tick, on the state
+            // the hooks' chain leaves.
+            if self.hooks.flow.busy() {
+                return;
+            }
+            let due = self.lifecycle.reaper.due(&self.desired.current, &self.states, now);
+            if due.is_empty() {
+                return;
+            }
+            // The `Reaped` event first, then the change.
+            self.with_events(|s| reaper::record_reaped(&mut s.states, &due));
+            let Some(reaping) = reaper::reaping(&self.desired.current, &due) else { return };
+            return self.with_events(|s| {
+                if let Err(e) = s.server_change(reaping.next, &[], reaping.what) {
+                    tracing::error!("reaping failed, the workloads stay: {e}");
+                }
+                s.advance_jobs_if_opened();
             });
         }
-    }
-
-    /// Deletes the finished workloads whose ttl ran out, the `Reaped`
-    /// event first, then the change; not while hooks run (reaped at the
-    /// next tick, on the state the hooks' chain leaves).
-    pub(super) fn reaper_tick(&mut self) {
+        // Re-sends the spec (or the deletion) of every instance on a
+        // connected agent whose last confirmation is older than its TTL;
+        // subscribers get events only when something was due (comparing
+        // states costs).
+        let (current, generations) = (&self.desired.current, &self.desired.generations);
+        let due = self.lifecycle.resync.over(&mut self.states, &self.conns, &self.jobs, current, generations).due(now);
+        if !due.is_empty() {
+            self.with_events(|s| {
+                let (current, generations) = (&s.desired.current, &s.desired.generations);
+                let resync = s.lifecycle.resync.over(&mut s.states, &s.conns, &s.jobs, current, generations);
+                s.io.out.append(resync.resend(due, now));
+            });
+        }
+        // [feature L4: stuck detection] A job waiting with nothing to do
+        // may turn stuck.
+        if self.jobs.waits_on_clock() {
+            self.with_events(Self::advance_jobs);
+        }
+        // Moves the workloads of agents gone longer than the grace, and
+        // runs the due rebalance passes.
+        let due = self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states).due(now);
+        if !due.is_empty() {
+            self.with_events(|s| {
+                let moved = s.lifecycle.placer.pass(&s.conns, &s.desired.current, &mut s.states).reschedule(due, now);
+                s.move_workloads(moved);
+                s.advance_jobs_if_opened();
+            });
+        }
+        // The gates see Ready; not while hooks run (a revert waits for the
+        // next tick).
         if self.hooks.flow.busy() {
             return;
         }
-        let due = self.lifecycle.reaper.due(&self.desired.current, &self.states, Instant::now());
-        if due.is_empty() {
-            return;
+        let (current, generations, file) =
+            (&self.desired.current, &self.desired.generations, self.lifecycle.gate_file.as_ref());
+        let gates = carry::tick(&mut self.lifecycle.gates, file, current, generations, &self.states, now);
+        // Without a decision, the jobs still show where their gates stand.
+        if gates.seen_changed || !gates.outcomes.is_empty() {
+            self.with_events(|s| {
+                for outcome in gates.outcomes {
+                    s.carry_out(outcome);
+                }
+                s.advance_jobs();
+            });
         }
-        self.with_events(|s| reaper::record_reaped(&mut s.states, &due));
-        let Some(reaping) = reaper::reaping(&self.desired.current, &due) else { return };
-        self.with_events(|s| {
-            if let Err(e) = s.server_change(reaping.next, &[], reaping.what) {
-                tracing::error!("reaping failed, the workloads stay: {e}");
-            }
-            s.advance_jobs_if_opened();
-        });
     }
 }

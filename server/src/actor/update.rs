@@ -7,13 +7,13 @@ use ank_common::convert::PartialCompleteState;
 use ank_common::messages::{FromServer, ResponseContent};
 
 use super::placement::AgentChange;
-use super::{AnkaiosServer, Prepared, rejected};
+use super::{AnkaiosServer, Prepared};
 use crate::connections::Connections;
 use crate::desired_state::{self, DesiredState, StateDiff};
-use crate::hooks::HookError;
-use crate::hooks::effect::AnswerError;
+use crate::health_gate::observe;
+use crate::hooks::flow::ChainError;
 use crate::rendering;
-use crate::requests;
+use crate::requests::{self, rejected};
 use crate::seq_pools::SeqPoolsError;
 use crate::state_file::StateFileError;
 
@@ -27,12 +27,10 @@ pub(crate) enum AcceptError {
     /// The state file cannot be written.
     #[error(transparent)]
     StateFile(#[from] StateFileError),
-    /// A chain of mutating hooks refused the change.
+    /// A chain of mutating hooks refused the change, or its answer
+    /// cannot be applied.
     #[error(transparent)]
-    Hooks(#[from] HookError),
-    /// The hooks' answer cannot be applied.
-    #[error(transparent)]
-    HookAnswer(#[from] AnswerError),
+    Hooks(#[from] ChainError),
 }
 
 impl AnkaiosServer {
@@ -42,7 +40,7 @@ impl AnkaiosServer {
             Err(answer) => return answer,
         };
         let began = tokio::time::Instant::now();
-        // With hooks configured, changes go through `hooked_update` and
+        // With hooks configured, changes go through `start_update` and
         // `server_change` instead.
         debug_assert!(self.hooks.registry.is_empty(), "a change bypassed the mutating hooks");
         let result = self.prepare_accept(next, &[]).and_then(|prepared| self.commit(prepared));
@@ -91,7 +89,8 @@ impl AnkaiosServer {
         moves: &[(String, String)],
     ) -> Result<Prepared, AcceptError> {
         // Placement first: the ${seq:N} pools are per agent.
-        self.place_update(&mut next.rendered, moves);
+        let placement = self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states);
+        self.io.out.append(placement.place_update(&mut next.rendered, moves));
         let table = rendering::render_for_agents(&self.lifecycle.seq, &self.desired.current, &self.states, &mut next)
             .inspect_err(|e| tracing::warn!("update rejected: {e}"))?;
         Ok(Prepared { next, table })
@@ -129,7 +128,13 @@ impl AnkaiosServer {
             .generations
             .advance(&self.desired.current.rendered, &next.rendered, |name| states.max_generation(name));
         let old = std::mem::replace(&mut self.desired.current, next);
-        self.gates_follow_change(&before);
+        // The gates follow the change; the revert marks of new specs go.
+        let (gates, file) = (&mut self.lifecycle.gates, self.lifecycle.gate_file.as_ref());
+        let now = tokio::time::Instant::now();
+        for name in observe::follow_change(gates, file, &self.desired.current, &self.desired.generations, &before, now)
+        {
+            self.states.clear_reverted(&name);
+        }
         let workloads = &self.desired.current.state.workloads;
         self.states.retain_events(|name| workloads.contains_key(name));
         rendering::record_escalations(&self.desired.current, &mut self.states, &old.rendered);
@@ -141,7 +146,9 @@ impl AnkaiosServer {
         if !changed.is_empty() {
             self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));
         }
-        let id = self.open_job(&old.rendered, &diff, false);
+        let generations = &self.desired.generations;
+        let (id, out) = self.jobs.open_job(&mut self.states, &old.rendered, &diff, false, generations);
+        self.io.out.append(out);
         tracing::info!(
             "job {id}: {} workloads to add, {} to delete",
             diff.added.values().map(Vec::len).sum::<usize>(),

@@ -16,6 +16,7 @@
 //! failure, the revert) and saves [`HealthGates::saved`] next to the state
 //! file whenever the open gates change ([`file`]).
 
+pub(crate) mod carry;
 pub mod file;
 pub(crate) mod observe;
 

@@ -26,8 +26,26 @@ pub(crate) struct Followed {
 
 /// After a switch of the desired state to `current` from generations
 /// `old`: opens, replaces or closes the gates of the workloads whose
-/// generation changed, and forgets those removed.
+/// generation changed, forgets those removed, and saves the open gates to
+/// `file` if they changed; returns the workloads whose revert mark goes
+/// (see [`Followed::cleared`]).
 pub(crate) fn follow_change(
+    gates: &mut HealthGates,
+    file: Option<&GateFile>,
+    current: &DesiredState,
+    generations: &Generations,
+    old: &Generations,
+    now: Instant,
+) -> Vec<String> {
+    let followed = followed(gates, current, generations, old, now);
+    if followed.changed {
+        save(gates, file);
+    }
+    followed.cleared
+}
+
+/// What [`follow_change`] does to the gates.
+fn followed(
     gates: &mut HealthGates,
     current: &DesiredState,
     generations: &Generations,

@@ -9,10 +9,11 @@
 use std::collections::BTreeMap;
 
 use ank_common::execution_state::Stopping;
-use ank_common::messages::{DeletedWorkload, ResponseContent};
+use ank_common::messages::{DeletedWorkload, FromServer, ResponseContent};
 use ank_common::{State, StateKind, WorkloadInstanceName};
 
 use super::advance::failed;
+use crate::connections::Outbox;
 use crate::desired_state::generations::Generations;
 use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::jobs::{JobEngine, NewItem};
@@ -30,6 +31,28 @@ impl JobEngine {
     /// Opens the job of an accepted change from rendered state `old` to the
     /// current one. `startup`: the items go out at once (the startup
     /// manifest; agents resuming their workloads order them themselves).
+    /// Opens the job of an accepted change from rendered state `old` to
+    /// the current one (`startup`: the items go out at once), and forgets
+    /// the states of the held workloads it replaces that never reached
+    /// their agent: its id, and the messages that say they are gone.
+    pub(crate) fn open_job(
+        &mut self,
+        states: &mut WorkloadStateStore,
+        old: &State,
+        diff: &StateDiff,
+        startup: bool,
+        generations: &Generations,
+    ) -> (u64, Outbox) {
+        let opened = self.open_change(old, diff, startup, generations);
+        let mut out = Outbox::default();
+        for n in &opened.forget {
+            if let Some(gone) = states.forget(n) {
+                out.broadcast(None, FromServer::UpdateWorkloadState(vec![gone]));
+            }
+        }
+        (opened.id, out)
+    }
+
     // [feature L1: every accepted change is a job with a monotonic id]
     pub(crate) fn open_change(
         &mut self,

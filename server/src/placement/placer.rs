@@ -11,7 +11,10 @@ use std::time::Duration;
 use ank_common::workload_policy::AgentSelector;
 use tokio::time::Instant;
 
-use super::{AgentInfo, Constraints, Decision, PlacementSettings, SplitMix64};
+use super::{AgentInfo, Constraints, Decision, Placement, PlacementSettings, SplitMix64};
+use crate::connections::Connections;
+use crate::desired_state::DesiredState;
+use crate::workload_states::WorkloadStateStore;
 
 /// Placement state of the server.
 #[derive(Debug)]
@@ -37,6 +40,16 @@ impl Placer {
 
     /// New settings; the generator restarts from their seed, what was
     /// remembered stays.
+    /// A pass of this placer over the parts it reads and writes.
+    pub(crate) fn pass<'a>(
+        &'a mut self,
+        conns: &'a Connections,
+        current: &'a DesiredState,
+        states: &'a mut WorkloadStateStore,
+    ) -> Placement<'a> {
+        Placement { placer: self, conns, current, states }
+    }
+
     pub fn reconfigure(&mut self, settings: PlacementSettings) {
         self.rng = SplitMix64::new(settings.seed);
         self.settings = settings;

@@ -14,8 +14,8 @@ mod touched;
 
 #[cfg(test)]
 use reports::Ingest;
+pub(crate) use resync::HeldBack;
 pub use resync::ResyncSettings;
-pub(crate) use resync::{HeldBack, Resync};
 pub use timing::Timing;
 pub use touched::Touched;
 

@@ -4,10 +4,12 @@
 
 use ank_common::conditions::{self, ConditionType, RuntimeHealth};
 use ank_common::daemon::clock::now_rfc3339;
+use ank_common::messages::FromServer;
 use ank_common::{State, StateKind, WorkloadInstanceName, WorkloadState};
 use tokio::time::Instant;
 
 use super::WorkloadStateStore;
+use crate::connections::{ConnId, Connections, Outbox};
 use crate::desired_state;
 use crate::desired_state::generations::Generations;
 
@@ -91,6 +93,36 @@ impl WorkloadStateStore {
             t.confirmed = Instant::now();
         }
         Ingest::Accepted(changed | self.refresh_ready(n))
+    }
+
+    /// The reports that came on stream `conn`: taken in for its agent
+    /// (see [`Self::ingest_reports`]), its stale reports counted on the
+    /// agent, and what changed pushed to everyone but the agent. Reports
+    /// from a stream that is no agent are ignored.
+    pub(crate) fn take_reports(
+        &mut self,
+        conns: &mut Connections,
+        conn: ConnId,
+        reports: Vec<WorkloadState>,
+        rendered: &State,
+        generations: &Generations,
+        canceled: impl Fn(&WorkloadInstanceName) -> bool,
+    ) -> Outbox {
+        let mut out = Outbox::default();
+        let Some(agent) = conns.agent_of(conn) else {
+            tracing::warn!("connection {conn}: workload states from a stream that is no agent ignored");
+            return out;
+        };
+        let ingested = self.ingest_reports(&agent, reports, rendered, generations, canceled);
+        if ingested.stale > 0
+            && let Some(attrs) = conns.agent_attributes_mut(&agent)
+        {
+            attrs.dropped_stale_reports += ingested.stale;
+        }
+        if !ingested.changed.is_empty() {
+            out.broadcast(Some(&agent), FromServer::UpdateWorkloadState(ingested.changed));
+        }
+        out
     }
 
     /// Takes in `agent`'s reports against the rendered desired state

@@ -37,6 +37,18 @@ impl Default for ResyncSettings {
 }
 
 impl ResyncSettings {
+    /// The resync with these settings over the parts it reads and writes.
+    pub(crate) fn over<'a>(
+        self,
+        states: &'a mut WorkloadStateStore,
+        conns: &'a Connections,
+        held: &'a dyn HeldBack,
+        current: &'a DesiredState,
+        generations: &'a Generations,
+    ) -> Resync<'a> {
+        Resync { states, conns, held, current, generations, settings: self }
+    }
+
     pub const DEFAULT_READY: Duration = Duration::from_secs(30 * 60);
     pub const DEFAULT_NOT_READY: Duration = Duration::from_secs(10);
 
