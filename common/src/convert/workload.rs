@@ -256,6 +256,30 @@ mod tests {
     }
 
     #[test]
+    fn a_workload_becomes_the_partial_workload_its_json_tree_reads_as() {
+        let yaml = "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    agent: A\n    tags: {k: v}\n    \
+                    dependencies: {b: ADD_COND_RUNNING}\n    runtimeConfig: x\n    configs: {c: c1}\n    priority: 3\n    \
+                    files: [{mountPoint: /f, data: d}, {mountPoint: /g, binaryData: Zm9v}]\n    ttlAfterFinished: 10s\n    \
+                    restartPolicy: ALWAYS\n    policy: {preemptEnabled: true}\n    migration: rebalance\n    \
+                    startupProbe: {exec: {command: [true]}}\n    livenessProbe: {tcpSocket: {port: 80}}\n    \
+                    readinessProbe: {httpGet: {path: /, port: 8080}}\n    restartBackoff: {initialDelay: 1s}\n    \
+                    update: {healthyDeadline: 5m}\n    controlInterfaceAccess: {allowRules: [{type: StateRule, \
+                    operation: Read, filterMask: ['*']}], denyRules: [{type: LogRule, workloadNames: [b]}]}\n  \
+                    b:\n    runtime: podman\n    runtimeConfig: y\n    agentSelector: {matchLabels: {zone: x}}\n  \
+                    c:\n    runtime: podman-kube\n    agent: B\n    runtimeConfig: z\n";
+        let state = crate::manifest::parse_manifest("t", yaml).unwrap();
+        let mut workloads: Vec<crate::Workload> = state.workloads.values().cloned().collect();
+        let mut effective = workloads[1].clone();
+        effective.effective_priority = Some(7);
+        workloads.push(effective);
+        workloads.push(crate::Workload::default());
+        for w in &workloads {
+            let by_json: PartialWorkload = serde_json::to_value(w).and_then(serde_json::from_value).unwrap();
+            assert_eq!(PartialWorkload::from(w), by_json, "{w:?}");
+        }
+    }
+
+    #[test]
     fn a_partial_workload_reads_as_its_json_tree_does() {
         let yaml = "apiVersion: v1\nworkloads:\n  a:\n    runtime: podman\n    agent: A\n    tags: {k: v}\n    \
                     dependencies: {b: ADD_COND_RUNNING}\n    runtimeConfig: x\n    configs: {c: c1}\n    priority: 3\n    \

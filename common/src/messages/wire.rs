@@ -19,8 +19,7 @@ use crate::quota::{QuotaLimits, QuotaUsage};
 use crate::workload::{Workload, WorkloadSpec};
 
 fn added_to_pb(s: &WorkloadSpec) -> g::AddedWorkload {
-    let partial: PartialWorkload =
-        serde_json::to_value(&s.workload).and_then(serde_json::from_value).unwrap_or_default();
+    let partial = PartialWorkload::from(&s.workload);
     g::AddedWorkload {
         instance_name: Some(instance_name_to_proto(&s.instance_name)),
         workload: Some(workload_to_pb(partial)),
