@@ -43,11 +43,15 @@ def is_test_file(path):
 
 def production_files(root):
     for crate in CRATES:
-        for folder, _, files in os.walk(os.path.join(root, crate, "src")):
-            for f in files:
-                path = os.path.join(folder, f)
-                if f.endswith(".rs") and not is_test_file(path):
-                    yield path
+        yield from production_files_of(root, crate)
+
+
+def production_files_of(root, crate):
+    for folder, _, files in os.walk(os.path.join(root, crate, "src")):
+        for f in files:
+            path = os.path.join(folder, f)
+            if f.endswith(".rs") and not is_test_file(path):
+                yield path
 
 
 def strip_test_modules(text):
@@ -240,14 +244,6 @@ def circles(edges):
                 if len(component) > 1:
                     found.append(sorted(component))
     return found
-
-
-def production_files_of(root, crate):
-    for folder, _, files in os.walk(os.path.join(root, crate, "src")):
-        for f in files:
-            path = os.path.join(folder, f)
-            if f.endswith(".rs") and not is_test_file(path):
-                yield path
 
 
 def type_owners(root, crate):
