@@ -12,9 +12,9 @@ use ank_common::messages::FromServer;
 use ank_common::quota::{AgentQuota, QuotaLimits};
 
 use super::AnkaiosServer;
-use super::placement::AgentChange;
 use crate::connections::{ConnId, ConnKind};
 use crate::desired_state;
+use crate::placement::Occasion;
 
 /// What an agent's hello says besides its name and version.
 pub(super) struct Hello {
@@ -78,7 +78,7 @@ impl AnkaiosServer {
         self.io.out.send(conn, FromServer::ServerHello(specs));
         // Before the leftovers are deleted: an instance placed here again
         // is no leftover.
-        self.placement_on(AgentChange::Joined(agent));
+        self.placement_on(Occasion::Joined(agent));
         let (current, generations) = (&self.desired.current, &self.desired.generations);
         let resync = self.lifecycle.resync.over(&mut self.states, &self.conns, &self.jobs, current, generations);
         let out = resync.finish_deletions_after_hello(conn, agent, reports_conditions);
@@ -99,7 +99,7 @@ impl AnkaiosServer {
         self.io.out.append(self.streams.logs.connection_closed(conn, agent.as_deref()));
         if let Some(agent) = agent {
             tracing::info!("agent '{agent}' disconnected");
-            self.placement_on(AgentChange::Left(&agent));
+            self.placement_on(Occasion::Left(&agent));
             let changed = self.states.agent_disconnected(&agent, &self.desired.current.rendered);
             if !changed.is_empty() {
                 self.io.out.broadcast(None, FromServer::UpdateWorkloadState(changed));

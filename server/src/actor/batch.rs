@@ -61,14 +61,14 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::actor::{ConnKind, DesiredState, JobSettings, ResyncSettings, ServerHandle};
+    use crate::actor::{ConnKind, DesiredState, JobSettings, LifecycleOptions, ResyncSettings, ServerHandle};
 
     /// Handles what is queued, as the actor's loop does, one command (and
     /// the batch behind it) at a time.
     fn drain(s: &mut AnkaiosServer) {
         while let Ok(cmd) = s.io.rx.try_recv() {
             s.handle_commands(cmd);
-            s.flush();
+            s.io.flush(&mut s.conns, &s.states, s.desired.current.state.workloads.len());
         }
     }
 
@@ -85,8 +85,13 @@ mod tests {
 
     /// A server with (an Ankaios) agent A connected, all handled.
     async fn with_agent_a() -> (ServerHandle, AnkaiosServer, mpsc::Receiver<FromServer>) {
-        let (handle, mut s) =
-            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), JobSettings::default());
+        let (handle, mut s) = AnkaiosServer::new_with(
+            DesiredState::default(),
+            None,
+            ResyncSettings::default(),
+            JobSettings::default(),
+            LifecycleOptions::default(),
+        );
         let (agent_tx, agent_rx) = mpsc::channel(64);
         handle.opened(1, ConnKind::Agent, agent_tx).await;
         handle.message(1, hello("A")).await;
@@ -100,8 +105,13 @@ mod tests {
 
     #[tokio::test]
     async fn queued_state_reports_advance_the_jobs_once_and_the_next_command_comes_after_them() {
-        let (handle, mut s) =
-            AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), JobSettings::default());
+        let (handle, mut s) = AnkaiosServer::new_with(
+            DesiredState::default(),
+            None,
+            ResyncSettings::default(),
+            JobSettings::default(),
+            LifecycleOptions::default(),
+        );
         let (agent_tx, mut agent_rx) = mpsc::channel(64);
         let (cli_tx, mut cli_rx) = mpsc::channel(64);
         handle.opened(1, ConnKind::Agent, agent_tx).await;

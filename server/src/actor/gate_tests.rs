@@ -213,7 +213,13 @@ async fn a_dependent_is_held_while_the_gate_is_open() {
 async fn start_with_file(dir: &std::path::Path) -> Harness {
     let file = crate::state_file::StateFile::new(dir.join("state.json"));
     let initial = file.load().unwrap().unwrap_or_default();
-    let (handle, actor) = AnkaiosServer::new(initial, Some(file), ResyncSettings::default(), JobSettings::default());
+    let (handle, actor) = AnkaiosServer::new_with(
+        initial,
+        Some(file),
+        ResyncSettings::default(),
+        JobSettings::default(),
+        LifecycleOptions::default(),
+    );
     let stop = CancellationToken::new();
     tokio::spawn(actor.run(stop.clone()));
     let (agent_tx, agent_rx) = mpsc::channel(64);

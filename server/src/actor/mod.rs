@@ -21,29 +21,27 @@ use crate::health_gate::file::GateFile;
 use crate::health_gate::observe;
 use crate::hooks::flow::Update;
 use crate::jobs::{JobEngine, JobSettings, job_accepted};
-use crate::placement::Placer;
+use crate::placement::{Occasion, Placer};
 use crate::reaper::Reaper;
 use crate::rendering;
 use crate::requests;
-use crate::seq_pools::SeqTable;
 use crate::state_file::StateFile;
 use crate::workload_states::WorkloadStateStore;
 
 mod agents;
 mod apply_jobs;
 mod batch;
-mod gates;
+mod change;
 mod handle;
 mod hooked;
 mod parts;
 mod placement;
 mod streams;
 mod ticks;
-mod update;
 
 use agents::Hello;
+use change::Change;
 pub use handle::{ServerCommand, ServerCounts, ServerHandle};
-use placement::AgentChange;
 use ticks::Timer;
 
 use parts::Lifecycle;
@@ -100,28 +98,7 @@ pub struct AnkaiosServer {
     hooks: Hooks,
 }
 
-/// A new desired state ready to be committed, with the `${seq:N}` numbers
-/// it took.
-pub(crate) struct Prepared {
-    pub(crate) next: DesiredState,
-    pub(crate) table: SeqTable,
-}
-
 impl AnkaiosServer {
-    /// Creates the actor with an initial, validated desired state; with a
-    /// `state_file`, every accepted change is saved there before it is
-    /// acknowledged or sent to an agent. The `${seq:N}` pools live in
-    /// memory and the reaper has its defaults (tests).
-    #[cfg(test)]
-    pub fn new(
-        initial: DesiredState,
-        state_file: Option<StateFile>,
-        resync: ResyncSettings,
-        jobs: JobSettings,
-    ) -> (ServerHandle, Self) {
-        Self::new_with(initial, state_file, resync, jobs, LifecycleOptions::default())
-    }
-
     /// Creates the actor with an initial, validated desired state; with a
     /// `state_file`, every accepted change is saved there (and the
     /// `${seq:N}` numbers in `lifecycle.seq`'s file) before it is acknowledged
@@ -178,7 +155,7 @@ impl AnkaiosServer {
             server.io.out.append(out);
             server.advance_jobs();
         }
-        server.flush();
+        server.io.flush(&mut server.conns, &server.states, server.desired.current.state.workloads.len());
         if let Some(settings) = lifecycle.placement {
             tracing::info!(
                 "placement: stickiness {}, reschedule after {}, agent-loss grace {}, tie-break seed {} (--scheduler-seed replays it)",
@@ -199,7 +176,7 @@ impl AnkaiosServer {
         let mut reap = tokio::time::interval(self.lifecycle.reaper.settings().tick);
         reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.hooks.start_initial(&self.desired.current.rendered);
-        self.flush();
+        self.io.flush(&mut self.conns, &self.states, self.desired.current.state.workloads.len());
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -213,7 +190,7 @@ impl AnkaiosServer {
                     // The queued updates start in order until one waits
                     // for its hooks.
                     while let Some(update) = s.hooks.flow.next_queued() {
-                        s.start_update(update);
+                        s.change(Change::Update(update));
                     }
                     s.advance_jobs();
                 }),
@@ -222,7 +199,7 @@ impl AnkaiosServer {
                     None => break,
                 },
             }
-            self.flush();
+            self.io.flush(&mut self.conns, &self.states, self.desired.current.state.workloads.len());
         }
     }
 
@@ -235,7 +212,9 @@ impl AnkaiosServer {
             // item: the jobs advance only if the placement opened one.
             ServerCommand::Message { conn, msg: msg @ ToServer::AgentLoadStatus { .. } } => self.with_events(|s| {
                 s.handle_message(conn, msg);
-                s.advance_jobs_if_opened();
+                if s.io.out.job_pending() {
+                    s.advance_jobs();
+                }
             }),
             ServerCommand::Message { conn, msg } if changes_state(&msg) => self.with_events(|s| {
                 s.handle_message(conn, msg);
@@ -247,15 +226,6 @@ impl AnkaiosServer {
                 s.advance_jobs();
             }),
         }
-    }
-
-    /// Sends what the command queued, and publishes the counts.
-    fn flush(&mut self) {
-        let out = self.io.out.take();
-        self.conns.deliver(out, &self.states);
-        let now =
-            ServerCounts { agents: self.conns.agent_count(), workloads: self.desired.current.state.workloads.len() };
-        self.io.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
     }
 
     /// Runs `change` and sends every subscriber the events it caused. The
@@ -293,8 +263,8 @@ impl AnkaiosServer {
             }
             ToServer::AgentLoadStatus { agent_name, status, metrics, quota_used } => {
                 match self.conns.record_load(conn, &agent_name, status, &metrics, quota_used) {
-                    Some(LoadNews::First) => self.placement_on(AgentChange::Advertised(&agent_name)),
-                    Some(LoadNews::Metrics) => self.placement_on(AgentChange::Metrics(&agent_name)),
+                    Some(LoadNews::First) => self.placement_on(Occasion::Advertised(&agent_name)),
+                    Some(LoadNews::Metrics) => self.placement_on(Occasion::Metrics(&agent_name)),
                     None => {}
                 }
             }
@@ -346,15 +316,15 @@ impl AnkaiosServer {
                     Err(e) => ResponseContent::Error(e),
                 }
             }
-            // With hooks: started now, or queued behind the running chain.
-            RequestContent::UpdateState { new_state, update_mask } if !self.hooks.registry.is_empty() => {
+            // Made now (and answered when committed or refused), or queued
+            // behind the running chain of mutating hooks.
+            RequestContent::UpdateState { new_state, update_mask } => {
                 let update = Update { conn, request_id: request.request_id, new_state, update_mask };
                 if let Some(update) = self.hooks.flow.submit(update) {
-                    self.start_update(update);
+                    self.change(Change::Update(update));
                 }
                 return;
             }
-            RequestContent::UpdateState { new_state, update_mask } => self.update_state(&new_state, &update_mask),
             RequestContent::Logs(logs) => {
                 let requester = Requester { conn, request_id: request.request_id };
                 if !self.streams.logs.has(&requester)

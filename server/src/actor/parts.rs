@@ -7,9 +7,9 @@ use ank_common::daemon::Ping;
 use tokio::sync::{mpsc, watch};
 
 use super::{ServerCommand, ServerCounts};
-use crate::connections::Outbox;
-use crate::desired_state::DesiredState;
+use crate::connections::{Connections, Outbox};
 use crate::desired_state::generations::Generations;
+use crate::desired_state::{self, DesiredState, StateDiff};
 use crate::health_gate::HealthGates;
 use crate::health_gate::file::GateFile;
 use crate::hooks::HooksRegistry;
@@ -18,7 +18,7 @@ use crate::placement::{PlacementSettings, Placer};
 use crate::reaper::{Reaper, ReaperSettings};
 use crate::seq_pools::SeqPools;
 use crate::state_file::StateFile;
-use crate::workload_states::ResyncSettings;
+use crate::workload_states::{ResyncSettings, WorkloadStateStore};
 
 /// What goes into the actor and out of it: the commands, the liveness
 /// pings, the published counts, and the messages of the command at hand.
@@ -30,6 +30,17 @@ pub(super) struct Io {
     pub(super) out: Outbox,
 }
 
+impl Io {
+    /// Sends what the command queued to the connections, and publishes the
+    /// counts (`workloads` desired).
+    pub(super) fn flush(&mut self, conns: &mut Connections, states: &WorkloadStateStore, workloads: usize) {
+        let out = self.out.take();
+        conns.deliver(out, states);
+        let now = ServerCounts { agents: conns.agent_count(), workloads };
+        self.counts.send_if_modified(|old| std::mem::replace(old, now) != now);
+    }
+}
+
 /// The desired state in force, where it is saved, and the generation of
 /// every desired workload.
 pub(super) struct Desired {
@@ -37,6 +48,29 @@ pub(super) struct Desired {
     /// Where accepted desired states are saved, if anywhere.
     pub(super) file: Option<StateFile>,
     pub(super) generations: Generations,
+}
+
+/// What a switch to a new desired state changed.
+pub(super) struct Switched {
+    /// The state in force before.
+    pub(super) old: DesiredState,
+    /// The instances added and deleted, by agent.
+    pub(super) diff: StateDiff,
+    /// The generations before.
+    pub(super) generations_before: Generations,
+}
+
+impl Desired {
+    /// Makes `next` (saved already) the current state: a workload whose
+    /// spec changed gets the generation after the highest one known
+    /// (`states` knows what the agents reported).
+    pub(super) fn switch(&mut self, next: DesiredState, states: &WorkloadStateStore) -> Switched {
+        let diff = desired_state::diff(&self.current.rendered, &next.rendered);
+        let generations_before = self.generations.clone();
+        self.generations.advance(&self.current.rendered, &next.rendered, |name| states.max_generation(name));
+        let old = std::mem::replace(&mut self.current, next);
+        Switched { old, diff, generations_before }
+    }
 }
 
 /// What the features start with besides the desired state: the `${seq:N}`
@@ -83,5 +117,5 @@ pub(super) struct Hooks {
     /// Empty: updates never wait for a hook.
     pub(super) registry: HooksRegistry,
     /// The chain running, and the updates waiting for it.
-    pub(super) flow: HookFlow<super::Prepared>,
+    pub(super) flow: HookFlow<super::change::Prepared>,
 }

@@ -62,7 +62,13 @@ impl Harness {
     }
 
     pub(super) async fn start_with_jobs(jobs: JobSettings) -> Self {
-        let (handle, actor) = AnkaiosServer::new(DesiredState::default(), None, ResyncSettings::default(), jobs);
+        let (handle, actor) = AnkaiosServer::new_with(
+            DesiredState::default(),
+            None,
+            ResyncSettings::default(),
+            jobs,
+            LifecycleOptions::default(),
+        );
         let stop = CancellationToken::new();
         tokio::spawn(actor.run(stop.clone()));
         let (agent_tx, mut agent_rx) = mpsc::channel(64);

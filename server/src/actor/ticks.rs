@@ -3,7 +3,9 @@
 //! own changes, the jobs stepped), inside `with_events` where the tick may
 //! change the state. The features' own tick methods: resync
 //! (`Resync::due`), jobs ([`JobEngine::waits_on_clock`]), placement
-//! ([`Placement::due`]), gates ([`carry::tick`]), reaper ([`Reaper::due`]).
+//! ([`Placement::due`]), gates ([`carry::tick`]; what a gate decided is
+//! carried out here: its event, the job's item, the revert), reaper
+//! ([`Reaper::due`]).
 //!
 //! [`JobEngine::waits_on_clock`]: crate::jobs::JobEngine::waits_on_clock
 //! [`Placement::due`]: crate::placement::Placement::due
@@ -12,7 +14,9 @@
 use tokio::time::Instant;
 
 use super::AnkaiosServer;
+use super::change::Change;
 use crate::health_gate::carry;
+use crate::placement::Occasion;
 use crate::reaper;
 
 /// The actor's timers.
@@ -40,12 +44,12 @@ impl AnkaiosServer {
             }
             // The `Reaped` event first, then the change.
             self.with_events(|s| reaper::record_reaped(&mut s.states, &due));
-            let Some(reaping) = reaper::reaping(&self.desired.current, &due) else { return };
+            let Some(change) = reaper::reaping(&self.desired.current, &due) else { return };
             return self.with_events(|s| {
-                if let Err(e) = s.server_change(reaping.next, &[], reaping.what) {
-                    tracing::error!("reaping failed, the workloads stay: {e}");
+                s.change(Change::Server(Box::new(change)));
+                if s.io.out.job_pending() {
+                    s.advance_jobs();
                 }
-                s.advance_jobs_if_opened();
             });
         }
         // Re-sends the spec (or the deletion) of every instance on a
@@ -71,9 +75,10 @@ impl AnkaiosServer {
         let due = self.lifecycle.placer.pass(&self.conns, &self.desired.current, &mut self.states).due(now);
         if !due.is_empty() {
             self.with_events(|s| {
-                let moved = s.lifecycle.placer.pass(&s.conns, &s.desired.current, &mut s.states).reschedule(due, now);
-                s.move_workloads(moved);
-                s.advance_jobs_if_opened();
+                s.placement_on(Occasion::Due(due, now));
+                if s.io.out.job_pending() {
+                    s.advance_jobs();
+                }
             });
         }
         // The gates see Ready; not while hooks run (a revert waits for the
@@ -87,8 +92,19 @@ impl AnkaiosServer {
         // Without a decision, the jobs still show where their gates stand.
         if gates.seen_changed || !gates.outcomes.is_empty() {
             self.with_events(|s| {
+                // [feature: issue 39 health-gated update with automatic revert]
                 for outcome in gates.outcomes {
-                    s.carry_out(outcome);
+                    // The decision's event; a failure fails the job item
+                    // that brought the spec, and the job ends before a
+                    // revert's job takes the workload over.
+                    let Some(failed) = carry::record(outcome, &mut s.states) else { continue };
+                    let carry::Failed { workload, generation, reason, revert } = failed;
+                    s.jobs.fail_gated(&workload, generation, &format!("update gate: {reason}"));
+                    s.advance_jobs();
+                    let current = &s.desired.current;
+                    if let Some(change) = revert.and_then(|healthy| carry::revert(current, &workload, *healthy)) {
+                        s.change(Change::Server(Box::new(change)));
+                    }
                 }
                 s.advance_jobs();
             });

@@ -5,6 +5,7 @@
 
 mod error;
 pub mod generations;
+mod server_change;
 mod update;
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use ank_common::workload::{AddCondition, WorkloadSpec};
 use ank_common::{AgentName, State, Workload, WorkloadName};
 
 pub use error::InvalidState;
+pub(crate) use server_change::{ChangeName, ServerChange};
 pub use update::{apply_update, names_one_entry};
 
 /// A validated desired state together with its rendering: `state` is what

@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::file::GateFile;
 use super::{HealthGates, Healthy, Outcome, observe};
-use crate::desired_state::DesiredState;
 use crate::desired_state::generations::Generations;
+use crate::desired_state::{ChangeName, DesiredState, ServerChange};
 use crate::workload_states::WorkloadStateStore;
 
 /// What the gates saw and decided at one tick.
@@ -76,17 +76,19 @@ pub(crate) fn record(outcome: Outcome, states: &mut WorkloadStateStore) -> Optio
     }
 }
 
-/// The desired state with `healthy` written back as the spec of
-/// `workload`, and what names the change; `None` (logged) if there is
-/// nothing to write back or the state is refused.
-pub(crate) fn revert(current: &DesiredState, workload: &str, healthy: Healthy) -> Option<(DesiredState, String)> {
+/// The change that writes `healthy` back as the spec of `workload`;
+/// `None` (logged) if there is nothing to write back or the state is
+/// refused.
+pub(crate) fn revert(current: &DesiredState, workload: &str, healthy: Healthy) -> Option<ServerChange> {
     let mut state = current.state.clone();
     let slot = state.workloads.get_mut(workload)?;
     *slot = healthy.spec;
+    let what = format!("revert of '{workload}' to generation {}", healthy.generation);
+    let name = ChangeName { what, stays: "the new spec stays" };
     match current.after(state) {
-        Ok(next) => Some((next, format!("revert of '{workload}' to generation {}", healthy.generation))),
+        Ok(next) => Some(ServerChange { next, moves: Vec::new(), name }),
         Err(e) => {
-            tracing::error!("revert of '{workload}' refused, the new spec stays: {e}");
+            name.refused(&e, false);
             None
         }
     }

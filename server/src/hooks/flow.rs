@@ -17,6 +17,7 @@ use ank_common::messages::{HookChange, ResponseContent};
 use tokio::sync::mpsc;
 
 use crate::connections::ConnId;
+use crate::desired_state::ChangeName;
 use crate::hooks::effect::{self, AnswerError, HookInput};
 use crate::hooks::{HookError, HookOutcome, HooksRegistry};
 use crate::requests::rejected;
@@ -42,7 +43,7 @@ pub(crate) enum Concluded<P> {
     /// Serve the loaded state as the hooks made it, or say why not.
     Initial(Result<State, ChainError>),
     /// Commit the server's change as the hooks made it, or say why not.
-    ServerChange { what: String, prepared: P, effective: Result<State, ChainError> },
+    ServerChange { name: ChangeName, prepared: P, effective: Result<State, ChainError> },
 }
 
 /// An update request waiting for its answer.
@@ -59,8 +60,8 @@ pub(crate) enum Running<P> {
     Update { update: Update, prepared: Box<P>, input: HookInput },
     /// The state the server started with.
     Initial(HookInput),
-    /// A change the server made itself (`what` says which, for the log).
-    ServerChange { what: String, prepared: Box<P>, input: HookInput },
+    /// A change the server made itself (`name` says which, for the log).
+    ServerChange { name: ChangeName, prepared: Box<P>, input: HookInput },
 }
 
 impl<P> Running<P> {
@@ -158,11 +159,11 @@ impl<P> HookFlow<P> {
                     .map_err(ChainError::from)
                     .and_then(|outcome| Ok(effect::apply(&State::default(), current, &input, outcome)?)),
             ),
-            Running::ServerChange { what, prepared, input } => {
+            Running::ServerChange { name, prepared, input } => {
                 let effective = result
                     .map_err(ChainError::from)
                     .and_then(|outcome| Ok(effect::apply(current, rendered(&prepared), &input, outcome)?));
-                Concluded::ServerChange { what, prepared: *prepared, effective }
+                Concluded::ServerChange { name, prepared: *prepared, effective }
             }
         })
     }

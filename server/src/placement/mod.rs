@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use filter::{AgentInfo, Constraints, Exclusion};
-pub(crate) use passes::{Moved, Placement};
+pub(crate) use passes::{Occasion, Placement};
 pub use placer::Placer;
 pub use rng::SplitMix64;
 

@@ -32,7 +32,7 @@ use ank_common::{ExecutionState, State, StateKind, WorkloadState};
 use tokio::time::Instant;
 
 use crate::connections::{Connections, Outbox};
-use crate::desired_state::DesiredState;
+use crate::desired_state::{ChangeName, DesiredState, ServerChange};
 use crate::placement::{AgentInfo, Constraints, Decision, Placer};
 use crate::workload_states::WorkloadStateStore;
 
@@ -107,7 +107,55 @@ pub(crate) struct Moved {
     pub(crate) moves: Vec<(String, String)>,
 }
 
+/// What placement looks at.
+pub(crate) enum Occasion<'a> {
+    /// An agent connected: it is back, and may run NotScheduled workloads.
+    Joined(&'a str),
+    /// An agent disconnected: its workloads may move after the grace.
+    Left(&'a str),
+    /// An agent's advertisement (labels, capabilities, first metrics)
+    /// changed.
+    Advertised(&'a str),
+    /// An agent's metrics changed after its first load report.
+    Metrics(&'a str),
+    /// The placed workloads due again at a tick ([`Placement::due`]).
+    Due(Vec<(String, Due)>, Instant),
+}
+
+impl Moved {
+    /// The messages to send, and the moves as a change of `current`: the
+    /// rendering is made again from the user's state, so that the
+    /// `${seq:N}` numbers of a moved workload come from its new agent's
+    /// pools. `None` without moves, or (logged) if the state is refused.
+    pub(crate) fn into_change(self, current: &DesiredState) -> (Outbox, Option<ServerChange>) {
+        let Moved { out, moves } = self;
+        if moves.is_empty() {
+            return (out, None);
+        }
+        let what = format!("placement of {} workloads", moves.len());
+        let name = ChangeName { what, stays: "tried again at its next occasion" };
+        match current.after(current.state.clone()) {
+            Ok(next) => (out, Some(ServerChange { next, moves, name })),
+            Err(e) => {
+                name.refused(&e, false);
+                (out, None)
+            }
+        }
+    }
+}
+
 impl Placement<'_> {
+    /// Lets placement react to `occasion`; returns what it moved.
+    pub(crate) fn on(self, occasion: Occasion<'_>) -> Moved {
+        match occasion {
+            Occasion::Joined(agent) => self.agent_joined(agent),
+            Occasion::Left(agent) => self.agent_left(agent),
+            Occasion::Advertised(agent) => self.agent_changed(agent),
+            Occasion::Metrics(agent) => self.metrics_changed(agent),
+            Occasion::Due(due, now) => self.reschedule(due, now),
+        }
+    }
+
     /// Writes the agents of the selector workloads of `next` (a rendered
     /// state about to replace the current one): a workload of `moves`
     /// (workload, agent; "" for NotScheduled) goes where its move says,
@@ -155,7 +203,7 @@ impl Placement<'_> {
     }
 
     /// `agent` connected: it is back, and may run NotScheduled workloads.
-    pub(crate) fn agent_joined(self, agent: &str) -> Moved {
+    fn agent_joined(self, agent: &str) -> Moved {
         self.placer.agent_back(agent);
         self.agent_changed(agent)
     }
@@ -163,7 +211,7 @@ impl Placement<'_> {
     /// `agent` disconnected: its workloads may move after the grace, and
     /// the reasons of NotScheduled ones may change (one may have awaited
     /// its first load report).
-    pub(crate) fn agent_left(self, agent: &str) -> Moved {
+    fn agent_left(self, agent: &str) -> Moved {
         self.placer.agent_lost(agent, Instant::now());
         self.agent_changed(agent)
     }
@@ -175,7 +223,7 @@ impl Placement<'_> {
     /// still no agent may run gets its reason again (an event if it changed,
     /// none while it awaits an agent's first load report).
     // [feature S1: NotScheduled workloads are placed when a fitting agent appears]
-    pub(crate) fn agent_changed(self, agent: &str) -> Moved {
+    fn agent_changed(self, agent: &str) -> Moved {
         self.place_waiting(agent, true)
     }
 
@@ -184,7 +232,7 @@ impl Placement<'_> {
     /// reasons of the others are not judged again at every load report:
     /// their texts name no values, and it would cost a decision per
     /// waiting workload and report.)
-    pub(crate) fn metrics_changed(self, agent: &str) -> Moved {
+    fn metrics_changed(self, agent: &str) -> Moved {
         self.place_waiting(agent, false)
     }
 
@@ -254,7 +302,7 @@ impl Placement<'_> {
     }
 
     /// Places the `due` workloads again and moves those that should go.
-    pub(crate) fn reschedule(self, due: Vec<(String, Due)>, now: Instant) -> Moved {
+    fn reschedule(self, due: Vec<(String, Due)>, now: Instant) -> Moved {
         let mut pass = Pass::default();
         {
             let agents = agent_infos(self.conns);

@@ -7,16 +7,9 @@
 use ank_common::workload_events::EventKind;
 use tokio::time::Instant;
 
-use crate::desired_state::{self, DesiredState};
+use crate::desired_state::{self, ChangeName, DesiredState, ServerChange};
 use crate::reaper::{Candidate, Due, Reaper};
 use crate::workload_states::WorkloadStateStore;
-
-/// A change the reaper asks for: the desired state without the workloads
-/// reaped, and how the log names it.
-pub(crate) struct Reaping {
-    pub(crate) next: DesiredState,
-    pub(crate) what: String,
-}
 
 impl Reaper {
     /// The finished workloads of `desired` whose ttl ran out at `now`.
@@ -49,11 +42,13 @@ pub(crate) fn record_reaped(states: &mut WorkloadStateStore, due: &[Due]) {
 
 /// The change that deletes the due workloads from `current`; `None` (and
 /// logged) if the rest is no valid state.
-pub(crate) fn reaping(current: &DesiredState, due: &[Due]) -> Option<Reaping> {
+pub(crate) fn reaping(current: &DesiredState, due: &[Due]) -> Option<ServerChange> {
+    let name =
+        ChangeName { what: format!("reaping of {} workloads", due.len()), stays: "tried again at its next tick" };
     match current.after(without(&current.state, due)) {
-        Ok(next) => Some(Reaping { next, what: format!("reaping of {} workloads", due.len()) }),
+        Ok(next) => Some(ServerChange { next, moves: Vec::new(), name }),
         Err(e) => {
-            tracing::error!("reaping failed, the workloads stay: {e}");
+            name.refused(&e, false);
             None
         }
     }
