@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ank_common::convert::{PartialAgent, PartialCompleteState, PartialInstance, PartialWorkload};
 use ank_common::groups::Groups;
+use ank_common::jobs::Job;
 use ank_common::{WorkloadInstanceName, WorkloadState};
 use anyhow::Context;
 
@@ -99,6 +100,25 @@ impl StateView {
             .into_iter()
             .filter_map(|(n, w)| Some((n.to_owned(), w.effective_priority.or(w.priority)?)))
             .collect()
+    }
+
+    /// The names of the desired configs, sorted.
+    pub fn config_names(&self) -> Vec<String> {
+        let configs = self.0.desired_state.as_ref().and_then(|d| d.configs.as_ref());
+        configs.into_iter().flatten().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The jobs the server keeps, oldest first.
+    pub fn jobs(&self) -> Vec<&Job> {
+        let mut jobs: Vec<&Job> = self.0.jobs.iter().flatten().map(|(_, j)| j).collect();
+        jobs.sort_by_key(|j| j.id);
+        jobs
+    }
+
+    /// The complete state as its JSON tree (for the commands that print
+    /// it as YAML or JSON).
+    pub fn to_tree(&self) -> anyhow::Result<serde_json::Value> {
+        Ok(self.0.to_json()?)
     }
 
     /// Names of the connected agents.

@@ -253,11 +253,10 @@ pub async fn read_state(
 /// the updates that arrived before it.
 pub async fn snapshot(conn: &mut Connection, tracker: &mut WaitTracker) -> anyhow::Result<()> {
     let masks = vec!["workloadStates".to_owned(), "agents".to_owned()];
-    let tree = read_state(conn, masks, "the workload states").await?.to_json()?;
+    let view = StateView::of(read_state(conn, masks, "the workload states").await?);
     while let Some(states) = conn.take_pushed() {
         tracker.apply_update(&states);
     }
-    let view = StateView::from_tree(&tree)?;
     tracker.apply_snapshot(&view.workload_state_list(), &view.agent_names(), Instant::now());
     Ok(())
 }

@@ -17,17 +17,17 @@ use crate::view::StateView;
 // [feature K8: `ank describe workload`]
 pub async fn workload(ctx: &mut Ctx<'_>, name: &str) -> anyhow::Result<()> {
     let masks = vec![format!("desiredState.workloads.{name}"), "workloadStates".to_owned()];
-    let tree = fetch_state(ctx, masks).await?;
-    let spec = tree.pointer(&format!("/desiredState/workloads/{name}"));
-    let view = StateView::from_tree(&tree)?;
+    let view = fetch_state(ctx, masks).await?;
+    let spec = view.workload(name);
     let has_states = view.workload_state_list().iter().any(|s| s.instance_name.workload_name == name);
     if spec.is_none() && !has_states {
         bail!("workload '{name}' not found");
     }
     let spec: Option<Workload> = spec
-        .map(|s| serde_json::from_value(s.clone()))
-        .transpose()
-        .with_context(|| format!("the server sent a workload '{name}' this version cannot read"))?;
+        .map(|s| {
+            s.to_workload().with_context(|| format!("the server sent a workload '{name}' this version cannot read"))
+        })
+        .transpose()?;
     ctx.print(&describe(name, spec.as_ref(), &view))
 }
 

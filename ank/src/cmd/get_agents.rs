@@ -57,8 +57,7 @@ pub fn agent_table(rows: &[AgentRow], wide: bool, max_width: Option<usize>) -> S
 
 /// Prints the agent table (or its records with `-o yaml|json`).
 pub async fn run(ctx: &mut Ctx<'_>, format: Option<AgentsFormat>) -> anyhow::Result<()> {
-    let tree = fetch_state(ctx, vec!["agents".to_owned(), "workloadStates".to_owned()]).await?;
-    let rows = agent_rows(&StateView::from_tree(&tree)?);
+    let rows = agent_rows(&fetch_state(ctx, vec!["agents".to_owned(), "workloadStates".to_owned()]).await?);
     let records = |f| output::records(&output::agent_records(&rows), f);
     match format {
         Some(AgentsFormat::Yaml) => ctx.print(&records(OutputFormat::Yaml)?),

@@ -6,16 +6,6 @@ use crate::cmd::{Ctx, fetch_state};
 use crate::output;
 use crate::table::{self, Fit, terminal_width};
 
-/// The config names of a state tree, sorted.
-pub fn config_names(tree: &serde_json::Value) -> Vec<String> {
-    let mut names: Vec<String> = tree["desiredState"]["configs"]
-        .as_object()
-        .map(|configs| configs.keys().cloned().collect())
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
 /// The CONFIG table as Ankaios prints it.
 pub fn config_table(names: &[String], max_width: Option<usize>) -> String {
     let rows: Vec<[String; 1]> = names.iter().map(|n| [n.clone()]).collect();
@@ -24,8 +14,7 @@ pub fn config_table(names: &[String], max_width: Option<usize>) -> String {
 
 /// Prints the config table (or the names with `-o`).
 pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Result<()> {
-    let tree = fetch_state(ctx, vec!["desiredState.configs".to_owned()]).await?;
-    let names = config_names(&tree);
+    let names = fetch_state(ctx, vec!["desiredState.configs".to_owned()]).await?.config_names();
     if let Some(f) = format {
         return ctx.print(&output::records(&serde_json::json!(names), f)?);
     }
@@ -35,12 +24,14 @@ pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::StateView;
 
     #[test]
     fn get_configs_lists_names_sorted() {
         let tree = serde_json::json!({"desiredState": {"apiVersion": "v1", "configs": {"b": "1", "a": {"x": "y"}}}});
-        assert_eq!(config_names(&tree), vec!["a", "b"]);
-        assert!(config_names(&serde_json::json!({"desiredState": {"apiVersion": "v1"}})).is_empty());
+        assert_eq!(StateView::from_tree(&tree).unwrap().config_names(), vec!["a", "b"]);
+        let none = serde_json::json!({"desiredState": {"apiVersion": "v1"}});
+        assert!(StateView::from_tree(&none).unwrap().config_names().is_empty());
     }
 
     #[test]

@@ -78,8 +78,7 @@ pub fn records(view: &StateView, rows: &[MemberRow]) -> serde_json::Value {
 /// Prints the groups.
 pub async fn run(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Result<()> {
     let masks = ["desiredState.groups", "desiredState.workloads", "workloadStates"];
-    let tree = fetch_state(ctx, masks.iter().map(|m| (*m).to_owned()).collect()).await?;
-    let view = StateView::from_tree(&tree)?;
+    let view = fetch_state(ctx, masks.iter().map(|m| (*m).to_owned()).collect()).await?;
     let rows = group_rows(&view);
     match format {
         Some(f) => ctx.print(&output::records(&records(&view, &rows), f)?),

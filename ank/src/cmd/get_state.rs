@@ -21,7 +21,7 @@ pub fn state_text(tree: &serde_json::Value, opts: &ShapeOptions, format: OutputF
 /// Prints the complete state selected by the masks.
 pub async fn run(ctx: &mut Ctx<'_>, args: GetStateArgs) -> anyhow::Result<()> {
     let opts = ShapeOptions { masks: args.masks.clone(), extensions: args.extensions };
-    let tree = fetch_state(ctx, args.masks).await?;
+    let tree = fetch_state(ctx, args.masks).await?.to_tree()?;
     ctx.print(&state_text(&tree, &opts, args.output_format))
 }
 

@@ -66,8 +66,7 @@ pub async fn run(ctx: &mut Ctx<'_>, args: GetWorkloadsArgs) -> anyhow::Result<()
         return super::rendered_workloads::run(ctx, &args.names, args.agent.as_deref(), records).await;
     }
     let masks = vec!["desiredState.workloads".to_owned(), "workloadStates".to_owned()];
-    let tree = fetch_state(ctx, masks).await?;
-    let view = StateView::from_tree(&tree)?;
+    let view = fetch_state(ctx, masks).await?;
     let filter = WorkloadFilter { names: args.names, agent: args.agent, state: args.state };
     let rows = workload_rows(&view, &filter);
     match (records, wide) {

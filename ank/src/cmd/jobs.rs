@@ -12,18 +12,8 @@ use crate::cli::{GetJobArgs, JobCommand, OutputFormat};
 use crate::cmd::{Ctx, UpdateOutcome, fetch_state, follow};
 use crate::output;
 
-/// The jobs of a complete-state tree, oldest first.
-pub fn jobs_of(tree: &serde_json::Value) -> anyhow::Result<Vec<Job>> {
-    let Some(jobs) = tree.get("jobs") else { return Ok(Vec::new()) };
-    let by_id: BTreeMap<String, Job> =
-        serde_json::from_value(jobs.clone()).context("the server sent unreadable jobs")?;
-    let mut jobs: Vec<Job> = by_id.into_values().collect();
-    jobs.sort_by_key(|j| j.id);
-    Ok(jobs)
-}
-
 /// The table of `ank get jobs`.
-pub fn jobs_table(jobs: &[Job]) -> String {
+pub fn jobs_table(jobs: &[&Job]) -> String {
     let cells: Vec<[String; 5]> = jobs
         .iter()
         .map(|j| {
@@ -65,7 +55,8 @@ pub fn job_text(job: &Job) -> String {
 
 /// `ank get jobs`.
 pub async fn get_jobs(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow::Result<()> {
-    let jobs = jobs_of(&fetch_state(ctx, vec!["jobs".to_owned()]).await?)?;
+    let view = fetch_state(ctx, vec!["jobs".to_owned()]).await?;
+    let jobs = view.jobs();
     match format {
         Some(f) => ctx.print(&output::records(&serde_json::to_value(&jobs)?, f)?),
         None => ctx.print(&jobs_table(&jobs)),
@@ -74,13 +65,13 @@ pub async fn get_jobs(ctx: &mut Ctx<'_>, format: Option<OutputFormat>) -> anyhow
 
 /// `ank get job ID`.
 pub async fn get_job(ctx: &mut Ctx<'_>, args: GetJobArgs) -> anyhow::Result<()> {
-    let tree = fetch_state(ctx, vec![format!("jobs.{}", args.id)]).await?;
-    let Some(job) = jobs_of(&tree)?.into_iter().find(|j| j.id == args.id) else {
+    let view = fetch_state(ctx, vec![format!("jobs.{}", args.id)]).await?;
+    let Some(job) = view.jobs().into_iter().find(|j| j.id == args.id) else {
         bail!("the server keeps no job {} (see `ank get jobs`)", args.id)
     };
     match args.output {
-        Some(f) => ctx.print(&output::records(&serde_json::to_value(&job)?, f)?),
-        None => ctx.print(&job_text(&job)),
+        Some(f) => ctx.print(&output::records(&serde_json::to_value(job)?, f)?),
+        None => ctx.print(&job_text(job)),
     }
 }
 
@@ -114,6 +105,7 @@ pub async fn run(ctx: &mut Ctx<'_>, command: JobCommand) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::StateView;
     use serde_json::json;
 
     fn tree() -> serde_json::Value {
@@ -130,20 +122,21 @@ mod tests {
 
     #[test]
     fn jobs_are_listed_by_numeric_id() {
-        let jobs = jobs_of(&tree()).unwrap();
+        let view = StateView::from_tree(&tree()).unwrap();
+        let jobs = view.jobs();
         assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [9, 10]);
         let table = jobs_table(&jobs);
         let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
         assert_eq!(header, ["ID", "PHASE", "WORKLOADS", "REASON", "CREATED"]);
         assert!(table.lines().nth(1).unwrap().starts_with("9 "), "{table}");
         assert!(jobs_table(&jobs).contains("api: Failed(ExecFailed); not started: ui"));
-        assert!(jobs_of(&json!({})).unwrap().is_empty());
+        assert!(StateView::from_tree(&json!({})).unwrap().jobs().is_empty());
     }
 
     #[test]
     fn a_job_lists_its_workloads_by_class() {
-        let jobs = jobs_of(&tree()).unwrap();
-        let text = job_text(&jobs[0]);
+        let view = StateView::from_tree(&tree()).unwrap();
+        let text = job_text(view.jobs()[0]);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "job 9: Failed (api: Failed(ExecFailed); not started: ui)");
         assert!(lines[1].starts_with("WORKLOAD"));

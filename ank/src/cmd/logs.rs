@@ -49,8 +49,7 @@ pub fn names_shown(instances: usize, asked: bool) -> bool {
 
 /// Prints the logs.
 pub async fn run(ctx: &mut Ctx<'_>, args: LogsArgs) -> anyhow::Result<()> {
-    let tree = fetch_state(ctx, vec!["workloadStates".to_owned()]).await?;
-    let names = resolve(&StateView::from_tree(&tree)?, &args.workloads)?;
+    let names = resolve(&fetch_state(ctx, vec!["workloadStates".to_owned()]).await?, &args.workloads)?;
     let with_name = names_shown(names.len(), args.names);
     let interrupted = crate::signals::termination();
     let mut conn = ctx.connect().await?;

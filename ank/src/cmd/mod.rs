@@ -31,6 +31,7 @@ use anyhow::{Context, bail};
 
 use crate::cli::{Cli, SettingsError};
 use crate::connection::Connection;
+use crate::view::StateView;
 use crate::wait::{WaitTracker, wait_for};
 use ank_common::jobs::{Job, JobPhase};
 
@@ -282,14 +283,15 @@ pub fn update_report(outcome: &UpdateOutcome, order: &[String]) -> Vec<String> {
     lines
 }
 
-/// Sends one state request and says goodbye.
-pub async fn fetch_state(ctx: &Ctx<'_>, masks: Vec<String>) -> anyhow::Result<serde_json::Value> {
+/// Sends one state request and says goodbye; the answer is read as a
+/// view (typed: JSON only where a command prints it).
+pub async fn fetch_state(ctx: &Ctx<'_>, masks: Vec<String>) -> anyhow::Result<StateView> {
     let mut conn = ctx.connect().await?;
     let request = RequestContent::CompleteState { field_mask: masks, subscribe_for_events: false };
     let response = conn.request(request).await;
     conn.goodbye().await;
     match response.context("the state request failed")? {
-        ResponseContent::CompleteState(state) => Ok(state.to_json()?),
+        ResponseContent::CompleteState(state) => Ok(StateView::of(*state)),
         ResponseContent::Error(msg) => bail!("the server rejected the request: {msg}"),
         other => bail!("unexpected answer to a state request: {other:?}"),
     }

@@ -48,7 +48,7 @@ pub fn event_table(events: &[(String, WorkloadEvent)]) -> String {
 pub async fn run(ctx: &mut Ctx<'_>, names: &[String], format: Option<OutputFormat>) -> anyhow::Result<()> {
     let mut masks: Vec<String> = names.iter().map(|n| format!("desiredState.workloads.{n}")).collect();
     masks.push("workloadStates".to_owned());
-    let view = StateView::from_tree(&fetch_state(ctx, masks).await?)?;
+    let view = fetch_state(ctx, masks).await?;
     let by_name = events_by_workload(&view);
     let mut rows = Vec::new();
     for name in names {
