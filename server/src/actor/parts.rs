@@ -119,3 +119,36 @@ pub(super) struct Hooks {
     /// The chain running, and the updates waiting for it.
     pub(super) flow: HookFlow<super::change::Prepared>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desired(runtime_config: &str) -> DesiredState {
+        let yaml = format!(
+            "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    agent: A\n    runtimeConfig: {runtime_config}\n"
+        );
+        DesiredState::new(ank_common::manifest::parse_manifest("t", &yaml).unwrap()).unwrap()
+    }
+
+    // A switch makes the new state current and returns what the features
+    // follow up on: the old state, the instances added and deleted, and the
+    // generations before (a changed spec gets the next generation).
+    #[test]
+    fn a_switch_returns_the_old_state_the_diff_and_the_generations_before() {
+        let mut d = Desired { current: DesiredState::default(), file: None, generations: Generations::default() };
+        let states = WorkloadStateStore::default();
+        let first = d.switch(desired("x"), &states);
+        assert_eq!(first.old, DesiredState::default());
+        assert_eq!(first.diff.added_instance_names().len(), 1);
+        assert!(first.diff.deleted_instance_names().is_empty());
+        assert_eq!(first.generations_before.of("w"), None);
+        assert_eq!(d.generations.of("w"), Some(1));
+        let second = d.switch(desired("y"), &states);
+        assert_eq!(second.old, desired("x"));
+        assert_eq!((second.diff.added_instance_names().len(), second.diff.deleted_instance_names().len()), (1, 1));
+        assert_eq!(second.generations_before.of("w"), Some(1));
+        assert_eq!(d.generations.of("w"), Some(2));
+        assert_eq!(d.current, desired("y"));
+    }
+}

@@ -410,3 +410,34 @@ impl Placer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn current() -> DesiredState {
+        let yaml = "apiVersion: v1\nworkloads:\n  w:\n    runtime: podman\n    runtimeConfig: x\n    agentSelector:\n      matchLabels:\n        zone: a\n";
+        DesiredState::new(ank_common::manifest::parse_manifest("t", yaml).unwrap()).unwrap()
+    }
+
+    // A pass that moved nothing asks for no change; its messages still go.
+    #[test]
+    fn a_pass_without_moves_is_no_change() {
+        let (_, change) = Moved::default().into_change(&current());
+        assert!(change.is_none());
+    }
+
+    // The moves become a change of the server's own, rendered again from
+    // the user's state and named for the log.
+    #[test]
+    fn moves_become_a_server_change_of_the_same_user_state() {
+        let current = current();
+        let moved = Moved { out: Outbox::default(), moves: vec![("w".to_owned(), "B".to_owned())] };
+        let (_, change) = moved.into_change(&current);
+        let change = change.expect("a change");
+        assert_eq!(change.moves, [("w".to_owned(), "B".to_owned())]);
+        assert_eq!(change.next.state, current.state);
+        assert_eq!(change.name.what, "placement of 1 workloads");
+        assert_eq!(change.name.stays, "tried again at its next occasion");
+    }
+}
