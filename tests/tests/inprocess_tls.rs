@@ -195,7 +195,7 @@ fn pem_files_with_loose_modes_are_refused_by_server_agent_and_ank() {
     assert!(agent.client_pem(false).is_ok());
 
     set(server_key, 0o640);
-    let e = ank_server::grpc::tls::ServerTls::load(server.clone()).err().expect("refused");
+    let e = ank_server::grpc::tls::ServerTls::load(server.clone()).err().expect("refused").to_string();
     assert!(e.contains("has insecure permissions 640") && e.contains("0600 or 0400"), "{e}");
     set(server_key, 0o400);
     assert!(ank_server::grpc::tls::ServerTls::load(server).is_ok(), "0400 is fine too");

@@ -302,7 +302,7 @@ impl AnkaiosServer {
                             Ok(())
                         };
                         match limit {
-                            Err(e) => ResponseContent::Error(e),
+                            Err(e) => ResponseContent::Error(e.to_string()),
                             Ok(()) => {
                                 if subscribe_for_events {
                                     self.streams.events.add(conn, request.request_id.clone(), field_mask);
@@ -330,7 +330,8 @@ impl AnkaiosServer {
                 if !self.streams.logs.has(&requester)
                     && let Err(e) = self.streams.limits.check_log_requests(self.streams.logs.count(conn))
                 {
-                    let response = Response { request_id: requester.request_id, content: ResponseContent::Error(e) };
+                    let response =
+                        Response { request_id: requester.request_id, content: ResponseContent::Error(e.to_string()) };
                     return self.io.out.send(conn, FromServer::Response(response));
                 }
                 let out = self.streams.logs.request(requester, logs, &self.desired.current.rendered, &self.conns);

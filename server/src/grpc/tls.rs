@@ -48,6 +48,33 @@ impl PeerIdentity {
     }
 }
 
+/// Why the server's TLS configuration cannot be built (each text names
+/// the flag whose file is at fault).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerTlsError {
+    /// A PEM item cannot be read or is unusable.
+    #[error(transparent)]
+    Material(#[from] ank_common::tls::TlsError),
+    /// The revocation list file cannot be read.
+    #[error("crl_pem '{path}': {source}")]
+    CrlFile { path: String, source: io::Error },
+    /// The revocation list file holds no usable list.
+    #[error("crl_pem '{path}': {source}")]
+    CrlContent { path: String, source: ank_common::tls::TlsError },
+    /// A CA certificate is unusable.
+    #[error("ca_pem: unusable CA certificate: {0}")]
+    Ca(rustls::Error),
+    /// The client-certificate verifier cannot be built from the CA.
+    #[error("ca_pem: {0}")]
+    Verifier(rustls::server::VerifierBuilderError),
+    /// The protocol versions are refused by the crypto provider.
+    #[error("{0}")]
+    Protocols(rustls::Error),
+    /// The server's certificate chain and key do not go together.
+    #[error("crt_pem/key_pem: {0}")]
+    Certificate(rustls::Error),
+}
+
 /// The server's TLS configuration, replaced as a whole on reload.
 pub struct ServerTls {
     sources: TlsSources,
@@ -58,13 +85,13 @@ pub struct ServerTls {
 
 impl ServerTls {
     /// Loads the PEM items and builds the configuration.
-    pub fn load(sources: TlsSources) -> Result<Self, String> {
+    pub fn load(sources: TlsSources) -> Result<Self, ServerTlsError> {
         Self::load_with_crl(sources, None)
     }
 
     /// Loads the PEM items and, with `crl`, the revocation lists of the
     /// CA: a client certificate they revoke is refused in the handshake.
-    pub fn load_with_crl(sources: TlsSources, crl: Option<PathBuf>) -> Result<Self, String> {
+    pub fn load_with_crl(sources: TlsSources, crl: Option<PathBuf>) -> Result<Self, ServerTlsError> {
         let config = build(&sources.load()?, &load_crls(crl.as_deref())?)?;
         Ok(Self { sources, crl, config: RwLock::new(Arc::new(config)) })
     }
@@ -72,7 +99,7 @@ impl ServerTls {
     /// Reads the PEM items (and the revocation list) again; new
     /// connections use them, open ones are kept. On error the old
     /// configuration stays.
-    pub fn reload(&self) -> Result<(), String> {
+    pub fn reload(&self) -> Result<(), ServerTlsError> {
         let config = build(&self.sources.load()?, &load_crls(self.crl.as_deref())?)?;
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
         Ok(())
@@ -84,29 +111,34 @@ impl ServerTls {
 }
 
 /// The revocation lists in the PEM file `path` (none without a path).
-fn load_crls(path: Option<&Path>) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+fn load_crls(path: Option<&Path>) -> Result<Vec<CertificateRevocationListDer<'static>>, ServerTlsError> {
     let Some(path) = path else { return Ok(Vec::new()) };
-    let pem = std::fs::read(path).map_err(|e| format!("crl_pem '{}': {e}", path.display()))?;
-    ank_common::tls::revocation_lists(&pem).map_err(|e| format!("crl_pem '{}': {e}", path.display()))
+    let pem =
+        std::fs::read(path).map_err(|source| ServerTlsError::CrlFile { path: path.display().to_string(), source })?;
+    ank_common::tls::revocation_lists(&pem)
+        .map_err(|source| ServerTlsError::CrlContent { path: path.display().to_string(), source })
 }
 
-fn build(material: &TlsMaterial, crls: &[CertificateRevocationListDer<'static>]) -> Result<ServerConfig, String> {
+fn build(
+    material: &TlsMaterial,
+    crls: &[CertificateRevocationListDer<'static>],
+) -> Result<ServerConfig, ServerTlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
     for ca in &material.ca {
-        roots.add(ca.clone()).map_err(|e| format!("ca_pem: unusable CA certificate: {e}"))?;
+        roots.add(ca.clone()).map_err(ServerTlsError::Ca)?;
     }
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .with_crls(crls.iter().cloned())
         .only_check_end_entity_revocation()
         .build()
-        .map_err(|e| format!("ca_pem: {e}"))?;
+        .map_err(ServerTlsError::Verifier)?;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(ServerTlsError::Protocols)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(material.chain.clone(), material.key.clone_key())
-        .map_err(|e| format!("crt_pem/key_pem: {e}"))?;
+        .map_err(ServerTlsError::Certificate)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
 }
@@ -228,7 +260,7 @@ mod tests {
         let after = tls.config.read().unwrap().clone();
         assert!(!Arc::ptr_eq(&before, &after), "new connections get the new configuration");
         std::fs::write(dir.path().join("crt.pem"), "garbage").unwrap();
-        let e = tls.reload().unwrap_err();
+        let e = tls.reload().unwrap_err().to_string();
         assert!(e.contains("crt_pem") && e.contains("no certificate found"), "{e}");
         assert!(Arc::ptr_eq(&after, &tls.config.read().unwrap().clone()), "a failed reload keeps the old one");
     }
