@@ -83,15 +83,15 @@ mod tests {
         }
     }
 
+    /// A server with an empty desired state and the default settings.
+    fn empty_server() -> (ServerHandle, AnkaiosServer) {
+        let (resync, jobs) = (ResyncSettings::default(), JobSettings::default());
+        AnkaiosServer::new_with(DesiredState::default(), None, resync, jobs, LifecycleOptions::default())
+    }
+
     /// A server with (an Ankaios) agent A connected, all handled.
     async fn with_agent_a() -> (ServerHandle, AnkaiosServer, mpsc::Receiver<FromServer>) {
-        let (handle, mut s) = AnkaiosServer::new_with(
-            DesiredState::default(),
-            None,
-            ResyncSettings::default(),
-            JobSettings::default(),
-            LifecycleOptions::default(),
-        );
+        let (handle, mut s) = empty_server();
         let (agent_tx, agent_rx) = mpsc::channel(64);
         handle.opened(1, ConnKind::Agent, agent_tx).await;
         handle.message(1, hello("A")).await;
@@ -105,13 +105,7 @@ mod tests {
 
     #[tokio::test]
     async fn queued_state_reports_advance_the_jobs_once_and_the_next_command_comes_after_them() {
-        let (handle, mut s) = AnkaiosServer::new_with(
-            DesiredState::default(),
-            None,
-            ResyncSettings::default(),
-            JobSettings::default(),
-            LifecycleOptions::default(),
-        );
+        let (handle, mut s) = empty_server();
         let (agent_tx, mut agent_rx) = mpsc::channel(64);
         let (cli_tx, mut cli_rx) = mpsc::channel(64);
         handle.opened(1, ConnKind::Agent, agent_tx).await;

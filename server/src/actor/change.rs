@@ -92,8 +92,11 @@ impl AnkaiosServer {
                 return tracing::info!("{} waits for the running mutating hooks", change.name);
             }
             Change::Server(change) => {
-                let ServerChange { next, moves, name } = *change;
-                (next, moves, Origin::Server(name))
+                let ServerChange { state, moves, name } = *change;
+                match self.desired.current.after(state) {
+                    Ok(next) => (next, moves, Origin::Server(name)),
+                    Err(e) => return name.refused(&e, false),
+                }
             }
         };
         // Placement first: the ${seq:N} pools are per agent.

@@ -44,7 +44,7 @@ impl AnkaiosServer {
             }
             // The `Reaped` event first, then the change.
             self.with_events(|s| reaper::record_reaped(&mut s.states, &due));
-            let Some(change) = reaper::reaping(&self.desired.current, &due) else { return };
+            let change = reaper::reaping(&self.desired.current, &due);
             return self.with_events(|s| {
                 s.change(Change::Server(Box::new(change)));
                 if s.io.out.job_pending() {

@@ -1,15 +1,18 @@
 //! A change of the desired state that the server makes on its own: a
 //! placement move, reaping, a health gate's revert. The feature that
-//! decides it returns a [`ServerChange`]; the actor makes it the way it
-//! makes an update (placement, rendering, the mutating hooks, the state
-//! file, a job), but nobody waits for an answer: the outcome is logged.
+//! decides it returns a [`ServerChange`]: the user's state it wants. The
+//! actor makes it the way it makes an update (validation and rendering,
+//! placement, the mutating hooks, the state file, a job), but nobody waits
+//! for an answer: the outcome is logged.
 
-use super::DesiredState;
+use ank_common::State;
 
 /// A change the server decided, ready to be made.
 pub(crate) struct ServerChange {
-    /// The new desired state, validated and rendered from the user's state.
-    pub(crate) next: DesiredState,
+    /// The new user's state; rendered when the change is made, so that the
+    /// `${seq:N}` numbers of a moved workload come from its new agent's
+    /// pools.
+    pub(crate) state: State,
     /// Workloads placed on another agent: (workload, agent; "" for
     /// NotScheduled).
     pub(crate) moves: Vec<(String, String)>,

@@ -77,19 +77,11 @@ pub(crate) fn record(outcome: Outcome, states: &mut WorkloadStateStore) -> Optio
 }
 
 /// The change that writes `healthy` back as the spec of `workload`;
-/// `None` (logged) if there is nothing to write back or the state is
-/// refused.
+/// `None` if the workload is no longer desired.
 pub(crate) fn revert(current: &DesiredState, workload: &str, healthy: Healthy) -> Option<ServerChange> {
     let mut state = current.state.clone();
     let slot = state.workloads.get_mut(workload)?;
     *slot = healthy.spec;
     let what = format!("revert of '{workload}' to generation {}", healthy.generation);
-    let name = ChangeName { what, stays: "the new spec stays" };
-    match current.after(state) {
-        Ok(next) => Some(ServerChange { next, moves: Vec::new(), name }),
-        Err(e) => {
-            name.refused(&e, false);
-            None
-        }
-    }
+    Some(ServerChange { state, moves: Vec::new(), name: ChangeName { what, stays: "the new spec stays" } })
 }

@@ -123,10 +123,9 @@ pub(crate) enum Occasion<'a> {
 }
 
 impl Moved {
-    /// The messages to send, and the moves as a change of `current`: the
-    /// rendering is made again from the user's state, so that the
-    /// `${seq:N}` numbers of a moved workload come from its new agent's
-    /// pools. `None` without moves, or (logged) if the state is refused.
+    /// The messages to send, and the moves as a change of `current`'s
+    /// user state (rendered again when the change is made); `None`
+    /// without moves.
     pub(crate) fn into_change(self, current: &DesiredState) -> (Outbox, Option<ServerChange>) {
         let Moved { out, moves } = self;
         if moves.is_empty() {
@@ -134,13 +133,7 @@ impl Moved {
         }
         let what = format!("placement of {} workloads", moves.len());
         let name = ChangeName { what, stays: "tried again at its next occasion" };
-        match current.after(current.state.clone()) {
-            Ok(next) => (out, Some(ServerChange { next, moves, name })),
-            Err(e) => {
-                name.refused(&e, false);
-                (out, None)
-            }
-        }
+        (out, Some(ServerChange { state: current.state.clone(), moves, name }))
     }
 }
 
@@ -436,7 +429,7 @@ mod tests {
         let (_, change) = moved.into_change(&current);
         let change = change.expect("a change");
         assert_eq!(change.moves, [("w".to_owned(), "B".to_owned())]);
-        assert_eq!(change.next.state, current.state);
+        assert_eq!(change.state, current.state);
         assert_eq!(change.name.what, "placement of 1 workloads");
         assert_eq!(change.name.stays, "tried again at its next occasion");
     }

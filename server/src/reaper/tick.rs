@@ -40,18 +40,11 @@ pub(crate) fn record_reaped(states: &mut WorkloadStateStore, due: &[Due]) {
     }
 }
 
-/// The change that deletes the due workloads from `current`; `None` (and
-/// logged) if the rest is no valid state.
-pub(crate) fn reaping(current: &DesiredState, due: &[Due]) -> Option<ServerChange> {
-    let name =
-        ChangeName { what: format!("reaping of {} workloads", due.len()), stays: "tried again at its next tick" };
-    match current.after(without(&current.state, due)) {
-        Ok(next) => Some(ServerChange { next, moves: Vec::new(), name }),
-        Err(e) => {
-            name.refused(&e, false);
-            None
-        }
-    }
+/// The change that deletes the due workloads from `current`.
+pub(crate) fn reaping(current: &DesiredState, due: &[Due]) -> ServerChange {
+    let what = format!("reaping of {} workloads", due.len());
+    let name = ChangeName { what, stays: "tried again at its next tick" };
+    ServerChange { state: without(&current.state, due), moves: Vec::new(), name }
 }
 
 /// `state` without the due workloads, also as group members (a group
